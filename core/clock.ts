@@ -1,0 +1,19 @@
+/**
+ * The invocation loop's sense of time. Only the *invocation budget* is measured in Node;
+ * every comparison of job timestamps (run_at, leases, deadlines) happens in the database.
+ * Tests supply a manual clock so that "5 seconds left" needs no sleeping.
+ */
+export interface Clock {
+  now(): number;
+  /** Calls `fn` after `ms`; returns a function that cancels it. */
+  setTimer(fn: () => void, ms: number): () => void;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimer(fn, ms) {
+    const timer = setTimeout(fn, Math.max(0, ms));
+    timer.unref?.();
+    return () => clearTimeout(timer);
+  },
+};

@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import { assertLabel } from '../db/identifiers.js';
+import { InvalidIdentifierError, InvalidOptionsError } from './errors.js';
+import { describeIssues } from './issues.js';
+
+export type DedupeOption =
+  /** An active (queued or running) job with this key exists → return it, insert nothing. */
+  | { key: string; mode?: 'skip' }
+  /** A waiting job with this key exists → update its payload, run_at, priority ("latest state wins"). */
+  | { key: string; mode: 'replace' }
+  /** One job per key per `windowMs` period (aligned to the epoch), whatever its state. */
+  | { key: string; mode: 'window'; windowMs: number };
+
+export interface EnqueueOptions {
+  /** @defaultValue the kind's queue */
+  queue?: string;
+  /** Lower runs first, -1000..1000. @defaultValue the kind's priority */
+  priority?: number;
+  /** Earliest time to run. Mutually exclusive with delayMs. @defaultValue now (database clock) */
+  runAt?: Date;
+  /** Run after this many milliseconds, measured on the database clock. */
+  delayMs?: number;
+  /** @defaultValue the kind's maxAttempts */
+  maxAttempts?: number;
+  /** Not worth running after this time: the job goes to the DLQ as `deadline_exceeded`. */
+  deadline?: Date;
+  dedupe?: DedupeOption;
+  /** Carried into logs and the DLQ, e.g. the request id that caused the job. */
+  correlationId?: string;
+}
+
+const MAX_DELAY_MS = 366 * 24 * 3_600_000;
+
+const optionsSchema = z
+  .object({
+    queue: z.string().optional(),
+    priority: z.number().int().min(-1000).max(1000).optional(),
+    runAt: z.date().optional(),
+    delayMs: z.number().int().min(0).max(MAX_DELAY_MS).optional(),
+    maxAttempts: z.number().int().min(1).max(1000).optional(),
+    deadline: z.date().optional(),
+    dedupe: z
+      .union([
+        z.strictObject({ key: z.string().min(1).max(255), mode: z.literal('skip').optional() }),
+        z.strictObject({ key: z.string().min(1).max(255), mode: z.literal('replace') }),
+        z.strictObject({
+          key: z.string().min(1).max(255),
+          mode: z.literal('window'),
+          windowMs: z.number().int().min(1).max(MAX_DELAY_MS),
+        }),
+      ])
+      .optional(),
+    correlationId: z.string().max(255).optional(),
+  })
+  .strict()
+  .refine((o) => o.runAt === undefined || o.delayMs === undefined, {
+    message: 'give runAt or delayMs, not both',
+  });
+
+/** One row as the insert statement takes it (snake_case, JSON-ready). */
+export interface JobInsertRow {
+  ord: number;
+  kind: string;
+  queue: string;
+  payload: unknown;
+  priority: number;
+  run_at: string | null;
+  delay_ms: number | null;
+  max_attempts: number;
+  deadline: string | null;
+  dedupe_key: string | null;
+  dedupe_mode: 'skip' | 'replace' | 'window' | null;
+  window_ms: number | null;
+  correlation_id: string | null;
+}
+
+export interface KindDefaults {
+  kind: string;
+  queue: string;
+  priority: number;
+  maxAttempts: number;
+}
+
+/** Validates options (every problem in one message) and merges them over the kind's defaults. */
+export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, options: EnqueueOptions): JobInsertRow {
+  const parsed = optionsSchema.safeParse(options ?? {});
+  if (!parsed.success) {
+    throw new InvalidOptionsError(
+      `invalid enqueue options for ${kind.kind}: ${describeIssues(parsed.error, 'options')}`,
+    );
+  }
+  const o = parsed.data;
+  for (const date of [o.runAt, o.deadline]) {
+    if (date && Number.isNaN(date.getTime())) {
+      throw new InvalidOptionsError(`invalid enqueue options for ${kind.kind}: invalid date`);
+    }
+  }
+  let queue = kind.queue;
+  if (o.queue !== undefined) {
+    try {
+      queue = assertLabel('queue', o.queue);
+    } catch (err) {
+      if (err instanceof InvalidIdentifierError) throw new InvalidOptionsError(err.message);
+      throw err;
+    }
+  }
+  return {
+    ord,
+    kind: kind.kind,
+    queue,
+    payload,
+    priority: o.priority ?? kind.priority,
+    run_at: o.runAt ? o.runAt.toISOString() : null,
+    delay_ms: o.delayMs ?? null,
+    max_attempts: o.maxAttempts ?? kind.maxAttempts,
+    deadline: o.deadline ? o.deadline.toISOString() : null,
+    dedupe_key: o.dedupe?.key ?? null,
+    dedupe_mode: o.dedupe ? (o.dedupe.mode ?? 'skip') : null,
+    window_ms: o.dedupe?.mode === 'window' ? o.dedupe.windowMs : null,
+    correlation_id: o.correlationId ?? null,
+  };
+}

@@ -1,0 +1,160 @@
+import type { z } from 'zod';
+import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
+import { assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
+import { findDedupeHolders, insertJobs } from '../db/statements/enqueue.js';
+import { type EnqueueOptions, type JobInsertRow, toInsertRow } from './enqueue-options.js';
+import { ConfigError, PayloadTooLargeError, PayloadValidationError, SkiplockError } from './errors.js';
+import { issuesOf } from './issues.js';
+import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
+
+export interface EnqueueConfig {
+  /** Schema holding skiplock's tables. @defaultValue 'skiplock' */
+  schema?: string;
+  /** Largest accepted payload, in bytes of JSON. @defaultValue 262144 (256 KiB) */
+  maxPayloadBytes?: number;
+}
+
+export const ENQUEUE_DEFAULTS = { schema: DEFAULT_SCHEMA, maxPayloadBytes: 256 * 1024 } as const;
+
+export interface EnqueueResult {
+  id: string;
+  /**
+   * - inserted: a new job was written;
+   * - deduplicated: a job already held the dedupe key (skip, window); its id is returned;
+   * - replaced: the waiting job with the key took this payload/run_at/priority (replace).
+   */
+  outcome: 'inserted' | 'deduplicated' | 'replaced';
+}
+
+/** Where enqueue writes: any Drizzle Postgres database or transaction, or a SkiplockDb. */
+export type EnqueueTarget = AnyPgDatabase | SkiplockDb;
+
+export interface Enqueuer {
+  /** Enqueues one job, in `db`'s transaction when `db` is one. */
+  enqueue<S extends z.ZodType>(
+    db: EnqueueTarget,
+    job: JobDefinition<S>,
+    payload: z.input<S>,
+    options?: EnqueueOptions,
+  ): Promise<EnqueueResult>;
+  /** Enqueues many jobs (of any kinds) in one statement, two when some use `replace`. */
+  enqueueMany(db: EnqueueTarget, requests: readonly JobRequest[]): Promise<EnqueueResult[]>;
+  /** Enqueue by kind name (HTTP, CLI): the kind must be in `registry`. */
+  enqueueByKind(
+    db: EnqueueTarget,
+    registry: JobRegistry,
+    kind: string,
+    payload: unknown,
+    options?: EnqueueOptions,
+  ): Promise<EnqueueResult>;
+}
+
+/** Builds enqueue functions bound to a schema and payload limit. */
+export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
+  const schema = assertSchemaName(config.schema ?? ENQUEUE_DEFAULTS.schema);
+  const maxPayloadBytes = config.maxPayloadBytes ?? ENQUEUE_DEFAULTS.maxPayloadBytes;
+  if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1) {
+    throw new ConfigError('maxPayloadBytes must be a positive integer');
+  }
+
+  const toRow = (ord: number, request: JobRequest): JobInsertRow => {
+    const { job } = request;
+    const parsed = job.payloadSchema.safeParse(request.payload);
+    if (!parsed.success) {
+      throw new PayloadValidationError(job.kind, issuesOf(parsed.error));
+    }
+    const json = JSON.stringify(parsed.data ?? null);
+    const bytes = Buffer.byteLength(json, 'utf8');
+    if (bytes > maxPayloadBytes) throw new PayloadTooLargeError(job.kind, bytes, maxPayloadBytes);
+    return toInsertRow(ord, job, JSON.parse(json), request.options);
+  };
+
+  const enqueueMany = async (target: EnqueueTarget, requests: readonly JobRequest[]) => {
+    // Validate everything before writing anything.
+    const rows = requests.map((request, ord) => toRow(ord, request));
+    if (rows.length === 0) return [];
+    const db = databaseOf(target);
+    const results: (EnqueueResult | undefined)[] = new Array(rows.length);
+
+    const replaceRows = lastPerKey(rows.filter((r) => r.dedupe_mode === 'replace'));
+    if (replaceRows.rows.length > 0) {
+      for (const outcome of await insertJobs(db, schema, replaceRows.rows, 'replace')) {
+        results[outcome.ord] = { id: outcome.id as string, outcome: outcome.inserted ? 'inserted' : 'replaced' };
+      }
+      // Earlier rows for the same key were superseded inside this call by the last one.
+      for (const [ord, winner] of replaceRows.supersededBy) {
+        results[ord] = { id: (results[winner] as EnqueueResult).id, outcome: 'replaced' };
+      }
+    }
+
+    let pending = rows.filter((r) => r.dedupe_mode !== 'replace');
+    // A deduplicated row whose key holder finished before we could see it is simply
+    // inserted on the next pass; three passes settle any realistic race.
+    for (let pass = 0; pending.length > 0 && pass < 3; pass++) {
+      const outcomes = await insertJobs(db, schema, pending, 'insert');
+      const unresolved: { row: JobInsertRow; windowStartMs: number | null }[] = [];
+      outcomes.forEach((outcome, index) => {
+        const row = pending[index] as JobInsertRow;
+        if (outcome.id !== null) {
+          results[row.ord] = { id: outcome.id, outcome: outcome.inserted ? 'inserted' : 'deduplicated' };
+        } else {
+          unresolved.push({ row, windowStartMs: outcome.windowStartMs });
+        }
+      });
+      if (unresolved.length === 0) break;
+      const holders = await findDedupeHolders(
+        db,
+        schema,
+        unresolved.map(({ row, windowStartMs }) => ({
+          ord: row.ord,
+          kind: row.kind,
+          dedupe_key: row.dedupe_key as string,
+          dedupe_mode: row.dedupe_mode as string,
+          window_start_ms: windowStartMs,
+        })),
+      );
+      pending = [];
+      for (const { row } of unresolved) {
+        const id = holders.get(row.ord);
+        if (id) results[row.ord] = { id, outcome: 'deduplicated' };
+        else pending.push(row);
+      }
+    }
+    if (pending.length > 0) {
+      throw new SkiplockError('dedupe_conflict', 'could not settle dedupe keys under heavy contention; retry');
+    }
+    return results as EnqueueResult[];
+  };
+
+  return {
+    enqueue: async (db, job, payload, options = {}) =>
+      (await enqueueMany(db, [{ job, payload, options }]))[0] as EnqueueResult,
+    enqueueMany,
+    enqueueByKind: async (db, registry, kind, payload, options = {}) =>
+      (await enqueueMany(db, [{ job: registry.get(kind), payload, options }]))[0] as EnqueueResult,
+  };
+}
+
+const defaultEnqueuer = createEnqueuer();
+/** enqueue() on the default `skiplock` schema with the default payload limit. */
+export const enqueue = defaultEnqueuer.enqueue;
+/** enqueueMany() on the default `skiplock` schema with the default payload limit. */
+export const enqueueMany = defaultEnqueuer.enqueueMany;
+/** enqueueByKind() on the default `skiplock` schema with the default payload limit. */
+export const enqueueByKind = defaultEnqueuer.enqueueByKind;
+
+function databaseOf(target: EnqueueTarget): AnyPgDatabase {
+  return 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
+}
+
+/** Keeps the last row per (kind, key): one upsert may not touch the same row twice. */
+function lastPerKey(rows: JobInsertRow[]): { rows: JobInsertRow[]; supersededBy: Map<number, number> } {
+  const last = new Map<string, JobInsertRow>();
+  for (const row of rows) last.set(`${row.kind}\u0000${row.dedupe_key}`, row);
+  const supersededBy = new Map<number, number>();
+  for (const row of rows) {
+    const winner = last.get(`${row.kind}\u0000${row.dedupe_key}`) as JobInsertRow;
+    if (winner !== row) supersededBy.set(row.ord, winner.ord);
+  }
+  return { rows: [...last.values()], supersededBy };
+}

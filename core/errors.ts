@@ -1,0 +1,150 @@
+/**
+ * Every error skiplock raises on purpose is a SkiplockError with a stable `code`,
+ * so callers can branch on `err.code` and boundaries can map it to a status.
+ */
+export class SkiplockError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** A schema, queue or kind name that is not allowed. */
+export class InvalidIdentifierError extends SkiplockError {
+  constructor(message: string) {
+    super('invalid_identifier', message);
+  }
+}
+
+/** Configuration that cannot work (bad option values, unsupported driver/mode pairs). */
+export class ConfigError extends SkiplockError {
+  constructor(message: string) {
+    super('config_error', message);
+  }
+}
+
+/** enqueue() was asked for a kind nobody defined. */
+export class UnknownKindError extends SkiplockError {
+  readonly kind: string;
+  constructor(kind: string, known: readonly string[]) {
+    super(
+      'unknown_kind',
+      `unknown job kind ${JSON.stringify(kind)}; known kinds: ${known.length ? known.join(', ') : '(none)'}`,
+    );
+    this.kind = kind;
+  }
+}
+
+/** The payload does not match the kind's zod schema. Nothing was written. */
+export class PayloadValidationError extends SkiplockError {
+  readonly kind: string;
+  readonly issues: readonly { path: string; message: string }[];
+  constructor(kind: string, issues: readonly { path: string; message: string }[]) {
+    const lines = issues.map((i) => `${i.path || '(payload)'}: ${i.message}`).join('; ');
+    super('invalid_payload', `invalid payload for ${kind}: ${lines}`);
+    this.kind = kind;
+    this.issues = issues;
+  }
+}
+
+/** The serialized payload exceeds the configured limit. Nothing was written. */
+export class PayloadTooLargeError extends SkiplockError {
+  readonly bytes: number;
+  readonly limitBytes: number;
+  constructor(kind: string, bytes: number, limitBytes: number) {
+    super(
+      'payload_too_large',
+      `payload for ${kind} is ${bytes} bytes, over the ${limitBytes}-byte limit; store large data elsewhere and enqueue a reference`,
+    );
+    this.bytes = bytes;
+    this.limitBytes = limitBytes;
+  }
+}
+
+/** Enqueue or replay options that are out of range. Nothing was written. */
+export class InvalidOptionsError extends SkiplockError {
+  constructor(message: string) {
+    super('invalid_options', message);
+  }
+}
+
+/** The skiplock tables are missing: migrate() has not been run for this schema. */
+export class NotMigratedError extends SkiplockError {
+  constructor(schema: string) {
+    super('not_migrated', `skiplock schema "${schema}" is not migrated; run \`npm run migrate\` (or migrate()) first`);
+  }
+}
+
+/**
+ * A database failure, with the driver's message scrubbed of connection strings and
+ * passwords. `sqlState` is the SQLSTATE when the server sent one.
+ */
+export class DatabaseError extends SkiplockError {
+  readonly sqlState: string | undefined;
+  constructor(message: string, sqlState: string | undefined) {
+    super('database_error', message);
+    this.sqlState = sqlState;
+  }
+}
+
+// ---- Errors a job handler throws to steer what happens next -------------------
+
+export interface HttpResponseInfo {
+  status: number;
+  body?: string;
+}
+
+interface HandlerErrorOptions {
+  cause?: unknown;
+  /** The failing HTTP response, kept in the job's error record (body truncated). */
+  response?: HttpResponseInfo;
+}
+
+/** Retry with the kind's backoff. Throwing anything that is not a skiplock error does the same. */
+export class RetryError extends SkiplockError {
+  readonly response: HttpResponseInfo | undefined;
+  constructor(message: string, options: HandlerErrorOptions = {}) {
+    super('retry', message, options);
+    this.response = options.response;
+  }
+}
+
+/** Retry after an explicit delay (e.g. a 429's Retry-After), ignoring the backoff curve. */
+export class RetryAfterError extends SkiplockError {
+  readonly delayMs: number;
+  readonly response: HttpResponseInfo | undefined;
+  constructor(delayMs: number, message: string, options: HandlerErrorOptions = {}) {
+    super('retry_after', message, options);
+    this.delayMs = Math.max(0, Math.round(delayMs));
+    this.response = options.response;
+  }
+}
+
+/**
+ * Permanent failure: the job goes to the dead-letter queue at once, without retries.
+ * `reason` classifies it in the DLQ (e.g. `http_4xx`, `validation_error`).
+ */
+export class DiscardError extends SkiplockError {
+  readonly reason: string;
+  readonly response: HttpResponseInfo | undefined;
+  constructor(message: string, options: HandlerErrorOptions & { reason?: string } = {}) {
+    super('discard', message, options);
+    this.reason = options.reason ?? (options.response ? httpReason(options.response.status) : 'discarded');
+    this.response = options.response;
+  }
+}
+
+/** The job should not run any more: it ends `cancelled`, not dead. */
+export class CancelError extends SkiplockError {
+  constructor(message = 'cancelled by handler') {
+    super('cancel', message);
+  }
+}
+
+function httpReason(status: number): string {
+  if (status >= 400 && status < 500) return 'http_4xx';
+  if (status >= 500) return 'http_5xx';
+  return 'discarded';
+}

@@ -1,0 +1,59 @@
+// The public API of skiplock: `import { defineJob, enqueue, createWorker, … } from 'skiplock'`.
+
+export {
+  type AnyPgDatabase,
+  CONNECT_DEFAULTS,
+  type ConnectOptions,
+  connect,
+  DRIVERS,
+  type Driver,
+  type SkiplockDb,
+} from '../db/connect.js';
+export { DEFAULT_SCHEMA } from '../db/identifiers.js';
+export { type MigrateOptions, type MigrateResult, migrate } from '../db/migrate.js';
+export { JOB_STATES, type JobState, jobs, jobsTableFor } from '../db/schema.js';
+export {
+  type CancelOutcome,
+  cancel,
+  expireDeadlines,
+  getJob,
+  type JobRecord,
+  type QueueStatsRow,
+  stats,
+} from './admin.js';
+export { BACKOFF_DEFAULTS, type BackoffOption } from './backoff.js';
+export { type Clock, systemClock } from './clock.js';
+export {
+  createEnqueuer,
+  ENQUEUE_DEFAULTS,
+  type EnqueueConfig,
+  type EnqueueResult,
+  type Enqueuer,
+  type EnqueueTarget,
+  enqueue,
+  enqueueByKind,
+  enqueueMany,
+} from './enqueue.js';
+export type { DedupeOption, EnqueueOptions } from './enqueue-options.js';
+export * from './errors.js';
+export {
+  defineJob,
+  JOB_DEFAULTS,
+  type JobContext,
+  type JobDefinition,
+  type JobHandler,
+  type JobKindOptions,
+  JobRegistry,
+  type JobRequest,
+  type TransactionalJobContext,
+} from './jobs.js';
+export { jsonLogger, type Logger, silentLogger } from './logger.js';
+export { REPLAY_DEFAULTS, type ReplayOptions, replay } from './replay.js';
+export {
+  createWorker,
+  type InvocationInput,
+  type InvocationSummary,
+  WORKER_DEFAULTS,
+  type Worker,
+  type WorkerOptions,
+} from './worker.js';

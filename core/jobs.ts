@@ -1,0 +1,147 @@
+import type { z } from 'zod';
+import type { AnyPgDatabase } from '../db/connect.js';
+import { assertLabel } from '../db/identifiers.js';
+import { type BackoffFn, type BackoffOption, toBackoff } from './backoff.js';
+import type { EnqueueOptions } from './enqueue-options.js';
+import { ConfigError, UnknownKindError } from './errors.js';
+import type { Logger } from './logger.js';
+
+/** What a handler gets besides its payload. */
+export interface JobContext {
+  id: string;
+  kind: string;
+  queue: string;
+  /** 1 on the first attempt. */
+  attempt: number;
+  maxAttempts: number;
+  correlationId: string | null;
+  /** Fires at the job's timeout, at the invocation's deadline, or when the lease is lost. */
+  signal: AbortSignal;
+  logger: Logger;
+  /** Records progress (any JSON). Fenced: returns false when this holder lost the lease. */
+  reportProgress(progress: unknown): Promise<boolean>;
+  /** Pushes the lease expiry to at least `ms` from now. Fenced like reportProgress. */
+  extendLease(ms: number): Promise<boolean>;
+}
+
+/** In transactional mode the handler also gets the transaction its completion commits in. */
+export interface TransactionalJobContext extends JobContext {
+  tx: AnyPgDatabase;
+}
+
+export type JobHandler<P, Tx extends boolean = false> = (
+  payload: P,
+  context: Tx extends true ? TransactionalJobContext : JobContext,
+) => unknown;
+
+export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false> {
+  /** Unique name of the kind, stored in every job row. */
+  kind: string;
+  /** zod schema of the payload; enqueue validates against it before inserting. */
+  payload: S;
+  /** @defaultValue 'default' */
+  queue?: string;
+  /** Lower runs first, -1000..1000. @defaultValue 0 */
+  priority?: number;
+  /** Attempts before the job goes to the DLQ with reason `max_attempts`. @defaultValue 25 */
+  maxAttempts?: number;
+  /** How long one attempt may run; its signal aborts then. Also sizes the lease. @defaultValue 30000 */
+  timeoutMs?: number;
+  /** Delay before a retry. @defaultValue exponential, 1 s base, ×2, 1 h cap, 25% jitter */
+  backoff?: BackoffOption;
+  /** Run the handler inside a transaction that also completes the job (pg, neon-ws only). @defaultValue false */
+  transactional?: Tx;
+  /** The handler; may also be given later to the worker. */
+  handler?: JobHandler<z.output<S>, Tx>;
+}
+
+/** A job request for enqueueMany(): a kind, a payload and options. */
+export interface JobRequest {
+  // biome-ignore lint/suspicious/noExplicitAny: requests of different kinds travel together.
+  job: JobDefinition<any, any>;
+  payload: unknown;
+  options: EnqueueOptions;
+}
+
+export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boolean = boolean> {
+  readonly kind: string;
+  readonly payloadSchema: S;
+  readonly queue: string;
+  readonly priority: number;
+  readonly maxAttempts: number;
+  readonly timeoutMs: number;
+  readonly backoff: BackoffFn;
+  readonly transactional: Tx;
+  readonly handler: JobHandler<z.output<S>, Tx> | undefined;
+  /** A typed request for enqueueMany(). */
+  with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
+}
+
+export const JOB_DEFAULTS = { queue: 'default', priority: 0, maxAttempts: 25, timeoutMs: 30_000 } as const;
+
+/** Defines a job kind once: its payload schema, defaults and (optionally) its handler. */
+export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
+  options: JobKindOptions<S, Tx>,
+): JobDefinition<S, Tx> {
+  const kind = assertLabel('kind', options.kind);
+  const queue = assertLabel('queue', options.queue ?? JOB_DEFAULTS.queue);
+  const priority = options.priority ?? JOB_DEFAULTS.priority;
+  const maxAttempts = options.maxAttempts ?? JOB_DEFAULTS.maxAttempts;
+  const timeoutMs = options.timeoutMs ?? JOB_DEFAULTS.timeoutMs;
+  if (!Number.isInteger(priority) || priority < -1000 || priority > 1000) {
+    throw new ConfigError(`${kind}: priority must be an integer from -1000 to 1000`);
+  }
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1000) {
+    throw new ConfigError(`${kind}: maxAttempts must be an integer from 1 to 1000`);
+  }
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
+    throw new ConfigError(`${kind}: timeoutMs must be a positive integer`);
+  }
+  const definition: JobDefinition<S, Tx> = {
+    kind,
+    payloadSchema: options.payload,
+    queue,
+    priority,
+    maxAttempts,
+    timeoutMs,
+    backoff: toBackoff(options.backoff),
+    transactional: (options.transactional ?? false) as Tx,
+    handler: options.handler,
+    with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
+  };
+  return definition;
+}
+
+/** Looks kinds up by name, for enqueue by name (HTTP, CLI) and for the worker. */
+export class JobRegistry {
+  // biome-ignore lint/suspicious/noExplicitAny: a registry holds kinds of every payload type.
+  readonly #kinds = new Map<string, JobDefinition<any, any>>();
+
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  constructor(definitions: readonly JobDefinition<any, any>[] = []) {
+    for (const definition of definitions) this.add(definition);
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  add(definition: JobDefinition<any, any>): this {
+    if (this.#kinds.has(definition.kind)) throw new ConfigError(`job kind ${definition.kind} is defined twice`);
+    this.#kinds.set(definition.kind, definition);
+    return this;
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  get(kind: string): JobDefinition<any, any> {
+    const definition = this.#kinds.get(kind);
+    if (!definition) throw new UnknownKindError(kind, this.kinds());
+    return definition;
+  }
+
+  kinds(): string[] {
+    return [...this.#kinds.keys()].sort();
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  all(): JobDefinition<any, any>[] {
+    return [...this.#kinds.values()];
+  }
+}

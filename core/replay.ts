@@ -1,0 +1,109 @@
+import { z } from 'zod';
+import type { SkiplockDb } from '../db/connect.js';
+import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
+import { type ReplayResult, replayDead } from '../db/statements/admin.js';
+import { InvalidOptionsError, PayloadValidationError, type SkiplockError } from './errors.js';
+import { describeIssues, issuesOf } from './issues.js';
+import type { JobRegistry } from './jobs.js';
+
+export interface ReplayOptions {
+  /** Replay these dead jobs. Ids that are not dead are refused, each with a message. */
+  ids?: readonly string[];
+  kind?: string;
+  queue?: string;
+  /** Only jobs that died for this reason (max_attempts, lease_expired, deadline_exceeded, http_4xx, …). */
+  reason?: string;
+  since?: Date;
+  until?: Date;
+  /** Required to replay with no ids and no filter at all: replays every dead job (up to `limit`). */
+  all?: boolean;
+  /** @defaultValue 100 (at most 10000) */
+  limit?: number;
+  /** Report what would be replayed; change nothing. @defaultValue false */
+  dryRun?: boolean;
+  /** Start the attempt count from zero. @defaultValue true */
+  resetAttempts?: boolean;
+  /** Replace fields of the replayed jobs. A payload override needs `kind` and is validated. */
+  override?: { payload?: unknown; queue?: string; priority?: number; maxAttempts?: number };
+  /** Who asked (a user, a function name), kept as replayed_by. @defaultValue 'unknown' */
+  by?: string;
+  /** @defaultValue 'skiplock' */
+  schema?: string;
+  /** Needed to validate a payload override against its kind's schema. */
+  registry?: JobRegistry;
+}
+
+export const REPLAY_DEFAULTS = { limit: 100, dryRun: false, resetAttempts: true, by: 'unknown' } as const;
+
+const optionsSchema = z.object({
+  ids: z
+    .array(z.string().regex(/^[1-9][0-9]{0,18}$/, 'job ids are positive integers'))
+    .max(10_000)
+    .optional(),
+  limit: z.number().int().min(1).max(10_000).optional(),
+  priority: z.number().int().min(-1000).max(1000).optional(),
+  maxAttempts: z.number().int().min(1).max(1000).optional(),
+  by: z.string().min(1).max(255).optional(),
+  reason: z.string().min(1).max(100).optional(),
+});
+
+/**
+ * Replays dead jobs by ids or by filter. Idempotent: a replayed job is no longer dead, so
+ * the same call made twice replays nothing the second time and never makes a second live job.
+ */
+export async function replay(conn: SkiplockDb, options: ReplayOptions): Promise<ReplayResult> {
+  const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  const checked = optionsSchema.safeParse({
+    ids: options.ids,
+    limit: options.limit,
+    priority: options.override?.priority,
+    maxAttempts: options.override?.maxAttempts,
+    by: options.by,
+    reason: options.reason,
+  });
+  if (!checked.success) {
+    throw new InvalidOptionsError(`invalid replay: ${describeIssues(checked.error, 'options')}`);
+  }
+  const hasFilter =
+    (options.ids?.length ?? 0) > 0 ||
+    [options.kind, options.queue, options.reason, options.since, options.until].some((v) => v !== undefined);
+  if (!hasFilter && !options.all) {
+    throw new InvalidOptionsError(
+      'refusing to replay with no ids and no filter; pass all: true to replay every dead job',
+    );
+  }
+  try {
+    if (options.kind !== undefined) assertLabel('kind', options.kind);
+    if (options.queue !== undefined) assertLabel('queue', options.queue);
+    if (options.override?.queue !== undefined) assertLabel('queue', options.override.queue);
+  } catch (err) {
+    throw new InvalidOptionsError((err as SkiplockError).message);
+  }
+  let payload = options.override?.payload;
+  if (payload !== undefined) {
+    if (!options.kind || !options.registry) {
+      throw new InvalidOptionsError('a payload override needs `kind` (and a registry to validate it against)');
+    }
+    const definition = options.registry.get(options.kind);
+    const parsed = definition.payloadSchema.safeParse(payload);
+    if (!parsed.success) {
+      throw new PayloadValidationError(definition.kind, issuesOf(parsed.error));
+    }
+    payload = parsed.data;
+  }
+  return replayDead(conn.db, schema, {
+    filter: {
+      ids: options.ids,
+      kind: options.kind,
+      queue: options.queue,
+      reason: options.reason,
+      since: options.since,
+      until: options.until,
+    },
+    limit: options.limit ?? REPLAY_DEFAULTS.limit,
+    dryRun: options.dryRun ?? REPLAY_DEFAULTS.dryRun,
+    resetAttempts: options.resetAttempts ?? REPLAY_DEFAULTS.resetAttempts,
+    override: { ...options.override, payload },
+    by: options.by ?? REPLAY_DEFAULTS.by,
+  });
+}

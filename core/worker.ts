@@ -1,0 +1,423 @@
+import { randomUUID } from 'node:crypto';
+import type { SkiplockDb } from '../db/connect.js';
+import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
+import { type ClaimedJob, claimJobs } from '../db/statements/claim.js';
+import { extendLease, type Outcome, releaseJobs, reportProgress, settleJobs } from '../db/statements/settle.js';
+import { type Clock, systemClock } from './clock.js';
+import { ConfigError, DiscardError, SkiplockError } from './errors.js';
+import { decideFailure } from './failure.js';
+import { describeIssues } from './issues.js';
+import type { JobDefinition, JobHandler } from './jobs.js';
+import { jsonLogger, type Logger, withFields } from './logger.js';
+
+export interface WorkerOptions {
+  db: SkiplockDb;
+  /** The kinds this worker runs. Each needs a handler, here or in `handlers`. */
+  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+  jobs: readonly JobDefinition<any, any>[];
+  /** Handlers by kind, for kinds defined without one (e.g. shared definitions). */
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  handlers?: Record<string, JobHandler<any, any>>;
+  /** @defaultValue 'skiplock' */
+  schema?: string;
+  /** Only claim jobs in these queues. @defaultValue all queues */
+  queues?: readonly string[];
+  /** Handlers running at once. @defaultValue 10 */
+  concurrency?: number;
+  /** Jobs claimed per statement; extra ones wait locally and are released if time runs out. @defaultValue concurrency */
+  batchSize?: number;
+  /** Stop claiming this long before the deadline; the time left is for writing outcomes. @defaultValue 1000 */
+  safetyMarginMs?: number;
+  /** Lease = the kind's timeout + this grace. @defaultValue 5000 */
+  leaseGraceMs?: number;
+  /** Keep claiming while work remains and time allows; false = one batch per invocation. @defaultValue true */
+  drain?: boolean;
+  /** Buffered outcomes are written at least this often. @defaultValue 200 */
+  flushIntervalMs?: number;
+  /** @defaultValue jsonLogger() */
+  logger?: Logger;
+  /** @defaultValue the system clock */
+  clock?: Clock;
+}
+
+export interface InvocationInput {
+  /** Milliseconds this invocation may run (Lambda's getRemainingTimeInMillis(), Vercel's maxDuration). */
+  remainingMs: number;
+  /** Identifies the invocation in locked_by and logs. @defaultValue a random UUID */
+  invocationId?: string;
+}
+
+export interface InvocationSummary {
+  invocationId: string;
+  claimed: number;
+  completed: number;
+  retried: number;
+  dead: number;
+  cancelled: number;
+  released: number;
+  leaseLost: number;
+  durationMs: number;
+  /** drained: no runnable work left; deadline: out of time; error: the database failed. */
+  stoppedBecause: 'drained' | 'deadline' | 'batch_done' | 'error';
+  error?: string;
+}
+
+export const WORKER_DEFAULTS = {
+  concurrency: 10,
+  safetyMarginMs: 1_000,
+  leaseGraceMs: 5_000,
+  drain: true,
+  flushIntervalMs: 200,
+} as const;
+
+interface Kind {
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  definition: JobDefinition<any, any>;
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  handler: JobHandler<any, any>;
+}
+
+interface Buffered {
+  outcome: Outcome;
+  job: ClaimedJob;
+  startedAt: number;
+  reason?: string;
+}
+
+export interface Worker {
+  runInvocation(input: InvocationInput): Promise<InvocationSummary>;
+}
+
+/** Builds the invocation loop for a set of kinds. It knows nothing of Lambda or Vercel. */
+export function createWorker(options: WorkerOptions): Worker {
+  const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  const concurrency = options.concurrency ?? WORKER_DEFAULTS.concurrency;
+  const batchSize = options.batchSize ?? concurrency;
+  const safetyMarginMs = options.safetyMarginMs ?? WORKER_DEFAULTS.safetyMarginMs;
+  const leaseGraceMs = options.leaseGraceMs ?? WORKER_DEFAULTS.leaseGraceMs;
+  const drain = options.drain ?? WORKER_DEFAULTS.drain;
+  const flushIntervalMs = options.flushIntervalMs ?? WORKER_DEFAULTS.flushIntervalMs;
+  const logger = options.logger ?? jsonLogger();
+  const clock = options.clock ?? systemClock;
+  const { db } = options;
+  const queues = options.queues?.map((q) => assertLabel('queue', q));
+  for (const [name, value] of [
+    ['concurrency', concurrency],
+    ['batchSize', batchSize],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 1 || value > 1000)
+      throw new ConfigError(`${name} must be an integer from 1 to 1000`);
+  }
+  if (!(safetyMarginMs >= 0) || !(leaseGraceMs >= 0))
+    throw new ConfigError('safetyMarginMs and leaseGraceMs must be >= 0');
+
+  const kinds = new Map<string, Kind>();
+  for (const definition of options.jobs) {
+    const handler = options.handlers?.[definition.kind] ?? definition.handler;
+    if (!handler) throw new ConfigError(`job kind ${definition.kind} has no handler`);
+    if (definition.transactional && !db.interactiveTransactions) {
+      throw new ConfigError(
+        `job kind ${definition.kind} is transactional, but the ${db.driver} driver has no interactive transactions; use pg or neon-ws`,
+      );
+    }
+    kinds.set(definition.kind, { definition, handler });
+  }
+  if (kinds.size === 0) throw new ConfigError('a worker needs at least one job kind');
+
+  async function runInvocation(input: InvocationInput): Promise<InvocationSummary> {
+    const invocationId = input.invocationId ?? randomUUID();
+    const startedAt = clock.now();
+    const deadlineAt = startedAt + Math.max(0, input.remainingMs);
+    const stopClaimingAt = deadlineAt - safetyMarginMs;
+    const summary: InvocationSummary = {
+      invocationId,
+      claimed: 0,
+      completed: 0,
+      retried: 0,
+      dead: 0,
+      cancelled: 0,
+      released: 0,
+      leaseLost: 0,
+      durationMs: 0,
+      stoppedBecause: 'drained',
+    };
+    const waiting: ClaimedJob[] = [];
+    const inflight = new Map<string, Promise<void>>();
+    let buffer: Buffered[] = [];
+    let oldestBufferedAt = 0;
+    let claimRounds = 0;
+    let queueLooksEmpty = false;
+
+    const fits = (kind: Kind) => clock.now() + kind.definition.timeoutMs <= stopClaimingAt;
+
+    const flush = async () => {
+      if (buffer.length === 0) return;
+      const batch = buffer;
+      buffer = [];
+      const settled = new Map(
+        (
+          await settleJobs(
+            db.db,
+            schema,
+            batch.map((b) => b.outcome),
+          )
+        ).map((s) => [s.id, s]),
+      );
+      for (const item of batch) {
+        const result = settled.get(item.job.id);
+        const fields = jobFields(item.job, invocationId);
+        const durationMs = clock.now() - item.startedAt;
+        if (!result) {
+          summary.leaseLost++;
+          logger.warn('lease_lost', { ...fields, outcome: 'lease_lost', durationMs });
+          continue;
+        }
+        if (result.state === 'completed') summary.completed++;
+        else if (result.state === 'queued') summary.retried++;
+        else if (result.state === 'dead') summary.dead++;
+        else summary.cancelled++;
+        const outcome = result.state === 'queued' ? 'retry' : result.state;
+        const log = outcome === 'completed' ? logger.info : logger.warn;
+        log.call(logger, 'job', {
+          ...fields,
+          outcome,
+          durationMs,
+          ...(result.state === 'queued' ? { nextRunAt: result.runAt.toISOString() } : {}),
+          ...(result.deadReason ? { reason: result.deadReason } : {}),
+          ...(item.reason && result.state !== 'completed' ? { error: item.reason } : {}),
+        });
+      }
+    };
+
+    const record = (item: Buffered) => {
+      if (buffer.length === 0) oldestBufferedAt = clock.now();
+      buffer.push(item);
+    };
+
+    const start = (job: ClaimedJob) => {
+      const kind = kinds.get(job.kind) as Kind;
+      const done = runJob(job, kind, invocationId, stopClaimingAt).then((item) => {
+        if (item === 'completed_in_transaction') {
+          summary.completed++;
+          logger.info('job', { ...jobFields(job, invocationId), outcome: 'completed' });
+        } else if (item === 'lease_lost') {
+          summary.leaseLost++;
+          logger.warn('lease_lost', { ...jobFields(job, invocationId), outcome: 'lease_lost' });
+        } else {
+          record(item);
+        }
+      });
+      inflight.set(
+        job.id,
+        done.finally(() => inflight.delete(job.id)),
+      );
+    };
+
+    try {
+      while (true) {
+        const shouldFlush =
+          buffer.length > 0 &&
+          (waiting.length === 0 || buffer.length >= concurrency || clock.now() - oldestBufferedAt >= flushIntervalMs);
+        if (shouldFlush) await flush();
+
+        // Start waiting jobs while slots are free; give back the ones that no longer fit.
+        const release: ClaimedJob[] = [];
+        while (inflight.size < concurrency && waiting.length > 0) {
+          const job = waiting.shift() as ClaimedJob;
+          if (fits(kinds.get(job.kind) as Kind)) start(job);
+          else release.push(job);
+        }
+        if (waiting.length > 0 && !Array.from(kinds.values()).some(fits)) release.push(...waiting.splice(0));
+        if (release.length > 0) {
+          const released = await releaseJobs(db.db, schema, release);
+          summary.released += released.length;
+          summary.leaseLost += release.length - released.length;
+          logger.info('released', { invocationId, jobIds: released });
+        }
+
+        const eligible = [...kinds.values()].filter(fits);
+        const mayClaim =
+          eligible.length > 0 &&
+          waiting.length === 0 &&
+          inflight.size < concurrency &&
+          !(queueLooksEmpty && inflight.size > 0) &&
+          (drain || claimRounds === 0);
+        if (mayClaim) {
+          if (buffer.length > 0) await flush();
+          claimRounds++;
+          const claim = await claimJobs(db.db, schema, {
+            leases: eligible.map((k) => ({ kind: k.definition.kind, leaseMs: k.definition.timeoutMs + leaseGraceMs })),
+            queues,
+            limit: batchSize,
+            invocationId,
+          });
+          summary.claimed += claim.jobs.length;
+          summary.dead += claim.dead.length;
+          for (const job of claim.dead) {
+            logger.warn('job', { ...jobFields(job, invocationId), outcome: 'dead', reason: job.reason });
+          }
+          waiting.push(...claim.jobs);
+          queueLooksEmpty = claim.jobs.length + claim.dead.length < batchSize;
+          if (claim.jobs.length > 0) continue;
+          if (claim.dead.length > 0 && !queueLooksEmpty) continue;
+        }
+
+        if (inflight.size === 0 && waiting.length === 0) {
+          if (eligible.length === 0) summary.stoppedBecause = 'deadline';
+          else if (!drain && claimRounds > 0) summary.stoppedBecause = 'batch_done';
+          else summary.stoppedBecause = 'drained';
+          break;
+        }
+        // Wait for a free slot, or for everything when no more claiming is useful now.
+        if (queueLooksEmpty || eligible.length === 0 || (!drain && claimRounds > 0)) {
+          await Promise.all(inflight.values());
+          if (queueLooksEmpty && drain) {
+            // Everything in hand is done: write it, then look once more for new work
+            // (retries that came due, jobs the handlers enqueued).
+            await flush();
+            queueLooksEmpty = false;
+          }
+        } else {
+          await Promise.race(inflight.values());
+        }
+      }
+      await flush();
+    } catch (err) {
+      summary.stoppedBecause = 'error';
+      summary.error = err instanceof SkiplockError ? err.message : 'unexpected error in the invocation loop';
+      logger.error('invocation_failed', { invocationId, error: summary.error });
+      // Outcomes not written are not lost: their leases expire and the jobs are rescued.
+      await Promise.allSettled(inflight.values());
+    }
+    summary.durationMs = clock.now() - startedAt;
+    logger.info('invocation', { ...summary });
+    return summary;
+  }
+
+  /** Runs one job under its signal; resolves with what to write, never rejects. */
+  async function runJob(
+    job: ClaimedJob,
+    kind: Kind,
+    invocationId: string,
+    stopAt: number,
+  ): Promise<Buffered | 'completed_in_transaction' | 'lease_lost'> {
+    const { definition, handler } = kind;
+    const startedAt = clock.now();
+    const controller = new AbortController();
+    const cancelTimers = [
+      clock.setTimer(
+        () => controller.abort(new JobAbort('timeout', `timed out after ${definition.timeoutMs} ms`)),
+        definition.timeoutMs,
+      ),
+      clock.setTimer(
+        () => controller.abort(new JobAbort('invocation_deadline', 'the invocation reached its deadline')),
+        stopAt - clock.now(),
+      ),
+    ];
+    const holder = { id: job.id, leaseToken: job.leaseToken };
+    const fenced = (ok: boolean) => {
+      if (!ok) controller.abort(new JobAbort('lease_lost', 'the lease was lost to another holder'));
+      return ok;
+    };
+    const context = {
+      id: job.id,
+      kind: job.kind,
+      queue: job.queue,
+      attempt: job.attempt,
+      maxAttempts: job.maxAttempts,
+      correlationId: job.correlationId,
+      signal: controller.signal,
+      logger: withFields(logger, jobFields(job, invocationId)),
+      reportProgress: async (progress: unknown) => fenced(await reportProgress(db.db, schema, holder, progress)),
+      extendLease: async (ms: number) => fenced((await extendLease(db.db, schema, holder, ms)) !== null),
+    };
+    const aborted = new Promise<JobAbort>((resolve) => {
+      if (controller.signal.aborted) resolve(controller.signal.reason as JobAbort);
+      controller.signal.addEventListener('abort', () => resolve(controller.signal.reason as JobAbort), { once: true });
+    });
+    const fail = (thrown: unknown): Buffered => {
+      const decision = decideFailure(thrown, job.attempt);
+      const base = { id: job.id, leaseToken: job.leaseToken };
+      const reason = decision.error.message;
+      if (decision.outcome === 'retry') {
+        const delayMs = decision.delayMs ?? definition.backoff(job.attempt, thrown);
+        return { job, startedAt, reason, outcome: { ...base, outcome: 'retry', delayMs, error: decision.error } };
+      }
+      if (decision.outcome === 'dead') {
+        return {
+          job,
+          startedAt,
+          reason,
+          outcome: { ...base, outcome: 'dead', reason: decision.reason, error: decision.error },
+        };
+      }
+      return { job, startedAt, reason, outcome: { ...base, outcome: 'cancelled', error: decision.error } };
+    };
+
+    try {
+      const parsed = definition.payloadSchema.safeParse(job.payload);
+      if (!parsed.success) {
+        return fail(
+          new DiscardError(`stored payload does not match the ${job.kind} schema: ${describeIssues(parsed.error)}`, {
+            reason: 'validation_error',
+          }),
+        );
+      }
+      const work: Promise<'done' | 'completed_in_transaction' | 'lease_lost'> = definition.transactional
+        ? db.db
+            .transaction(async (tx) => {
+              await handler(parsed.data, { ...context, tx });
+              if (controller.signal.aborted) throw controller.signal.reason;
+              const settled = await settleJobs(tx, schema, [{ ...holder, outcome: 'completed' }]);
+              if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
+              return 'completed_in_transaction' as const;
+            })
+            .catch((err: unknown) => {
+              if (err instanceof JobAbort && err.reason === 'lease_lost') return 'lease_lost' as const;
+              throw err;
+            })
+        : Promise.resolve()
+            .then(() => handler(parsed.data, context))
+            .then(() => 'done' as const);
+      work.catch(() => {}); // a handler that rejects after we stopped waiting must not crash the process
+      const result = await Promise.race([work, aborted]);
+      if (result instanceof JobAbort) {
+        if (result.reason === 'lease_lost') return 'lease_lost';
+        return fail(result);
+      }
+      if (result === 'done') return { job, startedAt, outcome: { ...holder, outcome: 'completed' } };
+      return result;
+    } catch (thrown) {
+      if (thrown instanceof JobAbort && thrown.reason === 'lease_lost') return 'lease_lost';
+      return fail(thrown);
+    } finally {
+      for (const cancel of cancelTimers) cancel();
+    }
+  }
+
+  return { runInvocation };
+}
+
+/** Why a job's signal fired. Recorded as the failure class (timeout, invocation_deadline). */
+export class JobAbort extends Error {
+  readonly reason: 'timeout' | 'invocation_deadline' | 'lease_lost';
+  constructor(reason: JobAbort['reason'], message: string) {
+    super(message);
+    this.name = reason;
+    this.reason = reason;
+  }
+}
+
+function jobFields(
+  job: { id: string; kind: string; queue: string; attempt: number; correlationId: string | null },
+  invocationId: string,
+) {
+  return {
+    invocationId,
+    jobId: job.id,
+    kind: job.kind,
+    queue: job.queue,
+    attempt: job.attempt,
+    correlationId: job.correlationId,
+  };
+}

@@ -1,0 +1,115 @@
+import { Pool as NeonPool, neon, neonConfig } from '@neondatabase/serverless';
+import { drizzle as drizzleNeonHttp } from 'drizzle-orm/neon-http';
+import { drizzle as drizzleNeonWs } from 'drizzle-orm/neon-serverless';
+import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import pg from 'pg';
+import ws from 'ws';
+import { ConfigError } from '../core/errors.js';
+
+export const DRIVERS = ['pg', 'neon-ws', 'neon-http'] as const;
+/**
+ * - `pg`: node-postgres Pool (any Postgres, PgBouncer in transaction mode). The default.
+ * - `neon-ws`: Neon's WebSocket Pool (interactive transactions, Neon or a wsproxy).
+ * - `neon-http`: Neon's HTTP driver (one request per statement; no interactive transactions).
+ */
+export type Driver = (typeof DRIVERS)[number];
+
+/** Any Drizzle Postgres database or transaction: node-postgres, neon-serverless or neon-http. */
+// biome-ignore lint/suspicious/noExplicitAny: the helper accepts every Drizzle Postgres flavour.
+export type AnyPgDatabase = PgDatabase<PgQueryResultHKT, any, any>;
+
+export interface ConnectOptions {
+  connectionString: string;
+  /** @defaultValue 'pg' */
+  driver?: Driver;
+  /** Pool size (pg, neon-ws). A short-lived function needs few connections. @defaultValue 5 */
+  max?: number;
+  /** Server-side `statement_timeout` for every statement (pg, neon-ws). @defaultValue 10000 */
+  statementTimeoutMs?: number;
+  /** Give up opening a connection after this long (pg, neon-ws). @defaultValue 5000 */
+  connectionTimeoutMs?: number;
+  /** Close idle pooled connections after this long (pg, neon-ws). @defaultValue 10000 */
+  idleTimeoutMs?: number;
+}
+
+/** A Drizzle database plus what skiplock needs to know about how it talks to Postgres. */
+export interface SkiplockDb {
+  readonly driver: Driver;
+  readonly db: AnyPgDatabase;
+  /** Whether `db.transaction()` works (false on neon-http). */
+  readonly interactiveTransactions: boolean;
+  close(): Promise<void>;
+}
+
+export const CONNECT_DEFAULTS = {
+  driver: 'pg',
+  max: 5,
+  statementTimeoutMs: 10_000,
+  connectionTimeoutMs: 5_000,
+  idleTimeoutMs: 10_000,
+} as const satisfies Omit<Required<ConnectOptions>, 'connectionString'>;
+
+/** Opens a Drizzle database on `connectionString` through the chosen driver. */
+export function connect(options: ConnectOptions): SkiplockDb {
+  const opts = { ...CONNECT_DEFAULTS, ...options };
+  if (!opts.connectionString || typeof opts.connectionString !== 'string') {
+    throw new ConfigError('a connection string is required (set DATABASE_URL)');
+  }
+  let url: URL | undefined;
+  try {
+    url = new URL(opts.connectionString);
+  } catch {
+    url = undefined;
+  }
+  // Never echo the string itself: it usually carries a password.
+  if (!url || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || !url.hostname) {
+    throw new ConfigError('the connection string is not a valid postgres:// or postgresql:// URL');
+  }
+  if (!(DRIVERS as readonly string[]).includes(opts.driver)) {
+    throw new ConfigError(`unknown driver ${JSON.stringify(opts.driver)}; use one of ${DRIVERS.join(', ')}`);
+  }
+  const poolConfig = {
+    connectionString: opts.connectionString,
+    max: opts.max,
+    statement_timeout: opts.statementTimeoutMs,
+    connectionTimeoutMillis: opts.connectionTimeoutMs,
+    idleTimeoutMillis: opts.idleTimeoutMs,
+    allowExitOnIdle: true,
+  };
+  switch (opts.driver) {
+    case 'pg': {
+      const pool = new pg.Pool(poolConfig);
+      // An idle client's error (server restart, network drop) must not crash the process.
+      pool.on('error', () => {});
+      return {
+        driver: 'pg',
+        db: drizzleNodePg({ client: pool }),
+        interactiveTransactions: true,
+        close: () => pool.end(),
+      };
+    }
+    case 'neon-ws': {
+      if (!neonConfig.webSocketConstructor && typeof globalThis.WebSocket === 'undefined') {
+        neonConfig.webSocketConstructor = ws;
+      }
+      const pool = new NeonPool(poolConfig);
+      pool.on('error', () => {});
+      return {
+        driver: 'neon-ws',
+        db: drizzleNeonWs({ client: pool }),
+        interactiveTransactions: true,
+        close: () => pool.end(),
+      };
+    }
+    case 'neon-http': {
+      const client = neon(opts.connectionString);
+      return {
+        driver: 'neon-http',
+        db: drizzleNeonHttp({ client }),
+        interactiveTransactions: false,
+        close: async () => {},
+      };
+    }
+  }
+}

@@ -1,0 +1,31 @@
+import { InvalidIdentifierError } from '../core/errors.js';
+
+/**
+ * Postgres identifiers we create ourselves (the skiplock schema) are restricted to
+ * lower-case ASCII so that they never need quoting tricks and can never smuggle SQL:
+ * every other name (queue, kind) travels as a bound parameter, never as SQL text.
+ */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Queue and kind names: printable, URL- and log-safe, at most 64 characters. */
+const LABEL = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/;
+
+export const DEFAULT_SCHEMA = 'skiplock';
+
+export function assertSchemaName(name: string): string {
+  if (typeof name !== 'string' || !SCHEMA_NAME.test(name)) {
+    throw new InvalidIdentifierError(
+      `invalid schema name ${JSON.stringify(name)}: use 1-63 characters of a-z, 0-9 and _, starting with a letter or _`,
+    );
+  }
+  return name;
+}
+
+export function assertLabel(what: 'queue' | 'kind', name: string): string {
+  if (typeof name !== 'string' || !LABEL.test(name)) {
+    throw new InvalidIdentifierError(
+      `invalid ${what} name ${JSON.stringify(name)}: use 1-64 characters of A-Z, a-z, 0-9 and _ . : -, starting with a letter or digit`,
+    );
+  }
+  return name;
+}

@@ -1,0 +1,127 @@
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  check,
+  index,
+  integer,
+  jsonb,
+  type PgSchema,
+  pgSchema,
+  smallint,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
+
+/**
+ * The skiplock tables. drizzle-kit generates `db/migrations` from the default schema
+ * below; `jobsTableIn()` builds the same table for any other (validated) schema name,
+ * which is what the runtime statements reference.
+ *
+ * Partial-index predicates are written with sql`` on purpose: drizzle-kit 0.31 turns
+ * eq(...) in an index WHERE into `$1` placeholders, which is invalid DDL.
+ */
+export const JOB_STATES = ['queued', 'running', 'completed', 'dead', 'cancelled'] as const;
+export type JobState = (typeof JOB_STATES)[number];
+
+export const DEDUPE_MODES = ['skip', 'replace', 'window'] as const;
+export type DedupeMode = (typeof DEDUPE_MODES)[number];
+
+const tz = { withTimezone: true, mode: 'date' } as const;
+
+export function jobsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'jobs',
+    {
+      id: bigint('id', { mode: 'bigint' }).primaryKey().generatedByDefaultAsIdentity({ name: 'jobs_id_seq' }),
+      kind: text('kind').notNull(),
+      queue: text('queue').notNull().default('default'),
+      payload: jsonb('payload').notNull().default({}),
+      priority: smallint('priority').notNull().default(0),
+      state: text('state', { enum: JOB_STATES }).notNull().default('queued'),
+      runAt: timestamp('run_at', tz).notNull().defaultNow(),
+      attempt: integer('attempt').notNull().default(0),
+      maxAttempts: integer('max_attempts').notNull().default(25),
+      dedupeKey: text('dedupe_key'),
+      dedupeMode: text('dedupe_mode', { enum: DEDUPE_MODES }),
+      dedupeWindow: timestamp('dedupe_window', tz),
+      leaseToken: uuid('lease_token'),
+      leaseExpiresAt: timestamp('lease_expires_at', tz),
+      lockedBy: text('locked_by'),
+      deadline: timestamp('deadline', tz),
+      lastError: jsonb('last_error'),
+      errors: jsonb('errors').notNull().default([]),
+      deadReason: text('dead_reason'),
+      progress: jsonb('progress'),
+      correlationId: text('correlation_id'),
+      createdAt: timestamp('created_at', tz).notNull().defaultNow(),
+      updatedAt: timestamp('updated_at', tz).notNull().defaultNow(),
+      startedAt: timestamp('started_at', tz),
+      attemptedAt: timestamp('attempted_at', tz),
+      finishedAt: timestamp('finished_at', tz),
+      replayCount: integer('replay_count').notNull().default(0),
+      replayedAt: timestamp('replayed_at', tz),
+      replayedBy: text('replayed_by'),
+    },
+    (t) => [
+      check('jobs_state_check', sql`${t.state} in ('queued', 'running', 'completed', 'dead', 'cancelled')`),
+      check('jobs_priority_check', sql`${t.priority} between -1000 and 1000`),
+      check('jobs_attempt_check', sql`${t.attempt} >= 0 and ${t.maxAttempts} >= 1`),
+      // finished_at is set exactly when the job reached a terminal state.
+      check(
+        'jobs_finished_at_check',
+        sql`(${t.state} in ('completed', 'dead', 'cancelled')) = (${t.finishedAt} is not null)`,
+      ),
+      // A running job always has a holder: a lease token and an expiry.
+      check(
+        'jobs_running_lease_check',
+        sql`${t.state} <> 'running' or (${t.leaseToken} is not null and ${t.leaseExpiresAt} is not null)`,
+      ),
+      // Every dead job says why; no live job carries a dead reason.
+      check('jobs_dead_reason_check', sql`(${t.state} = 'dead') = (${t.deadReason} is not null)`),
+      check(
+        'jobs_dedupe_check',
+        sql`(${t.dedupeKey} is null) = (${t.dedupeMode} is null)
+          and (${t.dedupeMode} is null or ${t.dedupeMode} in ('skip', 'replace', 'window'))
+          and (${t.dedupeWindow} is not null) = (coalesce(${t.dedupeMode}, '') = 'window')`,
+      ),
+      // Claiming reads only runnable rows, in the claim's sort order.
+      index('jobs_claim_idx').on(t.priority, t.runAt, t.id).where(sql`state = 'queued'`),
+      // Rescue of expired leases reads only running rows, by expiry.
+      index('jobs_lease_idx').on(t.leaseExpiresAt).where(sql`state = 'running'`),
+      // DLQ listing, replay filters and retention pruning.
+      index('jobs_finished_idx').on(t.state, t.finishedAt).where(sql`finished_at is not null`),
+      index('jobs_deadline_idx').on(t.deadline).where(sql`state = 'queued' and deadline is not null`),
+      // Dedupe modes, enforced by the database so they hold under concurrency:
+      // skip — one active (queued or running) job per kind and key;
+      uniqueIndex('jobs_dedupe_active_uq')
+        .on(t.kind, t.dedupeKey)
+        .where(sql`dedupe_mode = 'skip' and state in ('queued', 'running')`),
+      // replace — one waiting job per kind and key (a running one may coexist and is never touched);
+      uniqueIndex('jobs_dedupe_waiting_uq')
+        .on(t.kind, t.dedupeKey)
+        .where(sql`dedupe_mode = 'replace' and state = 'queued'`),
+      // window — one job per kind, key and period, whatever its state.
+      uniqueIndex('jobs_dedupe_window_uq').on(t.kind, t.dedupeKey, t.dedupeWindow).where(sql`dedupe_mode = 'window'`),
+    ],
+  );
+}
+
+/** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
+export const skiplockSchema = pgSchema('skiplock');
+export const jobs = jobsTableIn(skiplockSchema);
+
+export type JobsTable = ReturnType<typeof jobsTableIn>;
+
+const tablesBySchema = new Map<string, JobsTable>([['skiplock', jobs]]);
+
+/** The jobs table in `schemaName` (already validated by the caller). */
+export function jobsTableFor(schemaName: string): JobsTable {
+  let table = tablesBySchema.get(schemaName);
+  if (!table) {
+    table = jobsTableIn(pgSchema(schemaName));
+    tablesBySchema.set(schemaName, table);
+  }
+  return table;
+}

@@ -1,0 +1,329 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import type { JobState } from '../schema.js';
+import { appendCapped, epochMs, jobsRef, nowExpr, toDate } from './common.js';
+
+export interface CancelOutcome {
+  id: string;
+  /** The state the job was in; only queued and running jobs can be cancelled. */
+  previousState: JobState | null;
+  cancelled: boolean;
+}
+
+/**
+ * Cancels queued or running jobs (JobCancelMany). A running job's holder keeps running
+ * until it next touches the row: its completion then affects nothing (lease_lost).
+ */
+export async function cancelJobs(
+  db: AnyPgDatabase,
+  schema: string,
+  ids: readonly string[],
+  now?: Date,
+): Promise<CancelOutcome[]> {
+  if (ids.length === 0) return [];
+  const jobs = jobsRef(schema);
+  const rows = await queryRows<{ id: string; state: JobState; cancelled: boolean }>(
+    db,
+    sql`with target as (
+      select j.id, j.state from ${jobs} j where j.id = any(${sql.param(ids)}::bigint[]) for update
+    ),
+    cancelled as (
+      update ${jobs} j set state = 'cancelled', finished_at = ${nowExpr(now)}, lease_expires_at = null,
+        updated_at = ${nowExpr(now)}
+      from target t where j.id = t.id and t.state in ('queued', 'running')
+      returning j.id
+    )
+    select t.id::text as id, t.state, c.id is not null as cancelled
+    from target t left join cancelled c on c.id = t.id`,
+    schema,
+  );
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id) => {
+    const row = byId.get(id);
+    return { id, previousState: row?.state ?? null, cancelled: row?.cancelled ?? false };
+  });
+}
+
+/** Moves queued jobs whose deadline passed to the DLQ (JobExpireDeadlines), at most `limit`. */
+export async function expireDeadlines(db: AnyPgDatabase, schema: string, limit = 1000, now?: Date): Promise<string[]> {
+  const jobs = jobsRef(schema);
+  const error = sql`jsonb_build_object('class', 'deadline_exceeded',
+    'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${nowExpr(now)})`;
+  const rows = await queryRows<{ id: string }>(
+    db,
+    sql`with expired as (
+      select id from ${jobs}
+      where state = 'queued' and deadline is not null and deadline <= ${nowExpr(now)}
+      order by deadline limit ${limit}
+      for update skip locked
+    )
+    update ${jobs} j set state = 'dead', dead_reason = 'deadline_exceeded', finished_at = ${nowExpr(now)},
+      last_error = ${error}, errors = ${appendCapped(sql`j.errors`, error)}, updated_at = ${nowExpr(now)}
+    from expired e where j.id = e.id
+    returning j.id::text as id`,
+    schema,
+  );
+  return rows.map((r) => r.id);
+}
+
+export interface ReplayFilter {
+  ids?: readonly string[];
+  kind?: string;
+  queue?: string;
+  /** dead_reason, e.g. max_attempts, lease_expired, deadline_exceeded, http_4xx. */
+  reason?: string;
+  /** Died at or after this time. */
+  since?: Date;
+  /** Died before this time. */
+  until?: Date;
+}
+
+export interface ReplayOverride {
+  payload?: unknown;
+  queue?: string;
+  priority?: number;
+  maxAttempts?: number;
+}
+
+export interface ReplayRequest {
+  filter: ReplayFilter;
+  limit: number;
+  dryRun: boolean;
+  /** Start counting attempts from zero again. */
+  resetAttempts: boolean;
+  override?: ReplayOverride;
+  /** Who asked: recorded as replayed_by. */
+  by: string;
+  now?: Date;
+}
+
+export interface ReplayedJob {
+  id: string;
+  kind: string;
+  queue: string;
+  deadReason: string | null;
+}
+
+export interface RefusedJob {
+  id: string;
+  state: JobState | null;
+  message: string;
+}
+
+export interface ReplayResult {
+  replayed: ReplayedJob[];
+  refused: RefusedJob[];
+  dryRun: boolean;
+}
+
+/**
+ * Puts dead jobs back in the queue (JobReplayDeadMany), in one statement: the row moves
+ * from dead to queued, so a replay can never create a second live job, and running the
+ * same replay again finds nothing dead to replay. Provenance (count, time, who) is kept on
+ * the row; the error history is kept too. Ids that are not dead come back as refused.
+ */
+export async function replayDead(db: AnyPgDatabase, schema: string, request: ReplayRequest): Promise<ReplayResult> {
+  const jobs = jobsRef(schema);
+  const { filter } = request;
+  const conditions: SQL[] = [sql`j.state = 'dead'`];
+  if (filter.ids) conditions.push(sql`j.id = any(${sql.param(filter.ids)}::bigint[])`);
+  if (filter.kind !== undefined) conditions.push(sql`j.kind = ${filter.kind}`);
+  if (filter.queue !== undefined) conditions.push(sql`j.queue = ${filter.queue}`);
+  if (filter.reason !== undefined) conditions.push(sql`j.dead_reason = ${filter.reason}`);
+  if (filter.since) conditions.push(sql`j.finished_at >= ${filter.since.toISOString()}::timestamptz`);
+  if (filter.until) conditions.push(sql`j.finished_at < ${filter.until.toISOString()}::timestamptz`);
+  const where = sql.join(conditions, sql` and `);
+  const override = request.override ?? {};
+  const ids = filter.ids ?? [];
+  const now = nowExpr(request.now);
+
+  const change = request.dryRun
+    ? sql`select id, kind, queue, dead_reason from target`
+    : sql`update ${jobs} j set
+          state = 'queued',
+          dead_reason = null,
+          finished_at = null,
+          run_at = ${now},
+          attempt = case when ${request.resetAttempts} then 0 else j.attempt end,
+          max_attempts = coalesce(${override.maxAttempts ?? null}::int,
+            case when ${request.resetAttempts} then j.max_attempts else greatest(j.max_attempts, j.attempt + 1) end),
+          payload = coalesce(${override.payload === undefined ? null : JSON.stringify(override.payload)}::jsonb, j.payload),
+          queue = coalesce(${override.queue ?? null}::text, j.queue),
+          priority = coalesce(${override.priority ?? null}::smallint, j.priority),
+          replay_count = j.replay_count + 1,
+          replayed_at = ${now},
+          replayed_by = ${request.by},
+          updated_at = ${now}
+        from target t where j.id = t.id
+        returning j.id, j.kind, j.queue, t.dead_reason`;
+
+  const rows = await queryRows<{
+    id: string;
+    kind: string;
+    queue: string;
+    dead_reason: string | null;
+    outcome: string;
+    state: JobState | null;
+  }>(
+    db,
+    sql`with target as (
+      select j.id, j.dead_reason from ${jobs} j where ${where}
+      order by j.finished_at, j.id
+      limit ${request.limit}
+      for update skip locked
+    ),
+    changed as (${change}),
+    asked as (select unnest(${sql.param(ids)}::bigint[]) as id)
+    select c.id::text as id, c.kind, c.queue, c.dead_reason, 'replayed' as outcome, 'dead' as state from changed c
+    union all
+    select a.id::text, null, null, null, 'refused', j.state
+    from asked a left join ${jobs} j on j.id = a.id
+    where a.id not in (select id from changed)`,
+    schema,
+  );
+  const result: ReplayResult = { replayed: [], refused: [], dryRun: request.dryRun };
+  for (const row of rows) {
+    if (row.outcome === 'replayed') {
+      result.replayed.push({ id: row.id, kind: row.kind, queue: row.queue, deadReason: row.dead_reason });
+    } else {
+      result.refused.push({ id: row.id, state: row.state, message: refusalMessage(row.id, row.state) });
+    }
+  }
+  return result;
+}
+
+function refusalMessage(id: string, state: JobState | null): string {
+  if (state === null) return `job ${id} does not exist`;
+  if (state === 'dead') return `job ${id} is being replayed by another caller right now`;
+  return `job ${id} is ${state}, not dead: only dead jobs can be replayed`;
+}
+
+/** One job, everything about it (CLI `jobs show`, tests). */
+export interface JobRecord {
+  id: string;
+  kind: string;
+  queue: string;
+  payload: unknown;
+  priority: number;
+  state: JobState;
+  runAt: Date;
+  attempt: number;
+  maxAttempts: number;
+  dedupeKey: string | null;
+  dedupeMode: string | null;
+  leaseToken: string | null;
+  leaseExpiresAt: Date | null;
+  lockedBy: string | null;
+  deadline: Date | null;
+  lastError: Record<string, unknown> | null;
+  errors: Record<string, unknown>[];
+  deadReason: string | null;
+  progress: unknown;
+  correlationId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  startedAt: Date | null;
+  attemptedAt: Date | null;
+  finishedAt: Date | null;
+  replayCount: number;
+  replayedAt: Date | null;
+  replayedBy: string | null;
+}
+
+const TIMESTAMPS = [
+  'run_at',
+  'lease_expires_at',
+  'deadline',
+  'created_at',
+  'updated_at',
+  'started_at',
+  'attempted_at',
+  'finished_at',
+  'replayed_at',
+] as const;
+
+/** Reads jobs by id (JobGetMany); unknown ids are absent. */
+export async function getJobs(db: AnyPgDatabase, schema: string, ids: readonly string[]): Promise<JobRecord[]> {
+  if (ids.length === 0) return [];
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select j.id::text as id, j.kind, j.queue, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
+        j.dedupe_key, j.dedupe_mode, j.lease_token::text as lease_token, j.locked_by, j.last_error, j.errors,
+        j.dead_reason, j.progress, j.correlation_id, j.replay_count, j.replayed_by,
+        ${sql.join(
+          TIMESTAMPS.map((c) => sql`${epochMs(sql`${sql.identifier(c)}`)} as ${sql.identifier(`${c}_ms`)}`),
+          sql`, `,
+        )}
+      from ${jobsRef(schema)} j where j.id = any(${sql.param(ids)}::bigint[]) order by j.id`,
+    schema,
+  );
+  return rows.map((r) => ({
+    id: r.id as string,
+    kind: r.kind as string,
+    queue: r.queue as string,
+    payload: r.payload,
+    priority: r.priority as number,
+    state: r.state as JobState,
+    runAt: toDate(r.run_at_ms as number) as Date,
+    attempt: r.attempt as number,
+    maxAttempts: r.max_attempts as number,
+    dedupeKey: r.dedupe_key as string | null,
+    dedupeMode: r.dedupe_mode as string | null,
+    leaseToken: r.lease_token as string | null,
+    leaseExpiresAt: toDate(r.lease_expires_at_ms as number | null),
+    lockedBy: r.locked_by as string | null,
+    deadline: toDate(r.deadline_ms as number | null),
+    lastError: r.last_error as Record<string, unknown> | null,
+    errors: r.errors as Record<string, unknown>[],
+    deadReason: r.dead_reason as string | null,
+    progress: r.progress,
+    correlationId: r.correlation_id as string | null,
+    createdAt: toDate(r.created_at_ms as number) as Date,
+    updatedAt: toDate(r.updated_at_ms as number) as Date,
+    startedAt: toDate(r.started_at_ms as number | null),
+    attemptedAt: toDate(r.attempted_at_ms as number | null),
+    finishedAt: toDate(r.finished_at_ms as number | null),
+    replayCount: r.replay_count as number,
+    replayedAt: toDate(r.replayed_at_ms as number | null),
+    replayedBy: r.replayed_by as string | null,
+  }));
+}
+
+export interface QueueStatsRow {
+  queue: string;
+  kind: string;
+  ready: number;
+  scheduled: number;
+  retryWaiting: number;
+  running: number;
+  leaseExpired: number;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  oldestReadyAgeSeconds: number | null;
+}
+
+/** Depth per queue and kind, from the queue_stats view (QueueStats). */
+export async function queueStats(db: AnyPgDatabase, schema: string): Promise<QueueStatsRow[]> {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select queue, kind, ready::int, scheduled::int, retry_waiting::int, running::int, lease_expired::int,
+        completed::int, dead::int, cancelled::int, oldest_ready_age_seconds
+      from ${sql.identifier(schema)}.queue_stats order by queue, kind`,
+    schema,
+  );
+  return rows.map((r) => ({
+    queue: r.queue as string,
+    kind: r.kind as string,
+    ready: r.ready as number,
+    scheduled: r.scheduled as number,
+    retryWaiting: r.retry_waiting as number,
+    running: r.running as number,
+    leaseExpired: r.lease_expired as number,
+    completed: r.completed as number,
+    dead: r.dead as number,
+    cancelled: r.cancelled as number,
+    oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
+  }));
+}

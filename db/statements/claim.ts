@@ -1,0 +1,173 @@
+import { sql } from 'drizzle-orm';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
+
+export interface ClaimRequest {
+  /** Kinds this claimer may take, each with the lease it gets (its timeout plus a grace). */
+  leases: readonly { kind: string; leaseMs: number }[];
+  /** Only these queues; all queues when absent. */
+  queues?: readonly string[];
+  limit: number;
+  /** Recorded as locked_by: which invocation holds the lease. */
+  invocationId: string;
+  /** Test hook: the database's "now" for this statement. */
+  now?: Date;
+}
+
+export interface ClaimedJob {
+  id: string;
+  kind: string;
+  queue: string;
+  payload: unknown;
+  priority: number;
+  attempt: number;
+  maxAttempts: number;
+  leaseToken: string;
+  leaseExpiresAt: Date;
+  correlationId: string | null;
+}
+
+/** Rows the claim moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */
+export interface ClaimDeadJob {
+  id: string;
+  kind: string;
+  queue: string;
+  attempt: number;
+  reason: 'deadline_exceeded' | 'lease_expired';
+  correlationId: string | null;
+}
+
+export interface ClaimResult {
+  jobs: ClaimedJob[];
+  dead: ClaimDeadJob[];
+}
+
+type ClaimRow = {
+  id: string;
+  kind: string;
+  queue: string;
+  payload: unknown;
+  priority: number;
+  attempt: number;
+  max_attempts: number;
+  lease_token: string;
+  lease_expires_at_ms: number;
+  correlation_id: string | null;
+  state: string;
+  dead_reason: string | null;
+};
+
+/**
+ * Claims up to `limit` jobs in ONE statement (JobClaimMany).
+ *
+ * Candidates come from two SKIP LOCKED subqueries — runnable queued rows in claim order,
+ * and running rows whose lease expired (rescue) — each with its own LIMIT, which is the
+ * fence that stops the planner from locking more rows than we take. Each picked row gets
+ * a fresh lease token and an expiry on the database clock; the attempt is counted here.
+ * In the same statement, a row past its deadline, or a rescued row that already used all
+ * its attempts, goes to the DLQ instead (deadline_exceeded / lease_expired) and is never run.
+ */
+export async function claimJobs(db: AnyPgDatabase, schema: string, request: ClaimRequest): Promise<ClaimResult> {
+  if (request.limit < 1 || request.leases.length === 0) return { jobs: [], dead: [] };
+  const jobs = jobsRef(schema);
+  const kinds = request.leases.map((l) => l.kind);
+  const leaseMs = request.leases.map((l) => Math.max(1, Math.round(l.leaseMs)));
+  const queueFilter = request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``;
+  const now = sql`(select now from clock)`;
+  // SET expressions read the row as locked (its latest version), never a stale snapshot.
+  const deadlinePassed = sql`(j.deadline is not null and j.deadline <= ${now})`;
+  const deadReason = sql`(case
+    when ${deadlinePassed} then 'deadline_exceeded'
+    when j.state = 'running' and j.attempt >= j.max_attempts then 'lease_expired'
+  end)`;
+  const runs = sql`(${deadReason} is null)`;
+  const error = sql`(case
+    when ${deadlinePassed} then jsonb_build_object(
+      'class', 'deadline_exceeded', 'message', 'the job''s deadline passed before it could run',
+      'attempt', j.attempt, 'at', ${now})
+    when j.state = 'running' then jsonb_build_object(
+      'class', 'lease_expired',
+      'message', 'the lease expired before its holder finished (the invocation died or overran)',
+      'attempt', j.attempt, 'holder', j.locked_by, 'at', ${now})
+  end)`;
+  const rows = await queryRows<ClaimRow>(
+    db,
+    sql`with clock as (select ${nowExpr(request.now)} as now),
+    ready as (
+      select j.id from ${jobs} j
+      where j.state = 'queued' and j.run_at <= ${now}
+        and j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}
+      order by j.priority, j.run_at, j.id
+      limit ${request.limit}
+      for update skip locked
+    ),
+    expired as (
+      select j.id from ${jobs} j
+      where j.state = 'running' and j.lease_expires_at <= ${now}
+        and j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}
+      order by j.lease_expires_at
+      limit ${request.limit}
+      for update skip locked
+    ),
+    picked as (
+      select j.id, k.lease_ms
+      from ${jobs} j
+      join unnest(${sql.param(kinds)}::text[], ${sql.param(leaseMs)}::int[]) as k(kind, lease_ms) on k.kind = j.kind
+      where j.id in (select id from ready union all select id from expired)
+      order by j.priority, j.run_at, j.id
+      limit ${request.limit}
+    ),
+    claimed as (
+      update ${jobs} j set
+        state = case when ${runs} then 'running' else 'dead' end,
+        dead_reason = ${deadReason},
+        attempt = j.attempt + case when ${runs} then 1 else 0 end,
+        lease_token = case when ${runs} then gen_random_uuid() else j.lease_token end,
+        lease_expires_at = case when ${runs} then ${now} + p.lease_ms * interval '1 millisecond' end,
+        locked_by = case when ${runs} then ${request.invocationId} else j.locked_by end,
+        started_at = case when ${runs} then coalesce(j.started_at, ${now}) else j.started_at end,
+        attempted_at = case when ${runs} then ${now} else j.attempted_at end,
+        finished_at = case when ${runs} then null else ${now} end,
+        last_error = coalesce(${error}, j.last_error),
+        errors = case when ${error} is null then j.errors else ${appendCapped(sql`j.errors`, error)} end,
+        updated_at = ${now}
+      from picked p
+      where j.id = p.id
+      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.lease_token,
+        j.lease_expires_at, j.correlation_id, j.state, j.dead_reason, j.run_at
+    )
+    select id::text as id, kind, queue, payload, priority, attempt, max_attempts, lease_token::text as lease_token,
+      ${epochMs(sql`lease_expires_at`)} as lease_expires_at_ms, correlation_id, state, dead_reason
+    from claimed
+    order by priority, run_at, id`,
+    schema,
+  );
+  const result: ClaimResult = { jobs: [], dead: [] };
+  for (const row of rows) {
+    if (row.state === 'running') {
+      result.jobs.push({
+        id: row.id,
+        kind: row.kind,
+        queue: row.queue,
+        payload: row.payload,
+        priority: row.priority,
+        attempt: row.attempt,
+        maxAttempts: row.max_attempts,
+        leaseToken: row.lease_token,
+        leaseExpiresAt: new Date(row.lease_expires_at_ms),
+        correlationId: row.correlation_id,
+      });
+    } else {
+      result.dead.push({
+        id: row.id,
+        kind: row.kind,
+        queue: row.queue,
+        attempt: row.attempt,
+        reason: row.dead_reason as ClaimDeadJob['reason'],
+        correlationId: row.correlation_id,
+      });
+    }
+  }
+  return result;
+}

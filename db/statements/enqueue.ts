@@ -1,0 +1,135 @@
+import { sql } from 'drizzle-orm';
+import type { JobInsertRow } from '../../core/enqueue-options.js';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import { jobsRef } from './common.js';
+
+export type InsertOutcome = { ord: number; id: string | null; inserted: boolean; windowStartMs: number | null };
+
+/**
+ * Inserts N jobs in one statement. Ids come from the sequence up front so every input row
+ * can be matched to its result (RETURNING of an INSERT … SELECT has no defined order).
+ *
+ * mode 'insert': ON CONFLICT DO NOTHING covers the skip and window dedupe indexes; a row
+ * that hit one comes back with the id of the job that holds the key when that job was
+ * visible to this statement, else with id null (the caller looks it up once more).
+ * mode 'replace': upserts on the waiting-jobs index, so a waiting job with the key gets the
+ * new payload / run_at / priority and a running one is never touched.
+ */
+export async function insertJobs(
+  db: AnyPgDatabase,
+  schema: string,
+  rows: readonly JobInsertRow[],
+  mode: 'insert' | 'replace',
+): Promise<InsertOutcome[]> {
+  const jobs = jobsRef(schema);
+  const input = sql`input as (
+    select
+      nextval(${`"${schema}".jobs_id_seq`}::regclass) as id,
+      r.*,
+      coalesce(r.run_at, n.now + r.delay_ms * interval '1 millisecond', n.now) as effective_run_at,
+      case when r.window_ms is not null
+        then to_timestamp(floor(extract(epoch from n.now) * 1000 / r.window_ms) * r.window_ms / 1000.0)
+      end as dedupe_window
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(
+      ord int, kind text, queue text, payload jsonb, priority smallint, run_at timestamptz,
+      delay_ms bigint, max_attempts int, deadline timestamptz, dedupe_key text,
+      dedupe_mode text, window_ms bigint, correlation_id text
+    )
+    cross join (select clock_timestamp() as now) n
+  )`;
+  const insert = sql`insert into ${jobs} (
+      id, kind, queue, payload, priority, run_at, max_attempts, deadline,
+      dedupe_key, dedupe_mode, dedupe_window, correlation_id
+    )
+    select id, kind, queue, payload, priority, effective_run_at, max_attempts, deadline,
+      dedupe_key, dedupe_mode, dedupe_window, correlation_id
+    from input order by ord`;
+  if (mode === 'replace') {
+    const result = await queryRows<{ ord: number; id: string; inserted: boolean }>(
+      db,
+      sql`with ${input}, written as (
+        ${insert}
+        on conflict (kind, dedupe_key) where dedupe_mode = 'replace' and state = 'queued'
+        do update set
+          payload = excluded.payload,
+          run_at = excluded.run_at,
+          priority = excluded.priority,
+          queue = excluded.queue,
+          max_attempts = excluded.max_attempts,
+          deadline = excluded.deadline,
+          correlation_id = excluded.correlation_id,
+          updated_at = clock_timestamp()
+        returning id, kind, dedupe_key, (xmax = 0) as inserted
+      )
+      select i.ord, w.id::text as id, w.inserted
+      from input i join written w on w.kind = i.kind and w.dedupe_key = i.dedupe_key
+      order by i.ord`,
+      schema,
+    );
+    return result.map((r) => ({ ord: r.ord, id: r.id, inserted: r.inserted, windowStartMs: null }));
+  }
+  const result = await queryRows<{ ord: number; id: string | null; inserted: boolean; window_start_ms: number | null }>(
+    db,
+    sql`with ${input}, written as (
+      ${insert}
+      on conflict do nothing
+      returning id
+    )
+    select
+      i.ord,
+      coalesce(w.id, holder.id)::text as id,
+      w.id is not null as inserted,
+      (extract(epoch from i.dedupe_window) * 1000)::float8 as window_start_ms
+    from input i
+    left join written w on w.id = i.id
+    left join lateral (
+      select j.id from ${jobs} j
+      where w.id is null and i.dedupe_key is not null
+        and j.kind = i.kind and j.dedupe_key = i.dedupe_key and j.dedupe_mode = i.dedupe_mode
+        and (
+          (i.dedupe_mode = 'skip' and j.state in ('queued', 'running'))
+          or (i.dedupe_mode = 'window' and j.dedupe_window = i.dedupe_window)
+        )
+      limit 1
+    ) holder on true
+    order by i.ord`,
+    schema,
+  );
+  return result.map((r) => ({ ord: r.ord, id: r.id, inserted: r.inserted, windowStartMs: r.window_start_ms }));
+}
+
+/**
+ * Finds the jobs that hold dedupe keys, for rows whose conflict was with a job this
+ * session could not see when its insert started (a concurrent enqueue that has since
+ * committed). Returns ord → id; a row whose holder has meanwhile finished is absent.
+ */
+export async function findDedupeHolders(
+  db: AnyPgDatabase,
+  schema: string,
+  rows: readonly {
+    ord: number;
+    kind: string;
+    dedupe_key: string;
+    dedupe_mode: string;
+    window_start_ms: number | null;
+  }[],
+): Promise<Map<number, string>> {
+  const found = await queryRows<{ ord: number; id: string }>(
+    db,
+    sql`select r.ord, j.id::text as id
+      from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        as r(ord int, kind text, dedupe_key text, dedupe_mode text, window_start_ms float8)
+      join lateral (
+        select j.id from ${jobsRef(schema)} j
+        where j.kind = r.kind and j.dedupe_key = r.dedupe_key and j.dedupe_mode = r.dedupe_mode
+          and (
+            (r.dedupe_mode = 'skip' and j.state in ('queued', 'running'))
+            or (r.dedupe_mode = 'window' and j.dedupe_window = to_timestamp(r.window_start_ms / 1000.0))
+          )
+        limit 1
+      ) j on true`,
+    schema,
+  );
+  return new Map(found.map((r) => [r.ord, r.id]));
+}

@@ -1,0 +1,76 @@
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidIdentifierError, NotMigratedError } from '../../core/errors.js';
+import { migrate } from '../../db/migrate.js';
+import { MIGRATIONS } from '../../db/migrations.generated.js';
+import { getJobs } from '../../db/statements/admin.js';
+import { readMigrationFolder } from '../../scripts/migration-folder.js';
+import { openAdminPool, openDb, schemaFor } from '../helpers/db.js';
+
+describe('migrate', () => {
+  const db = openDb();
+  const admin = openAdminPool();
+  const schema = schemaFor('migrate');
+
+  beforeAll(async () => {
+    await admin.query(`drop schema if exists "${schema}" cascade`);
+  });
+  afterAll(async () => {
+    await admin.query(`drop schema if exists "${schema}" cascade`);
+    await db.close();
+    await admin.end();
+  });
+
+  it('embeds exactly the migrations in db/migrations (run npm run db:generate after editing them)', () => {
+    const folder = fileURLToPath(new URL('../../db/migrations', import.meta.url));
+    expect(MIGRATIONS).toEqual(readMigrationFolder(folder));
+  });
+
+  it('reports a missing schema as not migrated', async () => {
+    await expect(getJobs(db.db, schema, ['1'])).rejects.toBeInstanceOf(NotMigratedError);
+  });
+
+  it('applies every migration once; a second run is a no-op', async () => {
+    const first = await migrate(db, { schema });
+    expect(first.applied).toEqual(MIGRATIONS.map((m) => m.tag));
+    const second = await migrate(db, { schema });
+    expect(second.applied).toEqual([]);
+    const { rows } = await admin.query(`select tag from "${schema}".skiplock_migrations order by id`);
+    expect(rows.map((r) => r.tag)).toEqual(MIGRATIONS.map((m) => m.tag));
+  });
+
+  it('lets concurrent migrators finish without errors or double application', async () => {
+    const other = schemaFor('migrate-concurrent');
+    await admin.query(`drop schema if exists "${other}" cascade`);
+    const connections = [openDb(), openDb(), openDb(), openDb()];
+    try {
+      const results = await Promise.all(connections.map((c) => migrate(c, { schema: other })));
+      const applied = results.flatMap((r) => r.applied);
+      expect(applied.sort()).toEqual(MIGRATIONS.map((m) => m.tag).sort());
+      const { rows } = await admin.query(`select count(*)::int as n from "${other}".skiplock_migrations`);
+      expect(rows[0].n).toBe(MIGRATIONS.length);
+    } finally {
+      await Promise.all(connections.map((c) => c.close()));
+      await admin.query(`drop schema if exists "${other}" cascade`);
+    }
+  });
+
+  it('enforces the lifecycle invariants in the database', async () => {
+    const insert = (columns: string, values: string) =>
+      admin.query(`insert into "${schema}".jobs (kind, ${columns}) values ('k', ${values})`);
+    await expect(insert('state', `'paused'`)).rejects.toThrow(/jobs_state_check/);
+    await expect(insert('state', `'completed'`)).rejects.toThrow(/jobs_finished_at_check/);
+    await expect(insert('state, finished_at, dead_reason', `'dead', now(), null`)).rejects.toThrow(
+      /jobs_dead_reason_check/,
+    );
+    await expect(insert('state', `'running'`)).rejects.toThrow(/jobs_running_lease_check/);
+    await expect(insert('priority', '5000')).rejects.toThrow(/jobs_priority_check/);
+    await expect(insert('dedupe_key', `'x'`)).rejects.toThrow(/jobs_dedupe_check/);
+  });
+
+  it('rejects hostile schema names before touching the database', async () => {
+    for (const name of ['a"b', "a'b", 'a%b', 'a$b', 'a;drop table x', 'A', 'x'.repeat(64), 'ünï']) {
+      await expect(migrate(db, { schema: name })).rejects.toBeInstanceOf(InvalidIdentifierError);
+    }
+  });
+});

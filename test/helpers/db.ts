@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto';
+import { neonConfig } from '@neondatabase/serverless';
+import pg from 'pg';
+import { inject } from 'vitest';
+import ws from 'ws';
+import { type ConnectOptions, connect, type Driver, type SkiplockDb } from '../../db/connect.js';
+import { migrate } from '../../db/migrate.js';
+
+/** The driver this test project runs under (vitest projects pg, neon-ws, neon-http). */
+export function testDriver(): Driver {
+  const driver = process.env.SKIPLOCK_TEST_DRIVER ?? 'pg';
+  if (driver !== 'pg' && driver !== 'neon-ws' && driver !== 'neon-http') throw new Error(`bad driver ${driver}`);
+  return driver;
+}
+
+let neonConfigured = false;
+/** Points the Neon driver at the local stand-ins (SPEC §8). */
+export function configureNeonForLocalPostgres(): void {
+  if (neonConfigured) return;
+  neonConfigured = true;
+  const proxyPort = inject('neonWsProxyPort');
+  neonConfig.webSocketConstructor = ws;
+  neonConfig.useSecureWebSocket = false;
+  neonConfig.pipelineTLS = false;
+  neonConfig.pipelineConnect = false;
+  neonConfig.coalesceWrites = false;
+  neonConfig.wsProxy = (host, port) => `127.0.0.1:${proxyPort}/v1?address=${host}:${port}`;
+  neonConfig.fetchEndpoint = inject('neonHttpUrl');
+}
+
+export function databaseUrl(): string {
+  return inject('databaseUrl');
+}
+
+/** A connection through the driver under test. */
+export function openDb(options: Partial<ConnectOptions> & { driver?: Driver } = {}): SkiplockDb {
+  configureNeonForLocalPostgres();
+  return connect({ connectionString: databaseUrl(), driver: testDriver(), ...options });
+}
+
+/** A plain node-postgres pool for looking at rows independently of the driver under test. */
+export function openAdminPool(): pg.Pool {
+  const pool = new pg.Pool({ connectionString: databaseUrl(), max: 4 });
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** A schema name unique to this test file and driver, so files run in parallel. */
+export function schemaFor(label: string): string {
+  const hash = createHash('sha1').update(`${label}:${testDriver()}`).digest('hex').slice(0, 10);
+  return `t_${testDriver().replace('-', '_')}_${hash}`;
+}
+
+/** Drops and re-creates `schema` with skiplock's migrations, through the driver under test. */
+export async function freshSchema(db: SkiplockDb, admin: pg.Pool, schema: string): Promise<void> {
+  await admin.query(`drop schema if exists "${schema}" cascade`);
+  await migrate(db, { schema });
+}
+
+export interface TestContext {
+  db: SkiplockDb;
+  admin: pg.Pool;
+  schema: string;
+  close(): Promise<void>;
+}
+
+/** One connection, an admin pool and a fresh schema for a test file. */
+export async function setupTestSchema(label: string): Promise<TestContext> {
+  const db = openDb();
+  const admin = openAdminPool();
+  const schema = schemaFor(label);
+  await freshSchema(db, admin, schema);
+  return {
+    db,
+    admin,
+    schema,
+    close: async () => {
+      await admin.query(`drop schema if exists "${schema}" cascade`).catch(() => {});
+      await db.close();
+      await admin.end();
+    },
+  };
+}

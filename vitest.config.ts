@@ -1,0 +1,23 @@
+import { defineConfig } from 'vitest/config';
+
+// The database-backed suite runs once per driver; pure unit tests run once.
+const drivers = ['pg', 'neon-ws', 'neon-http'] as const;
+
+export default defineConfig({
+  test: {
+    globalSetup: ['test/global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    projects: [
+      ...drivers.map((driver) => ({
+        extends: true as const,
+        test: {
+          name: driver,
+          include: ['test/db/**/*.test.ts', 'test/core/**/*.test.ts'],
+          env: { SKIPLOCK_TEST_DRIVER: driver },
+        },
+      })),
+      { extends: true as const, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+    ],
+  },
+});
