@@ -1,7 +1,14 @@
+import type { SQL } from 'drizzle-orm';
 import type { z } from 'zod';
 import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import { findDedupeHolders, insertJobs } from '../db/statements/enqueue.js';
+import {
+  findDedupeHolders,
+  type InsertRow,
+  insertJobs,
+  insertJobsStatement,
+  readInsertOutcomes,
+} from '../db/statements/enqueue.js';
 import { type EnqueueOptions, type JobInsertRow, toInsertRow } from './enqueue-options.js';
 import { ConfigError, PayloadTooLargeError, PayloadValidationError, SkiplockError } from './errors.js';
 import { issuesOf } from './issues.js';
@@ -26,6 +33,11 @@ export interface EnqueueResult {
   outcome: 'inserted' | 'deduplicated' | 'replaced';
 }
 
+export interface PreparedEnqueue {
+  statements: SQL[];
+  read(results: readonly unknown[]): { id: string | null; outcome: EnqueueResult['outcome'] }[];
+}
+
 /** Where enqueue writes: any Drizzle Postgres database or transaction, or a SkiplockDb. */
 export type EnqueueTarget = AnyPgDatabase | SkiplockDb;
 
@@ -39,6 +51,13 @@ export interface Enqueuer {
   ): Promise<EnqueueResult>;
   /** Enqueues many jobs (of any kinds) in one statement, two when some use `replace`. */
   enqueueMany(db: EnqueueTarget, requests: readonly JobRequest[]): Promise<EnqueueResult[]>;
+  /**
+   * Validates now and returns the statements to run inside a neon-http `db.batch([...])`
+   * next to the caller's own writes (that driver has no interactive transactions):
+   * `const [, ...raw] = await db.batch([db.insert(orders)…, ...p.statements.map((s) => db.execute(s))])`
+   * then `p.read(raw)`. A deduplicated row whose holder the batch could not see has id null.
+   */
+  prepareEnqueue(requests: readonly JobRequest[]): PreparedEnqueue;
   /** Enqueue by kind name (HTTP, CLI): the kind must be in `registry`. */
   enqueueByKind(
     db: EnqueueTarget,
@@ -101,6 +120,7 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
           unresolved.push({ row, windowStartMs: outcome.windowStartMs });
         }
       });
+      pending = [];
       if (unresolved.length === 0) break;
       const holders = await findDedupeHolders(
         db,
@@ -113,7 +133,6 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
           window_start_ms: windowStartMs,
         })),
       );
-      pending = [];
       for (const { row } of unresolved) {
         const id = holders.get(row.ord);
         if (id) results[row.ord] = { id, outcome: 'deduplicated' };
@@ -126,7 +145,36 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     return results as EnqueueResult[];
   };
 
+  const prepareEnqueue = (requests: readonly JobRequest[]): PreparedEnqueue => {
+    const rows = requests.map((request, ord) => toRow(ord, request));
+    const replace = lastPerKey(rows.filter((r) => r.dedupe_mode === 'replace'));
+    const plain = rows.filter((r) => r.dedupe_mode !== 'replace');
+    const groups = [
+      ...(plain.length > 0 ? [{ statement: insertJobsStatement(schema, plain, 'insert') }] : []),
+      ...(replace.rows.length > 0 ? [{ statement: insertJobsStatement(schema, replace.rows, 'replace') }] : []),
+    ];
+    return {
+      statements: groups.map((g) => g.statement),
+      read: (raw) => {
+        const results: { id: string | null; outcome: EnqueueResult['outcome'] }[] = new Array(rows.length);
+        const outcomes = raw.flatMap((r) => readInsertOutcomes((r as { rows: InsertRow[] }).rows));
+        for (const o of outcomes) {
+          const mode = rows[o.ord]?.dedupe_mode;
+          results[o.ord] = {
+            id: o.id,
+            outcome: o.inserted ? 'inserted' : mode === 'replace' ? 'replaced' : 'deduplicated',
+          };
+        }
+        for (const [ord, winner] of replace.supersededBy) {
+          results[ord] = { id: results[winner]?.id ?? null, outcome: 'replaced' };
+        }
+        return results;
+      },
+    };
+  };
+
   return {
+    prepareEnqueue,
     enqueue: async (db, job, payload, options = {}) =>
       (await enqueueMany(db, [{ job, payload, options }]))[0] as EnqueueResult,
     enqueueMany,

@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { JobInsertRow } from '../../core/enqueue-options.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
@@ -22,6 +22,17 @@ export async function insertJobs(
   rows: readonly JobInsertRow[],
   mode: 'insert' | 'replace',
 ): Promise<InsertOutcome[]> {
+  return readInsertOutcomes(await queryRows<InsertRow>(db, insertJobsStatement(schema, rows, mode), schema));
+}
+
+export type InsertRow = { ord: number; id: string | null; inserted: boolean; window_start_ms: number | null };
+
+export function readInsertOutcomes(rows: readonly InsertRow[]): InsertOutcome[] {
+  return rows.map((r) => ({ ord: r.ord, id: r.id, inserted: r.inserted, windowStartMs: r.window_start_ms }));
+}
+
+/** The statement behind insertJobs, for callers that run it inside a neon-http batch. */
+export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[], mode: 'insert' | 'replace'): SQL {
   const jobs = jobsRef(schema);
   const input = sql`input as (
     select
@@ -46,9 +57,7 @@ export async function insertJobs(
       dedupe_key, dedupe_mode, dedupe_window, correlation_id
     from input order by ord`;
   if (mode === 'replace') {
-    const result = await queryRows<{ ord: number; id: string; inserted: boolean }>(
-      db,
-      sql`with ${input}, written as (
+    return sql`with ${input}, written as (
         ${insert}
         on conflict (kind, dedupe_key) where dedupe_mode = 'replace' and state = 'queued'
         do update set
@@ -62,16 +71,11 @@ export async function insertJobs(
           updated_at = clock_timestamp()
         returning id, kind, dedupe_key, (xmax = 0) as inserted
       )
-      select i.ord, w.id::text as id, w.inserted
+      select i.ord, w.id::text as id, w.inserted, null::float8 as window_start_ms
       from input i join written w on w.kind = i.kind and w.dedupe_key = i.dedupe_key
-      order by i.ord`,
-      schema,
-    );
-    return result.map((r) => ({ ord: r.ord, id: r.id, inserted: r.inserted, windowStartMs: null }));
+      order by i.ord`;
   }
-  const result = await queryRows<{ ord: number; id: string | null; inserted: boolean; window_start_ms: number | null }>(
-    db,
-    sql`with ${input}, written as (
+  return sql`with ${input}, written as (
       ${insert}
       on conflict do nothing
       returning id
@@ -93,10 +97,7 @@ export async function insertJobs(
         )
       limit 1
     ) holder on true
-    order by i.ord`,
-    schema,
-  );
-  return result.map((r) => ({ ord: r.ord, id: r.id, inserted: r.inserted, windowStartMs: r.window_start_ms }));
+    order by i.ord`;
 }
 
 /**
