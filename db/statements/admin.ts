@@ -168,7 +168,7 @@ export async function replayDead(db: AnyPgDatabase, schema: string, request: Rep
   }>(
     db,
     sql`with target as (
-      select j.id, j.dead_reason from ${jobs} j where ${where}
+      select j.id, j.kind, j.queue, j.dead_reason from ${jobs} j where ${where}
       order by j.finished_at, j.id
       limit ${request.limit}
       for update skip locked

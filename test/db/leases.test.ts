@@ -1,0 +1,259 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
+import { extendLease, releaseJobs, reportProgress, settleJobs } from '../../db/statements/settle.js';
+import { openDb, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
+
+let t: TestContext;
+let q: ReturnType<typeof enqueuerFor>;
+
+beforeAll(async () => {
+  t = await setupTestSchema('leases');
+  q = enqueuerFor(t.schema);
+});
+afterAll(() => t.close());
+beforeEach(async () => {
+  await t.admin.query(`truncate "${t.schema}".jobs`);
+});
+
+const LEASES = [
+  { kind: 'send-email', leaseMs: 30_000 },
+  { kind: 'sync-profile', leaseMs: 30_000 },
+];
+const later = (ms: number) => new Date(Date.now() + ms);
+const claim = (overrides: Partial<ClaimRequest> = {}) =>
+  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 10, invocationId: 'inv-a', ...overrides });
+const row = async (id: string) => (await t.admin.query(`select * from "${t.schema}".jobs where id = $1`, [id])).rows[0];
+const email = (i = 0) => ({ to: `u${i}@example.com`, subject: `s${i}` });
+const failure = { class: 'Error', message: 'boom' };
+
+describe(`claim (${testDriver()})`, () => {
+  it('4 concurrent claimers on separate connections over 2,000 jobs: each job claimed exactly once', async () => {
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 2000 }, (_, i) => sendEmail.with(email(i))),
+    );
+    const claimers = Array.from({ length: 4 }, () => openDb({ max: 1 }));
+    try {
+      const held = await Promise.all(
+        claimers.map(async (conn, c) => {
+          const mine: { id: string; token: string }[] = [];
+          while (true) {
+            const { jobs } = await claimJobs(conn.db, t.schema, {
+              leases: LEASES,
+              limit: 25,
+              invocationId: `claimer-${c}`,
+            });
+            if (jobs.length === 0) return mine;
+            mine.push(...jobs.map((j) => ({ id: j.id, token: j.leaseToken })));
+          }
+        }),
+      );
+      const all = held.flat();
+      expect(all).toHaveLength(2000);
+      expect(new Set(all.map((h) => h.id)).size).toBe(2000);
+      expect(new Set(all.map((h) => h.token)).size).toBe(2000);
+      // More than one claimer got work: the claims really interleaved.
+      expect(held.filter((h) => h.length > 0).length).toBeGreaterThan(1);
+      const { rows } = await t.admin.query(
+        `select count(*)::int as running, count(distinct lease_token)::int as tokens,
+           bool_and(lease_expires_at > now()) as unexpired, bool_and(attempt = 1) as one_attempt
+         from "${t.schema}".jobs where state = 'running'`,
+      );
+      expect(rows[0]).toEqual({ running: 2000, tokens: 2000, unexpired: true, one_attempt: true });
+    } finally {
+      await Promise.all(claimers.map((c) => c.close()));
+    }
+  });
+
+  it('claims by priority, then run_at, and only the kinds and queues asked for', async () => {
+    const low = await q.enqueue(t.db, syncProfile, { userId: 1, name: 'low' }, { priority: 10 });
+    const high = await q.enqueue(t.db, syncProfile, { userId: 2, name: 'high' }, { priority: -10 });
+    const mail = await q.enqueue(t.db, sendEmail, email());
+    const onlyProfiles = await claim({ leases: [LEASES[1]!], limit: 1 });
+    expect(onlyProfiles.jobs.map((j) => j.id)).toEqual([high.id]);
+    const onlyEmails = await claim({ queues: ['emails'] });
+    expect(onlyEmails.jobs.map((j) => j.id)).toEqual([mail.id]);
+    const rest = await claim();
+    expect(rest.jobs.map((j) => j.id)).toEqual([low.id]);
+  });
+
+  it('sets the lease from the database clock: now + the kind lease', async () => {
+    await q.enqueue(t.db, sendEmail, email());
+    const [job] = (await claim({ leases: [{ kind: 'send-email', leaseMs: 45_000 }] })).jobs;
+    const r = await row(job!.id);
+    const leaseSeconds = (r.lease_expires_at.getTime() - r.attempted_at.getTime()) / 1000;
+    expect(leaseSeconds).toBeCloseTo(45, 3);
+    expect(r.locked_by).toBe('inv-a');
+  });
+});
+
+describe(`fencing and lease expiry (${testDriver()})`, () => {
+  it("a stale holder's complete, fail, extend, progress and release affect nothing; the new holder's result stands", async () => {
+    const { id } = await q.enqueue(t.db, sendEmail, email());
+    const [old] = (await claim({ invocationId: 'old' })).jobs;
+    // The old holder's lease expires; another invocation rescues the job.
+    const rescue = await claim({ invocationId: 'new', now: later(60_000) });
+    const [fresh] = rescue.jobs;
+    expect(fresh?.id).toBe(id);
+    expect(fresh?.leaseToken).not.toBe(old?.leaseToken);
+    const stale = { id, leaseToken: old!.leaseToken };
+
+    expect(await settleJobs(t.db.db, t.schema, [{ ...stale, outcome: 'completed' }])).toEqual([]);
+    expect(await settleJobs(t.db.db, t.schema, [{ ...stale, outcome: 'retry', delayMs: 0, error: failure }])).toEqual(
+      [],
+    );
+    expect(await settleJobs(t.db.db, t.schema, [{ ...stale, outcome: 'dead', reason: 'x', error: failure }])).toEqual(
+      [],
+    );
+    expect(await extendLease(t.db.db, t.schema, stale, 600_000)).toBeNull();
+    expect(await reportProgress(t.db.db, t.schema, stale, { pct: 99 })).toBe(false);
+    expect(await releaseJobs(t.db.db, t.schema, [stale])).toEqual([]);
+    const during = await row(id);
+    expect(during).toMatchObject({
+      state: 'running',
+      locked_by: 'new',
+      lease_token: fresh!.leaseToken,
+      progress: null,
+      attempt: 2,
+    });
+
+    expect(await reportProgress(t.db.db, t.schema, { id, leaseToken: fresh!.leaseToken }, { pct: 50 })).toBe(true);
+    const settled = await settleJobs(t.db.db, t.schema, [{ id, leaseToken: fresh!.leaseToken, outcome: 'completed' }]);
+    expect(settled.map((s) => s.state)).toEqual(['completed']);
+    // Even after completion, the stale token changes nothing.
+    expect(await settleJobs(t.db.db, t.schema, [{ ...stale, outcome: 'retry', delayMs: 0, error: failure }])).toEqual(
+      [],
+    );
+    expect(await row(id)).toMatchObject({ state: 'completed', progress: { pct: 50 } });
+  });
+
+  it('a rescue counts an attempt and records lease_expired; exhausting attempts that way ends dead(lease_expired)', async () => {
+    const { id } = await q.enqueue(t.db, sendEmail, email()); // maxAttempts 3
+    let now = Date.now();
+    const first = await claim({ now: new Date(now) });
+    expect(first.jobs[0]?.attempt).toBe(1);
+    for (const expected of [2, 3]) {
+      now += 60_000;
+      const again = await claim({ now: new Date(now) });
+      expect(again.jobs[0]?.attempt).toBe(expected);
+    }
+    now += 60_000;
+    const last = await claim({ now: new Date(now) });
+    expect(last.jobs).toEqual([]);
+    expect(last.dead).toEqual([expect.objectContaining({ id, reason: 'lease_expired', attempt: 3 })]);
+    const r = await row(id);
+    expect(r).toMatchObject({ state: 'dead', dead_reason: 'lease_expired', attempt: 3 });
+    expect(r.last_error.class).toBe('lease_expired');
+    expect(r.errors.map((e: { class: string }) => e.class)).toEqual([
+      'lease_expired',
+      'lease_expired',
+      'lease_expired',
+    ]);
+    expect(r.finished_at).not.toBeNull();
+  });
+
+  it('an unexpired lease is never taken over', async () => {
+    await q.enqueue(t.db, sendEmail, email());
+    await claim();
+    expect((await claim({ now: later(29_000) })).jobs).toEqual([]);
+  });
+
+  it('extendLease pushes the expiry so a rescuer does not take the job', async () => {
+    const { id } = await q.enqueue(t.db, sendEmail, email());
+    const [job] = (await claim()).jobs;
+    const until = await extendLease(t.db.db, t.schema, { id, leaseToken: job!.leaseToken }, 120_000);
+    expect(until!.getTime()).toBeGreaterThan(Date.now() + 100_000);
+    expect((await claim({ now: later(60_000) })).jobs).toEqual([]);
+  });
+});
+
+describe(`outcomes (${testDriver()})`, () => {
+  it('completes a whole batch in one statement', async () => {
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 5 }, (_, i) => sendEmail.with(email(i))),
+    );
+    const { jobs } = await claim();
+    const settled = await settleJobs(
+      t.db.db,
+      t.schema,
+      jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' as const })),
+    );
+    expect(settled.map((s) => s.state)).toEqual(Array(5).fill('completed'));
+    const { rows } = await t.admin.query(
+      `select count(*)::int as n from "${t.schema}".jobs where state = 'completed' and finished_at is not null and lease_expires_at is null`,
+    );
+    expect(rows[0].n).toBe(5);
+  });
+
+  it('retry waits its delay on the database clock and keeps the error; then it is claimable again', async () => {
+    const { id } = await q.enqueue(t.db, sendEmail, email());
+    const [job] = (await claim()).jobs;
+    const [settled] = await settleJobs(t.db.db, t.schema, [
+      {
+        id,
+        leaseToken: job!.leaseToken,
+        outcome: 'retry',
+        delayMs: 30_000,
+        error: { ...failure, responseStatus: 503, responseBody: 'busy' },
+      },
+    ]);
+    expect(settled?.state).toBe('queued');
+    const r = await row(id);
+    expect((r.run_at.getTime() - r.updated_at.getTime()) / 1000).toBeCloseTo(30, 3);
+    expect(r.last_error).toMatchObject({ message: 'boom', responseStatus: 503, responseBody: 'busy' });
+    expect((await claim()).jobs).toEqual([]);
+    const retried = await claim({ now: later(31_000) });
+    expect(retried.jobs.map((j) => [j.id, j.attempt])).toEqual([[id, 2]]);
+  });
+
+  it('a retry after the last attempt goes to the DLQ as max_attempts', async () => {
+    const { id } = await q.enqueue(t.db, sendEmail, email(), { maxAttempts: 1 });
+    const [job] = (await claim()).jobs;
+    const [settled] = await settleJobs(t.db.db, t.schema, [
+      { id, leaseToken: job!.leaseToken, outcome: 'retry', delayMs: 0, error: failure },
+    ]);
+    expect(settled).toMatchObject({ state: 'dead', deadReason: 'max_attempts' });
+  });
+
+  it('dead and cancelled outcomes are final', async () => {
+    const a = await q.enqueue(t.db, sendEmail, email(1));
+    const b = await q.enqueue(t.db, sendEmail, email(2));
+    const { jobs } = await claim();
+    const token = (id: string) => jobs.find((j) => j.id === id)!.leaseToken;
+    const settled = await settleJobs(t.db.db, t.schema, [
+      {
+        id: a.id,
+        leaseToken: token(a.id),
+        outcome: 'dead',
+        reason: 'http_4xx',
+        error: { class: 'DiscardError', message: '404' },
+      },
+      { id: b.id, leaseToken: token(b.id), outcome: 'cancelled' },
+    ]);
+    expect(settled.map((s) => [s.id, s.state, s.deadReason]).sort()).toEqual(
+      [
+        [a.id, 'dead', 'http_4xx'],
+        [b.id, 'cancelled', null],
+      ].sort(),
+    );
+  });
+
+  it('release gives unstarted jobs back: no attempt counted, claimable at once', async () => {
+    const { id } = await q.enqueue(t.db, sendEmail, email());
+    const [job] = (await claim()).jobs;
+    expect(await releaseJobs(t.db.db, t.schema, [{ id, leaseToken: job!.leaseToken }])).toEqual([id]);
+    expect(await row(id)).toMatchObject({ state: 'queued', attempt: 0, started_at: null, lease_expires_at: null });
+    const [again] = (await claim()).jobs;
+    expect(again?.attempt).toBe(1);
+  });
+
+  it('a job past its deadline is never handed out: the claim sends it to the DLQ as deadline_exceeded', async () => {
+    const { id } = await q.enqueue(t.db, sendEmail, email(), { deadline: later(10_000) });
+    const result = await claim({ now: later(20_000) });
+    expect(result.jobs).toEqual([]);
+    expect(result.dead).toEqual([expect.objectContaining({ id, reason: 'deadline_exceeded' })]);
+    expect(await row(id)).toMatchObject({ state: 'dead', dead_reason: 'deadline_exceeded', attempt: 0 });
+  });
+});
