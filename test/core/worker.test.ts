@@ -1,0 +1,351 @@
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { CancelError, ConfigError, DiscardError, RetryAfterError } from '../../core/errors.js';
+import { defineJob, type JobContext } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { claimJobs } from '../../db/statements/claim.js';
+import { ManualClock } from '../helpers/clock.js';
+import { setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { enqueuerFor } from '../helpers/kinds.js';
+import { countStatements } from '../helpers/statements.js';
+
+let t: TestContext;
+let q: ReturnType<typeof enqueuerFor>;
+
+beforeAll(async () => {
+  t = await setupTestSchema('worker');
+  q = enqueuerFor(t.schema);
+});
+afterAll(() => t.close());
+beforeEach(async () => {
+  await t.admin.query(`truncate "${t.schema}".jobs`);
+});
+
+const task = z.object({ n: z.number().int() });
+type Handler = (payload: { n: number }, ctx: JobContext) => unknown;
+
+function kind(handler: Handler, extra: { timeoutMs?: number; maxAttempts?: number; kind?: string } = {}) {
+  return defineJob({
+    kind: extra.kind ?? 'task',
+    payload: task,
+    timeoutMs: extra.timeoutMs ?? 2_000,
+    maxAttempts: extra.maxAttempts ?? 5,
+    backoff: { type: 'constant', delayMs: 60_000 },
+    handler,
+  });
+}
+
+function worker(definition: ReturnType<typeof kind>, options: Partial<WorkerOptions> = {}) {
+  return createWorker({
+    db: t.db,
+    schema: t.schema,
+    jobs: [definition],
+    logger: silentLogger,
+    leaseGraceMs: 1_000,
+    safetyMarginMs: 500,
+    ...options,
+  });
+}
+
+const enqueueTasks = (definition: ReturnType<typeof kind>, n: number, from = 0) =>
+  q.enqueueMany(
+    t.db,
+    Array.from({ length: n }, (_, i) => definition.with({ n: from + i })),
+  );
+
+const states = async () =>
+  (await t.admin.query(`select state, count(*)::int as n from "${t.schema}".jobs group by state order by state`)).rows;
+
+const job = async (id: string) => (await t.admin.query(`select * from "${t.schema}".jobs where id = $1`, [id])).rows[0];
+
+describe(`the invocation loop (${testDriver()})`, () => {
+  it('drains every runnable job, batch after batch, and returns the summary', async () => {
+    const seen: number[] = [];
+    const definition = kind((p) => {
+      seen.push(p.n);
+    });
+    await enqueueTasks(definition, 45);
+    const summary = await worker(definition, { concurrency: 4, batchSize: 10 }).runInvocation({ remainingMs: 60_000 });
+    expect(summary).toMatchObject({
+      claimed: 45,
+      completed: 45,
+      retried: 0,
+      dead: 0,
+      released: 0,
+      leaseLost: 0,
+      stoppedBecause: 'drained',
+    });
+    expect(seen.sort((a, b) => a - b)).toEqual(Array.from({ length: 45 }, (_, i) => i));
+    expect(await states()).toEqual([{ state: 'completed', n: 45 }]);
+  });
+
+  it('never runs more handlers at once than its concurrency', async () => {
+    let running = 0;
+    let peak = 0;
+    const definition = kind(async () => {
+      running++;
+      peak = Math.max(peak, running);
+      await new Promise((resolve) => setImmediate(resolve));
+      running--;
+    });
+    await enqueueTasks(definition, 30);
+    await worker(definition, { concurrency: 3, batchSize: 7 }).runInvocation({ remainingMs: 60_000 });
+    expect(peak).toBe(3);
+    expect(await states()).toEqual([{ state: 'completed', n: 30 }]);
+  });
+
+  it('with drain off, runs one batch and stops', async () => {
+    const definition = kind(() => {});
+    await enqueueTasks(definition, 12);
+    const summary = await worker(definition, { concurrency: 5, drain: false }).runInvocation({ remainingMs: 60_000 });
+    expect(summary).toMatchObject({ claimed: 5, completed: 5, stoppedBecause: 'batch_done' });
+  });
+
+  it('maps what handlers throw to retry, retry-after, discard and cancel', async () => {
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    const definition = kind((p) => {
+      switch (p.n) {
+        case 0:
+          throw new Error('plain failure');
+        case 1:
+          throw new RetryAfterError(5_000, 'rate limited', { response: { status: 429, body: 'slow down' } });
+        case 2:
+          throw new DiscardError('no such user', { response: { status: 404, body: 'not found' } });
+        case 3:
+          throw new CancelError('order was refunded');
+        case 4:
+          throw 'a string';
+        case 5:
+          throw undefined;
+        case 6:
+          throw cyclic;
+        case 7:
+          return Promise.reject(new Error('late rejection'));
+      }
+    });
+    const ids = (await enqueueTasks(definition, 8)).map((r) => r.id);
+    const summary = await worker(definition, { concurrency: 8 }).runInvocation({ remainingMs: 60_000 });
+    expect(summary).toMatchObject({ claimed: 8, completed: 0, retried: 6, dead: 1, cancelled: 1 });
+    const rows = await Promise.all(ids.map(job));
+    const delay = (r: { run_at: Date; updated_at: Date }) =>
+      Math.round((r.run_at.getTime() - r.updated_at.getTime()) / 1000);
+    expect(rows[0]).toMatchObject({
+      state: 'queued',
+      last_error: expect.objectContaining({ class: 'Error', message: 'plain failure' }),
+    });
+    expect(delay(rows[0])).toBe(60); // the kind's constant backoff
+    expect(rows[1]).toMatchObject({
+      state: 'queued',
+      last_error: expect.objectContaining({ responseStatus: 429, responseBody: 'slow down' }),
+    });
+    expect(delay(rows[1])).toBe(5);
+    expect(rows[2]).toMatchObject({
+      state: 'dead',
+      dead_reason: 'http_4xx',
+      last_error: expect.objectContaining({ responseStatus: 404 }),
+    });
+    expect(rows[3]).toMatchObject({
+      state: 'cancelled',
+      last_error: expect.objectContaining({ message: 'order was refunded' }),
+    });
+    expect(rows[4].last_error).toMatchObject({ class: 'NonError', message: 'a string' });
+    expect(rows[5].last_error).toMatchObject({ class: 'NonError', message: 'handler threw undefined' });
+    expect(rows[6].last_error).toMatchObject({ class: 'NonError', message: '{"a":1,"self":"[Circular]"}' });
+    expect(rows[7].last_error).toMatchObject({ message: 'late rejection' });
+    expect(rows[0].last_error.stack).toContain('plain failure');
+  });
+
+  it('a failure on the last attempt ends dead(max_attempts), with the error history', async () => {
+    const definition = kind(
+      () => {
+        throw new Error('always');
+      },
+      { maxAttempts: 1 },
+    );
+    const [{ id }] = (await enqueueTasks(definition, 1)) as [{ id: string }];
+    const summary = await worker(definition).runInvocation({ remainingMs: 60_000 });
+    expect(summary).toMatchObject({ dead: 1, retried: 0 });
+    expect(await job(id)).toMatchObject({ state: 'dead', dead_reason: 'max_attempts', attempt: 1 });
+  });
+
+  it('a job past its deadline is never handed to its handler', async () => {
+    let called = false;
+    const definition = kind(() => {
+      called = true;
+    });
+    const { id } = await q.enqueue(t.db, definition, { n: 1 }, { deadline: new Date(Date.now() - 1000) });
+    const summary = await worker(definition).runInvocation({ remainingMs: 60_000 });
+    expect(called).toBe(false);
+    expect(summary).toMatchObject({ claimed: 0, dead: 1 });
+    expect(await job(id)).toMatchObject({ state: 'dead', dead_reason: 'deadline_exceeded' });
+  });
+
+  it('a stored payload that no longer matches the schema goes to the DLQ as validation_error', async () => {
+    const definition = kind(() => {});
+    await t.admin.query(`insert into "${t.schema}".jobs (kind, payload) values ('task', '{"n": "not a number"}')`);
+    const summary = await worker(definition).runInvocation({ remainingMs: 60_000 });
+    expect(summary.dead).toBe(1);
+    expect((await states())[0]).toEqual({ state: 'dead', n: 1 });
+    const { rows } = await t.admin.query(`select dead_reason from "${t.schema}".jobs`);
+    expect(rows[0].dead_reason).toBe('validation_error');
+  });
+
+  it('gives handlers progress reports and lease extensions, both fenced', async () => {
+    const definition = kind(async (_p, ctx) => {
+      expect(await ctx.reportProgress({ step: 2, of: 3 })).toBe(true);
+      expect(await ctx.extendLease(120_000)).toBe(true);
+      expect(ctx.attempt).toBe(1);
+    });
+    const { id } = await q.enqueue(t.db, definition, { n: 1 }, { correlationId: 'req-9' });
+    const summary = await worker(definition).runInvocation({ remainingMs: 60_000 });
+    expect(summary.completed).toBe(1);
+    expect(await job(id)).toMatchObject({ state: 'completed', progress: { step: 2, of: 3 } });
+  });
+
+  it('a holder that lost its lease writes nothing and counts lease_lost; the new holder is untouched', async () => {
+    let signalReason: unknown;
+    const steal = () =>
+      claimJobs(t.db.db, t.schema, {
+        leases: [{ kind: 'task', leaseMs: 600_000 }],
+        limit: 1,
+        invocationId: 'thief',
+        now: new Date(Date.now() + 3_600_000),
+      });
+    const definition = kind(async (p, ctx) => {
+      await steal();
+      if (p.n === 0) {
+        // Checks in: finds out, and its signal fires.
+        expect(await ctx.reportProgress('half')).toBe(false);
+        signalReason = ctx.signal.reason;
+      }
+      // n = 1 never checks: its completion is fenced off at write time.
+    });
+    const ids = (await enqueueTasks(definition, 2)).map((r) => r.id);
+    const summary = await worker(definition, { concurrency: 2 }).runInvocation({ remainingMs: 60_000 });
+    expect(summary).toMatchObject({ claimed: 2, completed: 0, leaseLost: 2 });
+    expect((signalReason as Error).message).toMatch(/lease was lost/);
+    for (const id of ids) expect(await job(id)).toMatchObject({ state: 'running', locked_by: 'thief', progress: null });
+  });
+
+  it('aborts a handler at its timeout and retries it with class timeout; a handler that ignores the signal does not hold the loop', async () => {
+    const definition = kind(() => new Promise(() => {}), { timeoutMs: 150 });
+    const { id } = await q.enqueue(t.db, definition, { n: 1 });
+    const started = Date.now();
+    const summary = await worker(definition, { safetyMarginMs: 200 }).runInvocation({ remainingMs: 2_000 });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(summary).toMatchObject({ claimed: 1, retried: 1 });
+    expect((await job(id)).last_error).toMatchObject({ class: 'timeout' });
+  });
+});
+
+describe(`the time budget (${testDriver()})`, () => {
+  // Each run takes 1.9 s of its 2 s timeout.
+  const twoSecondJob = (clock: ManualClock) =>
+    kind(
+      () => {
+        clock.advance(1_900);
+      },
+      { timeoutMs: 2_000 },
+    );
+
+  it('with 5 s left and 2 s jobs, claims only what can finish and stops', async () => {
+    const clock = new ManualClock();
+    const definition = twoSecondJob(clock);
+    await enqueueTasks(definition, 10);
+    const summary = await worker(definition, { clock, concurrency: 1, batchSize: 1 }).runInvocation({
+      remainingMs: 5_000,
+    });
+    // Started at 0 s and 1.9 s, a 2 s job ends by 3.9 s ≤ 5 s − 0.5 s margin; at 3.8 s it would not.
+    expect(summary).toMatchObject({ claimed: 2, completed: 2, released: 0, stoppedBecause: 'deadline' });
+    const { rows } = await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs where attempt > 0`);
+    expect(rows[0].n).toBe(2);
+  });
+
+  it('releases claimed jobs it could not start in time: no attempt counted, claimable at once', async () => {
+    const clock = new ManualClock();
+    const definition = twoSecondJob(clock);
+    await enqueueTasks(definition, 5);
+    const summary = await worker(definition, { clock, concurrency: 1, batchSize: 5 }).runInvocation({
+      remainingMs: 5_000,
+    });
+    expect(summary).toMatchObject({ claimed: 5, completed: 2, released: 3 });
+    const { rows } = await t.admin.query(
+      `select count(*)::int as n from "${t.schema}".jobs where state = 'queued' and attempt = 0 and lease_expires_at is null`,
+    );
+    expect(rows[0].n).toBe(3);
+    const next = await worker(definition, { clock, concurrency: 1 }).runInvocation({ remainingMs: 60_000 });
+    expect(next.completed).toBe(3);
+  });
+
+  it('does not claim kinds whose timeout exceeds the time left', async () => {
+    const clock = new ManualClock();
+    const slow = kind(() => {}, { timeoutMs: 10_000 });
+    await enqueueTasks(slow, 3);
+    const summary = await worker(slow, { clock }).runInvocation({ remainingMs: 5_000 });
+    expect(summary).toMatchObject({ claimed: 0, stoppedBecause: 'deadline' });
+    expect(await states()).toEqual([{ state: 'queued', n: 3 }]);
+  });
+});
+
+describe(`round trips (${testDriver()})`, () => {
+  it('claim + completion of a batch takes the same number of statements for 1, 10 and 100 jobs', async () => {
+    const definition = kind(() => {});
+    const counts: number[] = [];
+    for (const size of [1, 10, 100]) {
+      await t.admin.query(`truncate "${t.schema}".jobs`);
+      await enqueueTasks(definition, size);
+      const w = worker(definition, { concurrency: size, batchSize: size });
+      const { result, statements } = await countStatements(testDriver(), () =>
+        w.runInvocation({ remainingMs: 60_000 }),
+      );
+      expect(result.completed).toBe(size);
+      counts.push(statements);
+    }
+    // One claim, one completion, one claim that finds the queue empty.
+    expect(counts).toEqual([3, 3, 3]);
+  });
+});
+
+describe(`transactional handlers (${testDriver()})`, () => {
+  const makeKind = () =>
+    defineJob({
+      kind: 'tx-task',
+      payload: task,
+      transactional: true,
+      backoff: { type: 'constant', delayMs: 60_000 },
+      handler: async (p, ctx) => {
+        await ctx.tx.execute(sql`insert into ${sql.identifier(t.schema)}.side_effects (n) values (${p.n})`);
+        if (p.n < 0) throw new Error('roll me back');
+      },
+    });
+
+  it('commits the handler writes with the completion, and rolls them back on failure', async () => {
+    const definition = makeKind();
+    if (!t.db.interactiveTransactions) {
+      expect(() => createWorker({ db: t.db, schema: t.schema, jobs: [definition], logger: silentLogger })).toThrow(
+        ConfigError,
+      );
+      expect(() => createWorker({ db: t.db, schema: t.schema, jobs: [definition], logger: silentLogger })).toThrow(
+        /transactional, but the neon-http driver has no interactive transactions/,
+      );
+      return;
+    }
+    await t.admin.query(`create table if not exists "${t.schema}".side_effects (n int)`);
+    await t.admin.query(`truncate "${t.schema}".side_effects`);
+    await q.enqueueMany(t.db, [definition.with({ n: 1 }), definition.with({ n: -1 })]);
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [definition],
+      logger: silentLogger,
+    }).runInvocation({
+      remainingMs: 60_000,
+    });
+    expect(summary).toMatchObject({ completed: 1, retried: 1 });
+    const { rows } = await t.admin.query(`select n from "${t.schema}".side_effects`);
+    expect(rows).toEqual([{ n: 1 }]);
+  });
+});
