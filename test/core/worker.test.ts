@@ -165,7 +165,7 @@ describe(`the invocation loop (${testDriver()})`, () => {
       },
       { maxAttempts: 1 },
     );
-    const [{ id }] = (await enqueueTasks(definition, 1)) as [{ id: string }];
+    const { id } = await q.enqueue(t.db, definition, { n: 0 });
     const summary = await worker(definition).runInvocation({ remainingMs: 60_000 });
     expect(summary).toMatchObject({ dead: 1, retried: 0 });
     expect(await job(id)).toMatchObject({ state: 'dead', dead_reason: 'max_attempts', attempt: 1 });
