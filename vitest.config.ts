@@ -5,6 +5,9 @@ const drivers = ['pg', 'neon-ws', 'neon-http'] as const;
 
 export default defineConfig({
   test: {
+    // .ci/run sets SKIPLOCK_TEST_REPORT to read the counts from vitest's JSON report.
+    reporters: process.env.SKIPLOCK_TEST_REPORT ? ['default', 'json'] : ['default'],
+    outputFile: process.env.SKIPLOCK_TEST_REPORT ? { json: process.env.SKIPLOCK_TEST_REPORT } : undefined,
     globalSetup: ['test/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,

@@ -158,6 +158,35 @@ describe(`the invocation loop (${testDriver()})`, () => {
     expect(rows[0].last_error.stack).toContain('plain failure');
   });
 
+  it("schedules retries on the kind's backoff curve, within its jitter bounds", async () => {
+    const definition = defineJob({
+      kind: 'task',
+      payload: task,
+      timeoutMs: 2_000,
+      maxAttempts: 10,
+      backoff: { type: 'exponential', baseMs: 10_000, factor: 3, maxMs: 100_000, jitter: 0.5 },
+      handler: () => {
+        throw new Error('still failing');
+      },
+    });
+    const { id } = await q.enqueue(t.db, definition, { n: 0 });
+    const w = createWorker({ db: t.db, schema: t.schema, jobs: [definition], logger: silentLogger });
+    const delays: number[] = [];
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      await w.runInvocation({ remainingMs: 60_000 });
+      const r = await job(id);
+      expect(r).toMatchObject({ state: 'queued', attempt });
+      delays.push((r.run_at.getTime() - r.updated_at.getTime()) / 1000);
+      // Time passes: the retry comes due (the database clock is moved, nobody sleeps).
+      await t.admin.query(`update "${t.schema}".jobs set run_at = clock_timestamp() where id = $1`, [id]);
+    }
+    const ceilings = [10, 30, 90, 100];
+    delays.forEach((d, i) => {
+      expect(d).toBeGreaterThanOrEqual(ceilings[i]! * 0.5 - 0.01);
+      expect(d).toBeLessThanOrEqual(ceilings[i]! + 0.01);
+    });
+  });
+
   it('a failure on the last attempt ends dead(max_attempts), with the error history', async () => {
     const definition = kind(
       () => {

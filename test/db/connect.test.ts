@@ -1,0 +1,69 @@
+import { sql } from 'drizzle-orm';
+import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { DatabaseError } from '../../core/errors.js';
+import { defineJob } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { createWorker } from '../../core/worker.js';
+import { queryRows } from '../../db/execute.js';
+import { databaseUrl, openDb, testDriver } from '../helpers/db.js';
+
+const db = openDb({ statementTimeoutMs: 300 });
+afterAll(() => db.close());
+
+/** The test database's URL with a password and an unreachable port. */
+function unreachableUrl(): string {
+  const url = new URL(databaseUrl());
+  url.password = 'sekret-pw';
+  url.port = '1';
+  return url.toString();
+}
+
+describe(`connections (${testDriver()})`, () => {
+  it('runs statements under the configured statement_timeout (pg, neon-ws); neon-http uses the role default', async () => {
+    const [row] = await queryRows<{ statement_timeout: string }>(db.db, sql`show statement_timeout`, 'skiplock');
+    if (testDriver() === 'neon-http') {
+      expect(row?.statement_timeout).toBe('0');
+      return;
+    }
+    expect(row?.statement_timeout).toBe('300ms');
+    const error = await queryRows(db.db, sql`select pg_sleep(2)`, 'skiplock').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DatabaseError);
+    expect((error as DatabaseError).sqlState).toBe('57014');
+  });
+
+  it('an unreachable database gives a DatabaseError without the password or the URL', async () => {
+    const down = openDb({ connectionString: unreachableUrl(), connectionTimeoutMs: 2_000 });
+    try {
+      const error = await queryRows(down.db, sql`select 1`, 'skiplock').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(DatabaseError);
+      expect(String((error as Error).message)).not.toContain('sekret-pw');
+      expect(JSON.stringify(error)).not.toContain('sekret-pw');
+    } finally {
+      await down.close();
+    }
+  });
+
+  it('a worker on an unreachable database returns a failure summary instead of throwing', async () => {
+    const down = openDb({ connectionString: unreachableUrl(), connectionTimeoutMs: 2_000 });
+    const lines: string[] = [];
+    try {
+      const job = defineJob({ kind: 'k', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
+      const summary = await createWorker({
+        db: down,
+        jobs: [job],
+        logger: {
+          ...silentLogger,
+          error: (m, f) => lines.push(JSON.stringify({ m, ...f })),
+          info: (m, f) => lines.push(JSON.stringify({ m, ...f })),
+        },
+      }).runInvocation({ remainingMs: 10_000 });
+      expect(summary).toMatchObject({ claimed: 0, stoppedBecause: 'error' });
+      expect(summary.error).toBeTruthy();
+      expect(lines.join('\n')).not.toContain('sekret-pw');
+      expect(lines.some((l) => l.includes('invocation_failed'))).toBe(true);
+    } finally {
+      await down.close();
+    }
+  });
+});
