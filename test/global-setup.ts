@@ -11,11 +11,13 @@ declare module 'vitest' {
   }
 }
 
-// One database and one pair of Neon stand-ins for the whole run, whichever project asks first.
-let services:
-  | Promise<{ databaseUrl: string; neonWsProxyPort: number; neonHttpUrl: string; stop(): Promise<void> }>
-  | undefined;
-let users = 0;
+type Services = { databaseUrl: string; neonWsProxyPort: number; neonHttpUrl: string; stop(): Promise<void> };
+
+// One database and one pair of Neon stand-ins for the whole run, whichever project asks
+// first. Vitest may load this module once per project, so the state lives on globalThis.
+const shared = globalThis as typeof globalThis & {
+  __skiplockTestServices?: { services: Promise<Services>; users: number };
+};
 
 async function startServices() {
   const database = await resolveTestDatabase();
@@ -34,14 +36,18 @@ async function startServices() {
 }
 
 export default async function setup(project: TestProject) {
-  services ??= startServices();
-  users++;
-  const s = await services;
+  shared.__skiplockTestServices ??= { services: startServices(), users: 0 };
+  const state = shared.__skiplockTestServices;
+  state.users++;
+  const s = await state.services;
   project.provide('databaseUrl', s.databaseUrl);
   project.provide('neonWsProxyPort', s.neonWsProxyPort);
   project.provide('neonHttpUrl', s.neonHttpUrl);
   return async () => {
-    users--;
-    if (users === 0) await s.stop();
+    state.users--;
+    if (state.users === 0) {
+      shared.__skiplockTestServices = undefined;
+      await s.stop();
+    }
   };
 }

@@ -19,9 +19,11 @@ export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<
 
 /**
  * The Postgres the tests use: TEST_DATABASE_URL or DATABASE_URL when set, else the
- * machine's server on 127.0.0.1:5432, else an embedded Postgres started for this run.
+ * machine's server on 127.0.0.1:5432, else an embedded Postgres started for this run
+ * (SKIPLOCK_TEST_EMBEDDED=1 forces the embedded one).
  */
 export async function resolveTestDatabase(): Promise<{ url: string; stop(): Promise<void> }> {
+  if (process.env.SKIPLOCK_TEST_EMBEDDED === '1') return startEmbeddedPostgres();
   const configured = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
   if (configured) return { url: configured, stop: async () => {} };
   if (await portOpen('127.0.0.1', 5432)) {
