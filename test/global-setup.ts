@@ -1,7 +1,7 @@
 import type { TestProject } from 'vitest/node';
+import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { startNeonHttpEndpoint } from './helpers/neon-http-endpoint.js';
 import { startNeonWsProxy } from './helpers/neon-ws-proxy.js';
-import { resolveTestDatabase } from './helpers/postgres.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -18,6 +18,16 @@ export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<
 }
 
 /**
+ * A Postgres to develop against: DATABASE_URL when set, else an embedded one.
+ * Used by the examples (and later the demo and `npm run dev`).
+ */
+export async function resolveDevDatabase(): Promise<{ url: string; embedded: boolean; stop(): Promise<void> }> {
+  if (process.env.DATABASE_URL) return { url: process.env.DATABASE_URL, embedded: false, stop: async () => {} };
+  const server = await startEmbeddedPostgres(54331);
+  return { ...server, embedded: true };
+}
+
+/**
  * The Postgres the tests use: TEST_DATABASE_URL or DATABASE_URL when set, else the
  * machine's server on 127.0.0.1:5432, else an embedded Postgres started for this run
  * (SKIPLOCK_TEST_EMBEDDED=1 forces the embedded one).
