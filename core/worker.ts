@@ -288,6 +288,11 @@ export function createWorker(options: WorkerOptions): Worker {
       logger.error('invocation_failed', { invocationId, error: summary.error });
       // Outcomes not written are not lost: their leases expire and the jobs are rescued.
       await Promise.allSettled(inflight.values());
+      if (waiting.length > 0) {
+        // Best effort: give back what never started, so it need not wait for its lease.
+        const released = await releaseJobs(db.db, schema, waiting.splice(0)).catch(() => []);
+        summary.released += released.length;
+      }
     }
     summary.durationMs = clock.now() - startedAt;
     logger.info('invocation', { ...summary });
