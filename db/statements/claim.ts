@@ -140,7 +140,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
     select id::text as id, kind, queue, payload, priority, attempt, max_attempts, lease_token::text as lease_token,
       ${epochMs(sql`lease_expires_at`)} as lease_expires_at_ms, correlation_id, state, dead_reason
     from claimed
-    order by priority, run_at, id`,
+    order by claimed.priority, claimed.run_at, claimed.id`,
     schema,
   );
   const result: ClaimResult = { jobs: [], dead: [] };

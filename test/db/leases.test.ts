@@ -78,6 +78,18 @@ describe(`claim (${testDriver()})`, () => {
     expect(rest.jobs.map((j) => j.id)).toEqual([low.id]);
   });
 
+  it('returns a batch in claim order, ids compared as numbers (9 before 10)', async () => {
+    await t.admin.query(`truncate "${t.schema}".jobs restart identity`);
+    const ids = (
+      await q.enqueueMany(
+        t.db,
+        Array.from({ length: 12 }, (_, i) => sendEmail.with(email(i))),
+      )
+    ).map((r) => r.id);
+    const { jobs } = await claim({ limit: 12 });
+    expect(jobs.map((j) => j.id)).toEqual([...ids].sort((a, b) => Number(a) - Number(b)));
+  });
+
   it('sets the lease from the database clock: now + the kind lease', async () => {
     await q.enqueue(t.db, sendEmail, email());
     const [job] = (await claim({ leases: [{ kind: 'send-email', leaseMs: 45_000 }] })).jobs;

@@ -1,0 +1,76 @@
+import type { SkiplockDb } from '../db/connect.js';
+import { assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
+import { expireDeadlines, pruneFinished, type QueueStatsRow, queueStats } from '../db/statements/admin.js';
+import { type Clock, systemClock } from './clock.js';
+import { ConfigError } from './errors.js';
+
+export interface MaintenanceOptions {
+  /** @defaultValue 'skiplock' */
+  schema?: string;
+  /** Completed (and cancelled) jobs are deleted this long after they finished. @defaultValue 24 h */
+  completedRetentionMs?: number;
+  /** Dead jobs (the DLQ) are kept longer. @defaultValue 30 days */
+  deadRetentionMs?: number;
+  /** Rows per delete statement; each is its own short transaction. @defaultValue 1000 */
+  pruneBatchSize?: number;
+  /** Stop pruning when this much of the time budget is used. @defaultValue 20000 */
+  maxDurationMs?: number;
+  clock?: Clock;
+}
+
+export interface MaintenanceReport {
+  expiredDeadlines: number;
+  prunedCompleted: number;
+  prunedCancelled: number;
+  prunedDead: number;
+  /** False when the time budget ran out before every old row was pruned. */
+  pruneFinished: boolean;
+  stats: QueueStatsRow[];
+}
+
+export const MAINTENANCE_DEFAULTS = {
+  completedRetentionMs: 24 * 3_600_000,
+  deadRetentionMs: 30 * 24 * 3_600_000,
+  pruneBatchSize: 1_000,
+  maxDurationMs: 20_000,
+} as const;
+
+/**
+ * One maintenance tick: expire deadlines to the DLQ, prune finished jobs past their
+ * retention in bounded batches, and read the queue stats.
+ */
+export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptions = {}): Promise<MaintenanceReport> {
+  const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  const o = { ...MAINTENANCE_DEFAULTS, ...options };
+  if (!(o.completedRetentionMs >= 0 && o.deadRetentionMs >= 0) || !(o.pruneBatchSize >= 1)) {
+    throw new ConfigError('retention periods must be >= 0 and pruneBatchSize >= 1');
+  }
+  const clock = options.clock ?? systemClock;
+  const stopAt = clock.now() + o.maxDurationMs;
+  let expiredDeadlines = 0;
+  while (clock.now() < stopAt) {
+    const expired = await expireDeadlines(conn.db, schema, o.pruneBatchSize);
+    expiredDeadlines += expired.length;
+    if (expired.length < o.pruneBatchSize) break;
+  }
+  const prune = async (state: 'completed' | 'dead' | 'cancelled', retentionMs: number) => {
+    let total = 0;
+    while (clock.now() < stopAt) {
+      const n = await pruneFinished(conn.db, schema, state, retentionMs, o.pruneBatchSize);
+      total += n;
+      if (n < o.pruneBatchSize) return { total, done: true };
+    }
+    return { total, done: false };
+  };
+  const completed = await prune('completed', o.completedRetentionMs);
+  const cancelled = await prune('cancelled', o.completedRetentionMs);
+  const dead = await prune('dead', o.deadRetentionMs);
+  return {
+    expiredDeadlines,
+    prunedCompleted: completed.total,
+    prunedCancelled: cancelled.total,
+    prunedDead: dead.total,
+    pruneFinished: completed.done && cancelled.done && dead.done,
+    stats: await queueStats(conn.db, schema),
+  };
+}

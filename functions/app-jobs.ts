@@ -1,0 +1,133 @@
+/**
+ * The job kinds this deployment runs. Replace them with your own: every function entry
+ * (worker, enqueue, replay) imports `jobs` from here. These three show the common shapes:
+ * an e-mail with an idempotency key, an HMAC-signed webhook, and a long report that
+ * reports progress.
+ */
+import { createHmac } from 'node:crypto';
+import { z } from 'zod';
+import { DiscardError, RetryAfterError, RetryError } from '../core/errors.js';
+import { defineJob } from '../core/jobs.js';
+
+export interface AppJobSettings {
+  /** Where e-mails are POSTed (a provider's API); unset = log only. */
+  emailApiUrl?: string;
+  /** Secret for the webhook signature header; required to deliver webhooks. */
+  webhookSigningSecret?: string;
+  webhookTimeoutMs?: number;
+  /** First retry delay; doubles per attempt. */
+  retryBaseMs?: number;
+  reportStepMs?: number;
+}
+
+export function createAppJobs(settings: AppJobSettings = {}) {
+  const retryBaseMs = settings.retryBaseMs ?? 5_000;
+  const backoff = { type: 'exponential' as const, baseMs: retryBaseMs, maxMs: 3_600_000, jitter: 0.25 };
+
+  const sendEmail = defineJob({
+    kind: 'send-email',
+    queue: 'emails',
+    payload: z.object({
+      to: z.email(),
+      subject: z.string().min(1).max(200),
+      template: z.string().min(1),
+      /** The provider dedupes on this, so a re-run after a lost lease sends nothing twice. */
+      idempotencyKey: z.string().min(1).max(200),
+    }),
+    maxAttempts: 5,
+    timeoutMs: 10_000,
+    backoff,
+    handler: async (email, ctx) => {
+      if (!settings.emailApiUrl) {
+        ctx.logger.info('email (no EMAIL_API_URL set: logged only)', {
+          to: email.to,
+          idempotencyKey: email.idempotencyKey,
+        });
+        return;
+      }
+      const response = await fetch(settings.emailApiUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': email.idempotencyKey },
+        body: JSON.stringify(email),
+        signal: ctx.signal,
+      });
+      await failOnBadResponse(response);
+    },
+  });
+
+  const deliverWebhook = defineJob({
+    kind: 'deliver-webhook',
+    queue: 'webhooks',
+    payload: z.object({
+      url: z.url(),
+      event: z.string().min(1),
+      deliveryId: z.string().min(1),
+      data: z.record(z.string(), z.unknown()),
+    }),
+    maxAttempts: 4,
+    timeoutMs: settings.webhookTimeoutMs ?? 10_000,
+    backoff,
+    handler: async (hook, ctx) => {
+      if (!settings.webhookSigningSecret) {
+        throw new DiscardError('WEBHOOK_SIGNING_SECRET is not set: cannot sign the delivery', {
+          reason: 'config_error',
+        });
+      }
+      const body = JSON.stringify({ event: hook.event, deliveryId: hook.deliveryId, data: hook.data });
+      const timestamp = Math.floor(Date.now() / 1000);
+      const signature = createHmac('sha256', settings.webhookSigningSecret)
+        .update(`${timestamp}.${body}`)
+        .digest('hex');
+      const response = await fetch(hook.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-skiplock-delivery': hook.deliveryId,
+          'x-skiplock-signature': `t=${timestamp},v1=${signature}`,
+        },
+        body,
+        signal: ctx.signal,
+      });
+      await failOnBadResponse(response);
+    },
+  });
+
+  const buildReport = defineJob({
+    kind: 'build-report',
+    queue: 'reports',
+    payload: z.object({ reportId: z.string().min(1), sections: z.number().int().min(1).max(100) }),
+    maxAttempts: 3,
+    timeoutMs: 30_000,
+    backoff,
+    handler: async (report, ctx) => {
+      for (let section = 1; section <= report.sections; section++) {
+        await new Promise((resolve) => setTimeout(resolve, settings.reportStepMs ?? 50));
+        ctx.signal.throwIfAborted();
+        const stillHolder = await ctx.reportProgress({ section, of: report.sections });
+        if (!stillHolder) return; // another invocation owns the job now
+      }
+    },
+  });
+
+  return [sendEmail, deliverWebhook, buildReport] as const;
+}
+
+/** 2xx: done. 429: retry after its Retry-After. Other 4xx: permanent (DLQ). 5xx: retry. */
+async function failOnBadResponse(response: Response): Promise<void> {
+  if (response.ok) return;
+  const body = (await response.text().catch(() => '')).slice(0, 2_000);
+  const info = { response: { status: response.status, body } };
+  if (response.status === 429) {
+    const seconds = Number(response.headers.get('retry-after'));
+    throw new RetryAfterError(Number.isFinite(seconds) ? seconds * 1000 : 30_000, 'rate limited (429)', info);
+  }
+  if (response.status >= 400 && response.status < 500) {
+    throw new DiscardError(`rejected with ${response.status}`, info);
+  }
+  throw new RetryError(`receiver answered ${response.status}`, info);
+}
+
+export const jobs = createAppJobs({
+  emailApiUrl: process.env.EMAIL_API_URL || undefined,
+  webhookSigningSecret: process.env.WEBHOOK_SIGNING_SECRET || undefined,
+});

@@ -1,0 +1,92 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { SkiplockError } from '../core/errors.js';
+
+/** A platform-neutral view of an HTTP request (API Gateway event or Web Request). */
+export interface HttpRequest {
+  method: string;
+  header(name: string): string | undefined;
+  /** Reads the body, refusing (HttpError 413) past `maxBytes` before anything is parsed. */
+  readBody(maxBytes: number): Promise<string>;
+}
+
+export interface HttpResponse {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+/** An error with the HTTP status it maps to and a message safe to return. */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly code: string;
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/**
+ * Bearer check in constant time: both sides are hashed to the same length first, so a
+ * token of another length neither throws nor returns early. An unset secret refuses all.
+ */
+export function requireBearer(request: HttpRequest, secret: string | undefined, secretName: string): void {
+  if (!secret) {
+    throw new HttpError(401, 'unauthorized', `this endpoint is disabled until ${secretName} is set`);
+  }
+  const header = request.header('authorization') ?? '';
+  const match = /^Bearer (.+)$/.exec(header);
+  const presented = createHash('sha256')
+    .update(match?.[1] ?? '')
+    .digest();
+  const expected = createHash('sha256').update(secret).digest();
+  const equal = timingSafeEqual(presented, expected);
+  if (!match || !equal) throw new HttpError(401, 'unauthorized', 'missing or wrong bearer token');
+}
+
+/** Checks method and content type, reads the body under the limit, parses JSON. */
+export async function readJson(request: HttpRequest, maxBytes: number): Promise<unknown> {
+  if (request.method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'use POST');
+  const contentType = request.header('content-type') ?? '';
+  if (!/^application\/json\s*(;|$)/i.test(contentType)) {
+    throw new HttpError(400, 'unsupported_content_type', 'content-type must be application/json');
+  }
+  const declared = Number(request.header('content-length'));
+  if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
+  const text = await request.readBody(maxBytes);
+  if (text.trim() === '') throw new HttpError(400, 'empty_body', 'the request body is empty; send a JSON object');
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new HttpError(400, 'malformed_json', 'the request body is not valid JSON');
+  }
+}
+
+export function tooLarge(maxBytes: number): HttpError {
+  return new HttpError(413, 'body_too_large', `the request body is over the ${maxBytes}-byte limit`);
+}
+
+const STATUS_BY_CODE: Record<string, number> = {
+  invalid_payload: 400,
+  invalid_options: 400,
+  invalid_identifier: 400,
+  unknown_kind: 400,
+  payload_too_large: 413,
+  not_migrated: 503,
+  database_error: 503,
+  config_error: 500,
+};
+
+/**
+ * Any error → a response that never carries a stack, a connection string or a password:
+ * our errors keep their message, anything else becomes "internal error".
+ */
+export function errorResponse(err: unknown): HttpResponse {
+  if (err instanceof HttpError)
+    return { status: err.status, body: { error: { code: err.code, message: err.message } } };
+  if (err instanceof SkiplockError) {
+    const status = STATUS_BY_CODE[err.code] ?? 500;
+    const message = err.code === 'database_error' ? 'the database is unavailable; try again' : err.message;
+    return { status, body: { error: { code: err.code, message } } };
+  }
+  return { status: 500, body: { error: { code: 'internal', message: 'internal error' } } };
+}

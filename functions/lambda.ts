@@ -1,0 +1,154 @@
+import type { JobDefinition } from '../core/jobs.js';
+import { JobRegistry } from '../core/jobs.js';
+import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
+import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker } from './operations.js';
+import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
+
+/** The parts of the Lambda context skiplock uses. */
+export interface LambdaContext {
+  getRemainingTimeInMillis(): number;
+  awsRequestId?: string;
+  functionName?: string;
+}
+
+/** API Gateway HTTP API (payload 2.0) and function URL events. */
+export interface HttpApiEvent {
+  version?: string;
+  rawPath?: string;
+  headers?: Record<string, string | undefined>;
+  body?: string | null;
+  isBase64Encoded?: boolean;
+  requestContext: { http: { method: string } };
+}
+
+export interface HttpApiResult {
+  statusCode: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+type Kinds = readonly JobDefinition<any, any>[];
+type Env = Record<string, string | undefined>;
+
+/** Turns a failure to even load the configuration into a logged line and a result, never a stack. */
+function runtimeOrFailure(env: Env): FunctionRuntime | { error: string } {
+  try {
+    return sharedRuntime(env);
+  } catch (err) {
+    const error = publicMessage(err);
+    process.stdout.write(`${JSON.stringify({ level: 'error', msg: 'function_misconfigured', error })}\n`);
+    return { error };
+  }
+}
+
+/** Scheduled (EventBridge) worker: one invocation sized by the Lambda's remaining time. */
+export function createLambdaWorker(jobs: Kinds, options: { env?: Env } = {}) {
+  return async (_event: unknown, context: LambdaContext) => {
+    const runtime = runtimeOrFailure(options.env ?? process.env);
+    if ('error' in runtime) return { ok: false, error: runtime.error };
+    try {
+      return await runWorker(runtime, jobs, context.getRemainingTimeInMillis(), context.awsRequestId);
+    } catch (err) {
+      runtime.logger.error('worker_failed', { error: publicMessage(err) });
+      return { ok: false, error: publicMessage(err) };
+    }
+  };
+}
+
+/** Scheduled maintenance: deadlines to the DLQ, retention pruning, stats. */
+export function createLambdaMaintenance(options: { env?: Env } = {}) {
+  return async (_event: unknown, context: LambdaContext) => {
+    const runtime = runtimeOrFailure(options.env ?? process.env);
+    if ('error' in runtime) return { ok: false, error: runtime.error };
+    try {
+      return { ok: true, ...(await runMaintenanceTick(runtime, context.getRemainingTimeInMillis())) };
+    } catch (err) {
+      runtime.logger.error('maintenance_failed', { error: publicMessage(err) });
+      return { ok: false, error: publicMessage(err) };
+    }
+  };
+}
+
+function isHttpEvent(event: unknown): event is HttpApiEvent {
+  return (
+    typeof event === 'object' &&
+    event !== null &&
+    'requestContext' in event &&
+    typeof (event as HttpApiEvent).requestContext?.http?.method === 'string'
+  );
+}
+
+function fromHttpApiEvent(event: HttpApiEvent): HttpRequest {
+  const headers = Object.fromEntries(Object.entries(event.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+  return {
+    method: event.requestContext.http.method.toUpperCase(),
+    header: (name) => headers[name.toLowerCase()],
+    readBody: async (maxBytes) => {
+      const raw = event.body ?? '';
+      const bytes = event.isBase64Encoded ? Buffer.from(raw, 'base64') : Buffer.from(raw, 'utf8');
+      if (bytes.length > maxBytes) throw tooLarge(maxBytes);
+      return bytes.toString('utf8');
+    },
+  };
+}
+
+function toHttpApiResult(response: HttpResponse): HttpApiResult {
+  return {
+    statusCode: response.status,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(response.body),
+  };
+}
+
+/**
+ * Enqueue: over HTTP (API Gateway HTTP API / function URL, bearer SKIPLOCK_ENQUEUE_TOKEN)
+ * or by direct invoke (IAM-authorized; the event is the body). Body: `{ kind, payload,
+ * options? }` or `{ jobs: [...] }`. Answers `{ results: [{ id, outcome }] }`.
+ */
+export function createLambdaEnqueue(jobs: Kinds, options: { env?: Env } = {}) {
+  const registry = new JobRegistry(jobs);
+  return async (event: unknown): Promise<HttpApiResult | Record<string, unknown>> => {
+    const http = isHttpEvent(event);
+    const respond = (response: HttpResponse) =>
+      http ? toHttpApiResult(response) : { status: response.status, ...response.body };
+    try {
+      const runtime = sharedRuntime(options.env ?? process.env);
+      let body: unknown = event;
+      if (http) {
+        const request = fromHttpApiEvent(event);
+        requireBearer(request, runtime.config.enqueueToken, 'SKIPLOCK_ENQUEUE_TOKEN');
+        body = await readJson(request, runtime.config.maxBodyBytes);
+      }
+      return respond({ status: 200, body: await enqueueFromBody(runtime, registry, body) });
+    } catch (err) {
+      return respond(errorResponse(err));
+    }
+  };
+}
+
+/**
+ * Replay dead jobs, by direct invoke only (no HTTP event is wired to it; an HTTP event is
+ * refused). Body: ids or a filter, limit, dryRun, resetAttempts, override, by.
+ */
+export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
+  const registry = new JobRegistry(jobs);
+  return async (event: unknown, context?: LambdaContext): Promise<Record<string, unknown>> => {
+    if (isHttpEvent(event)) {
+      return { status: 404, error: { code: 'not_found', message: 'replay is invoke-only' } };
+    }
+    try {
+      const runtime = sharedRuntime(options.env ?? process.env);
+      const result = await replayFromBody(runtime, registry, event, `lambda:${context?.functionName ?? 'replay'}`);
+      runtime.logger.info('replay', {
+        replayed: result.replayed.length,
+        refused: result.refused.length,
+        dryRun: result.dryRun,
+      });
+      return { status: 200, ...result };
+    } catch (err) {
+      const response = errorResponse(err);
+      return { status: response.status, ...response.body };
+    }
+  };
+}

@@ -1,0 +1,148 @@
+import { z } from 'zod';
+import { createEnqueuer, type EnqueueResult } from '../core/enqueue.js';
+import type { EnqueueOptions } from '../core/enqueue-options.js';
+import { describeIssues } from '../core/issues.js';
+import type { JobDefinition, JobRegistry, JobRequest } from '../core/jobs.js';
+import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
+import { replay } from '../core/replay.js';
+import { createWorker, type InvocationSummary } from '../core/worker.js';
+import type { ReplayResult } from '../db/statements/admin.js';
+import { HttpError } from './http.js';
+import { type FunctionRuntime, isAuthFailure } from './runtime.js';
+
+const isoDate = z.iso.datetime({ offset: true }).transform((s) => new Date(s));
+
+const enqueueOptionsSchema = z
+  .object({
+    queue: z.string().optional(),
+    priority: z.number().optional(),
+    runAt: isoDate.optional(),
+    delayMs: z.number().optional(),
+    maxAttempts: z.number().optional(),
+    deadline: isoDate.optional(),
+    dedupe: z
+      .object({
+        key: z.string(),
+        mode: z.enum(['skip', 'replace', 'window']).optional(),
+        windowMs: z.number().optional(),
+      })
+      .strict()
+      .optional(),
+    correlationId: z.string().optional(),
+  })
+  .strict();
+
+const jobInput = z
+  .object({ kind: z.string(), payload: z.unknown(), options: enqueueOptionsSchema.optional() })
+  .strict();
+
+/** The enqueue body: one job, or `{ jobs: [...] }` (at most 1000). */
+export const enqueueBodySchema = z.union([jobInput, z.object({ jobs: z.array(jobInput).min(1).max(1000) }).strict()]);
+
+export const replayBodySchema = z
+  .object({
+    ids: z
+      .array(z.union([z.string(), z.number().int().positive()]).transform(String))
+      .max(10_000)
+      .optional(),
+    kind: z.string().optional(),
+    queue: z.string().optional(),
+    reason: z.string().optional(),
+    since: isoDate.optional(),
+    until: isoDate.optional(),
+    all: z.boolean().optional(),
+    limit: z.number().int().optional(),
+    dryRun: z.boolean().optional(),
+    resetAttempts: z.boolean().optional(),
+    override: z
+      .object({
+        payload: z.unknown().optional(),
+        queue: z.string().optional(),
+        priority: z.number().int().optional(),
+        maxAttempts: z.number().int().optional(),
+      })
+      .strict()
+      .optional(),
+    by: z.string().max(255).optional(),
+  })
+  .strict();
+
+function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success)
+    throw new HttpError(400, 'invalid_request', `invalid request: ${describeIssues(parsed.error, 'body')}`);
+  return parsed.data;
+}
+
+/** Validates an enqueue body and enqueues it in one statement. */
+export async function enqueueFromBody(
+  runtime: FunctionRuntime,
+  registry: JobRegistry,
+  body: unknown,
+): Promise<{ results: EnqueueResult[] }> {
+  const input = parseBody(enqueueBodySchema, body);
+  const items = 'jobs' in input ? input.jobs : [input];
+  const requests: JobRequest[] = items.map((item) => ({
+    job: registry.get(item.kind),
+    payload: item.payload,
+    options: (item.options ?? {}) as EnqueueOptions,
+  }));
+  const enqueuer = createEnqueuer({ schema: runtime.config.schema, maxPayloadBytes: runtime.config.maxPayloadBytes });
+  const results = await runtime.withDb((db) => enqueuer.enqueueMany(db, requests));
+  return { results };
+}
+
+/** Validates a replay body and replays; `by` defaults to the caller's label. */
+export async function replayFromBody(
+  runtime: FunctionRuntime,
+  registry: JobRegistry,
+  body: unknown,
+  defaultBy: string,
+): Promise<ReplayResult> {
+  const input = parseBody(replayBodySchema, body);
+  return runtime.withDb((db) =>
+    replay(db, { ...input, by: input.by ?? defaultBy, schema: runtime.config.schema, registry }),
+  );
+}
+
+/** One worker invocation for the kinds (and queues) this deployment handles. */
+export async function runWorker(
+  runtime: FunctionRuntime,
+  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+  jobs: readonly JobDefinition<any, any>[],
+  remainingMs: number,
+  invocationId?: string,
+): Promise<InvocationSummary> {
+  const { config } = runtime;
+  const selected = config.kinds ? jobs.filter((j) => config.kinds?.includes(j.kind)) : jobs;
+  return runtime.withDb(
+    (db) =>
+      createWorker({
+        db,
+        jobs: selected,
+        schema: config.schema,
+        queues: config.queues,
+        concurrency: config.concurrency,
+        batchSize: config.batchSize,
+        safetyMarginMs: config.safetyMarginMs,
+        leaseGraceMs: config.leaseGraceMs,
+        logger: runtime.logger,
+      }).runInvocation({ remainingMs, invocationId }),
+    (summary) => summary.stoppedBecause === 'error' && isAuthFailure(summary.errorCode),
+  );
+}
+
+/** Expire deadlines, prune by retention, report stats (logged as one line). */
+export async function runMaintenanceTick(runtime: FunctionRuntime, remainingMs: number): Promise<MaintenanceReport> {
+  const { config } = runtime;
+  const report = await runtime.withDb((db) =>
+    runMaintenance(db, {
+      schema: config.schema,
+      completedRetentionMs: config.completedRetentionHours * 3_600_000,
+      deadRetentionMs: config.deadRetentionHours * 3_600_000,
+      maxDurationMs: Math.max(1_000, remainingMs - config.safetyMarginMs),
+    }),
+  );
+  runtime.logger.info('maintenance', { ...report });
+  return report;
+}

@@ -1,0 +1,112 @@
+import { loadConfig, type SkiplockConfig } from '../core/config.js';
+import { DatabaseError, SkiplockError } from '../core/errors.js';
+import { jsonLogger, type Logger } from '../core/logger.js';
+import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from '../core/secrets.js';
+import { connect, type SkiplockDb } from '../db/connect.js';
+
+/** SQLSTATEs of a refused login: the password may have rotated. */
+const AUTH_FAILURES = new Set(['28P01', '28000']);
+
+export function isAuthFailure(codeOrError: unknown): boolean {
+  if (typeof codeOrError === 'string') return AUTH_FAILURES.has(codeOrError);
+  return codeOrError instanceof DatabaseError && AUTH_FAILURES.has(codeOrError.sqlState ?? '');
+}
+
+/**
+ * What a deployed function keeps between warm invocations: its configuration, the
+ * database URL source (with its secret cache) and one connection pool.
+ */
+export class FunctionRuntime {
+  readonly config: SkiplockConfig;
+  readonly logger: Logger;
+  readonly #source: DatabaseUrlSource;
+  #connection: { url: string; db: SkiplockDb } | undefined;
+
+  constructor(config: SkiplockConfig, options: { fetchSecret?: SecretFetcher; logger?: Logger } = {}) {
+    this.config = config;
+    this.logger = options.logger ?? jsonLogger({ level: config.logLevel });
+    this.#source = config.databaseUrl
+      ? staticDatabaseUrl(config.databaseUrl)
+      : secretDatabaseUrl(config.databaseSecretId as string, {
+          ttlMs: config.secretTtlMs,
+          fetchSecret: options.fetchSecret,
+        });
+  }
+
+  /** The pool for the current URL; a new one when a refreshed secret changed the URL. */
+  async db(): Promise<SkiplockDb> {
+    return this.#connect(await this.#source.get());
+  }
+
+  /**
+   * Runs `fn` with the database. When the login is refused and the URL comes from a
+   * secret, fetches the secret once more, reconnects, and tries `fn` once again.
+   * `failedLogin` lets callers whose errors are returned rather than thrown say so.
+   */
+  async withDb<T>(fn: (db: SkiplockDb) => Promise<T>, failedLogin: (result: T) => boolean = () => false): Promise<T> {
+    const attempt = async () => fn(await this.db());
+    let result: T;
+    try {
+      result = await attempt();
+    } catch (err) {
+      if (!this.#source.rotatable || !isAuthFailure(err)) throw err;
+      await this.#rotate();
+      return attempt();
+    }
+    if (this.#source.rotatable && failedLogin(result)) {
+      await this.#rotate();
+      return attempt();
+    }
+    return result;
+  }
+
+  async close(): Promise<void> {
+    const current = this.#connection;
+    this.#connection = undefined;
+    await current?.db.close();
+  }
+
+  async #rotate(): Promise<void> {
+    this.logger.warn('database_login_refused', { action: 'refreshing the database secret once' });
+    await this.#source.refresh();
+  }
+
+  #connect(url: string): SkiplockDb {
+    if (this.#connection?.url === url) return this.#connection.db;
+    const previous = this.#connection;
+    const db = connect({
+      connectionString: url,
+      driver: this.config.driver,
+      max: this.config.poolMax,
+      statementTimeoutMs: this.config.statementTimeoutMs,
+    });
+    this.#connection = { url, db };
+    previous?.db.close().catch(() => {});
+    return db;
+  }
+}
+
+let shared: { runtime: FunctionRuntime; env: Record<string, string | undefined> } | undefined;
+
+/**
+ * The runtime of this container, built on first use. A configuration error is thrown
+ * every time (the function cannot work) with every problem in its message.
+ */
+export function sharedRuntime(env: Record<string, string | undefined> = process.env): FunctionRuntime {
+  if (shared && shared.env === env) return shared.runtime;
+  const runtime = new FunctionRuntime(loadConfig(env));
+  shared = { runtime, env };
+  return runtime;
+}
+
+/** For tests and local development: forget the container state. */
+export async function resetSharedRuntime(): Promise<void> {
+  const current = shared;
+  shared = undefined;
+  await current?.runtime.close();
+}
+
+/** A message safe to return or log for any error: ours verbatim, anything else generic. */
+export function publicMessage(err: unknown): string {
+  return err instanceof SkiplockError ? err.message : 'internal error';
+}

@@ -1,0 +1,331 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineJob } from '../../core/jobs.js';
+import { claimJobs } from '../../db/statements/claim.js';
+import { settleJobs } from '../../db/statements/settle.js';
+import {
+  createLambdaEnqueue,
+  createLambdaMaintenance,
+  createLambdaReplay,
+  createLambdaWorker,
+} from '../../functions/lambda.js';
+import { resetSharedRuntime } from '../../functions/runtime.js';
+import { databaseUrl, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { httpApiEvent, lambdaContext, scheduledEvent } from '../helpers/events.js';
+import { sendEmail, syncProfile } from '../helpers/kinds.js';
+
+let t: TestContext;
+const TOKEN = 'enqueue-token-0123456789abcdef';
+
+beforeAll(async () => {
+  t = await setupTestSchema('functions-lambda');
+});
+afterAll(() => t.close());
+beforeEach(async () => {
+  await t.admin.query(`truncate "${t.schema}".jobs`);
+});
+afterEach(() => resetSharedRuntime());
+
+const env = (extra: Record<string, string | undefined> = {}) => ({
+  DATABASE_URL: databaseUrl(),
+  SKIPLOCK_DRIVER: testDriver(),
+  SKIPLOCK_SCHEMA: t.schema,
+  SKIPLOCK_ENQUEUE_TOKEN: TOKEN,
+  SKIPLOCK_LOG_LEVEL: 'error',
+  ...extra,
+});
+const count = async () =>
+  (await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`)).rows[0].n as number;
+const email = { to: 'ada@example.com', subject: 'Welcome', body: 'hi' };
+const bearer = { authorization: `Bearer ${TOKEN}` };
+
+describe(`Lambda enqueue over HTTP API (${testDriver()})`, () => {
+  const handler = () => createLambdaEnqueue([sendEmail, syncProfile], { env: env() });
+
+  it('enqueues one job with the right token and answers 200 with its id', async () => {
+    const response = (await handler()(
+      httpApiEvent({
+        headers: bearer,
+        body: JSON.stringify({ kind: 'send-email', payload: email, options: { dedupe: { key: 'w-1' } } }),
+      }),
+    )) as { statusCode: number; body: string };
+    expect(response.statusCode).toBe(200);
+    const body = JSON.parse(response.body);
+    expect(body.results).toEqual([{ id: expect.any(String), outcome: 'inserted' }]);
+    const again = (await handler()(
+      httpApiEvent({
+        headers: bearer,
+        body: JSON.stringify({ kind: 'send-email', payload: email, options: { dedupe: { key: 'w-1' } } }),
+      }),
+    )) as { body: string };
+    expect(JSON.parse(again.body).results).toEqual([{ id: body.results[0].id, outcome: 'deduplicated' }]);
+    expect(await count()).toBe(1);
+  });
+
+  it('enqueues a batch, base64 bodies included', async () => {
+    const jobs = [
+      { kind: 'send-email', payload: email },
+      { kind: 'sync-profile', payload: { userId: 1, name: 'a' }, options: { delayMs: 1000, priority: 3 } },
+    ];
+    const response = (await handler()(
+      httpApiEvent({ headers: bearer, body: JSON.stringify({ jobs }), base64: true }),
+    )) as {
+      statusCode: number;
+      body: string;
+    };
+    expect(response.statusCode).toBe(200);
+    expect(JSON.parse(response.body).results).toHaveLength(2);
+    expect(await count()).toBe(2);
+  });
+
+  it.each([
+    ['no header', {}],
+    ['wrong scheme', { authorization: `Basic ${TOKEN}` }],
+    ['wrong token', { authorization: `Bearer ${TOKEN.replace('0', '1')}` }],
+    ['token of another length', { authorization: 'Bearer short' }],
+    ['empty bearer', { authorization: 'Bearer ' }],
+  ])('401 for %s, before any database access', async (_name, headers) => {
+    // The database URL points nowhere: a 401 (not a 503) proves nothing touched it.
+    const closed = createLambdaEnqueue([sendEmail], { env: env({ DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none' }) });
+    const response = (await closed(
+      httpApiEvent({ headers, body: JSON.stringify({ kind: 'send-email', payload: email }) }),
+    )) as {
+      statusCode: number;
+      body: string;
+    };
+    expect(response.statusCode).toBe(401);
+    expect(JSON.parse(response.body).error.code).toBe('unauthorized');
+  });
+
+  it('401 when SKIPLOCK_ENQUEUE_TOKEN is unset, even with a bearer header', async () => {
+    const open = createLambdaEnqueue([sendEmail], { env: env({ SKIPLOCK_ENQUEUE_TOKEN: undefined }) });
+    const response = (await open(
+      httpApiEvent({ headers: { authorization: 'Bearer anything-at-all-here' }, body: '{}' }),
+    )) as {
+      statusCode: number;
+      body: string;
+    };
+    expect(response.statusCode).toBe(401);
+    expect(JSON.parse(response.body).error.message).toMatch(/disabled until SKIPLOCK_ENQUEUE_TOKEN is set/);
+  });
+
+  it.each([
+    ['malformed JSON', { body: '{"kind": "send-email",' }, 400, /not valid JSON/],
+    [
+      'wrong content type',
+      { body: '{}', headers: { 'content-type': 'text/plain' } },
+      400,
+      /content-type must be application\/json/,
+    ],
+    ['empty body', { body: '' }, 400, /body is empty/],
+    ['unknown kind', { body: JSON.stringify({ kind: 'send-fax', payload: {} }) }, 400, /unknown job kind "send-fax"/],
+    [
+      'invalid payload',
+      { body: JSON.stringify({ kind: 'send-email', payload: { to: 'nope' } }) },
+      400,
+      /invalid payload for send-email: to: /,
+    ],
+    [
+      'unknown field',
+      { body: JSON.stringify({ kind: 'send-email', payload: email, extra: 1 }) },
+      400,
+      /invalid request/,
+    ],
+    [
+      'bad options',
+      { body: JSON.stringify({ kind: 'send-email', payload: email, options: { maxAttempts: 0 } }) },
+      400,
+      /maxAttempts/,
+    ],
+    [
+      'oversized body',
+      { body: JSON.stringify({ kind: 'send-email', payload: { ...email, body: 'x'.repeat(2_000_000) } }) },
+      413,
+      /over the 1048576-byte limit/,
+    ],
+  ])('%s → %i with a readable message, nothing written', async (_name, input, status, message) => {
+    const response = (await handler()(
+      httpApiEvent({
+        headers: { ...bearer, ...(input as { headers?: Record<string, string> }).headers },
+        body: input.body,
+      }),
+    )) as { statusCode: number; body: string };
+    expect(response.statusCode).toBe(status);
+    const body = JSON.parse(response.body);
+    expect(body.error.message).toMatch(message);
+    expect(response.body).not.toMatch(/at .*\.ts:\d+/); // no stack
+    expect(await count()).toBe(0);
+  });
+
+  it('direct invoke: the event is the body, authorized by IAM', async () => {
+    const result = await handler()({ kind: 'sync-profile', payload: { userId: 9, name: 'x' } });
+    expect(result).toMatchObject({ status: 200, results: [{ outcome: 'inserted' }] });
+    expect(await handler()({ kind: 'nope', payload: {} })).toMatchObject({
+      status: 400,
+      error: { code: 'unknown_kind' },
+    });
+  });
+
+  it('a dead database is a 503 without the URL or password in the answer', async () => {
+    const down = createLambdaEnqueue([sendEmail], {
+      env: env({ DATABASE_URL: 'postgres://app:hunter2-secret@127.0.0.1:1/db' }),
+    });
+    const response = (await down(
+      httpApiEvent({ headers: bearer, body: JSON.stringify({ kind: 'send-email', payload: email }) }),
+    )) as {
+      statusCode: number;
+      body: string;
+    };
+    expect(response.statusCode).toBe(503);
+    expect(response.body).not.toContain('hunter2');
+    expect(response.body).not.toContain('127.0.0.1');
+  });
+});
+
+describe(`Lambda worker on a schedule (${testDriver()})`, () => {
+  it('runs an invocation sized by getRemainingTimeInMillis and returns the summary', async () => {
+    const done: number[] = [];
+    const kind = defineJob({
+      kind: 'tick',
+      payload: z.object({ n: z.number() }),
+      timeoutMs: 1_000,
+      handler: (p) => {
+        done.push(p.n);
+      },
+    });
+    await createLambdaEnqueue([kind], { env: env() })({
+      jobs: [1, 2, 3].map((n) => ({ kind: 'tick', payload: { n } })),
+    });
+    const summary = await createLambdaWorker([kind], { env: env() })(scheduledEvent(), lambdaContext(10_000));
+    expect(summary).toMatchObject({
+      claimed: 3,
+      completed: 3,
+      stoppedBecause: 'drained',
+      invocationId: 'c6af9ac6-7b61-11e6-9a41-93e8deadbeef',
+    });
+    expect(done.sort()).toEqual([1, 2, 3]);
+  });
+
+  it('with little time left: claims only what fits, releases the rest, returns before the deadline despite a hung handler', async () => {
+    const slow = defineJob({
+      kind: 'slow',
+      payload: z.object({ n: z.number() }),
+      timeoutMs: 400,
+      handler: (p) => (p.n === 0 ? new Promise(() => {}) : new Promise((resolve) => setTimeout(resolve, 250))),
+    });
+    await createLambdaEnqueue([slow], { env: env() })({
+      jobs: [0, 1, 2, 3, 4].map((n) => ({ kind: 'slow', payload: { n } })),
+    });
+    const worker = createLambdaWorker([slow], {
+      env: env({ SKIPLOCK_SAFETY_MARGIN_MS: '100', SKIPLOCK_CONCURRENCY: '1', SKIPLOCK_BATCH_SIZE: '5' }),
+    });
+    const started = Date.now();
+    const summary = await worker(scheduledEvent(), lambdaContext(1_000));
+    expect(Date.now() - started).toBeLessThan(1_000);
+    // Job 0 hangs until its 400 ms timeout; job 1 runs 250 ms; job 2 would end after 0.9 s.
+    expect(summary).toMatchObject({ claimed: 5, retried: 1, completed: 1, released: 3 });
+    const { rows } = await t.admin.query(
+      `select count(*)::int as n from "${t.schema}".jobs where state = 'queued' and attempt = 0`,
+    );
+    expect(rows[0].n).toBe(3);
+  });
+
+  it('only the kinds and queues this deployment is configured for', async () => {
+    const a = defineJob({ kind: 'a', queue: 'fast', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
+    const b = defineJob({ kind: 'b', queue: 'slow', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
+    await createLambdaEnqueue([a, b], { env: env() })({
+      jobs: [
+        { kind: 'a', payload: {} },
+        { kind: 'b', payload: {} },
+      ],
+    });
+    const summary = await createLambdaWorker([a, b], { env: env({ SKIPLOCK_QUEUES: 'slow' }) })(
+      scheduledEvent(),
+      lambdaContext(10_000),
+    );
+    expect(summary).toMatchObject({ claimed: 1, completed: 1 });
+    const { rows } = await t.admin.query(`select kind, state from "${t.schema}".jobs order by kind`);
+    expect(rows).toEqual([
+      { kind: 'a', state: 'queued' },
+      { kind: 'b', state: 'completed' },
+    ]);
+  });
+
+  it('a configuration error returns a clear failure listing every problem, with no stack', async () => {
+    const worker = createLambdaWorker([sendEmail], { env: { SKIPLOCK_CONCURRENCY: 'lots', SKIPLOCK_DRIVER: 'mysql' } });
+    const result = (await worker(scheduledEvent(), lambdaContext(10_000))) as { ok: boolean; error: string };
+    expect(result.ok).toBe(false);
+    expect(result.error).toMatch(/SKIPLOCK_DRIVER/);
+    expect(result.error).toMatch(/SKIPLOCK_CONCURRENCY/);
+    expect(result.error).toMatch(/DATABASE_URL or DATABASE_SECRET_ID/);
+  });
+});
+
+describe(`Lambda replay and maintenance (${testDriver()})`, () => {
+  async function deadJob(): Promise<string> {
+    const { results } = (await createLambdaEnqueue([sendEmail], { env: env() })({
+      kind: 'send-email',
+      payload: email,
+    })) as {
+      results: { id: string }[];
+    };
+    const { jobs } = await claimJobs(t.db.db, t.schema, {
+      leases: [{ kind: 'send-email', leaseMs: 10_000 }],
+      limit: 1,
+      invocationId: 'x',
+    });
+    await settleJobs(t.db.db, t.schema, [
+      {
+        id: jobs[0]!.id,
+        leaseToken: jobs[0]!.leaseToken,
+        outcome: 'dead',
+        reason: 'http_4xx',
+        error: { class: 'E', message: 'gone' },
+      },
+    ]);
+    return results[0]!.id;
+  }
+
+  it('replays by invoke, idempotently, and records who asked', async () => {
+    const id = await deadJob();
+    const replay = createLambdaReplay([sendEmail], { env: env() });
+    const first = await replay({ ids: [id] }, lambdaContext(10_000, 'skiplock-replay'));
+    expect(first).toMatchObject({ status: 200, replayed: [{ id }], refused: [] });
+    const second = await replay({ ids: [Number(id)] }, lambdaContext(10_000, 'skiplock-replay'));
+    expect(second).toMatchObject({ status: 200, replayed: [], refused: [{ id, state: 'queued' }] });
+    const { rows } = await t.admin.query(`select replayed_by, replay_count from "${t.schema}".jobs where id = $1`, [
+      id,
+    ]);
+    expect(rows[0]).toEqual({ replayed_by: 'lambda:skiplock-replay', replay_count: 1 });
+  });
+
+  it('refuses HTTP events and bad input', async () => {
+    const replay = createLambdaReplay([sendEmail], { env: env() });
+    expect(await replay(httpApiEvent({ body: '{"all":true}' }))).toMatchObject({ status: 404 });
+    expect(await replay({})).toMatchObject({
+      status: 400,
+      error: { message: expect.stringMatching(/no ids and no filter/) },
+    });
+    expect(await replay({ ids: ['1 or 1=1'] })).toMatchObject({ status: 400 });
+    expect(await replay({ since: 'yesterday' })).toMatchObject({
+      status: 400,
+      error: { message: expect.stringMatching(/since/) },
+    });
+  });
+
+  it('maintenance expires deadlines and prunes by retention', async () => {
+    const deadId = await deadJob();
+    await t.admin.query(`update "${t.schema}".jobs set finished_at = now() - interval '40 days' where id = $1`, [
+      deadId,
+    ]);
+    await createLambdaEnqueue([sendEmail], { env: env() })({
+      kind: 'send-email',
+      payload: email,
+      options: { deadline: new Date(Date.now() - 1000).toISOString() },
+    });
+    const report = await createLambdaMaintenance({ env: env() })(scheduledEvent(), lambdaContext(10_000));
+    expect(report).toMatchObject({ ok: true, expiredDeadlines: 1, prunedDead: 1, pruneFinished: true });
+    const { rows } = await t.admin.query(`select state, dead_reason from "${t.schema}".jobs`);
+    expect(rows).toEqual([{ state: 'dead', dead_reason: 'deadline_exceeded' }]);
+  });
+});
