@@ -7,7 +7,8 @@ import type { AddressInfo } from 'node:net';
  * The real SDK client reaches it through AWS_ENDPOINT_URL_SECRETS_MANAGER.
  */
 export async function startSecretsEndpoint() {
-  const secrets = new Map<string, string>();
+  /** A secret's successive values: each call takes the next, the last one repeats (rotation). */
+  const secrets = new Map<string, string | string[]>();
   const calls: string[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -23,7 +24,8 @@ export async function startSecretsEndpoint() {
       }
       const id = body.SecretId ?? '';
       calls.push(id);
-      const value = secrets.get(id);
+      const stored = secrets.get(id);
+      const value = Array.isArray(stored) ? (stored.length > 1 ? stored.shift() : stored[0]) : stored;
       if (value === undefined) {
         res.statusCode = 400;
         res.end(

@@ -1,0 +1,209 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineJob } from '../../core/jobs.js';
+import { resetSharedRuntime } from '../../functions/runtime.js';
+import {
+  createVercelEnqueue,
+  createVercelMaintenance,
+  createVercelReplay,
+  createVercelWorker,
+  type RouteHandler,
+} from '../../functions/vercel.js';
+import { databaseUrl, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { sendEmail } from '../helpers/kinds.js';
+
+let t: TestContext;
+const SECRETS = {
+  SKIPLOCK_ENQUEUE_TOKEN: 'enqueue-token-0123456789abcdef',
+  SKIPLOCK_ADMIN_TOKEN: 'admin-token-0123456789abcdef00',
+  CRON_SECRET: 'cron-secret-0123456789abcdef00',
+};
+
+beforeAll(async () => {
+  t = await setupTestSchema('functions-vercel');
+});
+afterAll(() => t.close());
+beforeEach(async () => {
+  await t.admin.query(`truncate "${t.schema}".jobs`);
+});
+afterEach(() => resetSharedRuntime());
+
+const env = (extra: Record<string, string | undefined> = {}) => ({
+  DATABASE_URL: databaseUrl(),
+  SKIPLOCK_DRIVER: testDriver(),
+  SKIPLOCK_SCHEMA: t.schema,
+  SKIPLOCK_LOG_LEVEL: 'error',
+  SKIPLOCK_MAX_DURATION_MS: '10000',
+  ...SECRETS,
+  ...extra,
+});
+const count = async () =>
+  (await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`)).rows[0].n as number;
+const email = { to: 'ada@example.com', subject: 'Welcome' };
+const tick = defineJob({ kind: 'tick', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
+
+type RouteSpec = {
+  name: string;
+  secret: keyof typeof SECRETS;
+  make: (e: Record<string, string | undefined>) => RouteHandler;
+  method: 'GET' | 'POST';
+  body?: unknown;
+};
+const routes: RouteSpec[] = [
+  {
+    name: 'enqueue',
+    secret: 'SKIPLOCK_ENQUEUE_TOKEN',
+    make: (e) => createVercelEnqueue([sendEmail], { env: e }),
+    method: 'POST',
+    body: { kind: 'send-email', payload: email },
+  },
+  {
+    name: 'replay',
+    secret: 'SKIPLOCK_ADMIN_TOKEN',
+    make: (e) => createVercelReplay([sendEmail], { env: e }),
+    method: 'POST',
+    body: { all: true, dryRun: true },
+  },
+  { name: 'worker cron', secret: 'CRON_SECRET', make: (e) => createVercelWorker([tick], { env: e }), method: 'GET' },
+  { name: 'maintenance cron', secret: 'CRON_SECRET', make: (e) => createVercelMaintenance({ env: e }), method: 'GET' },
+];
+
+function request(
+  route: RouteSpec,
+  authorization?: string,
+  init: { body?: string; headers?: Record<string, string> } = {},
+) {
+  const headers: Record<string, string> = {
+    ...(route.method === 'POST' ? { 'content-type': 'application/json' } : {}),
+    ...init.headers,
+  };
+  if (authorization !== undefined) headers.authorization = authorization;
+  const body = route.method === 'POST' ? (init.body ?? JSON.stringify(route.body)) : undefined;
+  return new Request(`https://app.example.com/api/${route.name.replace(' ', '-')}`, {
+    method: route.method,
+    headers,
+    body,
+  });
+}
+
+describe.each(routes)(`Vercel $name route auth (${testDriver()})`, (route) => {
+  const unreachable = () => env({ DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none' });
+
+  it.each([
+    ['no header', undefined],
+    ['wrong scheme', `Basic ${SECRETS[route.secret]}`],
+    ['wrong token', `Bearer ${SECRETS[route.secret].replace('0', '9')}`],
+    ['token of another length', 'Bearer x'],
+  ])('401 for %s, before any database access', async (_name, authorization) => {
+    const response = await route.make(unreachable())(request(route, authorization));
+    expect(response.status).toBe(401);
+    expect((await response.json()).error.code).toBe('unauthorized');
+  });
+
+  it('401 when its secret is unset', async () => {
+    const response = await route.make(env({ [route.secret]: undefined }))(
+      request(route, 'Bearer whatever-the-caller-sends'),
+    );
+    expect(response.status).toBe(401);
+    expect((await response.json()).error.message).toContain(route.secret);
+  });
+
+  it('200 with the right token', async () => {
+    const response = await route.make(env())(request(route, `Bearer ${SECRETS[route.secret]}`));
+    expect(response.status).toBe(200);
+  });
+});
+
+describe(`Vercel enqueue body checks (${testDriver()})`, () => {
+  const route = routes[0]!;
+  const auth = `Bearer ${SECRETS.SKIPLOCK_ENQUEUE_TOKEN}`;
+
+  it.each([
+    ['malformed JSON', { body: '{"kind":' }, 400, /not valid JSON/],
+    [
+      'wrong content type',
+      { body: '{}', headers: { 'content-type': 'application/x-www-form-urlencoded' } },
+      400,
+      /content-type/,
+    ],
+    ['unknown kind', { body: JSON.stringify({ kind: 'fax', payload: {} }) }, 400, /unknown job kind "fax"/],
+    [
+      'invalid payload',
+      { body: JSON.stringify({ kind: 'send-email', payload: { to: 1 } }) },
+      400,
+      /invalid payload for send-email/,
+    ],
+    [
+      'payload over its limit',
+      { body: JSON.stringify({ kind: 'send-email', payload: { ...email, body: 'x'.repeat(300_000) } }) },
+      413,
+      /over the 262144-byte limit/,
+    ],
+    ['oversized body', { body: 'x'.repeat(1_100_000) }, 413, /over the 1048576-byte limit/],
+  ])('%s → %i, nothing written', async (_name, init, status, message) => {
+    const response = await route.make(env())(request(route, auth, init));
+    expect(response.status).toBe(status);
+    expect((await response.json()).error.message).toMatch(message);
+    expect(await count()).toBe(0);
+  });
+
+  it('413 for an oversized streamed body with no content-length, before parsing', async () => {
+    const chunk = new TextEncoder().encode('x'.repeat(64 * 1024));
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        sent++;
+        if (sent > 40) controller.close();
+        else controller.enqueue(chunk);
+      },
+    });
+    const req = new Request('https://app.example.com/api/enqueue', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: auth },
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
+    const response = await route.make(env())(req);
+    expect(response.status).toBe(413);
+    expect(sent).toBeLessThan(40); // it stopped reading once over the limit
+    expect(await count()).toBe(0);
+  });
+
+  it('a batch answers with ids and dedupe outcomes', async () => {
+    const body = JSON.stringify({
+      jobs: [
+        { kind: 'send-email', payload: email, options: { dedupe: { key: 'k1' } } },
+        { kind: 'send-email', payload: email, options: { dedupe: { key: 'k1' } } },
+      ],
+    });
+    const response = await route.make(env())(request(route, auth, { body }));
+    expect(response.status).toBe(200);
+    const { results } = await response.json();
+    expect(results.map((r: { outcome: string }) => r.outcome)).toEqual(['inserted', 'deduplicated']);
+    expect(results[0].id).toBe(results[1].id);
+  });
+});
+
+describe(`Vercel worker cron (${testDriver()})`, () => {
+  it('runs an invocation within SKIPLOCK_MAX_DURATION_MS and answers with the summary', async () => {
+    await createVercelEnqueue([tick], { env: env() })(
+      new Request('https://app.example.com/api/enqueue', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRETS.SKIPLOCK_ENQUEUE_TOKEN}` },
+        body: JSON.stringify({
+          jobs: [
+            { kind: 'tick', payload: {} },
+            { kind: 'tick', payload: {} },
+          ],
+        }),
+      }),
+    );
+    const response = await createVercelWorker([tick], { env: env() })(
+      new Request('https://app.example.com/api/worker', {
+        headers: { authorization: `Bearer ${SECRETS.CRON_SECRET}` },
+      }),
+    );
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ claimed: 2, completed: 2, stoppedBecause: 'drained' });
+  });
+});
