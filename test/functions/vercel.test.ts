@@ -40,6 +40,8 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
 const count = async () =>
   (await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`)).rows[0].n as number;
 const email = { to: 'ada@example.com', subject: 'Welcome' };
+type Body = { error: { code: string; message: string }; results: { id: string; outcome: string }[] };
+const json = async (response: Response) => (await json(response)) as Body;
 const tick = defineJob({ kind: 'tick', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
 
 type RouteSpec = {
@@ -97,7 +99,7 @@ describe.each(routes)(`Vercel $name route auth (${testDriver()})`, (route) => {
   ])('401 for %s, before any database access', async (_name, authorization) => {
     const response = await route.make(unreachable())(request(route, authorization));
     expect(response.status).toBe(401);
-    expect((await response.json()).error.code).toBe('unauthorized');
+    expect((await json(response)).error.code).toBe('unauthorized');
   });
 
   it('401 when its secret is unset', async () => {
@@ -105,7 +107,7 @@ describe.each(routes)(`Vercel $name route auth (${testDriver()})`, (route) => {
       request(route, 'Bearer whatever-the-caller-sends'),
     );
     expect(response.status).toBe(401);
-    expect((await response.json()).error.message).toContain(route.secret);
+    expect((await json(response)).error.message).toContain(route.secret);
   });
 
   it('200 with the right token', async () => {
@@ -143,7 +145,7 @@ describe(`Vercel enqueue body checks (${testDriver()})`, () => {
   ])('%s → %i, nothing written', async (_name, init, status, message) => {
     const response = await route.make(env())(request(route, auth, init));
     expect(response.status).toBe(status);
-    expect((await response.json()).error.message).toMatch(message);
+    expect((await json(response)).error.message).toMatch(message);
     expect(await count()).toBe(0);
   });
 
@@ -178,7 +180,7 @@ describe(`Vercel enqueue body checks (${testDriver()})`, () => {
     });
     const response = await route.make(env())(request(route, auth, { body }));
     expect(response.status).toBe(200);
-    const { results } = await response.json();
+    const { results } = await json(response);
     expect(results.map((r: { outcome: string }) => r.outcome)).toEqual(['inserted', 'deduplicated']);
     expect(results[0].id).toBe(results[1].id);
   });
@@ -204,6 +206,6 @@ describe(`Vercel worker cron (${testDriver()})`, () => {
       }),
     );
     expect(response.status).toBe(200);
-    expect(await response.json()).toMatchObject({ claimed: 2, completed: 2, stoppedBecause: 'drained' });
+    expect(await json(response)).toMatchObject({ claimed: 2, completed: 2, stoppedBecause: 'drained' });
   });
 });
