@@ -41,7 +41,7 @@ const count = async () =>
   (await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`)).rows[0].n as number;
 const email = { to: 'ada@example.com', subject: 'Welcome' };
 type Body = { error: { code: string; message: string }; results: { id: string; outcome: string }[] };
-const json = async (response: Response) => (await json(response)) as Body;
+const json = async (response: Response): Promise<Body> => (await response.json()) as Body;
 const tick = defineJob({ kind: 'tick', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
 
 type RouteSpec = {
