@@ -182,7 +182,7 @@ describe(`Vercel enqueue body checks (${testDriver()})`, () => {
     expect(response.status).toBe(200);
     const { results } = await json(response);
     expect(results.map((r: { outcome: string }) => r.outcome)).toEqual(['inserted', 'deduplicated']);
-    expect(results[0].id).toBe(results[1].id);
+    expect(results[0]?.id).toBe(results[1]?.id);
   });
 });
 
