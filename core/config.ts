@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { DRIVERS, type Driver } from '../db/connect.js';
 import { ConfigError } from './errors.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { assertLabel } from '../db/identifiers.js';
 import { InvalidIdentifierError, InvalidOptionsError } from './errors.js';
 import { describeIssues } from './issues.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import type { SkiplockDb } from '../db/connect.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
 import { type ReplayResult, replayDead } from '../db/statements/admin.js';

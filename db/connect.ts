@@ -1,11 +1,8 @@
-import { Pool as NeonPool, neon, neonConfig } from '@neondatabase/serverless';
-import { drizzle as drizzleNeonHttp } from 'drizzle-orm/neon-http';
-import { drizzle as drizzleNeonWs } from 'drizzle-orm/neon-serverless';
-import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import pg from 'pg';
-import ws from 'ws';
 import { ConfigError } from '../core/errors.js';
+import { neonHttpDatabase } from './drivers/neon-http.js';
+import { neonWsDatabase } from './drivers/neon-ws.js';
+import { pgDatabase } from './drivers/pg.js';
 
 export const DRIVERS = ['pg', 'neon-ws', 'neon-http'] as const;
 /**
@@ -25,7 +22,7 @@ export interface ConnectOptions {
   driver?: Driver;
   /** Pool size (pg, neon-ws). A short-lived function needs few connections. @defaultValue 5 */
   max?: number;
-  /** Server-side `statement_timeout` for every statement (pg, neon-ws). @defaultValue 10000 */
+  /** Server-side `statement_timeout` for every statement (pg, neon-ws); 0 sends none. @defaultValue 10000 */
   statementTimeoutMs?: number;
   /** Give up opening a connection after this long (pg, neon-ws). @defaultValue 5000 */
   connectionTimeoutMs?: number;
@@ -42,6 +39,16 @@ export interface SkiplockDb {
   close(): Promise<void>;
 }
 
+/** Pool settings in the shape node-postgres and Neon's Pool take. */
+export interface PoolSettings {
+  connectionString: string;
+  max: number;
+  statement_timeout: number | undefined;
+  connectionTimeoutMillis: number;
+  idleTimeoutMillis: number;
+  allowExitOnIdle: boolean;
+}
+
 export const CONNECT_DEFAULTS = {
   driver: 'pg',
   max: 5,
@@ -50,8 +57,8 @@ export const CONNECT_DEFAULTS = {
   idleTimeoutMs: 10_000,
 } as const satisfies Omit<Required<ConnectOptions>, 'connectionString'>;
 
-/** Opens a Drizzle database on `connectionString` through the chosen driver. */
-export function connect(options: ConnectOptions): SkiplockDb {
+/** Validates the options (never echoing the connection string) and turns them into pool settings. */
+export function poolSettings(options: ConnectOptions): { driver: Driver; settings: PoolSettings } {
   const opts = { ...CONNECT_DEFAULTS, ...options };
   if (!opts.connectionString || typeof opts.connectionString !== 'string') {
     throw new ConfigError('a connection string is required (set DATABASE_URL)');
@@ -69,47 +76,23 @@ export function connect(options: ConnectOptions): SkiplockDb {
   if (!(DRIVERS as readonly string[]).includes(opts.driver)) {
     throw new ConfigError(`unknown driver ${JSON.stringify(opts.driver)}; use one of ${DRIVERS.join(', ')}`);
   }
-  const poolConfig = {
-    connectionString: opts.connectionString,
-    max: opts.max,
-    statement_timeout: opts.statementTimeoutMs,
-    connectionTimeoutMillis: opts.connectionTimeoutMs,
-    idleTimeoutMillis: opts.idleTimeoutMs,
-    allowExitOnIdle: true,
+  return {
+    driver: opts.driver,
+    settings: {
+      connectionString: opts.connectionString,
+      max: opts.max,
+      statement_timeout: opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs : undefined,
+      connectionTimeoutMillis: opts.connectionTimeoutMs,
+      idleTimeoutMillis: opts.idleTimeoutMs,
+      allowExitOnIdle: true,
+    },
   };
-  switch (opts.driver) {
-    case 'pg': {
-      const pool = new pg.Pool(poolConfig);
-      // An idle client's error (server restart, network drop) must not crash the process.
-      pool.on('error', () => {});
-      return {
-        driver: 'pg',
-        db: drizzleNodePg({ client: pool }),
-        interactiveTransactions: true,
-        close: () => pool.end(),
-      };
-    }
-    case 'neon-ws': {
-      if (!neonConfig.webSocketConstructor && typeof globalThis.WebSocket === 'undefined') {
-        neonConfig.webSocketConstructor = ws;
-      }
-      const pool = new NeonPool(poolConfig);
-      pool.on('error', () => {});
-      return {
-        driver: 'neon-ws',
-        db: drizzleNeonWs({ client: pool }),
-        interactiveTransactions: true,
-        close: () => pool.end(),
-      };
-    }
-    case 'neon-http': {
-      const client = neon(opts.connectionString);
-      return {
-        driver: 'neon-http',
-        db: drizzleNeonHttp({ client }),
-        interactiveTransactions: false,
-        close: async () => {},
-      };
-    }
-  }
+}
+
+/** Opens a Drizzle database on `connectionString` through the chosen driver. */
+export function connect(options: ConnectOptions): SkiplockDb {
+  const { driver, settings } = poolSettings(options);
+  if (driver === 'neon-ws') return neonWsDatabase(settings);
+  if (driver === 'neon-http') return neonHttpDatabase(settings);
+  return pgDatabase(settings);
 }

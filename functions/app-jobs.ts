@@ -5,7 +5,7 @@
  * reports progress.
  */
 import { createHmac } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
 import { DiscardError, RetryAfterError, RetryError } from '../core/errors.js';
 import { defineJob } from '../core/jobs.js';
 

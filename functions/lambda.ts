@@ -56,13 +56,18 @@ export function createLambdaWorker(jobs: Kinds, options: { env?: Env } = {}) {
   };
 }
 
-/** Scheduled maintenance: deadlines to the DLQ, retention pruning, stats. */
+/**
+ * Scheduled maintenance: deadlines to the DLQ, retention pruning, stats. Invoked with
+ * `{"migrate": true}` it first applies pending migrations (run it once after each deploy).
+ */
 export function createLambdaMaintenance(options: { env?: Env } = {}) {
-  return async (_event: unknown, context: LambdaContext) => {
+  return async (event: unknown, context: LambdaContext) => {
     const runtime = runtimeOrFailure(options.env ?? process.env);
     if ('error' in runtime) return { ok: false, error: runtime.error };
     try {
-      return { ok: true, ...(await runMaintenanceTick(runtime, context.getRemainingTimeInMillis())) };
+      const migrateFirst =
+        typeof event === 'object' && event !== null && (event as { migrate?: unknown }).migrate === true;
+      return { ok: true, ...(await runMaintenanceTick(runtime, context.getRemainingTimeInMillis(), migrateFirst)) };
     } catch (err) {
       runtime.logger.error('maintenance_failed', { error: publicMessage(err) });
       return { ok: false, error: publicMessage(err) };

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { createEnqueuer, type EnqueueResult } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { describeIssues } from '../core/issues.js';
@@ -6,6 +6,7 @@ import type { JobDefinition, JobRegistry, JobRequest } from '../core/jobs.js';
 import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
 import { replay } from '../core/replay.js';
 import { createWorker, type InvocationSummary } from '../core/worker.js';
+import { migrate } from '../db/migrate.js';
 import type { ReplayResult } from '../db/statements/admin.js';
 import { HttpError } from './http.js';
 import { type FunctionRuntime, isAuthFailure } from './runtime.js';
@@ -132,10 +133,20 @@ export async function runWorker(
   );
 }
 
-/** Expire deadlines, prune by retention, report stats (logged as one line). */
-export async function runMaintenanceTick(runtime: FunctionRuntime, remainingMs: number): Promise<MaintenanceReport> {
+/**
+ * Expire deadlines, prune by retention, report stats (logged as one line). With
+ * `migrateFirst`, applies pending migrations before (a deploy step: invoke with {"migrate": true}).
+ */
+export async function runMaintenanceTick(
+  runtime: FunctionRuntime,
+  remainingMs: number,
+  migrateFirst = false,
+): Promise<MaintenanceReport & { migrated?: string[] }> {
   const { config } = runtime;
-  const report = await runtime.withDb((db) =>
+  const migrated = migrateFirst
+    ? (await runtime.withDb((db) => migrate(db, { schema: config.schema }))).applied
+    : undefined;
+  const tick = await runtime.withDb((db) =>
     runMaintenance(db, {
       schema: config.schema,
       completedRetentionMs: config.completedRetentionHours * 3_600_000,
@@ -143,6 +154,7 @@ export async function runMaintenanceTick(runtime: FunctionRuntime, remainingMs: 
       maxDurationMs: Math.max(1_000, remainingMs - config.safetyMarginMs),
     }),
   );
+  const report = migrated ? { migrated, ...tick } : tick;
   runtime.logger.info('maintenance', { ...report });
   return report;
 }

@@ -2,7 +2,8 @@ import { loadConfig, type SkiplockConfig } from '../core/config.js';
 import { DatabaseError, SkiplockError } from '../core/errors.js';
 import { jsonLogger, type Logger } from '../core/logger.js';
 import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from '../core/secrets.js';
-import { connect, type SkiplockDb } from '../db/connect.js';
+import type { SkiplockDb } from '../db/connect.js';
+import { connectLazily } from '../db/connect-lazy.js';
 
 /** SQLSTATEs of a refused login: the password may have rotated. */
 const AUTH_FAILURES = new Set(['28P01', '28000']);
@@ -20,7 +21,7 @@ export class FunctionRuntime {
   readonly config: SkiplockConfig;
   readonly logger: Logger;
   readonly #source: DatabaseUrlSource;
-  #connection: { url: string; db: SkiplockDb } | undefined;
+  #connection: { url: string; db: Promise<SkiplockDb> } | undefined;
 
   constructor(config: SkiplockConfig, options: { fetchSecret?: SecretFetcher; logger?: Logger } = {}) {
     this.config = config;
@@ -63,7 +64,7 @@ export class FunctionRuntime {
   async close(): Promise<void> {
     const current = this.#connection;
     this.#connection = undefined;
-    await current?.db.close();
+    await (await current?.db.catch(() => undefined))?.close();
   }
 
   async #rotate(): Promise<void> {
@@ -71,17 +72,20 @@ export class FunctionRuntime {
     await this.#source.refresh();
   }
 
-  #connect(url: string): SkiplockDb {
+  #connect(url: string): Promise<SkiplockDb> {
     if (this.#connection?.url === url) return this.#connection.db;
     const previous = this.#connection;
-    const db = connect({
+    const db = connectLazily({
       connectionString: url,
       driver: this.config.driver,
       max: this.config.poolMax,
       statementTimeoutMs: this.config.statementTimeoutMs,
     });
     this.#connection = { url, db };
-    previous?.db.close().catch(() => {});
+    db.catch(() => {
+      if (this.#connection?.db === db) this.#connection = undefined;
+    });
+    previous?.db.then((old) => old.close()).catch(() => {});
     return db;
   }
 }

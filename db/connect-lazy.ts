@@ -1,0 +1,21 @@
+import { ConfigError } from '../core/errors.js';
+import { type ConnectOptions, poolSettings, type SkiplockDb } from './connect.js';
+
+/**
+ * connect(), loading only the chosen driver. Deployed bundles set
+ * `process.env.SKIPLOCK_BUNDLE_DRIVER` at build time (esbuild `define`): the branches of the
+ * other drivers then fold away and their packages are not bundled at all.
+ */
+export async function connectLazily(options: ConnectOptions): Promise<SkiplockDb> {
+  const { driver, settings } = poolSettings(options);
+  if (process.env.SKIPLOCK_BUNDLE_DRIVER === undefined || process.env.SKIPLOCK_BUNDLE_DRIVER === 'pg') {
+    if (driver === 'pg') return (await import('./drivers/pg.js')).pgDatabase(settings);
+  }
+  if (process.env.SKIPLOCK_BUNDLE_DRIVER === undefined || process.env.SKIPLOCK_BUNDLE_DRIVER === 'neon-ws') {
+    if (driver === 'neon-ws') return (await import('./drivers/neon-ws.js')).neonWsDatabase(settings);
+  }
+  if (process.env.SKIPLOCK_BUNDLE_DRIVER === undefined || process.env.SKIPLOCK_BUNDLE_DRIVER === 'neon-http') {
+    if (driver === 'neon-http') return (await import('./drivers/neon-http.js')).neonHttpDatabase(settings);
+  }
+  throw new ConfigError(`this bundle was built for the ${process.env.SKIPLOCK_BUNDLE_DRIVER} driver, not ${driver}`);
+}

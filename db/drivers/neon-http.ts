@@ -1,0 +1,13 @@
+import { neon } from '@neondatabase/serverless';
+import { drizzle } from 'drizzle-orm/neon-http';
+import type { PoolSettings, SkiplockDb } from '../connect.js';
+
+/** Neon's HTTP driver: one request per statement or batch; no interactive transactions. */
+export function neonHttpDatabase(settings: PoolSettings): SkiplockDb {
+  return {
+    driver: 'neon-http',
+    db: drizzle({ client: neon(settings.connectionString) }),
+    interactiveTransactions: false,
+    close: async () => {},
+  };
+}

@@ -1,0 +1,11 @@
+import { drizzle } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import type { PoolSettings, SkiplockDb } from '../connect.js';
+
+/** node-postgres Pool: any Postgres, PgBouncer in transaction mode. */
+export function pgDatabase(settings: PoolSettings): SkiplockDb {
+  const pool = new pg.Pool(settings);
+  // An idle client's error (server restart, network drop) must not crash the process.
+  pool.on('error', () => {});
+  return { driver: 'pg', db: drizzle({ client: pool }), interactiveTransactions: true, close: () => pool.end() };
+}

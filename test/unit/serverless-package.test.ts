@@ -1,0 +1,137 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { connect } from '../../db/connect.js';
+import { migrate } from '../../db/migrate.js';
+
+const run = promisify(execFile);
+const out = mkdtempSync(join(tmpdir(), 'skiplock-sls-'));
+const unpacked = mkdtempSync(join(tmpdir(), 'skiplock-bundles-'));
+type Resource = { Type: string; Properties: Record<string, unknown> };
+let resources: Record<string, Resource>;
+
+beforeAll(async () => {
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    SLS_TELEMETRY_DISABLED: '1',
+    SLS_NOTIFICATIONS_MODE: 'off',
+  };
+  for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE'])
+    delete env[name];
+  await run('npx', ['serverless', 'package', '--stage', 'ci', '--package', out], { env, timeout: 120_000 });
+  resources = JSON.parse(readFileSync(join(out, 'cloudformation-template-update-stack.json'), 'utf8')).Resources;
+}, 150_000);
+afterAll(() => {
+  rmSync(out, { recursive: true, force: true });
+  rmSync(unpacked, { recursive: true, force: true });
+});
+
+const ofType = (type: string) => Object.entries(resources).filter(([, r]) => r.Type === type);
+
+describe('serverless package (offline, no AWS credentials)', () => {
+  it('defines the five functions on Node 20 with timeouts that leave room for the leases', () => {
+    const functions = Object.fromEntries(
+      ofType('AWS::Lambda::Function').map(([name, r]) => [
+        name,
+        r.Properties as { Runtime: string; Timeout: number; Handler: string },
+      ]),
+    );
+    expect(Object.keys(functions).sort()).toEqual([
+      'EnqueueLambdaFunction',
+      'MaintenanceLambdaFunction',
+      'ReplayLambdaFunction',
+      'ReportsWorkerLambdaFunction',
+      'WorkerLambdaFunction',
+    ]);
+    for (const f of Object.values(functions)) expect(f.Runtime).toBe('nodejs20.x');
+    // Kinds: e-mails and webhooks time out at 10 s, reports at 30 s; plus 2 s safety margin.
+    expect(functions.WorkerLambdaFunction?.Timeout).toBe(60);
+    expect(functions.ReportsWorkerLambdaFunction?.Timeout).toBe(300);
+  });
+
+  it('schedules the workers every minute and maintenance every 10 minutes', () => {
+    const rules = ofType('AWS::Events::Rule').map(
+      ([, r]) => r.Properties as { ScheduleExpression: string; Targets: { Arn: { 'Fn::GetAtt': string[] } }[] },
+    );
+    const byTarget = Object.fromEntries(rules.map((r) => [r.Targets[0]?.Arn['Fn::GetAtt'][0], r.ScheduleExpression]));
+    expect(byTarget).toEqual({
+      WorkerLambdaFunction: 'rate(1 minute)',
+      ReportsWorkerLambdaFunction: 'rate(1 minute)',
+      MaintenanceLambdaFunction: 'rate(10 minutes)',
+    });
+  });
+
+  it('exposes only enqueue over HTTP; replay has no HTTP event', () => {
+    const routes = ofType('AWS::ApiGatewayV2::Route').map(([, r]) => r.Properties.RouteKey);
+    expect(routes).toEqual(['POST /jobs']);
+    const permissions = ofType('AWS::Lambda::Permission').map(
+      ([, r]) => r.Properties as { FunctionName: { 'Fn::GetAtt': string[] }; Principal: string },
+    );
+    const httpTargets = permissions
+      .filter((p) => p.Principal === 'apigateway.amazonaws.com')
+      .map((p) => p.FunctionName['Fn::GetAtt'][0]);
+    expect(httpTargets).toEqual(['EnqueueLambdaFunction']);
+    expect(permissions.some((p) => p.FunctionName['Fn::GetAtt'][0] === 'ReplayLambdaFunction')).toBe(false);
+  });
+
+  it('grants secretsmanager:GetSecretValue on the database secret and nothing broader', () => {
+    const [, role] = ofType('AWS::IAM::Role')[0]!;
+    const statements = (
+      role.Properties.Policies as { PolicyDocument: { Statement: { Action: string[]; Resource: unknown }[] } }[]
+    ).flatMap((p) => p.PolicyDocument.Statement);
+    const secrets = statements.filter((s) => s.Action.some((a) => a.startsWith('secretsmanager:')));
+    expect(secrets).toEqual([
+      {
+        Effect: 'Allow',
+        Action: ['secretsmanager:GetSecretValue'],
+        Resource: 'arn:aws:secretsmanager:us-east-1:000000000000:secret:skiplock/database',
+      },
+    ]);
+    // The rest is the framework's own log-writing statement.
+    const others = statements.filter((s) => !secrets.includes(s)).flatMap((s) => s.Action);
+    expect(others.every((a) => a.startsWith('logs:'))).toBe(true);
+  });
+
+  it('the bundled worker and enqueue run for real: ESM banner, SDK external, pg driver only', async () => {
+    for (const name of ['worker', 'enqueue'])
+      await run('unzip', ['-q', '-o', join(out, `${name}.zip`), '-d', unpacked]);
+    const worker = readFileSync(join(unpacked, 'functions/worker.mjs'), 'utf8');
+    expect(worker.startsWith("import { createRequire } from 'module'")).toBe(true);
+    expect(worker).not.toContain('neon.tech'); // Neon's driver was left out of this pg bundle
+    expect(Buffer.byteLength(worker)).toBeLessThan(400_000);
+
+    const url = inject('databaseUrl');
+    const schema = 'sls_bundle_test';
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    await admin.query(`drop schema if exists ${schema} cascade`);
+    const db = connect({ connectionString: url });
+    await migrate(db, { schema });
+    await db.close();
+    const saved = { ...process.env };
+    Object.assign(process.env, { DATABASE_URL: url, SKIPLOCK_SCHEMA: schema, SKIPLOCK_LOG_LEVEL: 'error' });
+    try {
+      const enqueue = (await import(join(unpacked, 'functions/enqueue.mjs'))).handler;
+      const run = (await import(join(unpacked, 'functions/worker.mjs'))).handler;
+      const payload = { to: 'a@example.com', subject: 's', template: 'welcome', idempotencyKey: 'k-1' };
+      expect(await enqueue({ kind: 'send-email', payload })).toMatchObject({
+        status: 200,
+        results: [{ outcome: 'inserted' }],
+      });
+      const deadline = Date.now() + 20_000;
+      const summary = await run(
+        { 'detail-type': 'Scheduled Event' },
+        { getRemainingTimeInMillis: () => deadline - Date.now() },
+      );
+      expect(summary).toMatchObject({ claimed: 1, completed: 1 });
+    } finally {
+      process.env = saved;
+      await admin.query(`drop schema if exists ${schema} cascade`);
+      await admin.end();
+    }
+  });
+});
