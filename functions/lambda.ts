@@ -118,13 +118,15 @@ export function createLambdaEnqueue(jobs: Kinds, options: { env?: Env } = {}) {
     const respond = (response: HttpResponse) =>
       http ? toHttpApiResult(response) : { status: response.status, ...response.body };
     try {
-      const runtime = sharedRuntime(options.env ?? process.env);
+      const env = options.env ?? process.env;
       let body: unknown = event;
       if (http) {
+        // Authenticate before anything else: no configuration detail reaches an anonymous caller.
         const request = fromHttpApiEvent(event);
-        requireBearer(request, runtime.config.enqueueToken, 'SKIPLOCK_ENQUEUE_TOKEN');
-        body = await readJson(request, runtime.config.maxBodyBytes);
+        requireBearer(request, env.SKIPLOCK_ENQUEUE_TOKEN, 'SKIPLOCK_ENQUEUE_TOKEN');
+        body = await readJson(request, sharedRuntime(env).config.maxBodyBytes);
       }
+      const runtime = sharedRuntime(env);
       return respond({ status: 200, body: await enqueueFromBody(runtime, registry, body) });
     } catch (err) {
       return respond(errorResponse(err));

@@ -113,6 +113,7 @@ export async function runWorker(
   jobs: readonly JobDefinition<any, any>[],
   remainingMs: number,
   invocationId?: string,
+  queues?: string[],
 ): Promise<InvocationSummary> {
   const { config } = runtime;
   const selected = config.kinds ? jobs.filter((j) => config.kinds?.includes(j.kind)) : jobs;
@@ -122,7 +123,7 @@ export async function runWorker(
         db,
         jobs: selected,
         schema: config.schema,
-        queues: config.queues,
+        queues: queues ?? config.queues,
         concurrency: config.concurrency,
         batchSize: config.batchSize,
         safetyMarginMs: config.safetyMarginMs,

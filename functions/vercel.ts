@@ -7,6 +7,14 @@ import { sharedRuntime } from './runtime.js';
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
 type Env = Record<string, string | undefined>;
+
+export interface VercelWorkerOptions {
+  env?: Env;
+  /** The function's maxDuration in ms (keep equal to vercel.json). @defaultValue SKIPLOCK_MAX_DURATION_MS */
+  maxDurationMs?: number;
+  /** Only these queues, e.g. a separate cron for slow reports. @defaultValue SKIPLOCK_QUEUES, else all */
+  queues?: string[];
+}
 export type RouteHandler = (request: Request) => Promise<Response>;
 
 function fromWebRequest(request: Request): HttpRequest {
@@ -53,20 +61,24 @@ function route(handle: (request: HttpRequest) => Promise<HttpResponse>): RouteHa
  * `Authorization: Bearer $CRON_SECRET`; the budget is SKIPLOCK_MAX_DURATION_MS (keep it equal
  * to the function's maxDuration in vercel.json).
  */
-export function createVercelWorker(jobs: Kinds, options: { env?: Env } = {}): RouteHandler {
+export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {}): RouteHandler {
   return route(async (request) => {
-    const runtime = sharedRuntime(options.env ?? process.env);
-    requireBearer(request, runtime.config.cronSecret, 'CRON_SECRET');
-    return { status: 200, body: { ...(await runWorker(runtime, jobs, runtime.config.maxDurationMs)) } };
+    const env = options.env ?? process.env;
+    requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
+    const runtime = sharedRuntime(env);
+    const budget = options.maxDurationMs ?? runtime.config.maxDurationMs;
+    return { status: 200, body: { ...(await runWorker(runtime, jobs, budget, undefined, options.queues)) } };
   });
 }
 
 /** Vercel cron → maintenance tick (CRON_SECRET). */
-export function createVercelMaintenance(options: { env?: Env } = {}): RouteHandler {
+export function createVercelMaintenance(options: { env?: Env; maxDurationMs?: number } = {}): RouteHandler {
   return route(async (request) => {
-    const runtime = sharedRuntime(options.env ?? process.env);
-    requireBearer(request, runtime.config.cronSecret, 'CRON_SECRET');
-    return { status: 200, body: { ...(await runMaintenanceTick(runtime, runtime.config.maxDurationMs)) } };
+    const env = options.env ?? process.env;
+    requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
+    const runtime = sharedRuntime(env);
+    const budget = options.maxDurationMs ?? runtime.config.maxDurationMs;
+    return { status: 200, body: { ...(await runMaintenanceTick(runtime, budget)) } };
   });
 }
 
@@ -74,8 +86,9 @@ export function createVercelMaintenance(options: { env?: Env } = {}): RouteHandl
 export function createVercelEnqueue(jobs: Kinds, options: { env?: Env } = {}): RouteHandler {
   const registry = new JobRegistry(jobs);
   return route(async (request) => {
-    const runtime = sharedRuntime(options.env ?? process.env);
-    requireBearer(request, runtime.config.enqueueToken, 'SKIPLOCK_ENQUEUE_TOKEN');
+    const env = options.env ?? process.env;
+    requireBearer(request, env.SKIPLOCK_ENQUEUE_TOKEN, 'SKIPLOCK_ENQUEUE_TOKEN');
+    const runtime = sharedRuntime(env);
     const body = await readJson(request, runtime.config.maxBodyBytes);
     return { status: 200, body: await enqueueFromBody(runtime, registry, body) };
   });
@@ -85,8 +98,9 @@ export function createVercelEnqueue(jobs: Kinds, options: { env?: Env } = {}): R
 export function createVercelReplay(jobs: Kinds, options: { env?: Env } = {}): RouteHandler {
   const registry = new JobRegistry(jobs);
   return route(async (request) => {
-    const runtime = sharedRuntime(options.env ?? process.env);
-    requireBearer(request, runtime.config.adminToken, 'SKIPLOCK_ADMIN_TOKEN');
+    const env = options.env ?? process.env;
+    requireBearer(request, env.SKIPLOCK_ADMIN_TOKEN, 'SKIPLOCK_ADMIN_TOKEN');
+    const runtime = sharedRuntime(env);
     const body = await readJson(request, runtime.config.maxBodyBytes);
     const result = await replayFromBody(runtime, registry, body, 'vercel:replay');
     return { status: 200, body: { ...result } };
