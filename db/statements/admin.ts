@@ -358,3 +358,49 @@ export async function pruneFinished(
   );
   return rows[0]?.n ?? 0;
 }
+
+export interface KindOutcomes {
+  kind: string;
+  total: number;
+  queued: number;
+  running: number;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  /** Failed attempts recorded in the jobs' error histories (each is capped at the last 10). */
+  failedAttempts: number;
+  /** Dead jobs by reason. */
+  deadReasons: Record<string, number>;
+}
+
+/** Per kind: how jobs ended and how many attempts failed on the way (KindOutcomeSummary). */
+export async function kindOutcomes(db: AnyPgDatabase, schema: string): Promise<KindOutcomes[]> {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select kind,
+        count(*)::int as total,
+        count(*) filter (where state = 'queued')::int as queued,
+        count(*) filter (where state = 'running')::int as running,
+        count(*) filter (where state = 'completed')::int as completed,
+        count(*) filter (where state = 'dead')::int as dead,
+        count(*) filter (where state = 'cancelled')::int as cancelled,
+        coalesce(sum(jsonb_array_length(errors)), 0)::int as failed_attempts,
+        coalesce(jsonb_object_agg(dead_reason, n) filter (where dead_reason is not null), '{}'::jsonb) as dead_reasons
+      from (
+        select j.*, count(*) over (partition by j.kind, j.dead_reason) as n from ${jobsRef(schema)} j
+      ) j
+      group by kind order by kind`,
+    schema,
+  );
+  return rows.map((r) => ({
+    kind: r.kind as string,
+    total: r.total as number,
+    queued: r.queued as number,
+    running: r.running as number,
+    completed: r.completed as number,
+    dead: r.dead as number,
+    cancelled: r.cancelled as number,
+    failedAttempts: r.failed_attempts as number,
+    deadReasons: r.dead_reasons as Record<string, number>,
+  }));
+}
