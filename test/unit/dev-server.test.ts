@@ -1,0 +1,61 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, expect, inject, it } from 'vitest';
+import { freePort } from '../../scripts/local-postgres.js';
+
+const schema = `dev_${randomBytes(4).toString('hex')}`;
+const secrets = { CRON_SECRET: 'dev-cron-secret-0123456789', SKIPLOCK_ENQUEUE_TOKEN: 'dev-enqueue-token-0123456789' };
+let child: ChildProcess | undefined;
+
+afterAll(async () => {
+  child?.kill('SIGTERM');
+  const client = new pg.Client({ connectionString: inject('databaseUrl') });
+  await client.connect();
+  await client.query(`drop schema if exists "${schema}" cascade`);
+  await client.end();
+});
+
+it('npm run dev serves the routes on localhost and runs the crons', async () => {
+  const port = await freePort();
+  child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
+    env: {
+      ...process.env,
+      DATABASE_URL: inject('databaseUrl'),
+      SKIPLOCK_SCHEMA: schema,
+      PORT: String(port),
+      SKIPLOCK_LOG_LEVEL: 'error',
+      ...secrets,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`dev server did not start:\n${output}`)), 30_000);
+    const check = setInterval(() => {
+      if (output.includes('cron /api/maintenance')) {
+        clearInterval(check);
+        clearTimeout(timer);
+        resolve();
+      }
+    }, 50);
+  });
+  expect(output).toContain(`listening on http://127.0.0.1:${port}`);
+  expect(output).toMatch(/cron \/api\/worker → 200 \{"invocationId"/);
+  const base = `http://127.0.0.1:${port}`;
+  const enqueued = await fetch(`${base}/api/enqueue`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${secrets.SKIPLOCK_ENQUEUE_TOKEN}` },
+    body: JSON.stringify({ kind: 'build-report', payload: { reportId: 'r1', sections: 2 } }),
+  });
+  expect(enqueued.status).toBe(200);
+  const worker = await fetch(`${base}/api/reports-worker`, {
+    headers: { authorization: `Bearer ${secrets.CRON_SECRET}` },
+  });
+  expect(await worker.json()).toMatchObject({ claimed: 1, completed: 1 });
+  expect((await fetch(`${base}/api/worker`)).status).toBe(401);
+  expect((await fetch(`${base}/nope`)).status).toBe(404);
+});
