@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { DRIVERS, type Driver } from '../db/connect.js';
+import { DRIVERS, type Driver } from '../db/drivers/names.js';
 import { ConfigError } from './errors.js';
 
 /** Settings of a deployed skiplock function, read from the environment. */

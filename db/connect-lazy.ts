@@ -1,5 +1,5 @@
 import { ConfigError } from '../core/errors.js';
-import { type ConnectOptions, poolSettings, type SkiplockDb } from './connect.js';
+import { type ConnectOptions, poolSettings, type SkiplockDb } from './connection-options.js';
 
 /**
  * connect(), loading only the chosen driver. Deployed bundles set
@@ -12,7 +12,15 @@ export async function connectLazily(options: ConnectOptions): Promise<SkiplockDb
     if (driver === 'pg') return (await import('./drivers/pg.js')).pgDatabase(settings);
   }
   if (process.env.SKIPLOCK_BUNDLE_DRIVER === undefined || process.env.SKIPLOCK_BUNDLE_DRIVER === 'neon-ws') {
-    if (driver === 'neon-ws') return (await import('./drivers/neon-ws.js')).neonWsDatabase(settings);
+    if (driver === 'neon-ws') {
+      const { neonWsDatabase } = await import('./drivers/neon-ws.js');
+      // Written as one expression so esbuild can fold it (and drop `ws`) in Node 22 bundles.
+      const webSocket =
+        process.env.SKIPLOCK_BUNDLE_WEBSOCKET !== 'global' && typeof globalThis.WebSocket === 'undefined'
+          ? (await import('ws')).default
+          : undefined;
+      return neonWsDatabase(settings, webSocket);
+    }
   }
   if (process.env.SKIPLOCK_BUNDLE_DRIVER === undefined || process.env.SKIPLOCK_BUNDLE_DRIVER === 'neon-http') {
     if (driver === 'neon-http') return (await import('./drivers/neon-http.js')).neonHttpDatabase(settings);

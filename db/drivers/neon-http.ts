@@ -1,6 +1,6 @@
 import { neon } from '@neondatabase/serverless';
 import { drizzle } from 'drizzle-orm/neon-http';
-import type { PoolSettings, SkiplockDb } from '../connect.js';
+import type { PoolSettings, SkiplockDb } from '../connection-options.js';
 
 /** Neon's HTTP driver: one request per statement or batch; no interactive transactions. */
 export function neonHttpDatabase(settings: PoolSettings): SkiplockDb {

@@ -1,12 +1,14 @@
 import { neonConfig, Pool } from '@neondatabase/serverless';
 import { drizzle } from 'drizzle-orm/neon-serverless';
-import ws from 'ws';
-import type { PoolSettings, SkiplockDb } from '../connect.js';
+import type { PoolSettings, SkiplockDb } from '../connection-options.js';
 
-/** Neon's WebSocket Pool: interactive transactions over WebSockets (Neon, or a wsproxy). */
-export function neonWsDatabase(settings: PoolSettings): SkiplockDb {
-  if (!neonConfig.webSocketConstructor && typeof globalThis.WebSocket === 'undefined') {
-    neonConfig.webSocketConstructor = ws;
+/**
+ * Neon's WebSocket Pool: interactive transactions over WebSockets (Neon, or a wsproxy).
+ * Node 22+ has a global WebSocket; on Node 20 pass the `ws` package's constructor.
+ */
+export function neonWsDatabase(settings: PoolSettings, webSocket?: unknown): SkiplockDb {
+  if (!neonConfig.webSocketConstructor && typeof globalThis.WebSocket === 'undefined' && webSocket) {
+    Object.assign(neonConfig, { webSocketConstructor: webSocket });
   }
   const pool = new Pool(settings);
   pool.on('error', () => {});

@@ -1,6 +1,6 @@
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
-import type { PoolSettings, SkiplockDb } from '../connect.js';
+import type { PoolSettings, SkiplockDb } from '../connection-options.js';
 
 /** node-postgres Pool: any Postgres, PgBouncer in transaction mode. */
 export function pgDatabase(settings: PoolSettings): SkiplockDb {

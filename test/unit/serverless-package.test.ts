@@ -33,7 +33,7 @@ afterAll(() => {
 const ofType = (type: string) => Object.entries(resources).filter(([, r]) => r.Type === type);
 
 describe('serverless package (offline, no AWS credentials)', () => {
-  it('defines the five functions on Node 20 with timeouts that leave room for the leases', () => {
+  it('defines the five functions on Node 22 with timeouts that leave room for the leases', () => {
     const functions = Object.fromEntries(
       ofType('AWS::Lambda::Function').map(([name, r]) => [
         name,
@@ -47,7 +47,7 @@ describe('serverless package (offline, no AWS credentials)', () => {
       'ReportsWorkerLambdaFunction',
       'WorkerLambdaFunction',
     ]);
-    for (const f of Object.values(functions)) expect(f.Runtime).toBe('nodejs20.x');
+    for (const f of Object.values(functions)) expect(f.Runtime).toBe('nodejs22.x');
     // Kinds: e-mails and webhooks time out at 10 s, reports at 30 s; plus 2 s safety margin.
     expect(functions.WorkerLambdaFunction?.Timeout).toBe(60);
     expect(functions.ReportsWorkerLambdaFunction?.Timeout).toBe(300);

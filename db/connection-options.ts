@@ -1,0 +1,82 @@
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { ConfigError } from '../core/errors.js';
+import { DRIVERS, type Driver } from './drivers/names.js';
+
+export { DRIVERS, type Driver };
+
+/** Any Drizzle Postgres database or transaction: node-postgres, neon-serverless or neon-http. */
+// biome-ignore lint/suspicious/noExplicitAny: the helper accepts every Drizzle Postgres flavour.
+export type AnyPgDatabase = PgDatabase<PgQueryResultHKT, any, any>;
+
+export interface ConnectOptions {
+  connectionString: string;
+  /** @defaultValue 'pg' */
+  driver?: Driver;
+  /** Pool size (pg, neon-ws). A short-lived function needs few connections. @defaultValue 5 */
+  max?: number;
+  /** Server-side `statement_timeout` for every statement (pg, neon-ws); 0 sends none. @defaultValue 10000 */
+  statementTimeoutMs?: number;
+  /** Give up opening a connection after this long (pg, neon-ws). @defaultValue 5000 */
+  connectionTimeoutMs?: number;
+  /** Close idle pooled connections after this long (pg, neon-ws). @defaultValue 10000 */
+  idleTimeoutMs?: number;
+}
+
+/** A Drizzle database plus what skiplock needs to know about how it talks to Postgres. */
+export interface SkiplockDb {
+  readonly driver: Driver;
+  readonly db: AnyPgDatabase;
+  /** Whether `db.transaction()` works (false on neon-http). */
+  readonly interactiveTransactions: boolean;
+  close(): Promise<void>;
+}
+
+/** Pool settings in the shape node-postgres and Neon's Pool take. */
+export interface PoolSettings {
+  connectionString: string;
+  max: number;
+  statement_timeout: number | undefined;
+  connectionTimeoutMillis: number;
+  idleTimeoutMillis: number;
+  allowExitOnIdle: boolean;
+}
+
+export const CONNECT_DEFAULTS = {
+  driver: 'pg',
+  max: 5,
+  statementTimeoutMs: 10_000,
+  connectionTimeoutMs: 5_000,
+  idleTimeoutMs: 10_000,
+} as const satisfies Omit<Required<ConnectOptions>, 'connectionString'>;
+
+/** Validates the options (never echoing the connection string) and turns them into pool settings. */
+export function poolSettings(options: ConnectOptions): { driver: Driver; settings: PoolSettings } {
+  const opts = { ...CONNECT_DEFAULTS, ...options };
+  if (!opts.connectionString || typeof opts.connectionString !== 'string') {
+    throw new ConfigError('a connection string is required (set DATABASE_URL)');
+  }
+  let url: URL | undefined;
+  try {
+    url = new URL(opts.connectionString);
+  } catch {
+    url = undefined;
+  }
+  // Never echo the string itself: it usually carries a password.
+  if (!url || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || !url.hostname) {
+    throw new ConfigError('the connection string is not a valid postgres:// or postgresql:// URL');
+  }
+  if (!(DRIVERS as readonly string[]).includes(opts.driver)) {
+    throw new ConfigError(`unknown driver ${JSON.stringify(opts.driver)}; use one of ${DRIVERS.join(', ')}`);
+  }
+  return {
+    driver: opts.driver,
+    settings: {
+      connectionString: opts.connectionString,
+      max: opts.max,
+      statement_timeout: opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs : undefined,
+      connectionTimeoutMillis: opts.connectionTimeoutMs,
+      idleTimeoutMillis: opts.idleTimeoutMs,
+      allowExitOnIdle: true,
+    },
+  };
+}
