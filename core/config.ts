@@ -20,6 +20,7 @@ export interface SkiplockConfig {
   secretTtlMs: number;
   poolMax: number;
   statementTimeoutMs: number;
+  queryTimeoutMs: number;
   maxBodyBytes: number;
   maxPayloadBytes: number;
   enqueueToken: string | undefined;
@@ -73,6 +74,7 @@ const envSchema = z.object({
   SKIPLOCK_SECRET_TTL_MS: int(0, 86_400_000).default(300_000),
   SKIPLOCK_POOL_MAX: int(1, 100).default(5),
   SKIPLOCK_STATEMENT_TIMEOUT_MS: int(0, 3_600_000).default(10_000),
+  SKIPLOCK_QUERY_TIMEOUT_MS: int(0, 3_600_000).default(15_000),
   SKIPLOCK_MAX_BODY_BYTES: int(1_024, 6_291_456).default(1_048_576),
   SKIPLOCK_MAX_PAYLOAD_BYTES: int(1, 6_291_456).default(262_144),
   SKIPLOCK_ENQUEUE_TOKEN: secret,
@@ -116,6 +118,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     secretTtlMs: e.SKIPLOCK_SECRET_TTL_MS,
     poolMax: e.SKIPLOCK_POOL_MAX,
     statementTimeoutMs: e.SKIPLOCK_STATEMENT_TIMEOUT_MS,
+    queryTimeoutMs: e.SKIPLOCK_QUERY_TIMEOUT_MS,
     maxBodyBytes: e.SKIPLOCK_MAX_BODY_BYTES,
     maxPayloadBytes: e.SKIPLOCK_MAX_PAYLOAD_BYTES,
     enqueueToken: e.SKIPLOCK_ENQUEUE_TOKEN,

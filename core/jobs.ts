@@ -15,6 +15,11 @@ export interface JobContext {
   attempt: number;
   maxAttempts: number;
   correlationId: string | null;
+  /**
+   * This attempt's lease token. Pass it to external systems that accept fencing tokens: a
+   * write carrying an older token than one already seen can then be refused there too.
+   */
+  leaseToken: string;
   /** Fires at the job's timeout, at the invocation's deadline, or when the lease is lost. */
   signal: AbortSignal;
   logger: Logger;

@@ -339,6 +339,7 @@ export function createWorker(options: WorkerOptions): Worker {
       attempt: job.attempt,
       maxAttempts: job.maxAttempts,
       correlationId: job.correlationId,
+      leaseToken: job.leaseToken,
       signal: controller.signal,
       logger: withFields(logger, jobFields(job, invocationId)),
       reportProgress: async (progress: unknown) => fenced(await reportProgress(db.db, schema, holder, progress)),

@@ -16,6 +16,12 @@ export interface ConnectOptions {
   max?: number;
   /** Server-side `statement_timeout` for every statement (pg, neon-ws); 0 sends none. @defaultValue 10000 */
   statementTimeoutMs?: number;
+  /**
+   * Client-side limit for one statement (pg, neon-ws): a half-open socket (the network dropped
+   * the peer without closing) cannot hang a caller longer than this; the connection is then
+   * discarded. @defaultValue 15000
+   */
+  queryTimeoutMs?: number;
   /** Give up opening a connection after this long (pg, neon-ws). @defaultValue 5000 */
   connectionTimeoutMs?: number;
   /** Close idle pooled connections after this long (pg, neon-ws). @defaultValue 10000 */
@@ -36,6 +42,8 @@ export interface PoolSettings {
   connectionString: string;
   max: number;
   statement_timeout: number | undefined;
+  query_timeout: number | undefined;
+  keepAlive: boolean;
   connectionTimeoutMillis: number;
   idleTimeoutMillis: number;
   allowExitOnIdle: boolean;
@@ -45,6 +53,7 @@ export const CONNECT_DEFAULTS = {
   driver: 'pg',
   max: 5,
   statementTimeoutMs: 10_000,
+  queryTimeoutMs: 15_000,
   connectionTimeoutMs: 5_000,
   idleTimeoutMs: 10_000,
 } as const satisfies Omit<Required<ConnectOptions>, 'connectionString'>;
@@ -74,6 +83,8 @@ export function poolSettings(options: ConnectOptions): { driver: Driver; setting
       connectionString: opts.connectionString,
       max: opts.max,
       statement_timeout: opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs : undefined,
+      query_timeout: opts.queryTimeoutMs > 0 ? opts.queryTimeoutMs : undefined,
+      keepAlive: true,
       connectionTimeoutMillis: opts.connectionTimeoutMs,
       idleTimeoutMillis: opts.idleTimeoutMs,
       allowExitOnIdle: true,

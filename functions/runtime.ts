@@ -80,6 +80,7 @@ export class FunctionRuntime {
       driver: this.config.driver,
       max: this.config.poolMax,
       statementTimeoutMs: this.config.statementTimeoutMs,
+      queryTimeoutMs: this.config.queryTimeoutMs,
     });
     this.#connection = { url, db };
     db.catch(() => {

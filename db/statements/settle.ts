@@ -71,6 +71,9 @@ export async function settleJobs(
     ),
     settled as (
       update ${jobs} j set
+        -- Equal to the current token by the WHERE below. Written anyway so that an audit of
+        -- the row sees which token each write was made under (the chaos checker relies on it).
+        lease_token = r.token,
         state = ${newState},
         dead_reason = case
           when r.outcome = 'dead' then coalesce(r.reason, 'discarded')
@@ -107,6 +110,7 @@ export async function releaseJobs(
   const rows = await queryRows<{ id: string }>(
     db,
     sql`update ${jobsRef(schema)} j set
+        lease_token = r.token,
         state = 'queued',
         attempt = j.attempt - 1,
         lease_expires_at = null,
@@ -132,6 +136,7 @@ export async function extendLease(
   const rows = await queryRows<{ lease_expires_at_ms: number }>(
     db,
     sql`update ${jobsRef(schema)} j set
+        lease_token = ${job.leaseToken},
         lease_expires_at = greatest(j.lease_expires_at, ${nowExpr(now)} + ${Math.max(0, Math.round(ms))} * interval '1 millisecond'),
         updated_at = ${nowExpr(now)}
       where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
@@ -152,7 +157,8 @@ export async function reportProgress(
 ): Promise<boolean> {
   const rows = await queryRows<{ id: string }>(
     db,
-    sql`update ${jobsRef(schema)} j set progress = ${JSON.stringify(progress ?? null)}::jsonb, updated_at = ${nowExpr(now)}
+    sql`update ${jobsRef(schema)} j set lease_token = ${job.leaseToken}, progress = ${JSON.stringify(progress ?? null)}::jsonb,
+        updated_at = ${nowExpr(now)}
       where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
       returning j.id::text as id`,
     schema,
