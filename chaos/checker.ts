@@ -1,0 +1,89 @@
+import type pg from 'pg';
+
+export interface CheckResult {
+  enqueued: number;
+  /** Enqueue committed, but the job is missing or did not end completed, dead or cancelled. */
+  lost: number;
+  /** Completed jobs the harness never enqueued. */
+  unexpected: number;
+  /** Writes that took effect under a token other than the row's current one. */
+  staleWrites: number;
+  dead: number;
+  completed: number;
+  maxExecutions: number;
+  /** Jobs executed more than once. */
+  reExecuted: number;
+  /** Executions whose lease never ended by a recorded transition (nothing explains them). */
+  unexplainedExecutions: number;
+  /** The same lease token executed twice (one claim run twice). */
+  duplicateTokenExecutions: number;
+  /** Dead by max_attempts or lease_expired without exactly max_attempts attempts. */
+  attemptAccountingErrors: number;
+}
+
+/**
+ * Classifies every job of a finished run (Jepsen-style: from the recorded history, not from
+ * what the workers said about themselves).
+ */
+export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResult> {
+  const s = `"${schema}"`;
+  const one = async (text: string) => Number((await pool.query(text)).rows[0]?.n ?? 0);
+  const enqueued = await one(`select count(*) as n from ${s}.chaos_enqueued`);
+  const lost = await one(`
+    select count(*) as n from ${s}.chaos_enqueued e left join ${s}.jobs j on j.id = e.job_id
+    where j.id is null or j.state not in ('completed', 'dead', 'cancelled')`);
+  const unexpected = await one(`
+    select count(*) as n from ${s}.jobs j
+    where j.state = 'completed' and not exists (select 1 from ${s}.chaos_enqueued e where e.job_id = j.id)`);
+  // A claim legitimately replaces the token (and counts an attempt); every other write must
+  // carry the token the row already had. Holder writes set lease_token to the token they
+  // matched on, so a write made under a stale token shows up here as a token change.
+  const staleWrites = await one(`
+    select count(*) as n from ${s}.chaos_audit a
+    where a.old_token is distinct from a.new_token
+      and not (a.new_state = 'running' and a.new_attempt = a.old_attempt + 1)`);
+  const dead = await one(`select count(*) as n from ${s}.jobs where state = 'dead'`);
+  const completed = await one(`select count(*) as n from ${s}.jobs where state = 'completed'`);
+  const maxExecutions = await one(`
+    select coalesce(max(c), 0) as n from (select count(*) as c from ${s}.chaos_executions group by job_id) x`);
+  const reExecuted = await one(`
+    select count(*) as n from (select job_id from ${s}.chaos_executions group by job_id having count(*) > 1) x`);
+  // Every execution ran under a lease; that lease must have ended through a recorded
+  // transition out of 'running' under its token: completed, retried, dead, released, or
+  // taken over by a rescue after it expired (a dead or overrunning holder).
+  const unexplainedExecutions = await one(`
+    select count(*) as n from ${s}.chaos_executions x
+    where not exists (
+      select 1 from ${s}.chaos_audit a
+      where a.job_id = x.job_id and a.old_token = x.lease_token and a.old_state = 'running'
+        and (a.new_state <> 'running' or a.new_attempt = a.old_attempt + 1))`);
+  const duplicateTokenExecutions = await one(`
+    select count(*) as n from (select lease_token from ${s}.chaos_executions group by lease_token having count(*) > 1) x`);
+  const attemptAccountingErrors = await one(`
+    select count(*) as n from ${s}.jobs
+    where state = 'dead' and dead_reason in ('max_attempts', 'lease_expired') and attempt <> max_attempts`);
+  return {
+    enqueued,
+    lost,
+    unexpected,
+    staleWrites,
+    dead,
+    completed,
+    maxExecutions,
+    reExecuted,
+    unexplainedExecutions,
+    duplicateTokenExecutions,
+    attemptAccountingErrors,
+  };
+}
+
+export function runFailed(result: CheckResult): boolean {
+  return (
+    result.lost > 0 ||
+    result.staleWrites > 0 ||
+    result.unexpected > 0 ||
+    result.unexplainedExecutions > 0 ||
+    result.duplicateTokenExecutions > 0 ||
+    result.attemptAccountingErrors > 0
+  );
+}

@@ -1,0 +1,251 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'drizzle-orm';
+import { build } from 'esbuild';
+import pg from 'pg';
+import { createEnqueuer } from '../core/enqueue.js';
+import { silentLogger } from '../core/logger.js';
+import { createWorker } from '../core/worker.js';
+import { connect } from '../db/connect.js';
+import { migrate } from '../db/migrate.js';
+import { resolveTestDatabase } from '../scripts/local-postgres.js';
+import { type CheckResult, checkRun, runFailed } from './checker.js';
+import { startFaultProxy } from './fault-proxy.js';
+import { chaosJob, drawBehavior } from './job.js';
+import { createChaosTables } from './tables.js';
+
+export interface ChaosOptions {
+  jobs: number;
+  processes: number;
+  /** Kills to reach (SIGKILL from outside plus the ones the job kinds and wire hooks inflict). */
+  targetKills: number;
+  /** Mean time between outside kills while work remains. */
+  killIntervalMs: number;
+  /** Connection faults: chance per live proxied connection per 100 ms. */
+  faultChancePerTick: number;
+  halfOpenShare: number;
+  /** Chance a worker kills itself right after sending a claim / a settle. */
+  killOnClaim: number;
+  killOnSettle: number;
+  duplicateTickShare: number;
+  concurrency: number;
+  invocationMs: number;
+  /** Faults stop at this point even if work remains; then the queue is drained cleanly. */
+  faultPhaseLimitMs: number;
+  databaseUrl?: string;
+  keepSchema?: boolean;
+  progress?: (line: string) => void;
+}
+
+export const QUICK: ChaosOptions = {
+  jobs: 10_000,
+  processes: 4,
+  targetKills: 40,
+  killIntervalMs: 250,
+  faultChancePerTick: 0.03,
+  halfOpenShare: 0.3,
+  killOnClaim: 0.002,
+  killOnSettle: 0.002,
+  duplicateTickShare: 0.1,
+  concurrency: 10,
+  invocationMs: 3_000,
+  faultPhaseLimitMs: 60_000,
+};
+
+export const FULL: ChaosOptions = {
+  ...QUICK,
+  jobs: 50_000,
+  processes: 8,
+  targetKills: 220,
+  killIntervalMs: 120,
+  faultPhaseLimitMs: 420_000,
+};
+
+export interface ChaosReport {
+  schema: string;
+  line: string;
+  detail: string;
+  result: CheckResult;
+  kills: number;
+  connFaults: number;
+  durationMs: number;
+  failed: boolean;
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const started = Date.now();
+  const say = options.progress ?? (() => {});
+  const database = options.databaseUrl
+    ? { url: options.databaseUrl, stop: async () => {} }
+    : await resolveTestDatabase();
+  const schema = `chaos_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Pool({ connectionString: database.url, max: 4 });
+  admin.on('error', () => {});
+  const direct = connect({ connectionString: database.url, max: 4 });
+  const bundleDir = mkdtempSync(join(tmpdir(), 'skiplock-chaos-'));
+  const children = new Set<ChildProcess>();
+  let proxy: Awaited<ReturnType<typeof startFaultProxy>> | undefined;
+  try {
+    await migrate(direct, { schema });
+    await createChaosTables(admin, schema);
+
+    // Enqueue, recording each id in the same transaction: committed ⇔ recorded.
+    const enqueuer = createEnqueuer({ schema });
+    const recorder = chaosJob({ record: async () => {}, die: () => {}, dieSoon: () => {} });
+    for (let from = 0; from < options.jobs; from += 1000) {
+      const size = Math.min(1000, options.jobs - from);
+      await direct.db.transaction(async (tx) => {
+        const results = await enqueuer.enqueueMany(
+          tx,
+          Array.from({ length: size }, (_, i) => recorder.with({ n: from + i, behavior: drawBehavior(Math.random) })),
+        );
+        await tx.execute(
+          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id) select unnest(${sql.param(results.map((r) => r.id))}::bigint[])`,
+        );
+      });
+    }
+    say(`enqueued ${options.jobs} jobs in schema ${schema}`);
+
+    const upstream = new URL(database.url);
+    proxy = await startFaultProxy({
+      upstreamHost: upstream.hostname,
+      upstreamPort: Number(upstream.port || 5432),
+      faultChancePerTick: options.faultChancePerTick,
+      halfOpenShare: options.halfOpenShare,
+    });
+    const proxied = new URL(database.url);
+    proxied.hostname = '127.0.0.1';
+    proxied.port = String(proxy.port);
+
+    const bundle = join(bundleDir, 'chaos-worker.mjs');
+    await build({
+      entryPoints: [fileURLToPath(new URL('./worker-process.ts', import.meta.url))],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      outfile: bundle,
+      external: ['pg-native'],
+      banner: { js: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);" },
+      logLevel: 'silent',
+    });
+    const workerConfig = JSON.stringify({
+      proxiedUrl: proxied.toString(),
+      directUrl: database.url,
+      schema,
+      invocationMs: options.invocationMs,
+      concurrency: options.concurrency,
+      duplicateTickShare: options.duplicateTickShare,
+      killOnClaim: options.killOnClaim,
+      killOnSettle: options.killOnSettle,
+    });
+
+    let kills = 0;
+    let stopping = false;
+    const startWorker = () => {
+      const child = spawn(process.execPath, [bundle], {
+        env: { ...process.env, CHAOS_WORKER_CONFIG: workerConfig },
+        stdio: 'ignore',
+      });
+      children.add(child);
+      child.on('exit', (_code, signal) => {
+        children.delete(child);
+        if (signal === 'SIGKILL') kills++;
+        if (!stopping) startWorker();
+      });
+    };
+    for (let i = 0; i < options.processes; i++) startWorker();
+
+    const remaining = async () =>
+      Number(
+        (await admin.query(`select count(*) as n from "${schema}".jobs where state in ('queued', 'running')`)).rows[0]
+          .n,
+      );
+    let left = options.jobs;
+    let nextKill = Date.now() + options.killIntervalMs;
+    let lastReport = 0;
+    const faultPhaseEnds = started + options.faultPhaseLimitMs;
+    while (true) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const now = Date.now();
+      const faulting = now < faultPhaseEnds;
+      if (!faulting) proxy.setFaults(false);
+      if (faulting && kills < options.targetKills && now >= nextKill && left > 0) {
+        const live = [...children];
+        const victim = live[Math.floor(Math.random() * live.length)];
+        victim?.kill('SIGKILL');
+        nextKill = now + options.killIntervalMs * (0.5 + Math.random());
+      }
+      if (now - lastReport >= 1000) {
+        lastReport = now;
+        left = await remaining();
+        say(
+          `  t=${((now - started) / 1000).toFixed(0)}s left=${left} kills=${kills} conn_faults=${proxy.faults()} workers=${children.size}`,
+        );
+        if (left === 0) break;
+        if (now > faultPhaseEnds + 120_000) break; // the checker will report what is left as lost
+      }
+    }
+
+    // Stop the workers; then drain whatever their deaths left behind, with no faults.
+    stopping = true;
+    proxy.setFaults(false);
+    await Promise.all(
+      [...children].map(
+        (child) =>
+          new Promise<void>((resolve) => {
+            const force = setTimeout(() => child.kill('SIGKILL'), 5_000);
+            child.once('exit', () => {
+              clearTimeout(force);
+              resolve();
+            });
+            child.kill('SIGTERM');
+          }),
+      ),
+    );
+    const drainer = createWorker({
+      db: direct,
+      schema,
+      jobs: [
+        chaosJob({
+          record: async (jobId, leaseToken, attempt) => {
+            await admin.query(
+              `insert into "${schema}".chaos_executions (job_id, lease_token, attempt, pid) values ($1, $2, $3, $4)`,
+              [jobId, leaseToken, attempt, process.pid],
+            );
+          },
+          die: () => {},
+          dieSoon: () => {},
+        }),
+      ],
+      concurrency: 20,
+      leaseGraceMs: 300,
+      safetyMarginMs: 300,
+      logger: silentLogger,
+    });
+    const drainUntil = Date.now() + 60_000;
+    while ((await remaining()) > 0 && Date.now() < drainUntil) {
+      const summary = await drainer.runInvocation({ remainingMs: 5_000 });
+      if (summary.claimed === 0) await new Promise((resolve) => setTimeout(resolve, 100)); // leases still running out
+    }
+
+    const result = await checkRun(admin, schema);
+    const connFaults = proxy.faults();
+    const durationMs = Date.now() - started;
+    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions}`;
+    const detail = `chaos-detail: completed=${result.completed} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
+    return { schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
+  } finally {
+    for (const child of children) child.kill('SIGKILL');
+    await proxy?.close();
+    if (!options.keepSchema) await admin.query(`drop schema if exists "${schema}" cascade`).catch(() => {});
+    await direct.close();
+    await admin.end();
+    await database.stop();
+    rmSync(bundleDir, { recursive: true, force: true });
+  }
+}

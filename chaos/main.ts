@@ -1,0 +1,34 @@
+/**
+ * `npm run chaos [-- --quick] [--jobs N] [--processes N] [--kills N] [--keep]`: the chaos
+ * harness. Prints progress, a detail line and the final `chaos: …` line; exits 1 when any
+ * job was lost, any write landed under a stale token, or any other check failed.
+ */
+import { FULL, QUICK, runChaos } from './harness.js';
+
+const args = process.argv.slice(2);
+const value = (name: string) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? Number(args[i + 1]) : undefined;
+};
+const base = args.includes('--quick') ? QUICK : FULL;
+const options = {
+  ...base,
+  jobs: value('--jobs') ?? base.jobs,
+  processes: value('--processes') ?? base.processes,
+  targetKills: value('--kills') ?? base.targetKills,
+  keepSchema: args.includes('--keep'),
+  databaseUrl: process.env.DATABASE_URL,
+  progress: (line: string) => console.log(line),
+};
+console.log(
+  `chaos run: ${options.jobs} jobs, ${options.processes} worker processes, ≥${options.targetKills} kills, connection faults on`,
+);
+try {
+  const report = await runChaos(options);
+  console.log(report.detail);
+  console.log(report.line);
+  process.exit(report.failed ? 1 : 0);
+} catch (err) {
+  console.error(`chaos harness failed: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(2);
+}

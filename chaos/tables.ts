@@ -1,0 +1,29 @@
+import type pg from 'pg';
+
+/**
+ * The harness's own bookkeeping, next to the jobs table: which jobs were enqueued (written
+ * in the enqueue's transaction), every handler execution (job, lease token, process), and an
+ * audit of every UPDATE of a job row (states, tokens, attempts before and after).
+ */
+export async function createChaosTables(client: pg.Pool, schema: string): Promise<void> {
+  const s = `"${schema}"`;
+  await client.query(`
+    create table ${s}.chaos_enqueued (job_id bigint primary key);
+    create table ${s}.chaos_executions (
+      id bigserial primary key, job_id bigint not null, lease_token uuid not null,
+      attempt int not null, pid int not null, at timestamptz not null default clock_timestamp());
+    create index on ${s}.chaos_executions (job_id);
+    create table ${s}.chaos_audit (
+      id bigserial primary key, job_id bigint not null,
+      old_state text not null, new_state text not null, old_token uuid, new_token uuid,
+      old_attempt int not null, new_attempt int not null, at timestamptz not null default clock_timestamp());
+    create index on ${s}.chaos_audit (old_token);
+    create function ${s}.chaos_audit_row() returns trigger language plpgsql as $$
+    begin
+      insert into ${s}.chaos_audit (job_id, old_state, new_state, old_token, new_token, old_attempt, new_attempt)
+      values (old.id, old.state, new.state, old.lease_token, new.lease_token, old.attempt, new.attempt);
+      return new;
+    end $$;
+    create trigger chaos_audit after update on ${s}.jobs for each row execute function ${s}.chaos_audit_row();
+  `);
+}

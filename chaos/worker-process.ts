@@ -1,0 +1,93 @@
+/**
+ * One chaos worker: a long-lived process that runs worker invocations back to back (like a
+ * warm container fired by a scheduler), through the fault proxy, sometimes two at once
+ * (a duplicate cron tick). It may kill itself mid-claim or mid-commit (right after sending
+ * the statement), and the job kind may kill it inside or just after a handler.
+ */
+import pg from 'pg';
+import { silentLogger } from '../core/logger.js';
+import { createWorker } from '../core/worker.js';
+import { connect } from '../db/connect.js';
+import { chaosJob } from './job.js';
+
+interface WorkerConfig {
+  proxiedUrl: string;
+  directUrl: string;
+  schema: string;
+  invocationMs: number;
+  concurrency: number;
+  duplicateTickShare: number;
+  /** Chance to SIGKILL itself right after sending a claim / a settle. */
+  killOnClaim: number;
+  killOnSettle: number;
+}
+
+const config = JSON.parse(process.env.CHAOS_WORKER_CONFIG ?? '{}') as WorkerConfig;
+const die = () => process.kill(process.pid, 'SIGKILL');
+
+// Kill points on the wire: after a claim or a settle statement has been handed to the socket.
+const originalQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+pg.Client.prototype.query = function (this: unknown, ...args: unknown[]) {
+  const result = originalQuery.apply(this, args);
+  const text = typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? '');
+  if (text.includes('for update skip locked') && text.includes('claimed as') && Math.random() < config.killOnClaim) {
+    setImmediate(die);
+  } else if (
+    text.includes('lease_token = r.token') &&
+    text.includes('jsonb_to_recordset') &&
+    Math.random() < config.killOnSettle
+  ) {
+    setImmediate(die);
+  }
+  return result;
+} as typeof pg.Client.prototype.query;
+
+// Observations go straight to Postgres, not through the fault proxy.
+const direct = new pg.Pool({ connectionString: config.directUrl, max: 2 });
+direct.on('error', () => {});
+const job = chaosJob({
+  record: async (jobId, leaseToken, attempt) => {
+    await direct.query(
+      `insert into "${config.schema}".chaos_executions (job_id, lease_token, attempt, pid) values ($1, $2, $3, $4)`,
+      [jobId, leaseToken, attempt, process.pid],
+    );
+  },
+  die,
+  dieSoon: () => setImmediate(die),
+});
+
+const db = connect({
+  connectionString: config.proxiedUrl,
+  max: 4,
+  statementTimeoutMs: 2_000,
+  queryTimeoutMs: 2_500,
+  connectionTimeoutMs: 1_000,
+});
+const worker = createWorker({
+  db,
+  jobs: [job],
+  schema: config.schema,
+  concurrency: config.concurrency,
+  batchSize: config.concurrency,
+  safetyMarginMs: 300,
+  leaseGraceMs: 300,
+  logger: silentLogger,
+});
+
+let stopping = false;
+process.on('SIGTERM', () => {
+  stopping = true;
+});
+let tick = 0;
+while (!stopping) {
+  const ticks = Math.random() < config.duplicateTickShare ? 2 : 1;
+  const summaries = await Promise.all(
+    Array.from({ length: ticks }, () =>
+      worker.runInvocation({ remainingMs: config.invocationMs, invocationId: `${process.pid}-${tick++}` }),
+    ),
+  );
+  if (summaries.every((s) => s.claimed === 0)) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+await db.close();
+await direct.end();
+process.exit(0);

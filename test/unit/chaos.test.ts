@@ -1,0 +1,71 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { checkRun } from '../../chaos/checker.js';
+import { type ChaosReport, QUICK, runChaos } from '../../chaos/harness.js';
+
+// A CI-sized chaos run: worker processes killed at random points, connections dropped and
+// left half-open, handlers that throw, hang and kill their own process, duplicate ticks.
+let report: ChaosReport;
+let admin: pg.Pool;
+
+beforeAll(async () => {
+  admin = new pg.Pool({ connectionString: inject('databaseUrl'), max: 2 });
+  report = await runChaos({
+    ...QUICK,
+    jobs: 1_500,
+    processes: 3,
+    targetKills: 12,
+    killIntervalMs: 300,
+    databaseUrl: inject('databaseUrl'),
+    keepSchema: true,
+  });
+}, 180_000);
+afterAll(async () => {
+  await admin.query(`drop schema if exists "${report?.schema}" cascade`);
+  await admin.end();
+});
+
+describe('chaos (CI size)', () => {
+  it('loses no job and lets no write land under a stale lease token', () => {
+    expect(report.line).toMatch(
+      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+$/,
+    );
+    expect(report.result).toMatchObject({
+      enqueued: 1500,
+      lost: 0,
+      unexpected: 0,
+      staleWrites: 0,
+      unexplainedExecutions: 0,
+      duplicateTokenExecutions: 0,
+      attemptAccountingErrors: 0,
+    });
+    expect(report.result.completed + report.result.dead).toBe(1500);
+    expect(report.failed).toBe(false);
+  });
+
+  it('really injected faults: processes died and jobs ran again', () => {
+    expect(report.kills).toBeGreaterThanOrEqual(5);
+    expect(report.result.reExecuted).toBeGreaterThan(0);
+    // Poison jobs (always throw) end dead with exactly max attempts.
+    expect(report.result.dead).toBeGreaterThan(0);
+  });
+
+  it('the checker catches what it is there to catch', async () => {
+    const s = `"${report.schema}"`;
+    // A write under a token that is not the row's current one (what fencing prevents).
+    await admin.query(
+      `update ${s}.jobs set lease_token = gen_random_uuid(), updated_at = now() where id = (select min(id) from ${s}.jobs where state = 'completed')`,
+    );
+    // A committed enqueue whose job disappeared, and a job that never finished.
+    await admin.query(`delete from ${s}.jobs where id = (select max(id) from ${s}.jobs where state = 'completed')`);
+    await admin.query(`insert into ${s}.chaos_enqueued (job_id) values (999999999)`);
+    // An execution under a lease that never ended.
+    await admin.query(
+      `insert into ${s}.chaos_executions (job_id, lease_token, attempt, pid) values (1, gen_random_uuid(), 1, 1)`,
+    );
+    const tampered = await checkRun(admin, report.schema);
+    expect(tampered.staleWrites).toBe(1);
+    expect(tampered.lost).toBe(2);
+    expect(tampered.unexplainedExecutions).toBeGreaterThanOrEqual(1);
+  });
+});
