@@ -30,6 +30,7 @@ export interface EnqueueOptions {
 }
 
 const MAX_DELAY_MS = 366 * 24 * 3_600_000;
+const MAX_PAST_RUN_AT_MS = 24 * 3_600_000;
 
 const optionsSchema = z
   .object({
@@ -94,6 +95,20 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
     if (date && Number.isNaN(date.getTime())) {
       throw new InvalidOptionsError(`invalid enqueue options for ${kind.kind}: invalid date`);
     }
+  }
+  // Sanity bounds on dates, against unit mix-ups (seconds for milliseconds) and typos; the
+  // database clock still decides when a job is due.
+  const now = Date.now();
+  const problems: string[] = [];
+  if (o.runAt && o.runAt.getTime() < now - MAX_PAST_RUN_AT_MS) {
+    problems.push('runAt is more than 24 hours in the past (seconds passed as milliseconds?)');
+  }
+  if (o.runAt && o.runAt.getTime() > now + MAX_DELAY_MS) problems.push('runAt is more than 366 days ahead');
+  if (o.deadline && o.deadline.getTime() <= now) problems.push('deadline has already passed');
+  const start = o.runAt?.getTime() ?? now + (o.delayMs ?? 0);
+  if (o.deadline && o.deadline.getTime() <= start) problems.push('deadline is not after the time the job would run');
+  if (problems.length > 0) {
+    throw new InvalidOptionsError(`invalid enqueue options for ${kind.kind}: ${problems.join('; ')}`);
   }
   let queue = kind.queue;
   if (o.queue !== undefined) {

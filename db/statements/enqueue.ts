@@ -69,9 +69,11 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
           deadline = excluded.deadline,
           correlation_id = excluded.correlation_id,
           updated_at = clock_timestamp()
-        returning id, kind, dedupe_key, (xmax = 0) as inserted
+        returning id, kind, dedupe_key
       )
-      select i.ord, w.id::text as id, w.inserted, null::float8 as window_start_ms
+      -- The upsert kept our pre-drawn id only if it inserted (xmax = 0 would tell too, but
+      -- reading a system column needs table-wide SELECT, which the enqueue role lacks).
+      select i.ord, w.id::text as id, w.id = i.id as inserted, null::float8 as window_start_ms
       from input i join written w on w.kind = i.kind and w.dedupe_key = i.dedupe_key
       order by i.ord`;
   }

@@ -117,6 +117,16 @@ describe(`enqueue (${testDriver()})`, () => {
     });
   });
 
+  it('a runAt a little in the past (clock skew) runs now', async () => {
+    const { id } = await q.enqueue(
+      t.db,
+      sendEmail,
+      { to: 'a@example.com', subject: 's' },
+      { runAt: new Date(Date.now() - 60_000) },
+    );
+    expect((await claimAll()).jobs.map((j) => j.id)).toEqual([id]);
+  });
+
   it('delayMs and runAt schedule on the database clock; scheduled jobs are not claimable yet', async () => {
     await q.enqueue(t.db, sendEmail, { to: 'a@example.com', subject: 'later' }, { delayMs: 60_000 });
     await q.enqueue(
@@ -322,6 +332,10 @@ describe(`enqueue (${testDriver()})`, () => {
         { dedupe: { key: 'x'.repeat(256) } },
         { dedupe: { key: 'k', mode: 'window' } },
         { unknownOption: true },
+        { runAt: new Date(Date.now() - 2 * 86_400_000) },
+        { runAt: new Date(Date.now() + 400 * 86_400_000) },
+        { deadline: new Date(Date.now() - 1000) },
+        { delayMs: 120_000, deadline: new Date(Date.now() + 60_000) },
       ]) {
         await expect(q.enqueue(t.db, sendEmail, payload, options as never)).rejects.toBeInstanceOf(InvalidOptionsError);
       }

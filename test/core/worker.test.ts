@@ -205,7 +205,8 @@ describe(`the invocation loop (${testDriver()})`, () => {
     const definition = kind(() => {
       called = true;
     });
-    const { id } = await q.enqueue(t.db, definition, { n: 1 }, { deadline: new Date(Date.now() - 1000) });
+    const { id } = await q.enqueue(t.db, definition, { n: 1 }, { deadline: new Date(Date.now() + 60_000) });
+    await t.admin.query(`update "${t.schema}".jobs set deadline = now() - interval '1 second' where id = $1`, [id]);
     const summary = await worker(definition).runInvocation({ remainingMs: 60_000 });
     expect(called).toBe(false);
     expect(summary).toMatchObject({ claimed: 0, dead: 1 });

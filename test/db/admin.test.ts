@@ -172,7 +172,11 @@ describe(`cancel, deadlines, stats (${testDriver()})`, () => {
   });
 
   it('expireDeadlines moves only queued jobs past their deadline to the DLQ', async () => {
-    const past = await q.enqueue(t.db, sendEmail, email(1), { deadline: new Date(Date.now() - 1000) });
+    const past = await q.enqueue(t.db, sendEmail, email(1), { deadline: new Date(Date.now() + 60_000) });
+    // Time passes beyond the deadline (moved on the database side; nobody sleeps).
+    await t.admin.query(`update "${t.schema}".jobs set deadline = now() - interval '1 second' where id = $1`, [
+      past.id,
+    ]);
     const future = await q.enqueue(t.db, sendEmail, email(2), { deadline: new Date(Date.now() + 3_600_000) });
     expect(await expireDeadlines(t.db, opts())).toEqual([past.id]);
     expect(await getJob(t.db, past.id, opts())).toMatchObject({ state: 'dead', deadReason: 'deadline_exceeded' });

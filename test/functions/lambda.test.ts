@@ -321,8 +321,11 @@ describe(`Lambda replay and maintenance (${testDriver()})`, () => {
     await createLambdaEnqueue([sendEmail], { env: env() })({
       kind: 'send-email',
       payload: email,
-      options: { deadline: new Date(Date.now() - 1000).toISOString() },
+      options: { deadline: new Date(Date.now() + 60_000).toISOString() },
     });
+    await t.admin.query(
+      `update "${t.schema}".jobs set deadline = now() - interval '1 second' where deadline is not null`,
+    );
     const report = await createLambdaMaintenance({ env: env() })(scheduledEvent(), lambdaContext(10_000));
     expect(report).toMatchObject({ ok: true, expiredDeadlines: 1, prunedDead: 1, pruneFinished: true });
     const { rows } = await t.admin.query(`select state, dead_reason from "${t.schema}".jobs`);

@@ -3,23 +3,24 @@ import pg from 'pg';
 import type { Driver } from '../../db/connect.js';
 
 /**
- * Counts the statements a driver sends while `fn` runs: node-postgres and Neon WebSocket
- * client queries, or SQL-over-HTTP requests (a batch counts each of its queries).
+ * Captures the SQL text of every statement a driver sends while `fn` runs: node-postgres and
+ * Neon WebSocket client queries, or SQL-over-HTTP requests (a batch counts each query).
  */
-export async function countStatements<T>(
+export async function captureStatements<T>(
   driver: Driver,
   fn: () => Promise<T>,
-): Promise<{ result: T; statements: number }> {
-  let statements = 0;
+): Promise<{ result: T; texts: string[] }> {
+  const texts: string[] = [];
   if (driver === 'neon-http') {
     const previous = neonConfig.fetchFunction;
     neonConfig.fetchFunction = async (input: string, init: { body?: string }) => {
-      const body = JSON.parse(String(init?.body ?? '{}')) as { queries?: unknown[] };
-      statements += body.queries ? body.queries.length : 1;
+      const body = JSON.parse(String(init?.body ?? '{}')) as { query?: string; queries?: { query: string }[] };
+      if (body.queries) texts.push(...body.queries.map((q) => q.query));
+      else texts.push(String(body.query));
       return fetch(input, init as RequestInit);
     };
     try {
-      return { result: await fn(), statements };
+      return { result: await fn(), texts };
     } finally {
       neonConfig.fetchFunction = previous;
     }
@@ -29,12 +30,22 @@ export async function countStatements<T>(
   };
   const original = proto.query;
   proto.query = function (this: unknown, ...args: unknown[]) {
-    statements++;
+    const first = args[0];
+    texts.push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
     return original.apply(this, args);
   };
   try {
-    return { result: await fn(), statements };
+    return { result: await fn(), texts };
   } finally {
     proto.query = original;
   }
+}
+
+/** How many statements a driver sends while `fn` runs. */
+export async function countStatements<T>(
+  driver: Driver,
+  fn: () => Promise<T>,
+): Promise<{ result: T; statements: number }> {
+  const { result, texts } = await captureStatements(driver, fn);
+  return { result, statements: texts.length };
 }

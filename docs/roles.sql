@@ -1,0 +1,29 @@
+-- Least-privilege roles for skiplock. Run as the owner of the "skiplock" schema (the role
+-- that ran the migrations), after migrating. Replace the passwords; rename freely.
+--
+-- skiplock_worker: runs invocations, maintenance and replays. It reads and updates jobs and
+-- deletes finished ones (retention); it cannot insert jobs.
+-- skiplock_enqueuer: enqueues. It inserts jobs, reads only the columns dedupe needs, and
+-- (for `replace` dedupe only) reads and updates the fields replace replaces.
+
+CREATE ROLE skiplock_worker LOGIN PASSWORD 'change-me-worker';
+GRANT USAGE ON SCHEMA "skiplock" TO skiplock_worker;
+GRANT SELECT, UPDATE, DELETE ON "skiplock".jobs TO skiplock_worker;
+GRANT SELECT ON "skiplock".job_status, "skiplock".queue_stats TO skiplock_worker;
+-- A claim must never wait on a lock for long, and a worker never sits idle in a transaction.
+ALTER ROLE skiplock_worker SET statement_timeout = '10s';
+ALTER ROLE skiplock_worker SET idle_in_transaction_session_timeout = '60s';
+
+CREATE ROLE skiplock_enqueuer LOGIN PASSWORD 'change-me-enqueuer';
+GRANT USAGE ON SCHEMA "skiplock" TO skiplock_enqueuer;
+GRANT INSERT ON "skiplock".jobs TO skiplock_enqueuer;
+GRANT USAGE ON SEQUENCE "skiplock".jobs_id_seq TO skiplock_enqueuer;
+GRANT SELECT (id, kind, state, dedupe_key, dedupe_mode, dedupe_window) ON "skiplock".jobs TO skiplock_enqueuer;
+-- Only if you use dedupe mode 'replace'. PostgreSQL counts reading the proposed row
+-- (excluded.payload, …) in ON CONFLICT DO UPDATE as reading the column, so replace also
+-- needs SELECT on the replaced columns: an enqueuer that uses replace can read payloads.
+GRANT UPDATE (payload, run_at, priority, queue, max_attempts, deadline, correlation_id, updated_at)
+  ON "skiplock".jobs TO skiplock_enqueuer;
+GRANT SELECT (payload, run_at, priority, queue, max_attempts, deadline, correlation_id)
+  ON "skiplock".jobs TO skiplock_enqueuer;
+ALTER ROLE skiplock_enqueuer SET statement_timeout = '10s';

@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createEnqueuer } from '../../core/enqueue.js';
+import { DatabaseError } from '../../core/errors.js';
+import { defineJob } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { runMaintenance } from '../../core/maintenance.js';
+import { createWorker } from '../../core/worker.js';
+import { queryRows } from '../../db/execute.js';
+import { databaseUrl, openDb, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+
+let t: TestContext;
+const suffix = randomBytes(3).toString('hex');
+const roles = { worker: `sl_worker_${suffix}`, enqueuer: `sl_enqueuer_${suffix}` };
+const PASSWORD = 'role-pw-0123';
+
+beforeAll(async () => {
+  t = await setupTestSchema('guards');
+  // docs/roles.sql, for this test's schema and role names.
+  const script = readFileSync('docs/roles.sql', 'utf8')
+    .replaceAll('"skiplock"', `"${t.schema}"`)
+    .replaceAll('skiplock_worker', roles.worker)
+    .replaceAll('skiplock_enqueuer', roles.enqueuer)
+    .replace(/'change-me-[a-z]+'/g, `'${PASSWORD}'`)
+    .replace("statement_timeout = '10s'", "statement_timeout = '500ms'");
+  await t.admin.query(script);
+});
+afterAll(async () => {
+  await t.close();
+  const admin = (await import('../helpers/db.js')).openAdminPool();
+  for (const role of Object.values(roles)) await admin.query(`drop role if exists ${role}`).catch(() => {});
+  await admin.end();
+});
+
+/** A connection as `role` through the driver under test (no statement_timeout sent: the role's applies). */
+function openAs(role: string) {
+  const url = new URL(databaseUrl());
+  url.username = role;
+  url.password = PASSWORD;
+  return openDb({ connectionString: url.toString(), statementTimeoutMs: 0 });
+}
+
+const task = defineJob({ kind: 'task', payload: z.object({ n: z.number() }), timeoutMs: 1_000, handler: () => {} });
+
+describe(`least-privilege roles from docs/roles.sql (${testDriver()})`, () => {
+  it('the enqueue role enqueues in every dedupe mode but cannot read leases or errors, claim or delete', async () => {
+    const db = openAs(roles.enqueuer);
+    try {
+      const q = createEnqueuer({ schema: t.schema });
+      expect((await q.enqueue(db, task, { n: 1 })).outcome).toBe('inserted');
+      const a = await q.enqueue(db, task, { n: 2 }, { dedupe: { key: 'k' } });
+      expect(await q.enqueue(db, task, { n: 3 }, { dedupe: { key: 'k' } })).toEqual({
+        id: a.id,
+        outcome: 'deduplicated',
+      });
+      const r = await q.enqueue(db, task, { n: 4 }, { dedupe: { key: 'r', mode: 'replace' } });
+      expect(await q.enqueue(db, task, { n: 5 }, { dedupe: { key: 'r', mode: 'replace' } })).toEqual({
+        id: r.id,
+        outcome: 'replaced',
+      });
+      await q.enqueue(db, task, { n: 6 }, { dedupe: { key: 'w', mode: 'window', windowMs: 60_000 } });
+      for (const forbidden of [
+        sql`select lease_token, last_error from ${sql.identifier(t.schema)}.jobs`,
+        sql`update ${sql.identifier(t.schema)}.jobs set state = 'running'`,
+        sql`delete from ${sql.identifier(t.schema)}.jobs`,
+      ]) {
+        const error = await queryRows(db.db, forbidden, t.schema).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(DatabaseError);
+        expect((error as DatabaseError).sqlState).toBe('42501');
+      }
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('the worker role runs invocations and maintenance but cannot insert jobs', async () => {
+    const db = openAs(roles.worker);
+    try {
+      const summary = await createWorker({ db, schema: t.schema, jobs: [task], logger: silentLogger }).runInvocation({
+        remainingMs: 10_000,
+      });
+      expect(summary).toMatchObject({ stoppedBecause: 'drained', completed: 4 });
+      const report = await runMaintenance(db, { schema: t.schema, completedRetentionMs: 0 });
+      expect(report.prunedCompleted).toBe(4);
+      const error = await createEnqueuer({ schema: t.schema })
+        .enqueue(db, task, { n: 9 })
+        .catch((e: unknown) => e);
+      expect((error as DatabaseError).sqlState).toBe('42501');
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+describe(`database-side guards (${testDriver()})`, () => {
+  it('a claim blocked on a lock is cut off by statement_timeout: the invocation returns, it does not hang', async () => {
+    const db = openAs(roles.worker);
+    const locker = await t.admin.connect();
+    try {
+      await locker.query('begin');
+      await locker.query(`lock table "${t.schema}".jobs in access exclusive mode`);
+      const started = Date.now();
+      const summary = await createWorker({ db, schema: t.schema, jobs: [task], logger: silentLogger }).runInvocation({
+        remainingMs: 30_000,
+      });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(summary).toMatchObject({ stoppedBecause: 'error', errorCode: '57014', claimed: 0 });
+    } finally {
+      await locker.query('rollback');
+      locker.release();
+      await db.close();
+    }
+  });
+
+  it('a session idle in a transaction for the whole run does not stop claiming', async () => {
+    const idle = await t.admin.connect();
+    try {
+      await idle.query('begin');
+      await idle.query('select txid_current()'); // holds an xid and a snapshot, like a forgotten transaction
+      await createEnqueuer({ schema: t.schema }).enqueueMany(
+        t.db,
+        Array.from({ length: 50 }, (_, n) => task.with({ n })),
+      );
+      const summary = await createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [task],
+        logger: silentLogger,
+        concurrency: 10,
+      }).runInvocation({
+        remainingMs: 30_000,
+      });
+      expect(summary).toMatchObject({ claimed: 50, completed: 50, stoppedBecause: 'drained' });
+    } finally {
+      await idle.query('rollback');
+      idle.release();
+    }
+  });
+});
