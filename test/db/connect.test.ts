@@ -49,6 +49,7 @@ describe(`connections (${testDriver()})`, () => {
     const lines: string[] = [];
     try {
       const job = defineJob({ kind: 'k', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
+      const started = Date.now();
       const summary = await createWorker({
         db: down,
         jobs: [job],
@@ -59,6 +60,7 @@ describe(`connections (${testDriver()})`, () => {
         },
       }).runInvocation({ remainingMs: 10_000 });
       expect(summary).toMatchObject({ claimed: 0, stoppedBecause: 'error' });
+      expect(Date.now() - started).toBeLessThan(3_000); // fails fast, well inside its 10 s budget
       expect(summary.error).toBeTruthy();
       expect(lines.join('\n')).not.toContain('sekret-pw');
       expect(lines.some((l) => l.includes('invocation_failed'))).toBe(true);

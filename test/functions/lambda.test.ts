@@ -166,6 +166,39 @@ describe(`Lambda enqueue over HTTP API (${testDriver()})`, () => {
     });
   });
 
+  it.each([
+    'not a url at all s3cret-pw',
+    'mysql://app:s3cret-pw@127.0.0.1:3306/db',
+    'postgres://app:s3cret-pw@127.0.0.1:notaport/db',
+    'postgres://app:s3cret-pw@:5432/db',
+    'postgres://app:s3cret-pw@127.0.0.1:99999/db',
+    'postgres://app:s3cret-pw@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem',
+  ])(
+    'a malformed or unusable DATABASE_URL (%#) is reported without the password, in the answer or the logs',
+    async (url) => {
+      const lines: string[] = [];
+      const write = process.stdout.write.bind(process.stdout);
+      process.stdout.write = ((chunk: string) => {
+        lines.push(String(chunk));
+        return true;
+      }) as typeof process.stdout.write;
+      try {
+        const bad = createLambdaEnqueue([sendEmail], { env: env({ DATABASE_URL: url, SKIPLOCK_LOG_LEVEL: 'debug' }) });
+        const response = await bad({ kind: 'send-email', payload: email });
+        expect(response).toMatchObject({ status: expect.any(Number) });
+        expect((response as { status: number }).status).toBeGreaterThanOrEqual(500);
+        expect(JSON.stringify(response)).not.toContain('s3cret-pw');
+        const worker = await createLambdaWorker([sendEmail], {
+          env: env({ DATABASE_URL: url, SKIPLOCK_LOG_LEVEL: 'debug' }),
+        })(scheduledEvent(), lambdaContext(5_000));
+        expect(JSON.stringify(worker)).not.toContain('s3cret-pw');
+      } finally {
+        process.stdout.write = write;
+      }
+      expect(lines.join('')).not.toContain('s3cret-pw');
+    },
+  );
+
   it('a dead database is a 503 without the URL or password in the answer', async () => {
     const down = createLambdaEnqueue([sendEmail], {
       env: env({ DATABASE_URL: 'postgres://app:hunter2-secret@127.0.0.1:1/db' }),
