@@ -2,7 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type { SkiplockDb } from '../db/connect.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
 import { type ClaimedJob, claimJobs } from '../db/statements/claim.js';
-import { extendLease, type Outcome, releaseJobs, reportProgress, settleJobs } from '../db/statements/settle.js';
+import {
+  extendLease,
+  type Outcome,
+  releaseJobs,
+  reportProgress,
+  type SettledJob,
+  settleJobs,
+} from '../db/statements/settle.js';
 import { type Clock, systemClock } from './clock.js';
 import { ConfigError, DatabaseError, DiscardError, SkiplockError } from './errors.js';
 import { decideFailure } from './failure.js';
@@ -152,19 +159,9 @@ export function createWorker(options: WorkerOptions): Worker {
 
     const fits = (kind: Kind) => clock.now() + kind.definition.timeoutMs <= stopClaimingAt;
 
-    const flush = async () => {
-      if (buffer.length === 0) return;
-      const batch = buffer;
-      buffer = [];
-      const settled = new Map(
-        (
-          await settleJobs(
-            db.db,
-            schema,
-            batch.map((b) => b.outcome),
-          )
-        ).map((s) => [s.id, s]),
-      );
+    /** Counts and logs what the database did with a batch of outcomes. */
+    const account = (batch: Buffered[], settledJobs: SettledJob[]) => {
+      const settled = new Map(settledJobs.map((s) => [s.id, s]));
       for (const item of batch) {
         const result = settled.get(item.job.id);
         const fields = jobFields(item.job, invocationId);
@@ -189,6 +186,20 @@ export function createWorker(options: WorkerOptions): Worker {
           ...(item.reason && result.state !== 'completed' ? { error: item.reason } : {}),
         });
       }
+    };
+
+    const flush = async () => {
+      if (buffer.length === 0) return;
+      const batch = buffer;
+      buffer = [];
+      account(
+        batch,
+        await settleJobs(
+          db.db,
+          schema,
+          batch.map((b) => b.outcome),
+        ),
+      );
     };
 
     const record = (item: Buffered) => {
@@ -217,9 +228,12 @@ export function createWorker(options: WorkerOptions): Worker {
 
     try {
       while (true) {
+        // Outcomes normally ride along with the next claim; they are written on their own only
+        // when they have waited flushIntervalMs, or pile up while a claimed batch is still
+        // being worked through.
         const shouldFlush =
           buffer.length > 0 &&
-          (waiting.length === 0 || buffer.length >= concurrency || clock.now() - oldestBufferedAt >= flushIntervalMs);
+          (clock.now() - oldestBufferedAt >= flushIntervalMs || (waiting.length > 0 && buffer.length >= concurrency));
         if (shouldFlush) await flush();
 
         // Start waiting jobs while slots are free; give back the ones that no longer fit.
@@ -245,14 +259,18 @@ export function createWorker(options: WorkerOptions): Worker {
           !(queueLooksEmpty && inflight.size > 0) &&
           (drain || claimRounds === 0);
         if (mayClaim) {
-          if (buffer.length > 0) await flush();
           claimRounds++;
+          // The buffered outcomes ride along: one statement settles them and claims the next batch.
+          const batch = buffer;
+          buffer = [];
           const claim = await claimJobs(db.db, schema, {
             leases: eligible.map((k) => ({ kind: k.definition.kind, leaseMs: k.definition.timeoutMs + leaseGraceMs })),
             queues,
             limit: batchSize,
             invocationId,
+            settle: batch.map((b) => b.outcome),
           });
+          account(batch, claim.settled);
           summary.claimed += claim.jobs.length;
           summary.dead += claim.dead.length;
           for (const job of claim.dead) {
@@ -274,9 +292,8 @@ export function createWorker(options: WorkerOptions): Worker {
         if (queueLooksEmpty || eligible.length === 0 || (!drain && claimRounds > 0)) {
           await Promise.all(inflight.values());
           if (queueLooksEmpty && drain) {
-            // Everything in hand is done: write it, then look once more for new work
-            // (retries that came due, jobs the handlers enqueued).
-            await flush();
+            // Everything in hand is done: look once more for new work (retries that came
+            // due, jobs the handlers enqueued); that claim also writes the outcomes.
             queueLooksEmpty = false;
           }
         } else {

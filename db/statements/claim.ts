@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
+import { type Outcome, type SettledJob, type SettledRow, settleJobs, settleUpdate, toSettledJob } from './settle.js';
 
 export interface ClaimRequest {
   /** Kinds this claimer may take, each with the lease it gets (its timeout plus a grace). */
@@ -13,6 +14,11 @@ export interface ClaimRequest {
   invocationId: string;
   /** Test hook: the database's "now" for this statement. */
   now?: Date;
+  /**
+   * Outcomes of the previous batch, written in the same statement before claiming the next
+   * (one round trip per batch in steady state). They are fenced exactly as settleJobs.
+   */
+  settle?: readonly Outcome[];
 }
 
 export interface ClaimedJob {
@@ -41,9 +47,13 @@ export interface ClaimDeadJob {
 export interface ClaimResult {
   jobs: ClaimedJob[];
   dead: ClaimDeadJob[];
+  /** What became of `request.settle` (absent ids lost their lease). */
+  settled: SettledJob[];
 }
 
 type ClaimRow = {
+  row_kind: 'claimed' | 'settled';
+  run_at_ms: number;
   id: string;
   kind: string;
   queue: string;
@@ -69,11 +79,24 @@ type ClaimRow = {
  * its attempts, goes to the DLQ instead (deadline_exceeded / lease_expired) and is never run.
  */
 export async function claimJobs(db: AnyPgDatabase, schema: string, request: ClaimRequest): Promise<ClaimResult> {
-  if (request.limit < 1 || request.leases.length === 0) return { jobs: [], dead: [] };
+  const settle = request.settle ?? [];
+  if (request.limit < 1 || request.leases.length === 0) {
+    return { jobs: [], dead: [], settled: settle.length > 0 ? await settleJobs(db, schema, settle, request.now) : [] };
+  }
   const jobs = jobsRef(schema);
   const kinds = request.leases.map((l) => l.kind);
   const leaseMs = request.leases.map((l) => Math.max(1, Math.round(l.leaseMs)));
   const queueFilter = request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``;
+  // A row this statement settles must not also be rescued by it (one row, one write).
+  const notSettling = settle.length > 0 ? sql`and j.id <> all(${sql.param(settle.map((o) => o.id))}::bigint[])` : sql``;
+  const settledCte = settle.length > 0 ? sql`settled as (${settleUpdate(schema, settle)}),` : sql``;
+  const settledRows =
+    settle.length > 0
+      ? sql`union all
+    select 'settled', id::text, null, null, null::jsonb, null::smallint, null::int, null::int, null,
+      null::float8, null, state, dead_reason, ${epochMs(sql`run_at`)}
+    from settled`
+      : sql``;
   const now = sql`(select now from clock)`;
   // SET expressions read the row as locked (its latest version), never a stale snapshot.
   const deadlinePassed = sql`(j.deadline is not null and j.deadline <= ${now})`;
@@ -94,6 +117,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const rows = await queryRows<ClaimRow>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
+    ${settledCte}
     ready as (
       select j.id from ${jobs} j
       where j.state = 'queued' and j.run_at <= ${now}
@@ -105,7 +129,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
     expired as (
       select j.id from ${jobs} j
       where j.state = 'running' and j.lease_expires_at <= ${now}
-        and j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}
+        and j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter} ${notSettling}
       order by j.lease_expires_at
       limit ${request.limit}
       for update skip locked
@@ -137,15 +161,21 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.lease_token,
         j.lease_expires_at, j.correlation_id, j.state, j.dead_reason, j.run_at
     )
-    select id::text as id, kind, queue, payload, priority, attempt, max_attempts, lease_token::text as lease_token,
-      ${epochMs(sql`lease_expires_at`)} as lease_expires_at_ms, correlation_id, state, dead_reason
-    from claimed
-    order by claimed.priority, claimed.run_at, claimed.id`,
+    select * from (
+      select 'claimed' as row_kind, id::text as id, kind, queue, payload, priority, attempt, max_attempts,
+        lease_token::text as lease_token, ${epochMs(sql`lease_expires_at`)} as lease_expires_at_ms, correlation_id,
+        state, dead_reason, ${epochMs(sql`run_at`)} as run_at_ms
+      from claimed
+      ${settledRows}
+    ) rows
+    order by rows.row_kind, rows.priority, rows.run_at_ms, rows.id::bigint`,
     schema,
   );
-  const result: ClaimResult = { jobs: [], dead: [] };
+  const result: ClaimResult = { jobs: [], dead: [], settled: [] };
   for (const row of rows) {
-    if (row.state === 'running') {
+    if (row.row_kind === 'settled') {
+      result.settled.push(toSettledJob(row as unknown as SettledRow));
+    } else if (row.state === 'running') {
       result.jobs.push({
         id: row.id,
         kind: row.kind,

@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
@@ -41,6 +41,41 @@ export async function settleJobs(
   now?: Date,
 ): Promise<SettledJob[]> {
   if (outcomes.length === 0) return [];
+  const rows = await queryRows<SettledRow>(
+    db,
+    sql`with clock as (select ${nowExpr(now)} as now), settled as (${settleUpdate(schema, outcomes)})
+    select id::text as id, state, dead_reason, ${epochMs(sql`run_at`)} as run_at_ms from settled`,
+    schema,
+  );
+  return rows.map(toSettledJob);
+}
+
+export type SettledRow = { id: string; state: SettledJob['state']; dead_reason: string | null; run_at_ms: number };
+
+export function toSettledJob(r: SettledRow): SettledJob {
+  return { id: r.id, state: r.state, deadReason: r.dead_reason, runAt: new Date(r.run_at_ms) };
+}
+
+/**
+ * The fenced UPDATE … RETURNING id, state, dead_reason, run_at behind settleJobs, for use as
+ * a CTE next to a `clock` CTE (claimJobs runs it in the same statement as the next claim).
+ * A batch of completions alone — the common case — takes a lean path over two arrays.
+ */
+export function settleUpdate(schema: string, outcomes: readonly Outcome[]): SQL {
+  const jobs = jobsRef(schema);
+  const now = sql`(select now from clock)`;
+  if (outcomes.every((o) => o.outcome === 'completed')) {
+    return sql`update ${jobs} j set
+        lease_token = r.token,
+        state = 'completed',
+        finished_at = ${now},
+        lease_expires_at = null,
+        updated_at = ${now}
+      from unnest(${sql.param(outcomes.map((o) => o.id))}::bigint[], ${sql.param(outcomes.map((o) => o.leaseToken))}::uuid[])
+        as r(id, token)
+      where j.id = r.id and j.lease_token = r.token and j.state = 'running'
+      returning j.id, j.state, j.dead_reason, j.run_at`;
+  }
   const input = outcomes.map((o) => ({
     id: o.id,
     token: o.leaseToken,
@@ -49,7 +84,6 @@ export async function settleJobs(
     reason: o.outcome === 'dead' ? o.reason : null,
     error: 'error' in o && o.error ? o.error : null,
   }));
-  const jobs = jobsRef(schema);
   const exhausted = sql`(r.outcome = 'retry' and j.attempt >= j.max_attempts)`;
   const newState = sql`(case
     when r.outcome = 'completed' then 'completed'
@@ -57,43 +91,25 @@ export async function settleJobs(
     when r.outcome = 'retry' and not ${exhausted} then 'queued'
     else 'dead'
   end)`;
-  const rows = await queryRows<{
-    id: string;
-    state: SettledJob['state'];
-    dead_reason: string | null;
-    run_at_ms: number;
-  }>(
-    db,
-    sql`with clock as (select ${nowExpr(now)} as now),
-    input as (
-      select * from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
-        as r(id bigint, token uuid, outcome text, delay_ms bigint, reason text, error jsonb)
-    ),
-    settled as (
-      update ${jobs} j set
-        -- Equal to the current token by the WHERE below. Written anyway so that an audit of
-        -- the row sees which token each write was made under (the chaos checker relies on it).
-        lease_token = r.token,
-        state = ${newState},
-        dead_reason = case
-          when r.outcome = 'dead' then coalesce(r.reason, 'discarded')
-          when ${exhausted} then 'max_attempts'
-        end,
-        run_at = case when ${newState} = 'queued'
-          then (select now from clock) + r.delay_ms * interval '1 millisecond' else j.run_at end,
-        finished_at = case when ${newState} = 'queued' then null else (select now from clock) end,
-        lease_expires_at = null,
-        last_error = coalesce(r.error, j.last_error),
-        errors = case when r.error is null then j.errors else ${appendCapped(sql`j.errors`, sql`r.error`)} end,
-        updated_at = (select now from clock)
-      from input r
-      where j.id = r.id and j.lease_token = r.token and j.state = 'running'
-      returning j.id, j.state, j.dead_reason, j.run_at
-    )
-    select id::text as id, state, dead_reason, ${epochMs(sql`run_at`)} as run_at_ms from settled`,
-    schema,
-  );
-  return rows.map((r) => ({ id: r.id, state: r.state, deadReason: r.dead_reason, runAt: new Date(r.run_at_ms) }));
+  return sql`update ${jobs} j set
+      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
+      -- the row sees which token each write was made under (the chaos checker relies on it).
+      lease_token = r.token,
+      state = ${newState},
+      dead_reason = case
+        when r.outcome = 'dead' then coalesce(r.reason, 'discarded')
+        when ${exhausted} then 'max_attempts'
+      end,
+      run_at = case when ${newState} = 'queued' then ${now} + r.delay_ms * interval '1 millisecond' else j.run_at end,
+      finished_at = case when ${newState} = 'queued' then null else ${now} end,
+      lease_expires_at = null,
+      last_error = coalesce(r.error, j.last_error),
+      errors = case when r.error is null then j.errors else ${appendCapped(sql`j.errors`, sql`r.error`)} end,
+      updated_at = ${now}
+    from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
+      as r(id bigint, token uuid, outcome text, delay_ms bigint, reason text, error jsonb)
+    where j.id = r.id and j.lease_token = r.token and j.state = 'running'
+    returning j.id, j.state, j.dead_reason, j.run_at`;
 }
 
 /**
