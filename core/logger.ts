@@ -4,6 +4,8 @@ export interface Logger {
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
+  /** Optional: whether lines at `level` are written at all (lets callers skip building them). */
+  isEnabled?(level: 'debug' | 'info' | 'warn' | 'error'): boolean;
 }
 
 type Level = 'debug' | 'info' | 'warn' | 'error';
@@ -17,10 +19,16 @@ export function jsonLogger(options: { level?: Level; write?: (line: string) => v
     if (LEVELS[level] < min) return;
     write(safeStringify({ level, time: new Date().toISOString(), msg: message, ...fields }));
   };
-  return { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') };
+  return {
+    debug: log('debug'),
+    info: log('info'),
+    warn: log('warn'),
+    error: log('error'),
+    isEnabled: (level) => LEVELS[level] >= min,
+  };
 }
 
-export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {}, isEnabled: () => false };
 
 /** JSON.stringify that survives cycles and bigints (a log line must never throw). */
 export function safeStringify(value: unknown): string {
@@ -42,5 +50,6 @@ export function withFields(logger: Logger, fields: Record<string, unknown>): Log
     info: (message, extra) => logger.info(message, { ...fields, ...extra }),
     warn: (message, extra) => logger.warn(message, { ...fields, ...extra }),
     error: (message, extra) => logger.error(message, { ...fields, ...extra }),
+    isEnabled: logger.isEnabled ? (level) => logger.isEnabled?.(level) ?? true : undefined,
   };
 }

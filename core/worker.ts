@@ -14,8 +14,9 @@ import { type Clock, systemClock } from './clock.js';
 import { ConfigError, DatabaseError, DiscardError, SkiplockError } from './errors.js';
 import { decideFailure } from './failure.js';
 import { describeIssues } from './issues.js';
+import { JobAbort, JobRun, jobFields } from './job-run.js';
 import type { JobDefinition, JobHandler } from './jobs.js';
-import { jsonLogger, type Logger, withFields } from './logger.js';
+import { jsonLogger, type Logger } from './logger.js';
 
 export interface WorkerOptions {
   db: SkiplockDb;
@@ -108,6 +109,8 @@ export function createWorker(options: WorkerOptions): Worker {
   const flushIntervalMs = options.flushIntervalMs ?? WORKER_DEFAULTS.flushIntervalMs;
   const logger = options.logger ?? jsonLogger();
   const clock = options.clock ?? systemClock;
+  // Building a log line per completed job costs more than a no-op job: skip it when nobody listens.
+  const infoLogs = logger.isEnabled?.('info') ?? true;
   const { db } = options;
   const queues = options.queues?.map((q) => assertLabel('queue', q));
   for (const [name, value] of [
@@ -176,6 +179,7 @@ export function createWorker(options: WorkerOptions): Worker {
         else if (result.state === 'dead') summary.dead++;
         else summary.cancelled++;
         const outcome = result.state === 'queued' ? 'retry' : result.state;
+        if (outcome === 'completed' && !infoLogs) continue;
         const log = outcome === 'completed' ? logger.info : logger.warn;
         log.call(logger, 'job', {
           ...fields,
@@ -207,12 +211,54 @@ export function createWorker(options: WorkerOptions): Worker {
       buffer.push(item);
     };
 
+    // One timer for the whole invocation: it fires at the earliest timeout among the running
+    // attempts (or the invocation's deadline) and aborts whatever is due.
+    const running = new Set<JobRun>();
+    let watchdogAt = Number.POSITIVE_INFINITY;
+    let cancelWatchdog: (() => void) | undefined;
+    const armWatchdog = (at: number) => {
+      if (at >= watchdogAt) return;
+      cancelWatchdog?.();
+      watchdogAt = at;
+      cancelWatchdog = clock.setTimer(fireWatchdog, at - clock.now());
+    };
+    const fireWatchdog = () => {
+      watchdogAt = Number.POSITIVE_INFINITY;
+      cancelWatchdog = undefined;
+      const now = clock.now();
+      let next = Number.POSITIVE_INFINITY;
+      for (const run of running) {
+        if (run.timeoutAt <= now) {
+          run.abort(
+            new JobAbort('timeout', `timed out after ${(kinds.get(run.kind) as Kind).definition.timeoutMs} ms`),
+          );
+        } else if (stopClaimingAt <= now) {
+          run.abort(new JobAbort('invocation_deadline', 'the invocation reached its deadline'));
+        } else {
+          next = Math.min(next, run.timeoutAt, stopClaimingAt);
+        }
+      }
+      if (next < Number.POSITIVE_INFINITY) armWatchdog(next);
+    };
+    const runDeps = {
+      logger,
+      invocationId,
+      reportProgress: (holder: { id: string; leaseToken: string }, progress: unknown) =>
+        reportProgress(db.db, schema, holder, progress),
+      extendLease: async (holder: { id: string; leaseToken: string }, ms: number) =>
+        (await extendLease(db.db, schema, holder, ms)) !== null,
+    };
+
     const start = (job: ClaimedJob) => {
       const kind = kinds.get(job.kind) as Kind;
-      const done = runJob(job, kind, invocationId, stopClaimingAt).then((item) => {
+      const run = new JobRun(job, clock.now() + kind.definition.timeoutMs, runDeps);
+      running.add(run);
+      armWatchdog(Math.min(run.timeoutAt, stopClaimingAt));
+      const done = runJob(run, kind).then((item) => {
+        running.delete(run);
         if (item === 'completed_in_transaction') {
           summary.completed++;
-          logger.info('job', { ...jobFields(job, invocationId), outcome: 'completed' });
+          if (infoLogs) logger.info('job', { ...jobFields(job, invocationId), outcome: 'completed' });
         } else if (item === 'lease_lost') {
           summary.leaseLost++;
           logger.warn('lease_lost', { ...jobFields(job, invocationId), outcome: 'lease_lost' });
@@ -319,53 +365,17 @@ export function createWorker(options: WorkerOptions): Worker {
         summary.released += released.length;
       }
     }
+    cancelWatchdog?.();
     summary.durationMs = clock.now() - startedAt;
     logger.info('invocation', { ...summary });
     return summary;
   }
 
-  /** Runs one job under its signal; resolves with what to write, never rejects. */
-  async function runJob(
-    job: ClaimedJob,
-    kind: Kind,
-    invocationId: string,
-    stopAt: number,
-  ): Promise<Buffered | 'completed_in_transaction' | 'lease_lost'> {
+  /** Runs one job until it settles or is aborted; resolves with what to write, never rejects. */
+  async function runJob(run: JobRun, kind: Kind): Promise<Buffered | 'completed_in_transaction' | 'lease_lost'> {
     const { definition, handler } = kind;
+    const { job } = run;
     const startedAt = clock.now();
-    const controller = new AbortController();
-    const cancelTimers = [
-      clock.setTimer(
-        () => controller.abort(new JobAbort('timeout', `timed out after ${definition.timeoutMs} ms`)),
-        definition.timeoutMs,
-      ),
-      clock.setTimer(
-        () => controller.abort(new JobAbort('invocation_deadline', 'the invocation reached its deadline')),
-        stopAt - clock.now(),
-      ),
-    ];
-    const holder = { id: job.id, leaseToken: job.leaseToken };
-    const fenced = (ok: boolean) => {
-      if (!ok) controller.abort(new JobAbort('lease_lost', 'the lease was lost to another holder'));
-      return ok;
-    };
-    const context = {
-      id: job.id,
-      kind: job.kind,
-      queue: job.queue,
-      attempt: job.attempt,
-      maxAttempts: job.maxAttempts,
-      correlationId: job.correlationId,
-      leaseToken: job.leaseToken,
-      signal: controller.signal,
-      logger: withFields(logger, jobFields(job, invocationId)),
-      reportProgress: async (progress: unknown) => fenced(await reportProgress(db.db, schema, holder, progress)),
-      extendLease: async (ms: number) => fenced((await extendLease(db.db, schema, holder, ms)) !== null),
-    };
-    const aborted = new Promise<JobAbort>((resolve) => {
-      if (controller.signal.aborted) resolve(controller.signal.reason as JobAbort);
-      controller.signal.addEventListener('abort', () => resolve(controller.signal.reason as JobAbort), { once: true });
-    });
     const fail = (thrown: unknown): Buffered => {
       const decision = decideFailure(thrown, job.attempt);
       const base = { id: job.id, leaseToken: job.leaseToken };
@@ -394,11 +404,13 @@ export function createWorker(options: WorkerOptions): Worker {
           }),
         );
       }
+      const holder = { id: job.id, leaseToken: job.leaseToken };
       const work: Promise<'done' | 'completed_in_transaction' | 'lease_lost'> = definition.transactional
         ? db.db
             .transaction(async (tx) => {
-              await handler(parsed.data, { ...context, tx });
-              if (controller.signal.aborted) throw controller.signal.reason;
+              // The handler's context, plus the transaction (getters and methods come from the run).
+              await handler(parsed.data, Object.assign(Object.create(run) as JobRun, { tx }));
+              if (run.aborted) throw run.aborted;
               const settled = await settleJobs(tx, schema, [{ ...holder, outcome: 'completed' }]);
               if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
               return 'completed_in_transaction' as const;
@@ -408,10 +420,10 @@ export function createWorker(options: WorkerOptions): Worker {
               throw err;
             })
         : Promise.resolve()
-            .then(() => handler(parsed.data, context))
+            .then(() => handler(parsed.data, run))
             .then(() => 'done' as const);
       work.catch(() => {}); // a handler that rejects after we stopped waiting must not crash the process
-      const result = await Promise.race([work, aborted]);
+      const result = await Promise.race([work, run.whenAborted()]);
       if (result instanceof JobAbort) {
         if (result.reason === 'lease_lost') return 'lease_lost';
         return fail(result);
@@ -421,34 +433,10 @@ export function createWorker(options: WorkerOptions): Worker {
     } catch (thrown) {
       if (thrown instanceof JobAbort && thrown.reason === 'lease_lost') return 'lease_lost';
       return fail(thrown);
-    } finally {
-      for (const cancel of cancelTimers) cancel();
     }
   }
 
   return { runInvocation };
 }
 
-/** Why a job's signal fired. Recorded as the failure class (timeout, invocation_deadline). */
-export class JobAbort extends Error {
-  readonly reason: 'timeout' | 'invocation_deadline' | 'lease_lost';
-  constructor(reason: JobAbort['reason'], message: string) {
-    super(message);
-    this.name = reason;
-    this.reason = reason;
-  }
-}
-
-function jobFields(
-  job: { id: string; kind: string; queue: string; attempt: number; correlationId: string | null },
-  invocationId: string,
-) {
-  return {
-    invocationId,
-    jobId: job.id,
-    kind: job.kind,
-    queue: job.queue,
-    attempt: job.attempt,
-    correlationId: job.correlationId,
-  };
-}
+export { JobAbort };

@@ -85,6 +85,9 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   }
   const jobs = jobsRef(schema);
   const kinds = request.leases.map((l) => l.kind);
+  const rescueError = sql`jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))`;
   const leaseMs = request.leases.map((l) => Math.max(1, Math.round(l.leaseMs)));
   const queueFilter = request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``;
   // A row this statement settles must not also be rescued by it (one row, one write).
@@ -98,65 +101,76 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
     from settled`
       : sql``;
   const now = sql`(select now from clock)`;
-  // SET expressions read the row as locked (its latest version), never a stale snapshot.
-  const deadlinePassed = sql`(j.deadline is not null and j.deadline <= ${now})`;
-  const deadReason = sql`(case
-    when ${deadlinePassed} then 'deadline_exceeded'
-    when j.state = 'running' and j.attempt >= j.max_attempts then 'lease_expired'
-  end)`;
-  const runs = sql`(${deadReason} is null)`;
-  const error = sql`(case
-    when ${deadlinePassed} then jsonb_build_object(
-      'class', 'deadline_exceeded', 'message', 'the job''s deadline passed before it could run',
-      'attempt', j.attempt, 'at', ${now})
-    when j.state = 'running' then jsonb_build_object(
-      'class', 'lease_expired',
-      'message', 'the lease expired before its holder finished (the invocation died or overran)',
-      'attempt', j.attempt, 'holder', j.locked_by, 'at', ${now})
-  end)`;
+  const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
+  const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
+  const buriedError = sql`(case when j.deadline <= ${now}
+    then jsonb_build_object('class', 'deadline_exceeded',
+      'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${now})
+    else ${rescueError} end)`;
   const rows = await queryRows<ClaimRow>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
     ${settledCte}
+    doomed_by_deadline as (
+      -- Rare: rows that must go to the DLQ instead of running; kept out of the hot UPDATE
+      -- below so that one stays a plain assignment. Each reads only its own partial index.
+      select j.id from ${jobs} j
+      where j.state = 'queued' and j.deadline is not null and j.deadline <= ${now} and ${kindFilter}
+      limit ${request.limit}
+      for update skip locked
+    ),
+    doomed_by_lease as (
+      select j.id from ${jobs} j
+      where j.state = 'running' and j.lease_expires_at <= ${now}
+        and (j.attempt >= j.max_attempts or j.deadline <= ${now}) and ${kindFilter} ${notSettling}
+      limit ${request.limit}
+      for update skip locked
+    ),
+    buried as (
+      update ${jobs} j set
+        state = 'dead',
+        dead_reason = case when j.deadline <= ${now} then 'deadline_exceeded' else 'lease_expired' end,
+        finished_at = ${now},
+        lease_expires_at = null,
+        last_error = ${buriedError},
+        errors = ${appendCapped(sql`j.errors`, buriedError)},
+        updated_at = ${now}
+      from (select id from doomed_by_deadline union all select id from doomed_by_lease) d
+      where j.id = d.id
+      returning j.id, j.kind, j.queue, j.attempt, j.correlation_id, j.dead_reason, j.run_at, j.priority
+    ),
     ready as (
       select j.id from ${jobs} j
-      where j.state = 'queued' and j.run_at <= ${now}
-        and j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}
+      where j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${kindFilter}
       order by j.priority, j.run_at, j.id
       limit ${request.limit}
       for update skip locked
     ),
     expired as (
+      -- Rescue: a lease that ran out (its holder died or overran) with attempts left.
       select j.id from ${jobs} j
-      where j.state = 'running' and j.lease_expires_at <= ${now}
-        and j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter} ${notSettling}
+      where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
+        and ${notPastDeadline} and ${kindFilter} ${notSettling}
       order by j.lease_expires_at
       limit ${request.limit}
       for update skip locked
     ),
-    picked as (
-      select j.id, k.lease_ms
-      from ${jobs} j
-      join unnest(${sql.param(kinds)}::text[], ${sql.param(leaseMs)}::int[]) as k(kind, lease_ms) on k.kind = j.kind
-      where j.id in (select id from ready union all select id from expired)
-      order by j.priority, j.run_at, j.id
-      limit ${request.limit}
-    ),
     claimed as (
+      -- The row is locked and the predicates above were re-checked on its latest version,
+      -- so every row here runs: a new token, a lease from the database clock, one more attempt.
       update ${jobs} j set
-        state = case when ${runs} then 'running' else 'dead' end,
-        dead_reason = ${deadReason},
-        attempt = j.attempt + case when ${runs} then 1 else 0 end,
-        lease_token = case when ${runs} then gen_random_uuid() else j.lease_token end,
-        lease_expires_at = case when ${runs} then ${now} + p.lease_ms * interval '1 millisecond' end,
-        locked_by = case when ${runs} then ${request.invocationId} else j.locked_by end,
-        started_at = case when ${runs} then coalesce(j.started_at, ${now}) else j.started_at end,
-        attempted_at = case when ${runs} then ${now} else j.attempted_at end,
-        finished_at = case when ${runs} then null else ${now} end,
-        last_error = coalesce(${error}, j.last_error),
-        errors = case when ${error} is null then j.errors else ${appendCapped(sql`j.errors`, error)} end,
-        updated_at = ${now}
-      from picked p
+        state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = gen_random_uuid(),
+        lease_expires_at = ${now} + (${sql.param(leaseMs)}::int[])[array_position(${sql.param(kinds)}::text[], j.kind)]
+          * interval '1 millisecond',
+        locked_by = ${request.invocationId},
+        started_at = coalesce(j.started_at, ${now}),
+        attempted_at = ${now},
+        updated_at = ${now},
+        last_error = case when j.state = 'running' then ${rescueError} else j.last_error end,
+        errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
+      from (select id from ready union all select id from expired limit ${request.limit}) p
       where j.id = p.id
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.lease_token,
         j.lease_expires_at, j.correlation_id, j.state, j.dead_reason, j.run_at
@@ -166,6 +180,10 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
         lease_token::text as lease_token, ${epochMs(sql`lease_expires_at`)} as lease_expires_at_ms, correlation_id,
         state, dead_reason, ${epochMs(sql`run_at`)} as run_at_ms
       from claimed
+      union all
+      select 'claimed', id::text, kind, queue, null::jsonb, priority, attempt, null::int, null,
+        null::float8, correlation_id, 'dead', dead_reason, ${epochMs(sql`run_at`)}
+      from buried
       ${settledRows}
     ) rows
     order by rows.row_kind, rows.priority, rows.run_at_ms, rows.id::bigint`,

@@ -1,0 +1,63 @@
+import { Logger, makeWorkerUtils, run, type WorkerUtils } from 'graphile-worker';
+import pg from 'pg';
+import { waitUntilZero } from '../db.js';
+import type { BenchSystem } from './types.js';
+
+const silent = new Logger(() => () => {});
+
+/**
+ * graphile-worker 0.18 configured as its performance page recommends: a local queue that
+ * fetches in batches, batched completion and failure, prepared statements.
+ */
+export function graphileSystem(): BenchSystem {
+  let url = '';
+  let utils: WorkerUtils | undefined;
+  const worker = { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
+  return {
+    name: 'graphile-worker',
+    settings: {
+      concurrency: 'K',
+      maxPoolSize: 'K + 2',
+      preset: { worker },
+      preparedStatements: true,
+      pollInterval: 2000,
+    },
+    async setup(target) {
+      url = target;
+      utils = await makeWorkerUtils({ connectionString: url, logger: silent });
+      await utils.migrate();
+    },
+    async enqueueSingle(n) {
+      for (let i = 0; i < n; i++) await (utils as WorkerUtils).addJob('noop', { n: i });
+    },
+    async enqueueBulk(n, size) {
+      for (let i = 0; i < n; i += size) {
+        await (utils as WorkerUtils).addJobs(
+          Array.from({ length: Math.min(size, n - i) }, (_, j) => ({ identifier: 'noop', payload: { n: i + j } })),
+        );
+      }
+    },
+    async process(k) {
+      const check = new pg.Client({ connectionString: url });
+      await check.connect();
+      const runner = await run({
+        connectionString: url,
+        concurrency: k,
+        maxPoolSize: k + 2,
+        noHandleSignals: true,
+        pollInterval: 2000,
+        logger: silent,
+        taskList: { noop: async () => {} },
+        preset: { worker },
+      });
+      await waitUntilZero(async () =>
+        Number((await check.query('select count(*) as n from graphile_worker._private_jobs')).rows[0].n),
+      );
+      await runner.stop();
+      await check.end();
+    },
+    async teardown() {
+      await utils?.release();
+    },
+  };
+}

@@ -1,0 +1,74 @@
+import pg from 'pg';
+import * as z from 'zod';
+import { createEnqueuer } from '../../core/enqueue.js';
+import { defineJob } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { createWorker } from '../../core/worker.js';
+import { connect, type SkiplockDb } from '../../db/connect.js';
+import { migrate } from '../../db/migrate.js';
+import { waitUntilZero } from '../db.js';
+import type { BenchSystem } from './types.js';
+
+const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: () => {} });
+
+/** skiplock: K invocation loops, each with its own connection, batch = concurrency = BATCH. */
+export function skiplockSystem(batch = 100): BenchSystem {
+  let url = '';
+  let db: SkiplockDb | undefined;
+  const enqueuer = createEnqueuer();
+  return {
+    name: 'skiplock',
+    settings: {
+      driver: 'pg',
+      loops: 'K',
+      perLoop: { concurrency: batch, batchSize: batch, connections: 1 },
+      logger: 'silent',
+    },
+    async setup(target) {
+      url = target;
+      db = connect({ connectionString: url, max: 2 });
+      await migrate(db);
+    },
+    async enqueueSingle(n) {
+      for (let i = 0; i < n; i++) await enqueuer.enqueue(db as SkiplockDb, noop, { n: i });
+    },
+    async enqueueBulk(n, size) {
+      for (let i = 0; i < n; i += size) {
+        await enqueuer.enqueueMany(
+          db as SkiplockDb,
+          Array.from({ length: Math.min(size, n - i) }, (_, j) => noop.with({ n: i + j })),
+        );
+      }
+    },
+    async process(k) {
+      await Promise.all(
+        Array.from({ length: k }, async () => {
+          const own = connect({ connectionString: url, max: 1 });
+          const worker = createWorker({
+            db: own,
+            jobs: [noop],
+            concurrency: batch,
+            batchSize: batch,
+            logger: silentLogger,
+          });
+          try {
+            while ((await worker.runInvocation({ remainingMs: 600_000 })).claimed > 0) {}
+          } finally {
+            await own.close();
+          }
+        }),
+      );
+      const check = new pg.Client({ connectionString: url });
+      await check.connect();
+      await waitUntilZero(async () =>
+        Number(
+          (await check.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
+        ),
+      );
+      await check.end();
+    },
+    async teardown() {
+      await db?.close();
+    },
+  };
+}
