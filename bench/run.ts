@@ -1,0 +1,316 @@
+/**
+ * `npm run bench [-- --quick] [-- --json]`: skiplock, graphile-worker and pg-boss side by side
+ * on the same Postgres, plus the raw-SQL floor. Writes bench/RESULTS.md and bench/process.svg.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+import pg from 'pg';
+import * as z from 'zod';
+import { createEnqueuer } from '../core/enqueue.js';
+import { defineJob } from '../core/jobs.js';
+import { connect } from '../db/connect.js';
+import { migrate } from '../db/migrate.js';
+import { claimJobs } from '../db/statements/claim.js';
+import { resolveTestDatabase } from '../scripts/local-postgres.js';
+import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
+import { renderReport } from './report.js';
+import { graphileSystem } from './systems/graphile.js';
+import { pgBossSystem } from './systems/pgboss.js';
+import { rawSystem } from './systems/raw.js';
+import { skiplockSystem } from './systems/skiplock.js';
+import type { BenchSystem } from './systems/types.js';
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const asJson = args.includes('--json');
+const log = (line: string) => {
+  if (!asJson) console.log(line);
+  else process.stderr.write(`${line}\n`);
+};
+
+export const PARAMS = quick
+  ? {
+      single: 2_000,
+      bulk: 20_000,
+      bulkBatch: 1_000,
+      process: 10_000,
+      reps: 3,
+      finishedRows: 200_000,
+      queuedRows: 20_000,
+      wal: 5_000,
+      claims: 200,
+    }
+  : {
+      single: 10_000,
+      bulk: 100_000,
+      bulkBatch: 1_000,
+      process: 50_000,
+      reps: 3,
+      finishedRows: 1_000_000,
+      queuedRows: 100_000,
+      wal: 10_000,
+      claims: 500,
+    };
+const SKIPLOCK_BATCH = 200;
+const KS = [1, 4, 16] as const;
+const DB = 'skiplock_bench';
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
+};
+const rate = (n: number, ms: number) => Math.round(n / (ms / 1000));
+
+const database = await resolveTestDatabase();
+const server = (() => {
+  const url = new URL(database.url);
+  return url.toString();
+})();
+
+async function withSystem<T>(
+  make: () => BenchSystem,
+  fn: (system: BenchSystem, url: string) => Promise<T>,
+): Promise<T> {
+  const system = make();
+  const url = await freshDatabase(server, DB);
+  await system.setup(url);
+  try {
+    return await fn(system, url);
+  } finally {
+    await system.teardown();
+  }
+}
+
+const makers: Record<string, () => BenchSystem> = {
+  skiplock: () => skiplockSystem(SKIPLOCK_BATCH),
+  'graphile-worker': () => graphileSystem(),
+  'pg-boss': () => pgBossSystem(500),
+};
+const names = Object.keys(makers);
+/** Alternate the order of systems between repetitions. */
+const rotated = (rep: number) => names.map((_, i) => names[(i + rep) % names.length] as string);
+
+const serverVersion = await withClient(server, async (c) =>
+  String((await c.query('show server_version')).rows[0].server_version),
+);
+const results: Record<string, unknown> = {};
+const started = Date.now();
+
+// 1. Enqueue.
+log('phase 1: enqueue');
+const single: Record<string, number[]> = {};
+const bulk: Record<string, number[]> = {};
+for (let rep = 0; rep < PARAMS.reps; rep++) {
+  for (const name of rotated(rep)) {
+    const make = makers[name] as () => BenchSystem;
+    await withSystem(make, async (system) => {
+      const t = performance.now();
+      await system.enqueueSingle(PARAMS.single);
+      (single[name] ??= []).push(rate(PARAMS.single, performance.now() - t));
+    });
+    await withSystem(make, async (system) => {
+      const t = performance.now();
+      await system.enqueueBulk(PARAMS.bulk, PARAMS.bulkBatch);
+      (bulk[name] ??= []).push(rate(PARAMS.bulk, performance.now() - t));
+    });
+  }
+}
+results.enqueue_single = Object.fromEntries(names.map((n) => [n, median(single[n] ?? [])]));
+results.enqueue_bulk = Object.fromEntries(names.map((n) => [n, median(bulk[n] ?? [])]));
+log(`  single ${JSON.stringify(results.enqueue_single)}  bulk ${JSON.stringify(results.enqueue_bulk)}`);
+
+// 2. Processing (and 6. the raw floor at K = 4).
+async function processRate(make: () => BenchSystem, k: number): Promise<number> {
+  return withSystem(make, async (system, url) => {
+    await system.enqueueBulk(PARAMS.process, PARAMS.bulkBatch);
+    await vacuumAnalyze(url);
+    const t = performance.now();
+    await system.process(k);
+    return rate(PARAMS.process, performance.now() - t);
+  });
+}
+log('phase 2: processing');
+for (const k of KS) {
+  const runs: Record<string, number[]> = {};
+  for (let rep = 0; rep < PARAMS.reps; rep++) {
+    for (const name of rotated(rep)) (runs[name] ??= []).push(await processRate(makers[name] as () => BenchSystem, k));
+    if (k === 4) {
+      (runs['pg-boss (batch 100)'] ??= []).push(await processRate(() => pgBossSystem(100), k));
+      (runs['raw (update)'] ??= []).push(await processRate(() => rawSystem(SKIPLOCK_BATCH, 'update'), k));
+      (runs['raw (delete)'] ??= []).push(await processRate(() => rawSystem(SKIPLOCK_BATCH, 'delete'), k));
+    }
+  }
+  results[`process_k${k}`] = Object.fromEntries(names.map((n) => [n, median(runs[n] ?? [])]));
+  if (k === 4) {
+    results.pgboss_batch100_k4 = median(runs['pg-boss (batch 100)'] ?? []);
+    results.raw_floor_k4 = median(runs['raw (update)'] ?? []);
+    results.raw_floor_delete_k4 = median(runs['raw (delete)'] ?? []);
+  }
+  log(`  K=${k} ${JSON.stringify(results[`process_k${k}`])}`);
+}
+log(
+  `  raw floor K=4: update ${results.raw_floor_k4}, delete ${results.raw_floor_delete_k4}; pg-boss batch 100: ${results.pgboss_batch100_k4}`,
+);
+
+// 3. Round trips per job (counted at the driver).
+log('phase 3: round trips');
+const roundTrips: Record<string, number> = {};
+for (const batch of [1, 10, 100]) {
+  const jobs = batch * 20;
+  roundTrips[String(batch)] = await withSystem(
+    () => skiplockSystem(batch),
+    async (system) => {
+      await system.enqueueBulk(jobs, 1_000);
+      let statements = 0;
+      const original = pg.Client.prototype.query as (...a: unknown[]) => unknown;
+      (pg.Client.prototype as unknown as { query: unknown }).query = function (this: unknown, ...a: unknown[]) {
+        const text = typeof a[0] === 'string' ? a[0] : String((a[0] as { text?: string })?.text ?? '');
+        if (text.includes('skiplock') && !text.includes('count(*)')) statements++;
+        return original.apply(this, a);
+      };
+      try {
+        await system.process(1);
+      } finally {
+        (pg.Client.prototype as unknown as { query: unknown }).query = original;
+      }
+      return Math.round((statements / jobs) * 1000) / 1000;
+    },
+  );
+}
+results.round_trips_per_job = roundTrips;
+log(`  statements per job: ${JSON.stringify(roundTrips)}`);
+
+// 4. Scale: claim latency with an empty table, with many finished rows, with many queued.
+log('phase 4: scale');
+const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }) });
+async function claimLatencies(prefill: (url: string) => Promise<void>): Promise<{ p50: number; p99: number }> {
+  const url = await freshDatabase(server, DB);
+  const db = connect({ connectionString: url, max: 1 });
+  try {
+    await migrate(db);
+    await prefill(url);
+    await createEnqueuer().enqueueMany(
+      db,
+      Array.from({ length: PARAMS.claims * 10 }, (_, n) => noop.with({ n })),
+    );
+    await vacuumAnalyze(url);
+    const times: number[] = [];
+    let settle: { id: string; leaseToken: string; outcome: 'completed' }[] = [];
+    for (let i = 0; i < PARAMS.claims; i++) {
+      const t = performance.now();
+      const claim = await claimJobs(db.db, 'skiplock', {
+        leases: [{ kind: 'noop', leaseMs: 30_000 }],
+        limit: 10,
+        invocationId: 'bench',
+        settle,
+      });
+      times.push(performance.now() - t);
+      settle = claim.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' }));
+    }
+    const sorted = times.sort((a, b) => a - b);
+    const at = (q: number) =>
+      Math.round((sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0) * 1000) / 1000;
+    return { p50: at(0.5), p99: at(0.99) };
+  } finally {
+    await db.close();
+  }
+}
+const fillFinished = (url: string) =>
+  withClient(url, async (c) => {
+    await c.query(`insert into skiplock.jobs (kind, payload, state, finished_at, dead_reason, attempt)
+      select 'noop', jsonb_build_object('n', g), case when g % 10 = 0 then 'dead' else 'completed' end,
+        now() - (g || ' seconds')::interval, case when g % 10 = 0 then 'max_attempts' end, 1
+      from generate_series(1, ${PARAMS.finishedRows}) g`);
+  });
+const fillQueued = (url: string) =>
+  withClient(url, async (c) => {
+    await c.query(
+      `insert into skiplock.jobs (kind, payload) select 'noop', jsonb_build_object('n', g) from generate_series(1, ${PARAMS.queuedRows}) g`,
+    );
+  });
+const scale = {
+  empty: await claimLatencies(async () => {}),
+  finished: await claimLatencies(fillFinished),
+  queued: await claimLatencies(fillQueued),
+};
+results.claim_p99_ms = { empty: scale.empty.p99, finished_1m: scale.finished.p99 };
+results.claim_latency_ms = scale;
+log(`  claim (10 jobs, settles the previous 10) p50/p99 ms: ${JSON.stringify(scale)}`);
+
+// 5. WAL per job lifecycle (enqueue → claim → complete).
+log('phase 5: WAL');
+const wal: Record<string, number> = {};
+for (const [name, make] of [
+  ...Object.entries(makers),
+  ['raw (update)', () => rawSystem(SKIPLOCK_BATCH, 'update')] as const,
+]) {
+  wal[name] = await withSystem(make, async (system, url) => {
+    const bytes = await walBytes(url, async () => {
+      await system.enqueueBulk(PARAMS.wal, PARAMS.bulkBatch);
+      await system.process(4);
+    });
+    return Math.round(bytes / PARAMS.wal);
+  });
+}
+results.wal_bytes_per_job = Object.fromEntries(names.map((n) => [n, wal[n]]));
+results.wal_raw_bytes_per_job = wal['raw (update)'];
+log(`  WAL bytes per job: ${JSON.stringify(wal)}`);
+
+// 7. Cold start: the worker bundle and its import time vs a bare handler.
+log('phase 7: cold start');
+const dir = mkdtempSync(join(tmpdir(), 'skiplock-bench-'));
+const bundle = join(dir, 'worker.mjs');
+const bare = join(dir, 'bare.mjs');
+const built = await build({
+  entryPoints: ['functions/worker.ts'],
+  bundle: true,
+  minify: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node22',
+  external: ['@aws-sdk/*', 'pg-native'],
+  define: { 'process.env.SKIPLOCK_BUNDLE_DRIVER': '"pg"', 'process.env.SKIPLOCK_BUNDLE_WEBSOCKET': '"global"' },
+  banner: { js: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);" },
+  outfile: bundle,
+  metafile: true,
+});
+writeFileSync(bare, 'export const handler = async () => ({ ok: true });\n');
+const coldImport = (file: string) => {
+  const times: number[] = [];
+  for (let i = 0; i < 7; i++) {
+    const run = spawnSync(
+      process.execPath,
+      ['-e', `const t=performance.now();import(${JSON.stringify(file)}).then(()=>console.log(performance.now()-t))`],
+      { encoding: 'utf8' },
+    );
+    times.push(Number(run.stdout.trim()));
+  }
+  return Math.round(median(times) * 10) / 10;
+};
+results.bundle_bytes = Object.values(built.metafile.outputs)[0]?.bytes ?? 0;
+results.cold_import_ms = { worker: coldImport(bundle), bare: coldImport(bare) };
+log(`  worker bundle ${results.bundle_bytes} bytes; cold import ${JSON.stringify(results.cold_import_ms)}`);
+
+await dropDatabase(server, DB);
+await database.stop();
+
+const machine = {
+  cores: cpus().length,
+  memoryGiB: Math.round(totalmem() / 2 ** 30),
+  postgres: serverVersion,
+  node: process.version,
+};
+const settings = Object.fromEntries(
+  [...Object.entries(makers), ['raw', () => rawSystem(SKIPLOCK_BATCH)] as const].map(([n, make]) => [
+    n,
+    make().settings,
+  ]),
+);
+const durationS = Math.round((Date.now() - started) / 1000);
+renderReport({ results, params: PARAMS, machine, settings, quick, durationS });
+if (asJson) console.log(JSON.stringify(results));
+else log(`done in ${durationS} s: bench/RESULTS.md, bench/process.svg`);
+process.exit(0);
