@@ -12,6 +12,14 @@ const silent = new Logger(() => () => {});
 export function graphileSystem(): BenchSystem {
   let url = '';
   let utils: WorkerUtils | undefined;
+  let utilsPool: pg.Pool | undefined;
+  // Our own pools (with error handlers), so a dropped benchmark database cannot crash the run.
+  const pool = (max: number) => {
+    const p = new pg.Pool({ connectionString: url, max });
+    p.on('error', () => {});
+    p.on('connect', (client) => client.on('error', () => {}));
+    return p;
+  };
   const worker = { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
   return {
     name: 'graphile-worker',
@@ -24,7 +32,8 @@ export function graphileSystem(): BenchSystem {
     },
     async setup(target) {
       url = target;
-      utils = await makeWorkerUtils({ connectionString: url, logger: silent });
+      utilsPool = pool(4);
+      utils = await makeWorkerUtils({ pgPool: utilsPool, logger: silent });
       await utils.migrate();
     },
     async enqueueSingle(n) {
@@ -40,10 +49,10 @@ export function graphileSystem(): BenchSystem {
     async process(k) {
       const check = new pg.Client({ connectionString: url });
       await check.connect();
+      const runnerPool = pool(k + 2);
       const runner = await run({
-        connectionString: url,
+        pgPool: runnerPool,
         concurrency: k,
-        maxPoolSize: k + 2,
         noHandleSignals: true,
         pollInterval: 2000,
         logger: silent,
@@ -54,10 +63,12 @@ export function graphileSystem(): BenchSystem {
         Number((await check.query('select count(*) as n from graphile_worker._private_jobs')).rows[0].n),
       );
       await runner.stop();
+      await runnerPool.end();
       await check.end();
     },
     async teardown() {
       await utils?.release();
+      await utilsPool?.end();
     },
   };
 }
