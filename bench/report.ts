@@ -98,6 +98,7 @@ function chart(r: Record<string, unknown>): string {
       `<rect x="${70 + i * 150}" y="10" width="12" height="12" fill="${colors[s]}"/><text x="${86 + i * 150}" y="20" font-size="12">${s}</text>`,
   ).join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif">
+<title>No-op jobs processed per second at K = 1, 4 and 16 concurrent workers</title>
 <rect width="100%" height="100%" fill="white"/>${legend}
 <text x="10" y="${height / 2}" font-size="12" transform="rotate(-90 10 ${height / 2})">jobs / s</text>
 <line x1="55" y1="${height - 40}" x2="${width - 10}" y2="${height - 40}" stroke="#333"/>${bars}${labels}

@@ -63,6 +63,10 @@ const median = (values: number[]) => {
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 };
 const rate = (n: number, ms: number) => Math.round(n / (ms / 1000));
+/** Appends a measurement to the series of `key`. */
+const record = (series: Record<string, number[]>, key: string, value: number) => {
+  series[key] = [...(series[key] ?? []), value];
+};
 
 // Each phase drops its database with (force); a peer's pool that still holds a connection then
 // gets 57P01 on an idle client. That is our doing, not a failure of the system under test.
@@ -116,12 +120,12 @@ for (let rep = 0; rep < PARAMS.reps; rep++) {
     await withSystem(make, async (system) => {
       const t = performance.now();
       await system.enqueueSingle(PARAMS.single);
-      (single[name] ??= []).push(rate(PARAMS.single, performance.now() - t));
+      record(single, name, rate(PARAMS.single, performance.now() - t));
     });
     await withSystem(make, async (system) => {
       const t = performance.now();
       await system.enqueueBulk(PARAMS.bulk, PARAMS.bulkBatch);
-      (bulk[name] ??= []).push(rate(PARAMS.bulk, performance.now() - t));
+      record(bulk, name, rate(PARAMS.bulk, performance.now() - t));
     });
   }
 }
@@ -143,11 +147,11 @@ log('phase 2: processing');
 for (const k of KS) {
   const runs: Record<string, number[]> = {};
   for (let rep = 0; rep < PARAMS.reps; rep++) {
-    for (const name of rotated(rep)) (runs[name] ??= []).push(await processRate(makers[name] as () => BenchSystem, k));
+    for (const name of rotated(rep)) record(runs, name, await processRate(makers[name] as () => BenchSystem, k));
     if (k === 4) {
-      (runs['pg-boss (batch 100)'] ??= []).push(await processRate(() => pgBossSystem(100), k));
-      (runs['raw (update)'] ??= []).push(await processRate(() => rawSystem(SKIPLOCK_BATCH, 'update'), k));
-      (runs['raw (delete)'] ??= []).push(await processRate(() => rawSystem(SKIPLOCK_BATCH, 'delete'), k));
+      record(runs, 'pg-boss (batch 100)', await processRate(() => pgBossSystem(100), k));
+      record(runs, 'raw (update)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'update'), k));
+      record(runs, 'raw (delete)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'delete'), k));
     }
   }
   results[`process_k${k}`] = Object.fromEntries(names.map((n) => [n, median(runs[n] ?? [])]));
