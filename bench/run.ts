@@ -6,7 +6,6 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { build } from 'esbuild';
 import pg from 'pg';
 import * as z from 'zod';
 import { createEnqueuer } from '../core/enqueue.js';
@@ -14,6 +13,7 @@ import { defineJob } from '../core/jobs.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { claimJobs } from '../db/statements/claim.js';
+import { bundleFunction } from '../scripts/bundle.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
 import { renderReport } from './report.js';
@@ -275,19 +275,8 @@ log('phase 7: cold start');
 const dir = mkdtempSync(join(tmpdir(), 'skiplock-bench-'));
 const bundle = join(dir, 'worker.mjs');
 const bare = join(dir, 'bare.mjs');
-const built = await build({
-  entryPoints: ['functions/worker.ts'],
-  bundle: true,
-  minify: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node22',
-  external: ['@aws-sdk/*', 'pg-native'],
-  define: { 'process.env.SKIPLOCK_BUNDLE_DRIVER': '"pg"', 'process.env.SKIPLOCK_BUNDLE_WEBSOCKET': '"global"' },
-  banner: { js: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);" },
-  outfile: bundle,
-  metafile: true,
-});
+const built = await bundleFunction('worker', 'pg');
+writeFileSync(bundle, built);
 writeFileSync(bare, 'export const handler = async () => ({ ok: true });\n');
 const coldImport = (file: string) => {
   const times: number[] = [];
@@ -301,7 +290,7 @@ const coldImport = (file: string) => {
   }
   return Math.round(median(times) * 10) / 10;
 };
-results.bundle_bytes = Object.values(built.metafile.outputs)[0]?.bytes ?? 0;
+results.bundle_bytes = built.byteLength;
 results.cold_import_ms = { worker: coldImport(bundle), bare: coldImport(bare) };
 log(`  worker bundle ${results.bundle_bytes} bytes; cold import ${JSON.stringify(results.cold_import_ms)}`);
 

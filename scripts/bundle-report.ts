@@ -2,33 +2,16 @@
  * `npm run bundle-report`: each deployable function bundled as serverless.yml bundles it
  * (esbuild, minified ESM for Node 22, @aws-sdk/* external), once per driver. `--json` for scripts.
  */
-import { build } from 'esbuild';
+import { bundleFunction } from './bundle.js';
 
 const FUNCTIONS = ['worker', 'enqueue', 'replay', 'maintenance'] as const;
 const DRIVERS = ['pg', 'neon-ws', 'neon-http'] as const;
-const BANNER = "import { createRequire } from 'module'; const require = createRequire(import.meta.url);";
 
 const sizes: Record<string, Record<string, number>> = {};
 for (const fn of FUNCTIONS) {
   sizes[fn] = {};
   for (const driver of DRIVERS) {
-    const result = await build({
-      entryPoints: [`functions/${fn}.ts`],
-      bundle: true,
-      minify: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node22',
-      external: ['@aws-sdk/*', 'pg-native'],
-      define: {
-        'process.env.SKIPLOCK_BUNDLE_DRIVER': JSON.stringify(driver),
-        'process.env.SKIPLOCK_BUNDLE_WEBSOCKET': '"global"',
-      },
-      banner: { js: BANNER },
-      write: false,
-      outfile: `${fn}.mjs`,
-    });
-    (sizes[fn] as Record<string, number>)[driver] = result.outputFiles[0]?.contents.byteLength ?? 0;
+    (sizes[fn] as Record<string, number>)[driver] = (await bundleFunction(fn, driver)).byteLength;
   }
 }
 
