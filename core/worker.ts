@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { SkiplockDb } from '../db/connect.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import { type ClaimedJob, claimJobs } from '../db/statements/claim.js';
+import { buryDoomed, type ClaimedJob, claimJobs } from '../db/statements/claim.js';
 import {
   extendLease,
   type Outcome,
@@ -273,6 +273,12 @@ export function createWorker(options: WorkerOptions): Worker {
     };
 
     try {
+      // First, the rows no claim may run (past their deadline, rescues with no attempt left)
+      // go to the DLQ; the claim statement stays lean because it never has to decide that.
+      for (const job of await buryDoomed(db.db, schema, { kinds: [...kinds.keys()], queues, limit: 1000 })) {
+        summary.dead++;
+        logger.warn('job', { ...jobFields(job, invocationId), outcome: 'dead', reason: job.reason });
+      }
       while (true) {
         // Outcomes normally ride along with the next claim; they are written on their own only
         // when they have waited flushIntervalMs, or pile up while a claimed batch is still
@@ -318,14 +324,9 @@ export function createWorker(options: WorkerOptions): Worker {
           });
           account(batch, claim.settled);
           summary.claimed += claim.jobs.length;
-          summary.dead += claim.dead.length;
-          for (const job of claim.dead) {
-            logger.warn('job', { ...jobFields(job, invocationId), outcome: 'dead', reason: job.reason });
-          }
           waiting.push(...claim.jobs);
-          queueLooksEmpty = claim.jobs.length + claim.dead.length < batchSize;
+          queueLooksEmpty = claim.jobs.length < batchSize;
           if (claim.jobs.length > 0) continue;
-          if (claim.dead.length > 0 && !queueLooksEmpty) continue;
         }
 
         if (inflight.size === 0 && waiting.length === 0) {

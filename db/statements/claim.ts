@@ -34,7 +34,7 @@ export interface ClaimedJob {
   correlationId: string | null;
 }
 
-/** Rows the claim moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */
+/** Rows moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */
 export interface ClaimDeadJob {
   id: string;
   kind: string;
@@ -46,7 +46,6 @@ export interface ClaimDeadJob {
 
 export interface ClaimResult {
   jobs: ClaimedJob[];
-  dead: ClaimDeadJob[];
   /** What became of `request.settle` (absent ids lost their lease). */
   settled: SettledJob[];
 }
@@ -69,19 +68,21 @@ type ClaimRow = {
 };
 
 /**
- * Claims up to `limit` jobs in ONE statement (JobClaimMany).
+ * Claims up to `limit` jobs in ONE statement (JobClaimMany), and writes the outcomes of the
+ * previous batch in the same statement when given.
  *
  * Candidates come from two SKIP LOCKED subqueries — runnable queued rows in claim order,
- * and running rows whose lease expired (rescue) — each with its own LIMIT, which is the
- * fence that stops the planner from locking more rows than we take. Each picked row gets
- * a fresh lease token and an expiry on the database clock; the attempt is counted here.
- * In the same statement, a row past its deadline, or a rescued row that already used all
- * its attempts, goes to the DLQ instead (deadline_exceeded / lease_expired) and is never run.
+ * and running rows whose lease expired with attempts left (rescue) — each with its own
+ * LIMIT, which is the fence that stops the planner from locking more rows than we take. The
+ * predicates are re-checked on each row's latest version when it is locked, so every picked
+ * row runs: a fresh lease token, a lease on the database clock, one more attempt. Rows past
+ * their deadline and rescues with no attempts left are never picked; buryDoomed() moves them
+ * to the DLQ (the worker runs it at the start of every invocation).
  */
 export async function claimJobs(db: AnyPgDatabase, schema: string, request: ClaimRequest): Promise<ClaimResult> {
   const settle = request.settle ?? [];
   if (request.limit < 1 || request.leases.length === 0) {
-    return { jobs: [], dead: [], settled: settle.length > 0 ? await settleJobs(db, schema, settle, request.now) : [] };
+    return { jobs: [], settled: settle.length > 0 ? await settleJobs(db, schema, settle, request.now) : [] };
   }
   const jobs = jobsRef(schema);
   const kinds = request.leases.map((l) => l.kind);
@@ -103,42 +104,10 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const now = sql`(select now from clock)`;
   const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
-  const buriedError = sql`(case when j.deadline <= ${now}
-    then jsonb_build_object('class', 'deadline_exceeded',
-      'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${now})
-    else ${rescueError} end)`;
   const rows = await queryRows<ClaimRow>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
     ${settledCte}
-    doomed_by_deadline as (
-      -- Rare: rows that must go to the DLQ instead of running; kept out of the hot UPDATE
-      -- below so that one stays a plain assignment. Each reads only its own partial index.
-      select j.id from ${jobs} j
-      where j.state = 'queued' and j.deadline is not null and j.deadline <= ${now} and ${kindFilter}
-      limit ${request.limit}
-      for update skip locked
-    ),
-    doomed_by_lease as (
-      select j.id from ${jobs} j
-      where j.state = 'running' and j.lease_expires_at <= ${now}
-        and (j.attempt >= j.max_attempts or j.deadline <= ${now}) and ${kindFilter} ${notSettling}
-      limit ${request.limit}
-      for update skip locked
-    ),
-    buried as (
-      update ${jobs} j set
-        state = 'dead',
-        dead_reason = case when j.deadline <= ${now} then 'deadline_exceeded' else 'lease_expired' end,
-        finished_at = ${now},
-        lease_expires_at = null,
-        last_error = ${buriedError},
-        errors = ${appendCapped(sql`j.errors`, buriedError)},
-        updated_at = ${now}
-      from (select id from doomed_by_deadline union all select id from doomed_by_lease) d
-      where j.id = d.id
-      returning j.id, j.kind, j.queue, j.attempt, j.correlation_id, j.dead_reason, j.run_at, j.priority
-    ),
     ready as (
       select j.id from ${jobs} j
       where j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${kindFilter}
@@ -180,16 +149,12 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
         lease_token::text as lease_token, ${epochMs(sql`lease_expires_at`)} as lease_expires_at_ms, correlation_id,
         state, dead_reason, ${epochMs(sql`run_at`)} as run_at_ms
       from claimed
-      union all
-      select 'claimed', id::text, kind, queue, null::jsonb, priority, attempt, null::int, null,
-        null::float8, correlation_id, 'dead', dead_reason, ${epochMs(sql`run_at`)}
-      from buried
       ${settledRows}
     ) rows
     order by rows.row_kind, rows.priority, rows.run_at_ms, rows.id::bigint`,
     schema,
   );
-  const result: ClaimResult = { jobs: [], dead: [], settled: [] };
+  const result: ClaimResult = { jobs: [], settled: [] };
   for (const row of rows) {
     if (row.row_kind === 'settled') {
       result.settled.push(toSettledJob(row as unknown as SettledRow));
@@ -206,16 +171,76 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
         leaseExpiresAt: new Date(row.lease_expires_at_ms),
         correlationId: row.correlation_id,
       });
-    } else {
-      result.dead.push({
-        id: row.id,
-        kind: row.kind,
-        queue: row.queue,
-        attempt: row.attempt,
-        reason: row.dead_reason as ClaimDeadJob['reason'],
-        correlationId: row.correlation_id,
-      });
     }
   }
   return result;
+}
+
+/**
+ * Moves to the DLQ the rows a claim must never run (JobBuryDoomedMany): queued jobs past their
+ * deadline (deadline_exceeded) and running jobs whose lease expired with no attempt left, or
+ * past their deadline (lease_expired / deadline_exceeded). Each part reads only its own
+ * partial index; cheap enough to run at the start of every invocation.
+ */
+export async function buryDoomed(
+  db: AnyPgDatabase,
+  schema: string,
+  request: { kinds: readonly string[]; queues?: readonly string[]; limit: number; now?: Date },
+): Promise<ClaimDeadJob[]> {
+  const jobs = jobsRef(schema);
+  const now = sql`(select now from clock)`;
+  const kindFilter = sql`j.kind = any(${sql.param(request.kinds)}::text[]) ${
+    request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``
+  }`;
+  const rescueError = sql`jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', ${now})`;
+  const error = sql`(case when j.deadline <= ${now}
+    then jsonb_build_object('class', 'deadline_exceeded',
+      'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${now})
+    else ${rescueError} end)`;
+  const rows = await queryRows<{
+    id: string;
+    kind: string;
+    queue: string;
+    attempt: number;
+    dead_reason: string;
+    correlation_id: string | null;
+  }>(
+    db,
+    sql`with clock as (select ${nowExpr(request.now)} as now),
+    by_deadline as (
+      select j.id from ${jobs} j
+      where j.state = 'queued' and j.deadline is not null and j.deadline <= ${now} and ${kindFilter}
+      limit ${request.limit}
+      for update skip locked
+    ),
+    by_lease as (
+      select j.id from ${jobs} j
+      where j.state = 'running' and j.lease_expires_at <= ${now}
+        and (j.attempt >= j.max_attempts or j.deadline <= ${now}) and ${kindFilter}
+      limit ${request.limit}
+      for update skip locked
+    )
+    update ${jobs} j set
+      state = 'dead',
+      dead_reason = case when j.deadline <= ${now} then 'deadline_exceeded' else 'lease_expired' end,
+      finished_at = ${now},
+      lease_expires_at = null,
+      last_error = ${error},
+      errors = ${appendCapped(sql`j.errors`, error)},
+      updated_at = ${now}
+    from (select id from by_deadline union all select id from by_lease) d
+    where j.id = d.id
+    returning j.id::text as id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id`,
+    schema,
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    queue: r.queue,
+    attempt: r.attempt,
+    reason: r.dead_reason as ClaimDeadJob['reason'],
+    correlationId: r.correlation_id,
+  }));
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
+import { buryDoomed, type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { extendLease, releaseJobs, reportProgress, settleJobs } from '../../db/statements/settle.js';
 import { openDb, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
@@ -152,8 +152,9 @@ describe(`fencing and lease expiry (${testDriver()})`, () => {
     }
     now += 60_000;
     const last = await claim({ now: new Date(now) });
-    expect(last.jobs).toEqual([]);
-    expect(last.dead).toEqual([expect.objectContaining({ id, reason: 'lease_expired', attempt: 3 })]);
+    expect(last.jobs).toEqual([]); // no attempt left: never rescued
+    const buried = await buryDoomed(t.db.db, t.schema, { kinds: ['send-email'], limit: 10, now: new Date(now) });
+    expect(buried).toEqual([expect.objectContaining({ id, reason: 'lease_expired', attempt: 3 })]);
     const r = await row(id);
     expect(r).toMatchObject({ state: 'dead', dead_reason: 'lease_expired', attempt: 3 });
     expect(r.last_error.class).toBe('lease_expired');
@@ -261,11 +262,12 @@ describe(`outcomes (${testDriver()})`, () => {
     expect(again?.attempt).toBe(1);
   });
 
-  it('a job past its deadline is never handed out: the claim sends it to the DLQ as deadline_exceeded', async () => {
+  it('a job past its deadline is never handed out; buryDoomed sends it to the DLQ as deadline_exceeded', async () => {
     const { id } = await q.enqueue(t.db, sendEmail, email(), { deadline: later(10_000) });
     const result = await claim({ now: later(20_000) });
     expect(result.jobs).toEqual([]);
-    expect(result.dead).toEqual([expect.objectContaining({ id, reason: 'deadline_exceeded' })]);
+    const buried = await buryDoomed(t.db.db, t.schema, { kinds: ['send-email'], limit: 10, now: later(20_000) });
+    expect(buried).toEqual([expect.objectContaining({ id, reason: 'deadline_exceeded' })]);
     expect(await row(id)).toMatchObject({ state: 'dead', dead_reason: 'deadline_exceeded', attempt: 0 });
   });
 });
