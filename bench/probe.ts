@@ -1,3 +1,4 @@
+/** Dev probe: processing throughput of skiplock alone (`node .bench/probe.mjs N K BATCH`). */
 import { freshDatabase, vacuumAnalyze } from './db.js';
 import { skiplockSystem } from './systems/skiplock.js';
 

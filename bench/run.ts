@@ -54,7 +54,7 @@ export const PARAMS = quick
       wal: 10_000,
       claims: 500,
     };
-const SKIPLOCK_BATCH = 200;
+const SKIPLOCK_BATCH = 500;
 const KS = [1, 4, 16] as const;
 const DB = 'skiplock_bench';
 

@@ -77,6 +77,13 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
       from input i join written w on w.kind = i.kind and w.dedupe_key = i.dedupe_key
       order by i.ord`;
   }
+  if (rows.every((r) => r.dedupe_key === null)) {
+    // No dedupe key: a plain INSERT. ON CONFLICT would make every row a speculative insertion
+    // (an extra WAL record and a second pass over the indexes) for conflicts that cannot occur.
+    return sql`with ${input}, written as (${insert} returning id)
+      select i.ord, i.id::text as id, true as inserted, null::float8 as window_start_ms
+      from input i order by i.ord`;
+  }
   return sql`with ${input}, written as (
       ${insert}
       on conflict do nothing
