@@ -58,6 +58,8 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
   transactional?: Tx;
   /** The handler; may also be given later to the worker. */
   handler?: JobHandler<z.output<S>, Tx>;
+  /** Payload fields shown as *** wherever a payload is displayed (dot paths, `*` wildcards). @defaultValue [] */
+  sensitive?: readonly string[];
 }
 
 /** A job request for enqueueMany(): a kind, a payload and options. */
@@ -78,6 +80,8 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   readonly backoff: BackoffFn;
   readonly transactional: Tx;
   readonly handler: JobHandler<z.output<S>, Tx> | undefined;
+  /** Payload paths masked wherever a payload is shown. */
+  readonly sensitive: readonly string[];
   /** A typed request for enqueueMany(). */
   with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
 }
@@ -112,6 +116,7 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
     backoff: toBackoff(options.backoff),
     transactional: (options.transactional ?? false) as Tx,
     handler: options.handler,
+    sensitive: options.sensitive ?? [],
     with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
   };
   return definition;

@@ -2,7 +2,9 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import type { JobState } from '../schema.js';
-import { appendCapped, epochMs, jobsRef, nowExpr, toDate } from './common.js';
+import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
+
+export { getJobs, type JobRecord, listJobs } from './jobs-read.js';
 
 export interface CancelOutcome {
   id: string;
@@ -199,97 +201,6 @@ function refusalMessage(id: string, state: JobState | null): string {
   return `job ${id} is ${state}, not dead: only dead jobs can be replayed`;
 }
 
-/** One job, everything about it (CLI `jobs show`, tests). */
-export interface JobRecord {
-  id: string;
-  kind: string;
-  queue: string;
-  payload: unknown;
-  priority: number;
-  state: JobState;
-  runAt: Date;
-  attempt: number;
-  maxAttempts: number;
-  dedupeKey: string | null;
-  dedupeMode: string | null;
-  leaseToken: string | null;
-  leaseExpiresAt: Date | null;
-  lockedBy: string | null;
-  deadline: Date | null;
-  lastError: Record<string, unknown> | null;
-  errors: Record<string, unknown>[];
-  deadReason: string | null;
-  progress: unknown;
-  correlationId: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-  startedAt: Date | null;
-  attemptedAt: Date | null;
-  finishedAt: Date | null;
-  replayCount: number;
-  replayedAt: Date | null;
-  replayedBy: string | null;
-}
-
-const TIMESTAMPS = [
-  'run_at',
-  'lease_expires_at',
-  'deadline',
-  'created_at',
-  'updated_at',
-  'started_at',
-  'attempted_at',
-  'finished_at',
-  'replayed_at',
-] as const;
-
-/** Reads jobs by id (JobGetMany); unknown ids are absent. */
-export async function getJobs(db: AnyPgDatabase, schema: string, ids: readonly string[]): Promise<JobRecord[]> {
-  if (ids.length === 0) return [];
-  const rows = await queryRows<Record<string, unknown>>(
-    db,
-    sql`select j.id::text as id, j.kind, j.queue, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
-        j.dedupe_key, j.dedupe_mode, j.lease_token::text as lease_token, j.locked_by, j.last_error, j.errors,
-        j.dead_reason, j.progress, j.correlation_id, j.replay_count, j.replayed_by,
-        ${sql.join(
-          TIMESTAMPS.map((c) => sql`${epochMs(sql`${sql.identifier(c)}`)} as ${sql.identifier(`${c}_ms`)}`),
-          sql`, `,
-        )}
-      from ${jobsRef(schema)} j where j.id = any(${sql.param(ids)}::bigint[]) order by j.id`,
-    schema,
-  );
-  return rows.map((r) => ({
-    id: r.id as string,
-    kind: r.kind as string,
-    queue: r.queue as string,
-    payload: r.payload,
-    priority: r.priority as number,
-    state: r.state as JobState,
-    runAt: toDate(r.run_at_ms as number) as Date,
-    attempt: r.attempt as number,
-    maxAttempts: r.max_attempts as number,
-    dedupeKey: r.dedupe_key as string | null,
-    dedupeMode: r.dedupe_mode as string | null,
-    leaseToken: r.lease_token as string | null,
-    leaseExpiresAt: toDate(r.lease_expires_at_ms as number | null),
-    lockedBy: r.locked_by as string | null,
-    deadline: toDate(r.deadline_ms as number | null),
-    lastError: r.last_error as Record<string, unknown> | null,
-    errors: r.errors as Record<string, unknown>[],
-    deadReason: r.dead_reason as string | null,
-    progress: r.progress,
-    correlationId: r.correlation_id as string | null,
-    createdAt: toDate(r.created_at_ms as number) as Date,
-    updatedAt: toDate(r.updated_at_ms as number) as Date,
-    startedAt: toDate(r.started_at_ms as number | null),
-    attemptedAt: toDate(r.attempted_at_ms as number | null),
-    finishedAt: toDate(r.finished_at_ms as number | null),
-    replayCount: r.replay_count as number,
-    replayedAt: toDate(r.replayed_at_ms as number | null),
-    replayedBy: r.replayed_by as string | null,
-  }));
-}
-
 export interface QueueStatsRow {
   queue: string;
   kind: string;
@@ -403,4 +314,37 @@ export async function kindOutcomes(db: AnyPgDatabase, schema: string): Promise<K
     failedAttempts: r.failed_attempts as number,
     deadReasons: r.dead_reasons as Record<string, number>,
   }));
+}
+
+export interface RetryNowOutcome {
+  id: string;
+  previousState: JobState | null;
+  /** True when a waiting job (scheduled or retry-waiting) was made due now. */
+  retried: boolean;
+}
+
+/** Makes waiting jobs due now (JobRetryNowMany); other states are reported, unchanged. */
+export async function retryNow(
+  db: AnyPgDatabase,
+  schema: string,
+  ids: readonly string[],
+  now?: Date,
+): Promise<RetryNowOutcome[]> {
+  if (ids.length === 0) return [];
+  const jobs = jobsRef(schema);
+  const rows = await queryRows<{ id: string; state: JobState; retried: boolean }>(
+    db,
+    sql`with target as (
+      select j.id, j.state from ${jobs} j where j.id = any(${sql.param(ids)}::bigint[]) for update
+    ),
+    due as (
+      update ${jobs} j set run_at = ${nowExpr(now)}, updated_at = ${nowExpr(now)}
+      from target t where j.id = t.id and t.state = 'queued'
+      returning j.id
+    )
+    select t.id::text as id, t.state, d.id is not null as retried from target t left join due d on d.id = t.id`,
+    schema,
+  );
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id) => ({ id, previousState: byId.get(id)?.state ?? null, retried: byId.get(id)?.retried ?? false }));
 }

@@ -1,0 +1,432 @@
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { cancel, getJob, stats } from '../core/admin.js';
+import { createEnqueuer } from '../core/enqueue.js';
+import type { EnqueueOptions } from '../core/enqueue-options.js';
+import { ConfigError, DatabaseError, InvalidOptionsError, NotMigratedError, SkiplockError } from '../core/errors.js';
+import { type JobDefinition, JobRegistry } from '../core/jobs.js';
+import { maskPayload } from '../core/masking.js';
+import { replay } from '../core/replay.js';
+import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
+import { migrate } from '../db/migrate.js';
+import type { JobState } from '../db/schema.js';
+import { type JobRecord, listJobs, retryNow } from '../db/statements/admin.js';
+import { age, table } from './format.js';
+
+export interface CliIo {
+  env: Record<string, string | undefined>;
+  out(text: string): void;
+  err(text: string): void;
+  /** True when stderr is a terminal (progress bars redraw in place). */
+  tty?: boolean;
+}
+
+/** Exit codes that mean something to scripts. */
+export const EXIT = { ok: 0, refused: 1, usage: 2, database: 3, config: 4 } as const;
+
+const HELP = `skiplock — operate a skiplock queue
+
+usage: skiplock <command> [options]
+
+commands:
+  migrate                               apply migrations
+  enqueue <kind> --payload <json>       enqueue a job (needs --jobs)
+      [--queue q] [--priority n] [--delay ms] [--run-at iso] [--deadline iso] [--max-attempts n]
+      [--dedupe-key k] [--dedupe-mode skip|replace|window] [--window-ms n] [--correlation-id id]
+  stats [--watch] [--interval ms]       depth per queue and kind
+  jobs list [--state s] [--queue q] [--kind k] [--since iso] [--limit n]
+  jobs show <id>                        one job: payload (masked), attempts, errors, lease, provenance
+  dlq list [--reason r] [--kind k] [--queue q] [--since iso] [--limit n]
+  dlq replay <id...>                    replay dead jobs by id, or by filter:
+      [--kind k] [--queue q] [--reason r] [--since iso] [--until iso] [--all]
+      [--dry-run] [--limit n] [--keep-attempts] [--by name]
+  cancel <id...>                        cancel queued or running jobs
+  retry <id...>                         run waiting jobs now
+
+global options:
+  --json                  machine-readable output (one JSON document)
+  --database-url url      default: $DATABASE_URL
+  --schema name           default: $SKIPLOCK_SCHEMA or skiplock
+  --driver d              pg (default), neon-ws, neon-http; default: $SKIPLOCK_DRIVER
+  --jobs module           a module exporting \`jobs\` (your job kinds): enables enqueue and payload
+                          masking; default: $SKIPLOCK_JOBS_MODULE
+
+exit codes: 0 ok, 1 refused (e.g. a job was not dead), 2 usage, 3 database unreachable or not
+migrated, 4 configuration`;
+
+const OPTIONS = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  'database-url': { type: 'string' },
+  schema: { type: 'string' },
+  driver: { type: 'string' },
+  jobs: { type: 'string' },
+  payload: { type: 'string' },
+  queue: { type: 'string' },
+  priority: { type: 'string' },
+  delay: { type: 'string' },
+  'run-at': { type: 'string' },
+  deadline: { type: 'string' },
+  'max-attempts': { type: 'string' },
+  'dedupe-key': { type: 'string' },
+  'dedupe-mode': { type: 'string' },
+  'window-ms': { type: 'string' },
+  'correlation-id': { type: 'string' },
+  watch: { type: 'boolean' },
+  interval: { type: 'string' },
+  iterations: { type: 'string' },
+  state: { type: 'string' },
+  kind: { type: 'string' },
+  reason: { type: 'string' },
+  since: { type: 'string' },
+  until: { type: 'string' },
+  limit: { type: 'string' },
+  all: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  'keep-attempts': { type: 'boolean' },
+  by: { type: 'string' },
+} as const;
+
+class UsageError extends Error {}
+
+/** Runs one CLI command; returns the exit code. Never throws. */
+export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
+  try {
+    parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    io.err(`${(err as Error).message}\nrun \`skiplock --help\` for usage`);
+    return EXIT.usage;
+  }
+  const { values: o, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  if (o.help || !command) {
+    io.out(HELP);
+    return o.help ? EXIT.ok : EXIT.usage;
+  }
+  const json = o.json ?? false;
+  const emit = (human: string, data: unknown) => io.out(json ? JSON.stringify(data, null, 2) : human);
+  let conn: SkiplockDb | undefined;
+  try {
+    const url = o['database-url'] ?? io.env.DATABASE_URL;
+    if (!url) throw new ConfigError('no database: set DATABASE_URL or pass --database-url');
+    const driver = (o.driver ?? io.env.SKIPLOCK_DRIVER ?? 'pg') as Driver;
+    if (!(DRIVERS as readonly string[]).includes(driver))
+      throw new UsageError(`--driver must be one of ${DRIVERS.join(', ')}`);
+    const schema = o.schema ?? io.env.SKIPLOCK_SCHEMA ?? 'skiplock';
+    conn = connect({ connectionString: url, driver, max: 2, connectionTimeoutMs: 5_000 });
+    const registry = await loadRegistry(o.jobs ?? io.env.SKIPLOCK_JOBS_MODULE);
+    const ctx: CommandContext = { conn, schema, registry, o, rest, emit, io, json };
+    const handler = COMMANDS[rest.length > 0 && SUBCOMMANDS.has(command) ? `${command} ${rest[0]}` : command];
+    if (!handler) throw new UsageError(`unknown command "${[command, ...rest.slice(0, 1)].join(' ')}"`);
+    if (SUBCOMMANDS.has(command)) ctx.rest = rest.slice(1);
+    return await handler(ctx);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`${err.message}\nrun \`skiplock --help\` for usage`);
+      return EXIT.usage;
+    }
+    if (err instanceof NotMigratedError) {
+      io.err(err.message);
+      return EXIT.database;
+    }
+    if (err instanceof DatabaseError) {
+      io.err(`cannot reach the database: ${err.message}`);
+      return EXIT.database;
+    }
+    if (err instanceof InvalidOptionsError || (err instanceof SkiplockError && err.code !== 'config_error')) {
+      io.err(err.message);
+      return EXIT.usage;
+    }
+    if (err instanceof SkiplockError) {
+      io.err(err.message);
+      return EXIT.config;
+    }
+    io.err(`unexpected error: ${err instanceof Error ? err.message : String(err)}`);
+    return EXIT.config;
+  } finally {
+    await conn?.close().catch(() => {});
+  }
+}
+
+interface CommandContext {
+  conn: SkiplockDb;
+  schema: string;
+  registry: JobRegistry | undefined;
+  o: Record<string, string | boolean | undefined>;
+  rest: string[];
+  emit(human: string, data: unknown): void;
+  io: CliIo;
+  json: boolean;
+}
+
+const SUBCOMMANDS = new Set(['jobs', 'dlq']);
+
+async function loadRegistry(module: string | undefined): Promise<JobRegistry | undefined> {
+  if (!module) return undefined;
+  let loaded: { jobs?: unknown };
+  try {
+    loaded = (await import(pathToFileURL(resolve(module)).href)) as { jobs?: unknown };
+  } catch {
+    throw new ConfigError(`cannot load the jobs module ${module}`);
+  }
+  if (!Array.isArray(loaded.jobs))
+    throw new ConfigError(`${module} does not export \`jobs\` (an array of defineJob kinds)`);
+  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+  return new JobRegistry(loaded.jobs as JobDefinition<any, any>[]);
+}
+
+const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+function num(o: Record<string, unknown>, name: string): number | undefined {
+  const v = str(o[name]);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new UsageError(`--${name} must be a number`);
+  return n;
+}
+function date(o: Record<string, unknown>, name: string): Date | undefined {
+  const v = str(o[name]);
+  if (v === undefined) return undefined;
+  const d = new Date(v);
+  if (Number.isNaN(d.getTime())) throw new UsageError(`--${name} must be a date (ISO 8601)`);
+  return d;
+}
+function ids(rest: readonly string[], what: string): string[] {
+  if (rest.length === 0) throw new UsageError(`${what} needs at least one job id`);
+  for (const id of rest) if (!/^[1-9][0-9]{0,18}$/.test(id)) throw new UsageError(`"${id}" is not a job id`);
+  return [...rest];
+}
+const masked = (registry: JobRegistry | undefined, job: JobRecord) => {
+  const kinds = registry?.kinds() ?? [];
+  return kinds.includes(job.kind) ? maskPayload(job.payload, registry?.get(job.kind).sensitive ?? []) : job.payload;
+};
+const summaryRow = (job: JobRecord) => ({
+  id: job.id,
+  kind: job.kind,
+  queue: job.queue,
+  state: job.state,
+  attempt: `${job.attempt}/${job.maxAttempts}`,
+  run_at: job.runAt,
+  finished_at: job.finishedAt,
+  reason: job.deadReason,
+});
+
+const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
+  async migrate({ conn, schema, emit }) {
+    const result = await migrate(conn, { schema });
+    emit(
+      result.applied.length ? `applied ${result.applied.join(', ')} to "${schema}"` : `"${schema}" is up to date`,
+      result,
+    );
+    return EXIT.ok;
+  },
+
+  async enqueue({ conn, schema, registry, o, rest, emit }) {
+    const [kind] = rest;
+    if (!kind) throw new UsageError('enqueue needs a job kind');
+    if (!registry)
+      throw new ConfigError('enqueue needs your job kinds: pass --jobs <module> (or set SKIPLOCK_JOBS_MODULE)');
+    const payloadText = str(o.payload);
+    if (payloadText === undefined) throw new UsageError('enqueue needs --payload <json>');
+    let payload: unknown;
+    try {
+      payload = JSON.parse(payloadText);
+    } catch {
+      throw new UsageError('--payload is not valid JSON');
+    }
+    const key = str(o['dedupe-key']);
+    const mode = str(o['dedupe-mode']) ?? 'skip';
+    const options: EnqueueOptions = {
+      queue: str(o.queue),
+      priority: num(o, 'priority'),
+      delayMs: num(o, 'delay'),
+      runAt: date(o, 'run-at'),
+      deadline: date(o, 'deadline'),
+      maxAttempts: num(o, 'max-attempts'),
+      correlationId: str(o['correlation-id']),
+      dedupe: key
+        ? mode === 'window'
+          ? { key, mode: 'window', windowMs: num(o, 'window-ms') ?? 0 }
+          : { key, mode: mode as 'skip' | 'replace' }
+        : undefined,
+    };
+    for (const k of Object.keys(options) as (keyof EnqueueOptions)[]) if (options[k] === undefined) delete options[k];
+    const result = await createEnqueuer({ schema }).enqueueByKind(conn, registry, kind, payload, options);
+    emit(`${result.outcome} job ${result.id}`, result);
+    return EXIT.ok;
+  },
+
+  async stats({ conn, schema, o, emit, io, json }) {
+    const iterations = o.watch ? (num(o, 'iterations') ?? Number.POSITIVE_INFINITY) : 1;
+    const interval = num(o, 'interval') ?? 2_000;
+    for (let i = 0; i < iterations; i++) {
+      const rows = await stats(conn, { schema });
+      const human = table(
+        rows.map((r) => ({
+          queue: r.queue,
+          kind: r.kind,
+          ready: r.ready,
+          scheduled: r.scheduled,
+          retrying: r.retryWaiting,
+          running: r.running,
+          expired: r.leaseExpired,
+          dead: r.dead,
+          completed: r.completed,
+          oldest: age(r.oldestReadyAgeSeconds),
+        })),
+        ['queue', 'kind', 'ready', 'scheduled', 'retrying', 'running', 'expired', 'dead', 'completed', 'oldest'],
+      );
+      if (o.watch && !json && io.tty) io.out('\u001b[2J\u001b[H');
+      emit(o.watch ? `${new Date().toISOString()}\n${human}` : human, rows);
+      if (i + 1 < iterations) await new Promise((r) => setTimeout(r, interval));
+    }
+    return EXIT.ok;
+  },
+
+  async 'jobs list'({ conn, schema, o, emit }) {
+    const state = str(o.state) as JobState | undefined;
+    if (state && !['queued', 'running', 'completed', 'dead', 'cancelled'].includes(state)) {
+      throw new UsageError('--state must be queued, running, completed, dead or cancelled');
+    }
+    const jobs = await listJobs(conn.db, schema, {
+      state,
+      queue: str(o.queue),
+      kind: str(o.kind),
+      since: date(o, 'since'),
+      limit: num(o, 'limit'),
+    });
+    emit(
+      table(jobs.map(summaryRow), ['id', 'kind', 'queue', 'state', 'attempt', 'run_at', 'finished_at', 'reason']),
+      jobs.map(summaryRow),
+    );
+    return EXIT.ok;
+  },
+
+  async 'jobs show'({ conn, schema, registry, rest, emit }) {
+    const [id] = ids(rest, 'jobs show');
+    const job = await getJob(conn, id as string, { schema });
+    if (!job) {
+      emit(`job ${id} does not exist`, { error: 'not_found', id });
+      return EXIT.refused;
+    }
+    const shown = { ...job, payload: masked(registry, job), leaseToken: job.leaseToken };
+    const lines = [
+      `job ${job.id}  ${job.kind} on ${job.queue}  ${job.state}${job.deadReason ? ` (${job.deadReason})` : ''}`,
+      `attempt ${job.attempt} of ${job.maxAttempts}; run at ${job.runAt.toISOString()}; created ${job.createdAt.toISOString()}`,
+      `payload: ${JSON.stringify(shown.payload)}`,
+      job.leaseToken
+        ? `lease: ${job.leaseToken} held by ${job.lockedBy ?? '?'} until ${job.leaseExpiresAt?.toISOString() ?? '—'}`
+        : 'lease: none',
+      `correlation id: ${job.correlationId ?? '—'}; dedupe: ${job.dedupeKey ? `${job.dedupeMode} ${job.dedupeKey}` : '—'}`,
+      `replays: ${job.replayCount}${job.replayedAt ? ` (last ${job.replayedAt.toISOString()} by ${job.replayedBy})` : ''}`,
+      `errors (${job.errors.length}):`,
+      ...job.errors.map((e) => `  attempt ${e.attempt ?? '?'}: ${e.class}: ${e.message}`),
+    ];
+    emit(lines.join('\n'), shown);
+    return EXIT.ok;
+  },
+
+  async 'dlq list'({ conn, schema, o, emit }) {
+    const jobs = await listJobs(conn.db, schema, {
+      state: 'dead',
+      reason: str(o.reason),
+      kind: str(o.kind),
+      queue: str(o.queue),
+      since: date(o, 'since'),
+      limit: num(o, 'limit'),
+    });
+    const rows = jobs.map((j) => ({
+      ...summaryRow(j),
+      error: j.lastError ? `${j.lastError.class}: ${j.lastError.message}` : '',
+    }));
+    emit(table(rows, ['id', 'kind', 'queue', 'reason', 'attempt', 'finished_at', 'error']), rows);
+    return EXIT.ok;
+  },
+
+  async 'dlq replay'({ conn, schema, registry, o, rest, emit, io }) {
+    const limit = num(o, 'limit') ?? (rest.length > 0 ? rest.length : 1_000);
+    const base = {
+      kind: str(o.kind),
+      queue: str(o.queue),
+      reason: str(o.reason),
+      since: date(o, 'since'),
+      until: date(o, 'until'),
+      all: o.all === true,
+      dryRun: o['dry-run'] === true,
+      resetAttempts: o['keep-attempts'] !== true,
+      by: str(o.by) ?? `cli:${io.env.USER ?? 'unknown'}`,
+      schema,
+      registry,
+    };
+    const given = rest.length > 0 ? ids(rest, 'dlq replay') : undefined;
+    const replayed: { id: string }[] = [];
+    const refused: { id: string; message: string }[] = [];
+    // In chunks, with progress on stderr: replaying thousands is one short statement per chunk.
+    const chunk = 500;
+    const progress = (done: number) => {
+      if (io.tty) io.err(`\rreplayed ${done}/${given?.length ?? limit}`);
+    };
+    if (given) {
+      for (let i = 0; i < given.length; i += chunk) {
+        const part = await replay(conn, { ...base, ids: given.slice(i, i + chunk), limit: chunk });
+        replayed.push(...part.replayed);
+        refused.push(...part.refused);
+        progress(replayed.length);
+      }
+    } else {
+      while (replayed.length < limit) {
+        const part = await replay(conn, { ...base, limit: Math.min(chunk, limit - replayed.length) });
+        replayed.push(...part.replayed);
+        progress(replayed.length);
+        if (part.replayed.length === 0 || base.dryRun) break;
+      }
+    }
+    if (io.tty) io.err('\n');
+    const verb = base.dryRun ? 'would replay' : 'replayed';
+    emit(
+      [
+        `${verb} ${replayed.length} job(s)${replayed.length ? `: ${replayed.map((r) => r.id).join(', ')}` : ''}`,
+        ...refused.map((r) => `refused: ${r.message}`),
+      ].join('\n'),
+      { replayed, refused, dryRun: base.dryRun },
+    );
+    return refused.length > 0 ? EXIT.refused : EXIT.ok;
+  },
+
+  async cancel({ conn, schema, rest, emit }) {
+    const outcomes = await cancel(conn, ids(rest, 'cancel'), { schema });
+    emit(
+      outcomes
+        .map((c) =>
+          c.cancelled
+            ? `cancelled job ${c.id}`
+            : c.previousState
+              ? `job ${c.id} is ${c.previousState}: not cancelled`
+              : `job ${c.id} does not exist`,
+        )
+        .join('\n'),
+      outcomes,
+    );
+    return outcomes.every((c) => c.cancelled) ? EXIT.ok : EXIT.refused;
+  },
+
+  async retry({ conn, schema, rest, emit }) {
+    const outcomes = await retryNow(conn.db, schema, ids(rest, 'retry'));
+    emit(
+      outcomes
+        .map((r) =>
+          r.retried
+            ? `job ${r.id} will run now`
+            : r.previousState === 'dead'
+              ? `job ${r.id} is dead: use \`skiplock dlq replay ${r.id}\``
+              : r.previousState
+                ? `job ${r.id} is ${r.previousState}: only waiting jobs can be retried now`
+                : `job ${r.id} does not exist`,
+        )
+        .join('\n'),
+      outcomes,
+    );
+    return outcomes.every((r) => r.retried) ? EXIT.ok : EXIT.refused;
+  },
+};

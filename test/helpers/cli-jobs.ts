@@ -1,0 +1,17 @@
+// Job kinds for the CLI tests (loaded with --jobs): one has sensitive fields.
+import { z } from 'zod';
+import { defineJob } from '../../core/jobs.js';
+
+export const jobs = [
+  defineJob({
+    kind: 'charge-card',
+    queue: 'payments',
+    payload: z.object({
+      orderId: z.number(),
+      apiKey: z.string(),
+      card: z.object({ number: z.string(), last4: z.string() }),
+    }),
+    sensitive: ['apiKey', 'card.number'],
+  }),
+  defineJob({ kind: 'ping', payload: z.object({ n: z.number() }) }),
+];

@@ -1,0 +1,144 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { EXIT, runCli } from '../../cli/run.js';
+import { connect } from '../../db/connect.js';
+import { claimJobs } from '../../db/statements/claim.js';
+import { settleJobs } from '../../db/statements/settle.js';
+
+const schema = `cli_${randomBytes(4).toString('hex')}`;
+let admin: pg.Pool;
+
+async function cli(...argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, {
+    env: { DATABASE_URL: inject('databaseUrl'), SKIPLOCK_SCHEMA: schema, USER: 'tester' },
+    out: (t) => out.push(t),
+    err: (t) => err.push(t),
+  });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+const JOBS = ['--jobs', 'test/helpers/cli-jobs.ts'];
+const card = { orderId: 7, apiKey: 'sk_live_SECRET123', card: { number: '4242424242424242', last4: '4242' } };
+
+beforeAll(async () => {
+  admin = new pg.Pool({ connectionString: inject('databaseUrl'), max: 2 });
+});
+afterAll(async () => {
+  await admin.query(`drop schema if exists "${schema}" cascade`);
+  await admin.end();
+});
+
+describe('skiplock CLI against a real database', () => {
+  it('explains itself, and a usage error exits 2', async () => {
+    expect((await cli('--help')).out).toMatch(/usage: skiplock <command>/);
+    const bad = await cli('frobnicate');
+    expect(bad).toMatchObject({ code: EXIT.usage });
+    expect(bad.err).toMatch(/unknown command "frobnicate"/);
+    expect((await cli('jobs', 'show', 'x1')).code).toBe(EXIT.usage);
+  });
+
+  it('reports a missing migration and an unreachable database clearly (exit 3), no URL (exit 4)', async () => {
+    const notMigrated = await cli('stats');
+    expect(notMigrated.code).toBe(EXIT.database);
+    expect(notMigrated.err).toMatch(/is not migrated; run `npm run migrate`/);
+    const down = await runCli(['stats', '--database-url', 'postgres://u:hunter2pw@127.0.0.1:1/db'], {
+      env: {},
+      out: () => {},
+      err: (t) => {
+        expect(t).not.toContain('hunter2pw');
+      },
+    });
+    expect(down).toBe(EXIT.database);
+    expect(await runCli(['stats'], { env: {}, out: () => {}, err: () => {} })).toBe(EXIT.config);
+  });
+
+  it('migrate, then enqueue through the job kinds (validated; exit 2 on a bad payload)', async () => {
+    expect((await cli('migrate', '--json')).out).toContain('"applied"');
+    const ok = await cli(
+      'enqueue',
+      'charge-card',
+      '--payload',
+      JSON.stringify(card),
+      '--correlation-id',
+      'order-7',
+      ...JOBS,
+    );
+    expect(ok).toMatchObject({ code: EXIT.ok, out: 'inserted job 1' });
+    const json = JSON.parse(
+      (await cli('enqueue', 'ping', '--payload', '{"n":1}', '--dedupe-key', 'p', '--json', ...JOBS)).out,
+    );
+    expect(json).toEqual({ id: '2', outcome: 'inserted' });
+    const bad = await cli('enqueue', 'ping', '--payload', '{"n":"x"}', ...JOBS);
+    expect(bad.code).toBe(EXIT.usage);
+    expect(bad.err).toMatch(/invalid payload for ping/);
+    expect((await cli('enqueue', 'ping', '--payload', '{"n":1}')).err).toMatch(/pass --jobs/);
+  });
+
+  it('stats (table and JSON) and jobs list', async () => {
+    const human = await cli('stats');
+    expect(human.out).toMatch(/queue\s+kind\s+ready/);
+    expect(human.out).toMatch(/payments\s+charge-card\s+1/);
+    const rows = JSON.parse((await cli('stats', '--json')).out);
+    expect(rows).toEqual(
+      expect.arrayContaining([expect.objectContaining({ queue: 'payments', kind: 'charge-card', ready: 1 })]),
+    );
+    const list = JSON.parse((await cli('jobs', 'list', '--kind', 'ping', '--json')).out);
+    expect(list).toEqual([expect.objectContaining({ id: '2', kind: 'ping', state: 'queued' })]);
+  });
+
+  it('jobs show masks sensitive fields, in human and JSON output', async () => {
+    const human = await cli('jobs', 'show', '1', ...JOBS);
+    expect(human.out).toContain('"apiKey":"***"');
+    expect(human.out).toContain('"last4":"4242"');
+    const json = await cli('jobs', 'show', '1', '--json', ...JOBS);
+    expect(JSON.parse(json.out).payload).toEqual({ orderId: 7, apiKey: '***', card: { number: '***', last4: '4242' } });
+    for (const output of [human.out, json.out]) {
+      expect(output).not.toContain('sk_live_SECRET123');
+      expect(output).not.toContain('4242424242424242');
+    }
+    expect((await cli('jobs', 'show', '999')).code).toBe(EXIT.refused);
+  });
+
+  it('dlq list and dlq replay (dry run, by id, refused when not dead), cancel and retry', async () => {
+    // Kill job 2 through the real statements.
+    const db = connect({ connectionString: inject('databaseUrl') });
+    const { jobs } = await claimJobs(db.db, schema, {
+      leases: [{ kind: 'ping', leaseMs: 10_000 }],
+      limit: 1,
+      invocationId: 'x',
+    });
+    await settleJobs(db.db, schema, [
+      {
+        id: '2',
+        leaseToken: jobs[0]!.leaseToken,
+        outcome: 'dead',
+        reason: 'http_4xx',
+        error: { class: 'E', message: 'gone' },
+      },
+    ]);
+    await db.close();
+    const dlq = await cli('dlq', 'list');
+    expect(dlq.out).toMatch(/2\s+ping\s+default\s+http_4xx/);
+    expect(dlq.out).toContain('E: gone');
+    const dry = JSON.parse((await cli('dlq', 'replay', '--reason', 'http_4xx', '--dry-run', '--json')).out);
+    expect(dry).toMatchObject({ dryRun: true, replayed: [{ id: '2' }] });
+    const replayed = await cli('dlq', 'replay', '2');
+    expect(replayed).toMatchObject({ code: EXIT.ok, out: 'replayed 1 job(s): 2' });
+    const again = await cli('dlq', 'replay', '2');
+    expect(again.code).toBe(EXIT.refused);
+    expect(again.out).toContain('job 2 is queued, not dead');
+    expect((await cli('dlq', 'replay')).code).toBe(EXIT.usage); // no ids, no filter, no --all
+    const { rows } = await admin.query(`select replayed_by from "${schema}".jobs where id = 2`);
+    expect(rows[0].replayed_by).toBe('cli:tester');
+
+    expect(await cli('retry', '2')).toMatchObject({ code: EXIT.ok, out: 'job 2 will run now' });
+    expect(await cli('cancel', '2')).toMatchObject({ code: EXIT.ok, out: 'cancelled job 2' });
+    expect(await cli('cancel', '2')).toMatchObject({ code: EXIT.refused, out: 'job 2 is cancelled: not cancelled' });
+    expect(await cli('retry', '2')).toMatchObject({
+      code: EXIT.refused,
+      out: 'job 2 is cancelled: only waiting jobs can be retried now',
+    });
+  });
+});
