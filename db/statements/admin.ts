@@ -2,7 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import type { JobState } from '../schema.js';
-import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
+import { appendCapped, jobsRef, nowExpr } from './common.js';
 
 export { getJobs, type JobRecord, listJobs } from './jobs-read.js';
 
