@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runMaintenance } from '../../core/maintenance.js';
+import { setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { captureStatements } from '../helpers/statements.js';
+
+let t: TestContext;
+beforeAll(async () => {
+  t = await setupTestSchema('retention');
+});
+afterAll(() => t.close());
+
+const HOUR = 3_600_000;
+
+describe(`retention pruning (${testDriver()})`, () => {
+  it('deletes only finished jobs past their retention, in bounded batches; live and younger dead jobs stay', async () => {
+    const s = `"${t.schema}"`;
+    // Fixtures: 7 old completed, 2 young completed, 3 old cancelled, 2 dead at 2 days (kept:
+    // the DLQ keeps 30 days), 1 dead at 40 days (pruned), plus queued and running jobs.
+    await t.admin.query(`
+      insert into ${s}.jobs (kind, payload, state, finished_at) select 'k', '{}', 'completed', now() - interval '3 hours' from generate_series(1, 7);
+      insert into ${s}.jobs (kind, payload, state, finished_at) select 'k', '{}', 'completed', now() - interval '10 minutes' from generate_series(1, 2);
+      insert into ${s}.jobs (kind, payload, state, finished_at) select 'k', '{}', 'cancelled', now() - interval '5 hours' from generate_series(1, 3);
+      insert into ${s}.jobs (kind, payload, state, finished_at, dead_reason) select 'k', '{}', 'dead', now() - interval '2 days', 'max_attempts' from generate_series(1, 2);
+      insert into ${s}.jobs (kind, payload, state, finished_at, dead_reason) values ('k', '{}', 'dead', now() - interval '40 days', 'http_4xx');
+      insert into ${s}.jobs (kind, payload, created_at) values ('k', '{}', now() - interval '90 days');
+      insert into ${s}.jobs (kind, payload, state, lease_token, lease_expires_at, started_at)
+        values ('k', '{}', 'running', gen_random_uuid(), now() + interval '1 minute', now() - interval '90 days');`);
+    const { result, texts } = await captureStatements(testDriver(), () =>
+      runMaintenance(t.db, {
+        schema: t.schema,
+        completedRetentionMs: HOUR,
+        deadRetentionMs: 30 * 24 * HOUR,
+        pruneBatchSize: 3,
+      }),
+    );
+    expect(result).toMatchObject({ prunedCompleted: 7, prunedCancelled: 3, prunedDead: 1, pruneFinished: true });
+    // 7 completed in batches of 3 → 3 deletes; cancelled 3 → 2 (the second finds none); dead → 1.
+    expect(texts.filter((q) => /delete from/i.test(q))).toHaveLength(6);
+    const { rows } = await t.admin.query(
+      `select state, count(*)::int as n from ${s}.jobs group by state order by state`,
+    );
+    expect(rows).toEqual([
+      { state: 'completed', n: 2 },
+      { state: 'dead', n: 2 },
+      { state: 'queued', n: 1 },
+      { state: 'running', n: 1 },
+    ]);
+  });
+
+  it('stops within its time budget and says so', async () => {
+    const s = `"${t.schema}"`;
+    await t.admin.query(
+      `insert into ${s}.jobs (kind, payload, state, finished_at) select 'k', '{}', 'completed', now() - interval '3 hours' from generate_series(1, 50)`,
+    );
+    let now = 0;
+    const clock = { now: () => (now += 1000), setTimer: () => () => {} };
+    const report = await runMaintenance(t.db, {
+      schema: t.schema,
+      completedRetentionMs: HOUR,
+      pruneBatchSize: 5,
+      maxDurationMs: 4_000,
+      clock,
+    });
+    expect(report.pruneFinished).toBe(false);
+    expect(report.prunedCompleted).toBeLessThan(50);
+    expect(report.prunedCompleted % 5).toBe(0);
+  });
+});
