@@ -29,6 +29,10 @@ export interface SkiplockConfig {
   completedRetentionHours: number;
   deadRetentionHours: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** 'emf': CloudWatch Embedded Metric Format lines after each invocation and maintenance tick. */
+  metrics: 'none' | 'emf';
+  /** Name of this deployment in metrics (the Service dimension). */
+  serviceName: string;
 }
 
 const int = (min: number, max: number) =>
@@ -83,6 +87,9 @@ const envSchema = z.object({
   SKIPLOCK_COMPLETED_RETENTION_HOURS: int(0, 87_600).default(24),
   SKIPLOCK_DEAD_RETENTION_HOURS: int(0, 87_600).default(720),
   SKIPLOCK_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  SKIPLOCK_METRICS: z.enum(['none', 'emf']).default('none'),
+  SKIPLOCK_SERVICE_NAME: z.string().min(1).max(200).optional(),
+  AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
 });
 
 export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
@@ -127,5 +134,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     completedRetentionHours: e.SKIPLOCK_COMPLETED_RETENTION_HOURS,
     deadRetentionHours: e.SKIPLOCK_DEAD_RETENTION_HOURS,
     logLevel: e.SKIPLOCK_LOG_LEVEL,
+    metrics: e.SKIPLOCK_METRICS,
+    serviceName: e.SKIPLOCK_SERVICE_NAME ?? e.AWS_LAMBDA_FUNCTION_NAME ?? 'skiplock',
   };
 }

@@ -117,7 +117,7 @@ export async function runWorker(
 ): Promise<InvocationSummary> {
   const { config } = runtime;
   const selected = config.kinds ? jobs.filter((j) => config.kinds?.includes(j.kind)) : jobs;
-  return runtime.withDb(
+  const summary = await runtime.withDb(
     (db) =>
       createWorker({
         db,
@@ -130,8 +130,10 @@ export async function runWorker(
         leaseGraceMs: config.leaseGraceMs,
         logger: runtime.logger,
       }).runInvocation({ remainingMs, invocationId }),
-    (summary) => summary.stoppedBecause === 'error' && isAuthFailure(summary.errorCode),
+    (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );
+  runtime.metrics?.invocation(summary, config.serviceName);
+  return summary;
 }
 
 /**
@@ -157,5 +159,6 @@ export async function runMaintenanceTick(
   );
   const report = migrated ? { migrated, ...tick } : tick;
   runtime.logger.info('maintenance', { ...report });
+  runtime.metrics?.queues(tick.stats, config.serviceName);
   return report;
 }

@@ -1,6 +1,7 @@
 import { loadConfig, type SkiplockConfig } from '../core/config.js';
 import { DatabaseError, SkiplockError } from '../core/errors.js';
 import { jsonLogger, type Logger } from '../core/logger.js';
+import { emfMetrics, type MetricsSink } from '../core/metrics.js';
 import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from '../core/secrets.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { connectLazily } from '../db/connect-lazy.js';
@@ -20,12 +21,15 @@ export function isAuthFailure(codeOrError: unknown): boolean {
 export class FunctionRuntime {
   readonly config: SkiplockConfig;
   readonly logger: Logger;
+  /** Set when SKIPLOCK_METRICS=emf. */
+  readonly metrics: MetricsSink | undefined;
   readonly #source: DatabaseUrlSource;
   #connection: { url: string; db: Promise<SkiplockDb> } | undefined;
 
   constructor(config: SkiplockConfig, options: { fetchSecret?: SecretFetcher; logger?: Logger } = {}) {
     this.config = config;
     this.logger = options.logger ?? jsonLogger({ level: config.logLevel });
+    this.metrics = config.metrics === 'emf' ? emfMetrics() : undefined;
     this.#source = config.databaseUrl
       ? staticDatabaseUrl(config.databaseUrl)
       : secretDatabaseUrl(config.databaseSecretId as string, {

@@ -263,6 +263,28 @@ describe(`Lambda worker on a schedule (${testDriver()})`, () => {
     expect(rows[0].n).toBe(3);
   });
 
+  it('with SKIPLOCK_METRICS=emf, each invocation writes one Embedded Metric Format line', async () => {
+    const kind = defineJob({ kind: 'tick', payload: z.object({ n: z.number() }), timeoutMs: 1_000, handler: () => {} });
+    await createLambdaEnqueue([kind], { env: env() })({ kind: 'tick', payload: { n: 1 } });
+    const lines: string[] = [];
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string) => {
+      lines.push(String(chunk));
+      return true;
+    }) as typeof process.stdout.write;
+    try {
+      await createLambdaWorker([kind], {
+        env: env({ SKIPLOCK_METRICS: 'emf', AWS_LAMBDA_FUNCTION_NAME: 'app-test-worker' }),
+      })(scheduledEvent(), lambdaContext(10_000));
+    } finally {
+      process.stdout.write = write;
+    }
+    const emf = lines.filter((l) => l.includes('"_aws"')).map((l) => JSON.parse(l));
+    expect(emf).toEqual([
+      expect.objectContaining({ Service: 'app-test-worker', JobsCompleted: 1, SuccessfulInvocations: 1 }),
+    ]);
+  });
+
   it('only the kinds and queues this deployment is configured for', async () => {
     const a = defineJob({ kind: 'a', queue: 'fast', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
     const b = defineJob({ kind: 'b', queue: 'slow', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });

@@ -96,6 +96,29 @@ describe('serverless package (offline, no AWS credentials)', () => {
     expect(others.every((a) => a.startsWith('logs:'))).toBe(true);
   });
 
+  it('ships example alarms on the EMF metrics: jobs dying, oldest job age, silent worker', () => {
+    const alarms = Object.fromEntries(
+      ofType('AWS::CloudWatch::Alarm').map(([name, r]) => [
+        name,
+        r.Properties as { Namespace: string; MetricName: string; Dimensions: { Value: string }[] },
+      ]),
+    );
+    expect(Object.keys(alarms).sort()).toEqual(['JobsDyingAlarm', 'OldestJobAlarm', 'WorkerSilentAlarm']);
+    expect(alarms.JobsDyingAlarm).toMatchObject({
+      Namespace: 'skiplock',
+      MetricName: 'JobsDead',
+      Dimensions: [{ Value: 'skiplock-ci-worker' }],
+    });
+    expect(alarms.OldestJobAlarm).toMatchObject({
+      MetricName: 'OldestReadyAge',
+      Dimensions: [{ Value: 'skiplock-ci-maintenance' }],
+    });
+    expect(alarms.WorkerSilentAlarm).toMatchObject({
+      MetricName: 'SuccessfulInvocations',
+      TreatMissingData: 'breaching',
+    });
+  });
+
   it('the bundled worker and enqueue run for real: ESM banner, SDK external, pg driver only', async () => {
     for (const name of ['worker', 'enqueue'])
       await run('unzip', ['-q', '-o', join(out, `${name}.zip`), '-d', unpacked]);

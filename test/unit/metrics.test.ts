@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { emfMetrics } from '../../core/metrics.js';
+
+describe('CloudWatch Embedded Metric Format', () => {
+  const lines: string[] = [];
+  const sink = emfMetrics(
+    (l) => lines.push(l),
+    () => 1_795_300_000_000,
+  );
+
+  it('an invocation summary becomes one EMF document with its metrics declared', () => {
+    sink.invocation(
+      {
+        invocationId: 'i',
+        claimed: 5,
+        completed: 3,
+        retried: 1,
+        dead: 1,
+        cancelled: 0,
+        released: 0,
+        leaseLost: 0,
+        durationMs: 420,
+        stoppedBecause: 'drained',
+      },
+      'app-prod-worker',
+    );
+    const doc = JSON.parse(lines.pop() as string);
+    expect(doc._aws).toEqual({
+      Timestamp: 1_795_300_000_000,
+      CloudWatchMetrics: [
+        {
+          Namespace: 'skiplock',
+          Dimensions: [['Service']],
+          Metrics: expect.arrayContaining([
+            { Name: 'JobsDead', Unit: 'Count' },
+            { Name: 'SuccessfulInvocations', Unit: 'Count' },
+            { Name: 'InvocationDuration', Unit: 'Milliseconds' },
+          ]),
+        },
+      ],
+    });
+    expect(doc).toMatchObject({
+      Service: 'app-prod-worker',
+      JobsCompleted: 3,
+      JobsDead: 1,
+      SuccessfulInvocations: 1,
+      InvocationErrors: 0,
+    });
+    // Every declared metric has a value in the document.
+    for (const m of doc._aws.CloudWatchMetrics[0].Metrics) expect(typeof doc[m.Name]).toBe('number');
+  });
+
+  it('queue stats become one document per queue (kinds summed) and one for the whole service', () => {
+    const row = {
+      ready: 2,
+      scheduled: 0,
+      retryWaiting: 1,
+      running: 1,
+      leaseExpired: 0,
+      completed: 9,
+      dead: 3,
+      cancelled: 0,
+    };
+    sink.queues(
+      [
+        { queue: 'emails', kind: 'a', ...row, oldestReadyAgeSeconds: 30 },
+        { queue: 'emails', kind: 'b', ...row, oldestReadyAgeSeconds: 90.4 },
+        { queue: 'reports', kind: 'c', ...row, oldestReadyAgeSeconds: null },
+      ],
+      'app-prod-maintenance',
+    );
+    const docs = lines.splice(0).map((l) => JSON.parse(l));
+    expect(docs).toHaveLength(3);
+    expect(docs[0]).toMatchObject({ Queue: 'emails', QueueReady: 4, DeadJobs: 6, OldestReadyAge: 90 });
+    expect(docs[0]._aws.CloudWatchMetrics[0].Dimensions).toEqual([['Service', 'Queue']]);
+    expect(docs[2]).toMatchObject({ Service: 'app-prod-maintenance', QueueReady: 6, DeadJobs: 9, OldestReadyAge: 90 });
+    expect(docs[2].Queue).toBeUndefined();
+  });
+});
