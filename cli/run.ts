@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { cancel, getJob, stats } from '../core/admin.js';
+import { activity, cancel, getJob, stats } from '../core/admin.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { ConfigError, DatabaseError, InvalidOptionsError, NotMigratedError, SkiplockError } from '../core/errors.js';
@@ -34,7 +34,8 @@ commands:
   enqueue <kind> --payload <json>       enqueue a job (needs --jobs)
       [--queue q] [--priority n] [--delay ms] [--run-at iso] [--deadline iso] [--max-attempts n]
       [--dedupe-key k] [--dedupe-mode skip|replace|window] [--window-ms n] [--correlation-id id]
-  stats [--watch] [--interval ms]       depth per queue and kind
+  stats [--watch] [--interval ms] [--window s]
+                                        depth per queue and kind; throughput and error rate over the window (300 s)
   jobs list [--state s] [--queue q] [--kind k] [--since iso] [--limit n]
   jobs show <id>                        one job: payload (masked), attempts, errors, lease, provenance
   dlq list [--reason r] [--kind k] [--queue q] [--since iso] [--limit n]
@@ -75,6 +76,7 @@ const OPTIONS = {
   'correlation-id': { type: 'string' },
   watch: { type: 'boolean' },
   interval: { type: 'string' },
+  window: { type: 'string' },
   iterations: { type: 'string' },
   state: { type: 'string' },
   kind: { type: 'string' },
@@ -272,13 +274,43 @@ const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
           running: r.running,
           expired: r.leaseExpired,
           dead: r.dead,
-          completed: r.completed,
+          'done 1h': r.completedLastHour,
+          'died 1h': r.deadLastHour,
           oldest: age(r.oldestReadyAgeSeconds),
         })),
-        ['queue', 'kind', 'ready', 'scheduled', 'retrying', 'running', 'expired', 'dead', 'completed', 'oldest'],
+        [
+          'queue',
+          'kind',
+          'ready',
+          'scheduled',
+          'retrying',
+          'running',
+          'expired',
+          'dead',
+          'done 1h',
+          'died 1h',
+          'oldest',
+        ],
+      );
+      const window = num(o, 'window') ?? 300;
+      const recent = await activity(conn, { schema, windowSeconds: window });
+      const activityTable = table(
+        recent.map((r) => ({
+          queue: r.queue,
+          kind: r.kind,
+          completed: r.completed,
+          dead: r.dead,
+          'jobs/s': r.throughputPerSecond.toFixed(2),
+          'error rate': r.errorRate === null ? '' : `${(r.errorRate * 100).toFixed(1)}%`,
+        })),
+        ['queue', 'kind', 'completed', 'dead', 'jobs/s', 'error rate'],
       );
       if (o.watch && !json && io.tty) io.out('\u001b[2J\u001b[H');
-      emit(o.watch ? `${new Date().toISOString()}\n${human}` : human, rows);
+      const text = `${human}\n\nlast ${window} s:\n${activityTable}`;
+      emit(o.watch ? `${new Date().toISOString()}\n${text}` : text, {
+        depth: rows,
+        activity: { windowSeconds: window, rows: recent },
+      });
       if (i + 1 < iterations) await new Promise((r) => setTimeout(r, interval));
     }
     return EXIT.ok;

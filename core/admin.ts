@@ -6,7 +6,9 @@ import {
   expireDeadlines as expireDeadlinesStatement,
   getJobs,
   type JobRecord,
+  type QueueActivityRow,
   type QueueStatsRow,
+  queueActivity,
   queueStats,
 } from '../db/statements/admin.js';
 import { InvalidOptionsError } from './errors.js';
@@ -50,6 +52,14 @@ export async function stats(conn: SkiplockDb, options: SchemaOption = {}): Promi
   return queueStats(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA));
 }
 
+/** Throughput and error rate per queue and kind over the last `windowSeconds` (default 300). */
+export async function activity(
+  conn: SkiplockDb,
+  options: SchemaOption & { windowSeconds?: number } = {},
+): Promise<QueueActivityRow[]> {
+  return queueActivity(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA), options.windowSeconds ?? 300);
+}
+
 /** Moves queued jobs past their deadline to the DLQ (`deadline_exceeded`). Returns their ids. */
 export async function expireDeadlines(
   conn: SkiplockDb,
@@ -58,4 +68,4 @@ export async function expireDeadlines(
   return expireDeadlinesStatement(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA), options.limit ?? 1000);
 }
 
-export type { CancelOutcome, JobRecord, QueueStatsRow };
+export type { CancelOutcome, JobRecord, QueueActivityRow, QueueStatsRow };

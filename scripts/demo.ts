@@ -120,7 +120,7 @@ try {
         (acc, row) => ({
           waiting: acc.waiting + row.ready + row.scheduled + row.retryWaiting,
           running: acc.running + row.running,
-          completed: acc.completed + row.completed,
+          completed: acc.completed + row.completedLastHour,
           dead: acc.dead + row.dead,
         }),
         { waiting: 0, running: 0, completed: 0, dead: 0 },

@@ -209,18 +209,23 @@ export interface QueueStatsRow {
   retryWaiting: number;
   running: number;
   leaseExpired: number;
-  completed: number;
+  /** The DLQ: every dead job still kept. */
   dead: number;
-  cancelled: number;
+  completedLastHour: number;
+  deadLastHour: number;
+  cancelledLastHour: number;
   oldestReadyAgeSeconds: number | null;
 }
 
-/** Depth per queue and kind, from the queue_stats view (QueueStats). */
+/**
+ * Depth per queue and kind, from the queue_stats view (QueueStats). It reads live rows, the
+ * DLQ and the last hour's finished rows through partial indexes — not the whole table.
+ */
 export async function queueStats(db: AnyPgDatabase, schema: string): Promise<QueueStatsRow[]> {
   const rows = await queryRows<Record<string, unknown>>(
     db,
     sql`select queue, kind, ready::int, scheduled::int, retry_waiting::int, running::int, lease_expired::int,
-        completed::int, dead::int, cancelled::int, oldest_ready_age_seconds
+        dead::int, completed_1h::int, dead_1h::int, cancelled_1h::int, oldest_ready_age_seconds
       from ${sql.identifier(schema)}.queue_stats order by queue, kind`,
     schema,
   );
@@ -232,10 +237,45 @@ export async function queueStats(db: AnyPgDatabase, schema: string): Promise<Que
     retryWaiting: r.retry_waiting as number,
     running: r.running as number,
     leaseExpired: r.lease_expired as number,
+    dead: r.dead as number,
+    completedLastHour: r.completed_1h as number,
+    deadLastHour: r.dead_1h as number,
+    cancelledLastHour: r.cancelled_1h as number,
+    oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
+  }));
+}
+
+export interface QueueActivityRow {
+  queue: string;
+  kind: string;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  throughputPerSecond: number;
+  /** Share of the jobs that finished in the window which died; null when none finished. */
+  errorRate: number | null;
+}
+
+/** Throughput and error rate over the last `windowSeconds`, via skiplock.queue_activity(). */
+export async function queueActivity(
+  db: AnyPgDatabase,
+  schema: string,
+  windowSeconds: number,
+): Promise<QueueActivityRow[]> {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select queue, kind, completed::int, dead::int, cancelled::int, throughput_per_second, error_rate
+      from ${sql.identifier(schema)}.queue_activity(${Math.max(1, Math.round(windowSeconds))}::int) order by queue, kind`,
+    schema,
+  );
+  return rows.map((r) => ({
+    queue: r.queue as string,
+    kind: r.kind as string,
     completed: r.completed as number,
     dead: r.dead as number,
     cancelled: r.cancelled as number,
-    oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
+    throughputPerSecond: r.throughput_per_second as number,
+    errorRate: r.error_rate as number | null,
   }));
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { cancel, expireDeadlines, getJob, stats } from '../../core/admin.js';
+import { activity, cancel, expireDeadlines, getJob, stats } from '../../core/admin.js';
 import { InvalidOptionsError, PayloadValidationError } from '../../core/errors.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { replay } from '../../core/replay.js';
@@ -225,5 +225,31 @@ describe(`cancel, deadlines, stats (${testDriver()})`, () => {
       }),
     ]);
     expect(rows[1]?.oldestReadyAgeSeconds).toBeGreaterThanOrEqual(0);
+  });
+
+  it('stats count the last hour of finished jobs and the whole DLQ; activity gives throughput and error rate', async () => {
+    const s = `"${t.schema}"`;
+    await t.admin.query(`
+      insert into ${s}.jobs (kind, queue, payload, state, finished_at) select 'k', 'q', '{}', 'completed', now() - interval '2 minutes' from generate_series(1, 30);
+      insert into ${s}.jobs (kind, queue, payload, state, finished_at) select 'k', 'q', '{}', 'completed', now() - interval '2 hours' from generate_series(1, 50);
+      insert into ${s}.jobs (kind, queue, payload, state, finished_at, dead_reason) select 'k', 'q', '{}', 'dead', now() - interval '1 minute', 'http_4xx' from generate_series(1, 10);
+      insert into ${s}.jobs (kind, queue, payload, state, finished_at, dead_reason) select 'k', 'q', '{}', 'dead', now() - interval '3 days', 'max_attempts' from generate_series(1, 5);`);
+    const [row] = await stats(t.db, opts());
+    expect(row).toMatchObject({ queue: 'q', kind: 'k', dead: 15, completedLastHour: 30, deadLastHour: 10, ready: 0 });
+    const [recent] = await activity(t.db, { ...opts(), windowSeconds: 300 });
+    expect(recent).toMatchObject({ completed: 30, dead: 10, errorRate: 0.25 });
+    expect(recent?.throughputPerSecond).toBeCloseTo(30 / 300, 6);
+  });
+
+  it('queue_stats and queue_activity never scan the whole table', async () => {
+    const s = `"${t.schema}"`;
+    await t.admin.query(
+      `insert into ${s}.jobs (kind, payload, state, finished_at) select 'k', '{}', 'completed', now() - interval '2 days' from generate_series(1, 20000)`,
+    );
+    await t.admin.query(`analyze ${s}.jobs`);
+    for (const query of [`select * from ${s}.queue_stats`, `select * from ${s}.queue_activity(300)`]) {
+      const plan = JSON.stringify((await t.admin.query(`explain (format json) ${query}`)).rows);
+      expect(plan).not.toMatch(/Seq Scan[^}]*"Relation Name":"jobs"/);
+    }
   });
 });

@@ -57,9 +57,10 @@ describe('CloudWatch Embedded Metric Format', () => {
       retryWaiting: 1,
       running: 1,
       leaseExpired: 0,
-      completed: 9,
       dead: 3,
-      cancelled: 0,
+      completedLastHour: 9,
+      deadLastHour: 1,
+      cancelledLastHour: 0,
     };
     sink.queues(
       [
