@@ -80,10 +80,12 @@ describe('skiplock CLI against a real database', () => {
     const human = await cli('stats');
     expect(human.out).toMatch(/queue\s+kind\s+ready/);
     expect(human.out).toMatch(/payments\s+charge-card\s+1/);
-    const rows = JSON.parse((await cli('stats', '--json')).out);
-    expect(rows).toEqual(
+    expect(human.out).toMatch(/last 300 s:/);
+    const { depth, activity } = JSON.parse((await cli('stats', '--json', '--window', '60')).out);
+    expect(depth).toEqual(
       expect.arrayContaining([expect.objectContaining({ queue: 'payments', kind: 'charge-card', ready: 1 })]),
     );
+    expect(activity).toEqual({ windowSeconds: 60, rows: [] });
     const list = JSON.parse((await cli('jobs', 'list', '--kind', 'ping', '--json')).out);
     expect(list).toEqual([expect.objectContaining({ id: '2', kind: 'ping', state: 'queued' })]);
   });
