@@ -158,6 +158,7 @@ export function createWorker(options: WorkerOptions): Worker {
     let buffer: Buffered[] = [];
     let oldestBufferedAt = 0;
     let claimRounds = 0;
+    let claimedAt = startedAt;
     let queueLooksEmpty = false;
 
     const fits = (kind: Kind) => clock.now() + kind.definition.timeoutMs <= stopClaimingAt;
@@ -196,6 +197,7 @@ export function createWorker(options: WorkerOptions): Worker {
       if (buffer.length === 0) return;
       const batch = buffer;
       buffer = [];
+      cancelFlushTimer?.();
       account(
         batch,
         await settleJobs(
@@ -206,8 +208,24 @@ export function createWorker(options: WorkerOptions): Worker {
       );
     };
 
+    // Buffered outcomes must not wait behind slow jobs: the first one arms a timer that wakes
+    // the loop after flushIntervalMs, whatever it is waiting for.
+    let wake: () => void = () => {};
+    let woken = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    let cancelFlushTimer: (() => void) | undefined;
+    const rearmWake = () => {
+      woken = new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+    };
     const record = (item: Buffered) => {
-      if (buffer.length === 0) oldestBufferedAt = clock.now();
+      if (buffer.length === 0) {
+        oldestBufferedAt = clock.now();
+        cancelFlushTimer?.();
+        cancelFlushTimer = clock.setTimer(() => wake(), flushIntervalMs);
+      }
       buffer.push(item);
     };
 
@@ -292,7 +310,11 @@ export function createWorker(options: WorkerOptions): Worker {
         const release: ClaimedJob[] = [];
         while (inflight.size < concurrency && waiting.length > 0) {
           const job = waiting.shift() as ClaimedJob;
-          if (fits(kinds.get(job.kind) as Kind)) start(job);
+          const kind = kinds.get(job.kind) as Kind;
+          // Its lease started at the claim: a job that waited locally too long to finish inside
+          // it is given back rather than started (someone else could rescue it mid-run).
+          const leaseLeft = claimedAt + kind.definition.timeoutMs + leaseGraceMs - clock.now();
+          if (fits(kind) && leaseLeft >= kind.definition.timeoutMs) start(job);
           else release.push(job);
         }
         if (waiting.length > 0 && !Array.from(kinds.values()).some(fits)) release.push(...waiting.splice(0));
@@ -315,17 +337,22 @@ export function createWorker(options: WorkerOptions): Worker {
           // The buffered outcomes ride along: one statement settles them and claims the next batch.
           const batch = buffer;
           buffer = [];
+          cancelFlushTimer?.();
+          claimedAt = clock.now();
+          // Claim only what can start now, unless a local queue was asked for (batchSize >
+          // concurrency): a claimed job's lease runs from the claim, not from its start.
+          const limit = batchSize > concurrency ? batchSize : concurrency - inflight.size;
           const claim = await claimJobs(db.db, schema, {
             leases: eligible.map((k) => ({ kind: k.definition.kind, leaseMs: k.definition.timeoutMs + leaseGraceMs })),
             queues,
-            limit: batchSize,
+            limit,
             invocationId,
             settle: batch.map((b) => b.outcome),
           });
           account(batch, claim.settled);
           summary.claimed += claim.jobs.length;
           waiting.push(...claim.jobs);
-          queueLooksEmpty = claim.jobs.length < batchSize;
+          queueLooksEmpty = claim.jobs.length < limit;
           if (claim.jobs.length > 0) continue;
         }
 
@@ -337,15 +364,16 @@ export function createWorker(options: WorkerOptions): Worker {
         }
         // Wait for a free slot, or for everything when no more claiming is useful now.
         if (queueLooksEmpty || eligible.length === 0 || (!drain && claimRounds > 0)) {
-          await Promise.all(inflight.values());
-          if (queueLooksEmpty && drain) {
+          await Promise.race([Promise.all(inflight.values()), woken]);
+          if (queueLooksEmpty && drain && inflight.size === 0) {
             // Everything in hand is done: look once more for new work (retries that came
             // due, jobs the handlers enqueued); that claim also writes the outcomes.
             queueLooksEmpty = false;
           }
         } else {
-          await Promise.race(inflight.values());
+          await Promise.race([...inflight.values(), woken]);
         }
+        if (clock.now() - oldestBufferedAt >= flushIntervalMs) rearmWake();
       }
       await flush();
     } catch (err) {

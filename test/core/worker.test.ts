@@ -81,6 +81,21 @@ describe(`the invocation loop (${testDriver()})`, () => {
     expect(await states()).toEqual([{ state: 'completed', n: 45 }]);
   });
 
+  it("writes a finished job's outcome within flushIntervalMs, even while a slow job still runs", async () => {
+    let fastStateSeenBySlow: string | undefined;
+    let fastId = '';
+    const definition = kind(async (p) => {
+      if (p.n === 0) return; // fast
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      fastStateSeenBySlow = (await job(fastId)).state;
+    });
+    fastId = (await q.enqueue(t.db, definition, { n: 0 })).id;
+    await enqueueTasks(definition, 1, 1);
+    // A free slot and a short claim: the loop then waits for everything in flight.
+    await worker(definition, { concurrency: 3, flushIntervalMs: 50 }).runInvocation({ remainingMs: 10_000 });
+    expect(fastStateSeenBySlow).toBe('completed');
+  });
+
   it('never runs more handlers at once than its concurrency', async () => {
     let running = 0;
     let peak = 0;
@@ -298,7 +313,13 @@ describe(`the time budget (${testDriver()})`, () => {
     const clock = new ManualClock();
     const definition = twoSecondJob(clock);
     await enqueueTasks(definition, 5);
-    const summary = await worker(definition, { clock, concurrency: 1, batchSize: 5 }).runInvocation({
+    // A long grace: the local-queue lease guard (next test) stays out of the way here.
+    const summary = await worker(definition, {
+      clock,
+      concurrency: 1,
+      batchSize: 5,
+      leaseGraceMs: 10_000,
+    }).runInvocation({
       remainingMs: 5_000,
     });
     expect(summary).toMatchObject({ claimed: 5, completed: 2, released: 3 });
@@ -308,6 +329,20 @@ describe(`the time budget (${testDriver()})`, () => {
     expect(rows[0].n).toBe(3);
     const next = await worker(definition, { clock, concurrency: 1 }).runInvocation({ remainingMs: 60_000 });
     expect(next.completed).toBe(3);
+  });
+
+  it('a job that waited locally until its lease could no longer cover it is given back, not started', async () => {
+    const clock = new ManualClock();
+    const definition = twoSecondJob(clock);
+    await enqueueTasks(definition, 2);
+    // Lease = 2 s timeout + 0.5 s grace. The second job waits 1.9 s behind the first: only 0.6 s
+    // of its lease is left, so it is released and claimed again with a fresh lease.
+    const summary = await worker(definition, { clock, concurrency: 1, batchSize: 2, leaseGraceMs: 500 }).runInvocation({
+      remainingMs: 5_000,
+    });
+    expect(summary).toMatchObject({ claimed: 3, completed: 2, released: 1 });
+    const { rows } = await t.admin.query(`select attempt from "${t.schema}".jobs order by id`);
+    expect(rows).toEqual([{ attempt: 1 }, { attempt: 1 }]);
   });
 
   it('does not claim kinds whose timeout exceeds the time left', async () => {
