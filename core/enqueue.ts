@@ -13,6 +13,7 @@ import { type EnqueueOptions, type JobInsertRow, toInsertRow } from './enqueue-o
 import { ConfigError, PayloadTooLargeError, PayloadValidationError, SkiplockError } from './errors.js';
 import { issuesOf } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
+import { unstorableInJson } from './text.js';
 
 export interface EnqueueConfig {
   /** Schema holding skiplock's tables. @defaultValue 'skiplock' */
@@ -82,7 +83,17 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     if (!parsed.success) {
       throw new PayloadValidationError(job.kind, issuesOf(parsed.error));
     }
-    const json = JSON.stringify(parsed.data ?? null);
+    let json: string;
+    try {
+      json = JSON.stringify(parsed.data ?? null);
+    } catch (err) {
+      // Cycles, BigInts, nesting deeper than the stack: not a payload a job can carry.
+      throw new PayloadValidationError(job.kind, [
+        { path: '', message: `cannot be serialized as JSON (${(err as Error).name})` },
+      ]);
+    }
+    const unstorable = unstorableInJson(json);
+    if (unstorable) throw new PayloadValidationError(job.kind, [{ path: '', message: `contains ${unstorable}` }]);
     const bytes = Buffer.byteLength(json, 'utf8');
     if (bytes > maxPayloadBytes) throw new PayloadTooLargeError(job.kind, bytes, maxPayloadBytes);
     return toInsertRow(ord, job, JSON.parse(json), request.options);

@@ -1,6 +1,7 @@
 import type { FailureRecord } from '../db/statements/settle.js';
 import { CancelError, DiscardError, RetryAfterError, RetryError, SkiplockError } from './errors.js';
 import { safeStringify } from './logger.js';
+import { storableText } from './text.js';
 
 const MAX_STACK = 4_000;
 const MAX_BODY = 2_000;
@@ -28,7 +29,7 @@ export function decideFailure(thrown: unknown, attempt: number): FailureDecision
 export function toFailureRecord(thrown: unknown, attempt: number): FailureRecord {
   const record: FailureRecord = { class: 'Error', message: '', attempt };
   if (thrown instanceof Error) {
-    record.class = thrown instanceof SkiplockError ? thrown.code : thrown.name || 'Error';
+    record.class = truncate(thrown instanceof SkiplockError ? thrown.code : thrown.name || 'Error', 200);
     record.message = truncate(String(thrown.message), MAX_MESSAGE);
     if (thrown.stack) record.stack = truncate(thrown.stack, MAX_STACK);
     const response =
@@ -52,6 +53,8 @@ export function toFailureRecord(thrown: unknown, attempt: number): FailureRecord
   return record;
 }
 
+/** Bounded and storable: a cut in the middle of a surrogate pair is repaired, NULs replaced. */
 function truncate(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+  const cut = text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+  return storableText(cut);
 }

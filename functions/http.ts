@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { SkiplockError } from '../core/errors.js';
+import { DatabaseError, SkiplockError } from '../core/errors.js';
 
 /** A platform-neutral view of an HTTP request (API Gateway event or Web Request). */
 export interface HttpRequest {
@@ -83,6 +83,13 @@ const STATUS_BY_CODE: Record<string, number> = {
 export function errorResponse(err: unknown): HttpResponse {
   if (err instanceof HttpError)
     return { status: err.status, body: { error: { code: err.code, message: err.message } } };
+  if (err instanceof DatabaseError && err.sqlState?.startsWith('22')) {
+    // A data exception (a value out of range, an invalid character): the input is at fault.
+    return {
+      status: 400,
+      body: { error: { code: 'invalid_data', message: 'the request holds a value the database cannot store' } },
+    };
+  }
   if (err instanceof SkiplockError) {
     const status = STATUS_BY_CODE[err.code] ?? 500;
     const message = err.code === 'database_error' ? 'the database is unavailable; try again' : err.message;

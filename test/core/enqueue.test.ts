@@ -284,6 +284,17 @@ describe(`enqueue (${testDriver()})`, () => {
       expect((error as Error).message).toMatch(/invalid payload for send-email: to: .*; subject: /);
     });
 
+    it('payload PostgreSQL cannot store: a NUL character or an unpaired surrogate', async () => {
+      for (const subject of ['nul \u0000 here', `half ${'😀'.slice(0, 1)} emoji`]) {
+        const error = await q.enqueue(t.db, sendEmail, { to: 'a@example.com', subject }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(PayloadValidationError);
+        expect((error as Error).message).toMatch(/NUL character|unpaired UTF-16 surrogate/);
+      }
+      // A whole emoji is fine.
+      expect((await q.enqueue(t.db, sendEmail, { to: 'a@example.com', subject: 'ok 😀' })).outcome).toBe('inserted');
+      await t.admin.query(`truncate "${t.schema}".jobs`);
+    });
+
     it('payload over the size limit', async () => {
       const error = await q
         .enqueue(t.db, sendEmail, { to: 'a@example.com', subject: 'x', body: 'y'.repeat(5000) })

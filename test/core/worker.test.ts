@@ -202,6 +202,18 @@ describe(`the invocation loop (${testDriver()})`, () => {
     });
   });
 
+  it('an error text PostgreSQL cannot store (NUL, a lone surrogate) neither fails the batch nor loses the other outcomes', async () => {
+    const definition = kind((p) => {
+      if (p.n === 0) throw new Error(`bad \u0000 byte and half an emoji ${'😀'.slice(0, 1)}`);
+    });
+    const ids = (await enqueueTasks(definition, 4)).map((r) => r.id);
+    const summary = await worker(definition, { concurrency: 4 }).runInvocation({ remainingMs: 10_000 });
+    expect(summary).toMatchObject({ stoppedBecause: 'drained', completed: 3, retried: 1 });
+    const failed = await job(ids[0] as string);
+    expect(failed.state).toBe('queued');
+    expect(failed.last_error.message).toBe('bad \uFFFD byte and half an emoji \uFFFD');
+  });
+
   it('a failure on the last attempt ends dead(max_attempts), with the error history', async () => {
     const definition = kind(
       () => {

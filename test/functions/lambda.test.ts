@@ -362,6 +362,10 @@ describe(`Lambda replay and maintenance (${testDriver()})`, () => {
       error: { message: expect.stringMatching(/no ids and no filter/) },
     });
     expect(await replay({ ids: ['1 or 1=1'] })).toMatchObject({ status: 400 });
+    expect(await replay({ ids: ['9999999999999999999'] })).toMatchObject({
+      status: 400,
+      error: { code: 'invalid_data' },
+    });
     expect(await replay({ since: 'yesterday' })).toMatchObject({
       status: 400,
       error: { message: expect.stringMatching(/since/) },
