@@ -104,10 +104,12 @@ export function jobsTableIn(schema: PgSchema<string>) {
       uniqueIndex('jobs_dedupe_active_uq')
         .on(t.kind, t.dedupeKey)
         .where(sql`dedupe_mode = 'skip' and state in ('queued', 'running')`),
-      // replace — one waiting job per kind and key (a running one may coexist and is never touched);
+      // replace — one waiting, never-attempted job per kind and key. A running one may coexist
+      // and is never touched; once attempted, a job leaves the index, so its retry (or release)
+      // can never collide with the newer job that took the key meanwhile.
       uniqueIndex('jobs_dedupe_waiting_uq')
         .on(t.kind, t.dedupeKey)
-        .where(sql`dedupe_mode = 'replace' and state = 'queued'`),
+        .where(sql`dedupe_mode = 'replace' and state = 'queued' and attempted_at is null`),
       // window — one job per kind, key and period, whatever its state.
       uniqueIndex('jobs_dedupe_window_uq').on(t.kind, t.dedupeKey, t.dedupeWindow).where(sql`dedupe_mode = 'window'`),
     ],

@@ -59,7 +59,7 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
   if (mode === 'replace') {
     return sql`with ${input}, written as (
         ${insert}
-        on conflict (kind, dedupe_key) where dedupe_mode = 'replace' and state = 'queued'
+        on conflict (kind, dedupe_key) where dedupe_mode = 'replace' and state = 'queued' and attempted_at is null
         do update set
           payload = excluded.payload,
           run_at = excluded.run_at,

@@ -9,6 +9,7 @@ import {
 } from '../../core/errors.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { claimJobs } from '../../db/statements/claim.js';
+import { releaseJobs, settleJobs } from '../../db/statements/settle.js';
 import { openDb, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
 
@@ -226,6 +227,50 @@ describe(`enqueue (${testDriver()})`, () => {
       expect(b.id).not.toBe(a.id);
       const after = (await t.admin.query(`select * from "${t.schema}".jobs where id = $1`, [a.id])).rows[0];
       expect(after).toEqual(before);
+    });
+
+    it('replace: a running job that retries (or is released) does not collide with the newer waiting job', async () => {
+      const a = await q.enqueue(
+        t.db,
+        syncProfile,
+        { userId: 1, name: 'old' },
+        { dedupe: { key: 'k', mode: 'replace' } },
+      );
+      const [running] = (await claimAll()).jobs;
+      const b = await q.enqueue(
+        t.db,
+        syncProfile,
+        { userId: 1, name: 'new' },
+        { dedupe: { key: 'k', mode: 'replace' } },
+      );
+      expect(b.outcome).toBe('inserted');
+      const settled = await settleJobs(t.db.db, t.schema, [
+        {
+          id: a.id,
+          leaseToken: running!.leaseToken,
+          outcome: 'retry',
+          delayMs: 0,
+          error: { class: 'E', message: 'm' },
+        },
+      ]);
+      expect(settled.map((x) => x.state)).toEqual(['queued']);
+      // A third enqueue still replaces the newer, never-attempted job, not the retrying one.
+      const c = await q.enqueue(
+        t.db,
+        syncProfile,
+        { userId: 1, name: 'newest' },
+        { dedupe: { key: 'k', mode: 'replace' } },
+      );
+      expect(c).toEqual({ id: b.id, outcome: 'replaced' });
+      // Both claimed, then given back unstarted: released rows do not collide either.
+      const claimed = (await claimAll()).jobs;
+      expect(claimed.map((j) => j.id).sort()).toEqual([a.id, b.id].sort());
+      const released = await releaseJobs(
+        t.db.db,
+        t.schema,
+        claimed.map((j) => ({ id: j.id, leaseToken: j.leaseToken })),
+      );
+      expect(released.sort()).toEqual([a.id, b.id].sort());
     });
 
     it('window: 50 concurrent enqueues leave one job for the period, whatever its state', async () => {
