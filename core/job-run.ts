@@ -50,10 +50,16 @@ export class JobRun implements JobContext {
   /** When this attempt times out (on the invocation's clock). */
   readonly timeoutAt: number;
   readonly job: ClaimedJob;
-  _controller: AbortController | undefined;
-  _abortReason: JobAbort | undefined;
-  _onAbort: ((reason: JobAbort) => void) | undefined;
-  _logger: Logger | undefined;
+  /**
+   * Mutable state in one shared object: a transactional context extends the run through its
+   * prototype, and must see (and cause) the same abort as the run itself.
+   */
+  readonly _s: {
+    controller?: AbortController;
+    abortReason?: JobAbort;
+    onAbort?: (reason: JobAbort) => void;
+    logger?: Logger;
+  } = {};
   readonly _deps: JobRunDeps;
 
   constructor(job: ClaimedJob, timeoutAt: number, deps: JobRunDeps) {
@@ -70,34 +76,34 @@ export class JobRun implements JobContext {
   }
 
   get signal(): AbortSignal {
-    if (!this._controller) {
-      this._controller = new AbortController();
-      if (this._abortReason) this._controller.abort(this._abortReason);
+    if (!this._s.controller) {
+      this._s.controller = new AbortController();
+      if (this._s.abortReason) this._s.controller.abort(this._s.abortReason);
     }
-    return this._controller.signal;
+    return this._s.controller.signal;
   }
 
   get logger(): Logger {
-    this._logger ??= withFields(this._deps.logger, jobFields(this.job, this._deps.invocationId));
-    return this._logger;
+    this._s.logger ??= withFields(this._deps.logger, jobFields(this.job, this._deps.invocationId));
+    return this._s.logger;
   }
 
   get aborted(): JobAbort | undefined {
-    return this._abortReason;
+    return this._s.abortReason;
   }
 
   abort(reason: JobAbort): void {
-    if (this._abortReason) return;
-    this._abortReason = reason;
-    this._controller?.abort(reason);
-    this._onAbort?.(reason);
+    if (this._s.abortReason) return;
+    this._s.abortReason = reason;
+    this._s.controller?.abort(reason);
+    this._s.onAbort?.(reason);
   }
 
   /** Resolves when the attempt is aborted (never, if it is not). */
   whenAborted(): Promise<JobAbort> {
     return new Promise((resolve) => {
-      if (this._abortReason) resolve(this._abortReason);
-      else this._onAbort = resolve;
+      if (this._s.abortReason) resolve(this._s.abortReason);
+      else this._s.onAbort = resolve;
     });
   }
 

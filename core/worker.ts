@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { SkiplockDb } from '../db/connect.js';
+import { scrubSecrets } from '../db/execute.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
 import { buryDoomed, type ClaimedJob, claimJobs } from '../db/statements/claim.js';
 import {
@@ -10,6 +11,7 @@ import {
   type SettledJob,
   settleJobs,
 } from '../db/statements/settle.js';
+import { toBackoff } from './backoff.js';
 import { type Clock, systemClock } from './clock.js';
 import { ConfigError, DatabaseError, DiscardError, SkiplockError } from './errors.js';
 import { decideFailure } from './failure.js';
@@ -378,7 +380,10 @@ export function createWorker(options: WorkerOptions): Worker {
       await flush();
     } catch (err) {
       summary.stoppedBecause = 'error';
-      summary.error = err instanceof SkiplockError ? err.message : 'unexpected error in the invocation loop';
+      summary.error =
+        err instanceof SkiplockError
+          ? err.message
+          : `unexpected error in the invocation loop: ${err instanceof Error ? `${err.name}: ${scrubSecrets(err.message)}` : 'non-Error thrown'}`;
       summary.errorCode =
         err instanceof DatabaseError
           ? (err.sqlState ?? err.code)
@@ -386,8 +391,10 @@ export function createWorker(options: WorkerOptions): Worker {
             ? err.code
             : 'internal';
       logger.error('invocation_failed', { invocationId, error: summary.error });
-      // Outcomes not written are not lost: their leases expire and the jobs are rescued.
+      // Outcomes not written are not lost: their leases expire and the jobs are rescued. Still,
+      // try once to write what finished (the failure may not have been the database's).
       await Promise.allSettled(inflight.values());
+      await flush().catch(() => {});
       if (waiting.length > 0) {
         // Best effort: give back what never started, so it need not wait for its lease.
         const released = await releaseJobs(db.db, schema, waiting.splice(0)).catch(() => []);
@@ -410,7 +417,17 @@ export function createWorker(options: WorkerOptions): Worker {
       const base = { id: job.id, leaseToken: job.leaseToken };
       const reason = decision.error.message;
       if (decision.outcome === 'retry') {
-        const delayMs = decision.delayMs ?? definition.backoff(job.attempt, thrown);
+        let delayMs: number;
+        try {
+          delayMs = decision.delayMs ?? definition.backoff(job.attempt, thrown);
+        } catch {
+          delayMs = FALLBACK_BACKOFF(job.attempt, thrown); // a custom backoff that throws
+        }
+        if (thrown instanceof JobAbort) {
+          // The handler may still be running (it was abandoned, not stopped): the retry must not
+          // start before this attempt's lease would have ended.
+          delayMs = Math.max(delayMs, job.leaseExpiresAt.getTime() - Date.now());
+        }
         return { job, startedAt, reason, outcome: { ...base, outcome: 'retry', delayMs, error: decision.error } };
       }
       if (decision.outcome === 'dead') {
@@ -469,3 +486,5 @@ export function createWorker(options: WorkerOptions): Worker {
 }
 
 export { JobAbort };
+
+const FALLBACK_BACKOFF = toBackoff(undefined);

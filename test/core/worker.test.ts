@@ -214,6 +214,23 @@ describe(`the invocation loop (${testDriver()})`, () => {
     expect(failed.last_error.message).toBe('bad \uFFFD byte and half an emoji \uFFFD');
   });
 
+  it('a custom backoff that throws falls back to the default curve; no outcome is lost', async () => {
+    const definition = defineJob({
+      kind: 'task',
+      payload: task,
+      timeoutMs: 2_000,
+      backoff: () => {
+        throw new Error('bad backoff');
+      },
+      handler: (p) => {
+        if (p.n === 0) throw new Error('fails');
+      },
+    });
+    await enqueueTasks(definition, 5);
+    const summary = await worker(definition, { concurrency: 5 }).runInvocation({ remainingMs: 10_000 });
+    expect(summary).toMatchObject({ stoppedBecause: 'drained', completed: 4, retried: 1 });
+  });
+
   it('a failure on the last attempt ends dead(max_attempts), with the error history', async () => {
     const definition = kind(
       () => {
@@ -399,6 +416,28 @@ describe(`transactional handlers (${testDriver()})`, () => {
         if (p.n < 0) throw new Error('roll me back');
       },
     });
+
+  it("a transactional handler's signal fires at its timeout", async () => {
+    if (!t.db.interactiveTransactions) return expect(t.db.driver).toBe('neon-http');
+    let aborted: unknown;
+    const definition = defineJob({
+      kind: 'tx-slow',
+      payload: task,
+      transactional: true,
+      timeoutMs: 200,
+      handler: async (_p, ctx) => {
+        aborted = await new Promise((resolve) => {
+          ctx.signal.addEventListener('abort', () => resolve(ctx.signal.reason), { once: true });
+          setTimeout(() => resolve('never aborted'), 2_000);
+        });
+      },
+    });
+    await q.enqueue(t.db, definition, { n: 1 });
+    await createWorker({ db: t.db, schema: t.schema, jobs: [definition], logger: silentLogger }).runInvocation({
+      remainingMs: 10_000,
+    });
+    expect((aborted as Error).message).toMatch(/timed out after 200 ms/);
+  });
 
   it('commits the handler writes with the completion, and rolls them back on failure', async () => {
     const definition = makeKind();
