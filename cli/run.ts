@@ -109,6 +109,14 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   const json = o.json ?? false;
   const emit = (human: string, data: unknown) => io.out(json ? JSON.stringify(data, null, 2) : human);
+  const sub = SUBCOMMANDS.has(command);
+  const handler = COMMANDS[sub ? `${command} ${rest[0] ?? ''}` : command];
+  if (!handler) {
+    io.err(
+      `unknown command "${[command, ...(sub ? rest.slice(0, 1) : [])].join(' ')}"\nrun \`skiplock --help\` for usage`,
+    );
+    return EXIT.usage;
+  }
   let conn: SkiplockDb | undefined;
   try {
     const url = o['database-url'] ?? io.env.DATABASE_URL;
@@ -119,10 +127,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     const schema = o.schema ?? io.env.SKIPLOCK_SCHEMA ?? 'skiplock';
     conn = connect({ connectionString: url, driver, max: 2, connectionTimeoutMs: 5_000 });
     const registry = await loadRegistry(o.jobs ?? io.env.SKIPLOCK_JOBS_MODULE);
-    const ctx: CommandContext = { conn, schema, registry, o, rest, emit, io, json };
-    const handler = COMMANDS[rest.length > 0 && SUBCOMMANDS.has(command) ? `${command} ${rest[0]}` : command];
-    if (!handler) throw new UsageError(`unknown command "${[command, ...rest.slice(0, 1)].join(' ')}"`);
-    if (SUBCOMMANDS.has(command)) ctx.rest = rest.slice(1);
+    const ctx: CommandContext = { conn, schema, registry, o, rest: sub ? rest.slice(1) : rest, emit, io, json };
     return await handler(ctx);
   } catch (err) {
     if (err instanceof UsageError) {
