@@ -13,16 +13,19 @@ export { DEFAULT_SCHEMA } from '../db/identifiers.js';
 export { type MigrateOptions, type MigrateResult, migrate } from '../db/migrate.js';
 export { JOB_STATES, type JobState, jobs, jobsTableFor } from '../db/schema.js';
 export {
+  activity,
   type CancelOutcome,
   cancel,
   expireDeadlines,
   getJob,
   type JobRecord,
+  type QueueActivityRow,
   type QueueStatsRow,
   stats,
 } from './admin.js';
 export { BACKOFF_DEFAULTS, type BackoffOption } from './backoff.js';
 export { type Clock, systemClock } from './clock.js';
+export { loadConfig, type SkiplockConfig } from './config.js';
 export {
   createEnqueuer,
   ENQUEUE_DEFAULTS,
@@ -48,6 +51,13 @@ export {
   type TransactionalJobContext,
 } from './jobs.js';
 export { jsonLogger, type Logger, silentLogger } from './logger.js';
+export {
+  MAINTENANCE_DEFAULTS,
+  type MaintenanceOptions,
+  type MaintenanceReport,
+  runMaintenance,
+} from './maintenance.js';
+export { emfMetrics, type MetricsSink } from './metrics.js';
 export { REPLAY_DEFAULTS, type ReplayOptions, replay } from './replay.js';
 export {
   createWorker,
