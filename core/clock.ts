@@ -10,7 +10,8 @@ export interface Clock {
 }
 
 export const systemClock: Clock = {
-  now: () => Date.now(),
+  // Monotonic: a wall-clock step (NTP) must not stretch or shrink an invocation's budget.
+  now: () => performance.now(),
   setTimer(fn, ms) {
     const timer = setTimeout(fn, Math.max(0, ms));
     timer.unref?.();

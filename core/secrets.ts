@@ -45,7 +45,16 @@ export function secretDatabaseUrl(
   };
   return {
     rotatable: true,
-    get: async () => (cached && clock.now() - cached.at < options.ttlMs ? cached.url : load()),
+    get: async () => {
+      if (cached && clock.now() - cached.at < options.ttlMs) return cached.url;
+      try {
+        return await load();
+      } catch (err) {
+        // Secrets Manager unreachable or throttled: an expired value still beats no database.
+        if (cached) return cached.url;
+        throw err;
+      }
+    },
     refresh: () => load(),
   };
 }

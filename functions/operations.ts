@@ -117,6 +117,8 @@ export async function runWorker(
 ): Promise<InvocationSummary> {
   const { config } = runtime;
   const selected = config.kinds ? jobs.filter((j) => config.kinds?.includes(j.kind)) : jobs;
+  // An absolute deadline: a rerun after a refused login gets only the time that is left.
+  const deadlineAt = performance.now() + remainingMs;
   const summary = await runtime.withDb(
     (db) =>
       createWorker({
@@ -129,7 +131,7 @@ export async function runWorker(
         safetyMarginMs: config.safetyMarginMs,
         leaseGraceMs: config.leaseGraceMs,
         logger: runtime.logger,
-      }).runInvocation({ remainingMs, invocationId }),
+      }).runInvocation({ remainingMs: Math.max(0, deadlineAt - performance.now()), invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );
   runtime.metrics?.invocation(summary, config.serviceName);

@@ -139,7 +139,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
         updated_at = ${now},
         last_error = case when j.state = 'running' then ${rescueError} else j.last_error end,
         errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
-      from (select id from ready union all select id from expired limit ${request.limit}) p
+      from (select id from expired union all select id from ready limit ${request.limit}) p  -- rescues first: a backlog must not starve them
       where j.id = p.id
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.lease_token,
         j.lease_expires_at, j.correlation_id, j.state, j.dead_reason, j.run_at

@@ -166,6 +166,18 @@ describe(`fencing and lease expiry (${testDriver()})`, () => {
     expect(r.finished_at).not.toBeNull();
   });
 
+  it('rescues come first: a backlog of ready jobs does not starve an expired lease', async () => {
+    const { id } = await q.enqueue(t.db, sendEmail, email(0));
+    await claim({ limit: 1 });
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 20 }, (_, i) => sendEmail.with(email(i + 1))),
+    );
+    const rescue = await claim({ limit: 5, now: later(60_000) });
+    expect(rescue.jobs.map((j) => j.id)).toContain(id);
+    expect(rescue.jobs).toHaveLength(5);
+  });
+
   it('an unexpired lease is never taken over', async () => {
     await q.enqueue(t.db, sendEmail, email());
     await claim();

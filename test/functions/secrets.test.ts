@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConfigError } from '../../core/errors.js';
 import { defineJob } from '../../core/jobs.js';
-import { databaseUrlFromSecret } from '../../core/secrets.js';
+import { databaseUrlFromSecret, secretDatabaseUrl } from '../../core/secrets.js';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { createLambdaEnqueue, createLambdaWorker } from '../../functions/lambda.js';
@@ -139,5 +139,25 @@ describe('secret formats', () => {
     })();
     expect(missing).toBe('secret s has no url and lacks username, dbname');
     expect(missing).not.toContain('hunter2');
+  });
+
+  it('keeps using an expired cached URL when Secrets Manager cannot be reached, and says so only when it has none', async () => {
+    let calls = 0;
+    const source = secretDatabaseUrl('s', {
+      ttlMs: 0,
+      fetchSecret: async () => {
+        calls++;
+        if (calls > 1) throw new ConfigError('could not read secret s (ThrottlingException)');
+        return 'postgres://u:p@h/d';
+      },
+    });
+    expect(await source.get()).toBe('postgres://u:p@h/d');
+    expect(await source.get()).toBe('postgres://u:p@h/d'); // refetch failed: the stale value serves
+    expect(calls).toBe(2);
+    const empty = secretDatabaseUrl('s', {
+      ttlMs: 0,
+      fetchSecret: async () => Promise.reject(new ConfigError('secret s was not found')),
+    });
+    await expect(empty.get()).rejects.toThrow('secret s was not found');
   });
 });
