@@ -23,28 +23,46 @@ export async function cancelJobs(
   ids: readonly string[],
   now?: Date,
 ): Promise<CancelOutcome[]> {
+  const outcomes = await changeByIds(
+    db,
+    schema,
+    ids,
+    ['queued', 'running'],
+    sql`state = 'cancelled',
+    finished_at = ${nowExpr(now)}, lease_expires_at = null, updated_at = ${nowExpr(now)}`,
+  );
+  return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, cancelled: o.changed }));
+}
+
+/**
+ * Locks the jobs with `ids`, applies `set` to those in one of `states`, and reports every id
+ * with the state it was in and whether it changed (unknown ids: previousState null).
+ */
+async function changeByIds(
+  db: AnyPgDatabase,
+  schema: string,
+  ids: readonly string[],
+  states: readonly JobState[],
+  set: SQL,
+): Promise<{ id: string; previousState: JobState | null; changed: boolean }[]> {
   if (ids.length === 0) return [];
   const jobs = jobsRef(schema);
-  const rows = await queryRows<{ id: string; state: JobState; cancelled: boolean }>(
+  const rows = await queryRows<{ id: string; state: JobState; changed: boolean }>(
     db,
     sql`with target as (
       select j.id, j.state from ${jobs} j where j.id = any(${sql.param(ids)}::bigint[]) for update
     ),
-    cancelled as (
-      update ${jobs} j set state = 'cancelled', finished_at = ${nowExpr(now)}, lease_expires_at = null,
-        updated_at = ${nowExpr(now)}
-      from target t where j.id = t.id and t.state in ('queued', 'running')
+    changed as (
+      update ${jobs} j set ${set}
+      from target t where j.id = t.id and t.state = any(${sql.param(states)}::text[])
       returning j.id
     )
-    select t.id::text as id, t.state, c.id is not null as cancelled
-    from target t left join cancelled c on c.id = t.id`,
+    select t.id::text as id, t.state, c.id is not null as changed
+    from target t left join changed c on c.id = t.id`,
     schema,
   );
   const byId = new Map(rows.map((r) => [r.id, r]));
-  return ids.map((id) => {
-    const row = byId.get(id);
-    return { id, previousState: row?.state ?? null, cancelled: row?.cancelled ?? false };
-  });
+  return ids.map((id) => ({ id, previousState: byId.get(id)?.state ?? null, changed: byId.get(id)?.changed ?? false }));
 }
 
 /** Moves queued jobs whose deadline passed to the DLQ (JobExpireDeadlines), at most `limit`. */
@@ -370,21 +388,12 @@ export async function retryNow(
   ids: readonly string[],
   now?: Date,
 ): Promise<RetryNowOutcome[]> {
-  if (ids.length === 0) return [];
-  const jobs = jobsRef(schema);
-  const rows = await queryRows<{ id: string; state: JobState; retried: boolean }>(
+  const outcomes = await changeByIds(
     db,
-    sql`with target as (
-      select j.id, j.state from ${jobs} j where j.id = any(${sql.param(ids)}::bigint[]) for update
-    ),
-    due as (
-      update ${jobs} j set run_at = ${nowExpr(now)}, updated_at = ${nowExpr(now)}
-      from target t where j.id = t.id and t.state = 'queued'
-      returning j.id
-    )
-    select t.id::text as id, t.state, d.id is not null as retried from target t left join due d on d.id = t.id`,
     schema,
+    ids,
+    ['queued'],
+    sql`run_at = ${nowExpr(now)}, updated_at = ${nowExpr(now)}`,
   );
-  const byId = new Map(rows.map((r) => [r.id, r]));
-  return ids.map((id) => ({ id, previousState: byId.get(id)?.state ?? null, retried: byId.get(id)?.retried ?? false }));
+  return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, retried: o.changed }));
 }
