@@ -21,6 +21,10 @@ export default defineConfig({
         },
       })),
       { extends: true as const, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      // Needs the pgbouncer binary; run by `npm run test:pgbouncer` (and .ci/run), not `npm test`.
+      ...(process.env.SKIPLOCK_TEST_PGBOUNCER
+        ? [{ extends: true as const, test: { name: 'pgbouncer', include: ['test/pgbouncer/**/*.test.ts'] } }]
+        : []),
     ],
   },
 });
