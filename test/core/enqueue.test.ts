@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import {
   InvalidOptionsError,
   PayloadTooLargeError,
@@ -10,19 +10,15 @@ import {
 import { JobRegistry } from '../../core/jobs.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { releaseJobs, settleJobs } from '../../db/statements/settle.js';
-import { openDb, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
 
-beforeAll(async () => {
-  t = await setupTestSchema('enqueue');
-  q = enqueuerFor(t.schema, 4096);
-});
-afterAll(() => t.close());
-beforeEach(async () => {
-  await t.admin.query(`truncate "${t.schema}".jobs`);
+useTestSchema('enqueue', (ctx) => {
+  t = ctx;
+  q = enqueuerFor(ctx.schema, 4096);
 });
 
 const count = async (where = 'true') =>

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CancelError, ConfigError, DiscardError, RetryAfterError } from '../../core/errors.js';
 import { defineJob, type JobContext } from '../../core/jobs.js';
@@ -7,20 +7,16 @@ import { silentLogger } from '../../core/logger.js';
 import { createWorker, type WorkerOptions } from '../../core/worker.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { ManualClock } from '../helpers/clock.js';
-import { setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 import { countStatements } from '../helpers/statements.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
 
-beforeAll(async () => {
-  t = await setupTestSchema('worker');
-  q = enqueuerFor(t.schema);
-});
-afterAll(() => t.close());
-beforeEach(async () => {
-  await t.admin.query(`truncate "${t.schema}".jobs`);
+useTestSchema('worker', (ctx) => {
+  t = ctx;
+  q = enqueuerFor(ctx.schema);
 });
 
 const task = z.object({ n: z.number().int() });

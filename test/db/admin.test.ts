@@ -1,24 +1,20 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { activity, cancel, expireDeadlines, getJob, stats } from '../../core/admin.js';
 import { InvalidOptionsError, PayloadValidationError } from '../../core/errors.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { replay } from '../../core/replay.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { settleJobs } from '../../db/statements/settle.js';
-import { setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
 const registry = new JobRegistry([sendEmail, syncProfile]);
 
-beforeAll(async () => {
-  t = await setupTestSchema('admin');
-  q = enqueuerFor(t.schema);
-});
-afterAll(() => t.close());
-beforeEach(async () => {
-  await t.admin.query(`truncate "${t.schema}".jobs`);
+useTestSchema('admin', (ctx) => {
+  t = ctx;
+  q = enqueuerFor(ctx.schema);
 });
 
 const LEASES = [

@@ -1,19 +1,15 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buryDoomed, type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { extendLease, releaseJobs, reportProgress, settleJobs } from '../../db/statements/settle.js';
-import { openDb, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
 
-beforeAll(async () => {
-  t = await setupTestSchema('leases');
-  q = enqueuerFor(t.schema);
-});
-afterAll(() => t.close());
-beforeEach(async () => {
-  await t.admin.query(`truncate "${t.schema}".jobs`);
+useTestSchema('leases', (ctx) => {
+  t = ctx;
+  q = enqueuerFor(ctx.schema);
 });
 
 const LEASES = [

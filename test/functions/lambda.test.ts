@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineJob } from '../../core/jobs.js';
 import { claimJobs } from '../../db/statements/claim.js';
@@ -10,19 +10,15 @@ import {
   createLambdaWorker,
 } from '../../functions/lambda.js';
 import { resetSharedRuntime } from '../../functions/runtime.js';
-import { databaseUrl, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { httpApiEvent, lambdaContext, scheduledEvent } from '../helpers/events.js';
 import { sendEmail, syncProfile } from '../helpers/kinds.js';
 
 let t: TestContext;
 const TOKEN = 'enqueue-token-0123456789abcdef';
 
-beforeAll(async () => {
-  t = await setupTestSchema('functions-lambda');
-});
-afterAll(() => t.close());
-beforeEach(async () => {
-  await t.admin.query(`truncate "${t.schema}".jobs`);
+useTestSchema('functions-lambda', (ctx) => {
+  t = ctx;
 });
 afterEach(() => resetSharedRuntime());
 

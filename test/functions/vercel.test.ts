@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineJob } from '../../core/jobs.js';
 import { resetSharedRuntime } from '../../functions/runtime.js';
@@ -9,7 +9,7 @@ import {
   createVercelWorker,
   type RouteHandler,
 } from '../../functions/vercel.js';
-import { databaseUrl, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';
+import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { sendEmail } from '../helpers/kinds.js';
 
 let t: TestContext;
@@ -19,12 +19,8 @@ const SECRETS = {
   CRON_SECRET: 'cron-secret-0123456789abcdef00',
 };
 
-beforeAll(async () => {
-  t = await setupTestSchema('functions-vercel');
-});
-afterAll(() => t.close());
-beforeEach(async () => {
-  await t.admin.query(`truncate "${t.schema}".jobs`);
+useTestSchema('functions-vercel', (ctx) => {
+  t = ctx;
 });
 afterEach(() => resetSharedRuntime());
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { neonConfig } from '@neondatabase/serverless';
 import pg from 'pg';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
 import ws from 'ws';
 import { type ConnectOptions, connect, type Driver, type SkiplockDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
@@ -80,4 +80,20 @@ export async function setupTestSchema(label: string): Promise<TestContext> {
       await admin.end();
     },
   };
+}
+
+/**
+ * Registers the usual hooks of a test file: a fresh schema before all tests (handed to
+ * `ready`), its removal after, and an emptied jobs table before each test.
+ */
+export function useTestSchema(label: string, ready: (t: TestContext) => void): void {
+  let ctx: TestContext | undefined;
+  beforeAll(async () => {
+    ctx = await setupTestSchema(label);
+    ready(ctx);
+  });
+  afterAll(() => ctx?.close());
+  beforeEach(async () => {
+    if (ctx) await ctx.admin.query(`truncate "${ctx.schema}".jobs`);
+  });
 }
