@@ -33,6 +33,10 @@ const sendWelcomeEmail = defineJob({
 
 const database = await resolveDevDatabase();
 const app = drizzle(database.url);
+// node-postgres: when the server closes an idle pooled connection (restart, failover, or this
+// script stopping its embedded Postgres while the pool is still saying goodbye), the pool
+// emits 'error'; with no listener Node exits. Log it: the pool drops that client by itself.
+app.$client.on('error', (error) => console.warn('app pool: idle connection closed:', error.message));
 const db = connect({ connectionString: database.url }); // skiplock's own connection, for the worker
 try {
   await migrate(db); // creates the skiplock schema; a no-op when it is up to date
