@@ -99,12 +99,10 @@ export class JobRun implements JobContext {
     this._s.onAbort?.(reason);
   }
 
-  /** Resolves when the attempt is aborted (never, if it is not). */
-  whenAborted(): Promise<JobAbort> {
-    return new Promise((resolve) => {
-      if (this._s.abortReason) resolve(this._s.abortReason);
-      else this._s.onAbort = resolve;
-    });
+  /** Calls `callback` when the attempt is aborted (now, if it already was). */
+  _onAbort(callback: (reason: JobAbort) => void): void {
+    if (this._s.abortReason) callback(this._s.abortReason);
+    else this._s.onAbort = callback;
   }
 
   async reportProgress(progress: unknown): Promise<boolean> {

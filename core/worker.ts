@@ -4,12 +4,14 @@ import { scrubSecrets } from '../db/execute.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
 import { buryDoomed, type ClaimedJob, claimJobs } from '../db/statements/claim.js';
 import {
+  type Completion,
   extendLease,
   type Outcome,
   releaseJobs,
   reportProgress,
-  type SettledJob,
+  type SettleReport,
   settleJobs,
+  settleOutcomes,
 } from '../db/statements/settle.js';
 import { toBackoff } from './backoff.js';
 import { type Clock, systemClock } from './clock.js';
@@ -42,6 +44,14 @@ export interface WorkerOptions {
   leaseGraceMs?: number;
   /** Keep claiming while work remains and time allows; false = one batch per invocation. @defaultValue true */
   drain?: boolean;
+  /**
+   * What completing a job does to its row. `keep`: it stays (state completed) until retention
+   * prunes it, for `jobs show` and per-job history. `delete`: it is deleted as the job completes
+   * — the least work and WAL per job, as graphile-worker does; the stats count completions per
+   * minute instead. Jobs holding a `window` dedupe key are kept either way.
+   * @defaultValue 'keep'
+   */
+  completedJobs?: Completion;
   /** Buffered outcomes are written at least this often. @defaultValue 200 */
   flushIntervalMs?: number;
   /** @defaultValue jsonLogger() */
@@ -80,6 +90,7 @@ export const WORKER_DEFAULTS = {
   leaseGraceMs: 5_000,
   drain: true,
   flushIntervalMs: 200,
+  completedJobs: 'keep',
 } as const;
 
 interface Kind {
@@ -109,6 +120,9 @@ export function createWorker(options: WorkerOptions): Worker {
   const leaseGraceMs = options.leaseGraceMs ?? WORKER_DEFAULTS.leaseGraceMs;
   const drain = options.drain ?? WORKER_DEFAULTS.drain;
   const flushIntervalMs = options.flushIntervalMs ?? WORKER_DEFAULTS.flushIntervalMs;
+  const completion = options.completedJobs ?? WORKER_DEFAULTS.completedJobs;
+  if (completion !== 'keep' && completion !== 'delete')
+    throw new ConfigError("completedJobs must be 'keep' or 'delete'");
   const logger = options.logger ?? jsonLogger();
   const clock = options.clock ?? systemClock;
   // Building a log line per completed job costs more than a no-op job: skip it when nobody listens.
@@ -156,9 +170,11 @@ export function createWorker(options: WorkerOptions): Worker {
       stoppedBecause: 'drained',
     };
     const waiting: ClaimedJob[] = [];
-    const inflight = new Map<string, Promise<void>>();
+    let inflight = 0; // attempts started and not yet finished
     let buffer: Buffered[] = [];
-    let oldestBufferedAt = 0;
+    // Set by the flush timer: the oldest buffered outcome has waited flushIntervalMs. (A flag, not
+    // a comparison of clocks: a timer may fire a fraction of a millisecond "early" by performance.now().)
+    let flushDue = false;
     let claimRounds = 0;
     let claimedAt = startedAt;
     let queueLooksEmpty = false;
@@ -166,31 +182,38 @@ export function createWorker(options: WorkerOptions): Worker {
     const fits = (kind: Kind) => clock.now() + kind.definition.timeoutMs <= stopClaimingAt;
 
     /** Counts and logs what the database did with a batch of outcomes. */
-    const account = (batch: Buffered[], settledJobs: SettledJob[]) => {
-      const settled = new Map(settledJobs.map((s) => [s.id, s]));
+    const account = (batch: Buffered[], report: SettleReport) => {
+      if (!infoLogs && report.lost.size === 0 && report.changed.size === 0) {
+        summary.completed += batch.length; // every one completed, and nobody wants a line per job
+        return;
+      }
       for (const item of batch) {
-        const result = settled.get(item.job.id);
-        const fields = jobFields(item.job, invocationId);
-        const durationMs = clock.now() - item.startedAt;
-        if (!result) {
+        const id = item.job.id;
+        if (report.lost.has(id)) {
           summary.leaseLost++;
-          logger.warn('lease_lost', { ...fields, outcome: 'lease_lost', durationMs });
+          logger.warn('lease_lost', {
+            ...jobFields(item.job, invocationId),
+            outcome: 'lease_lost',
+            durationMs: clock.now() - item.startedAt,
+          });
           continue;
         }
-        if (result.state === 'completed') summary.completed++;
-        else if (result.state === 'queued') summary.retried++;
-        else if (result.state === 'dead') summary.dead++;
+        const result = report.changed.get(id);
+        const state = result?.state ?? 'completed';
+        if (state === 'completed') summary.completed++;
+        else if (state === 'queued') summary.retried++;
+        else if (state === 'dead') summary.dead++;
         else summary.cancelled++;
-        const outcome = result.state === 'queued' ? 'retry' : result.state;
-        if (outcome === 'completed' && !infoLogs) continue;
+        if (state === 'completed' && !infoLogs) continue;
+        const outcome = state === 'queued' ? 'retry' : state;
         const log = outcome === 'completed' ? logger.info : logger.warn;
         log.call(logger, 'job', {
-          ...fields,
+          ...jobFields(item.job, invocationId),
           outcome,
-          durationMs,
-          ...(result.state === 'queued' ? { nextRunAt: result.runAt.toISOString() } : {}),
-          ...(result.deadReason ? { reason: result.deadReason } : {}),
-          ...(item.reason && result.state !== 'completed' ? { error: item.reason } : {}),
+          durationMs: clock.now() - item.startedAt,
+          ...(result?.state === 'queued' ? { nextRunAt: result.runAt.toISOString() } : {}),
+          ...(result?.deadReason ? { reason: result.deadReason } : {}),
+          ...(item.reason && state !== 'completed' ? { error: item.reason } : {}),
         });
       }
     };
@@ -202,31 +225,45 @@ export function createWorker(options: WorkerOptions): Worker {
       cancelFlushTimer?.();
       account(
         batch,
-        await settleJobs(
+        await settleOutcomes(
           db.db,
           schema,
           batch.map((b) => b.outcome),
+          undefined,
+          completion,
         ),
       );
     };
 
-    // Buffered outcomes must not wait behind slow jobs: the first one arms a timer that wakes
-    // the loop after flushIntervalMs, whatever it is waiting for.
-    let wake: () => void = () => {};
-    let woken = new Promise<void>((resolve) => {
-      wake = resolve;
-    });
-    let cancelFlushTimer: (() => void) | undefined;
-    const rearmWake = () => {
-      woken = new Promise<void>((resolve) => {
-        wake = resolve;
+    // The loop sleeps until something changes: an attempt finished, or buffered outcomes have
+    // waited flushIntervalMs (outcomes must not wait behind slow jobs). One signal for both; a
+    // change that happens while the loop is busy is remembered, so no wake-up is lost.
+    let signal: (() => void) | undefined;
+    let changedMeanwhile = false;
+    const notify = () => {
+      const resolve = signal;
+      signal = undefined;
+      if (resolve) resolve();
+      else changedMeanwhile = true;
+    };
+    const nextChange = (): Promise<void> | undefined => {
+      if (changedMeanwhile) {
+        changedMeanwhile = false;
+        return undefined;
+      }
+      return new Promise<void>((resolve) => {
+        signal = resolve;
       });
     };
+    let cancelFlushTimer: (() => void) | undefined;
     const record = (item: Buffered) => {
       if (buffer.length === 0) {
-        oldestBufferedAt = clock.now();
+        flushDue = false;
         cancelFlushTimer?.();
-        cancelFlushTimer = clock.setTimer(() => wake(), flushIntervalMs);
+        cancelFlushTimer = clock.setTimer(() => {
+          flushDue = true;
+          notify();
+        }, flushIntervalMs);
       }
       buffer.push(item);
     };
@@ -269,27 +306,28 @@ export function createWorker(options: WorkerOptions): Worker {
         (await extendLease(db.db, schema, holder, ms)) !== null,
     };
 
+    const finish = (run: JobRun, result: RunResult) => {
+      running.delete(run);
+      inflight--;
+      if (result === 'completed_in_transaction') {
+        summary.completed++;
+        if (infoLogs) logger.info('job', { ...jobFields(run.job, invocationId), outcome: 'completed' });
+      } else if (result === 'lease_lost') {
+        summary.leaseLost++;
+        logger.warn('lease_lost', { ...jobFields(run.job, invocationId), outcome: 'lease_lost' });
+      } else {
+        record(result);
+      }
+      notify();
+    };
+
     const start = (job: ClaimedJob) => {
       const kind = kinds.get(job.kind) as Kind;
       const run = new JobRun(job, clock.now() + kind.definition.timeoutMs, runDeps);
       running.add(run);
+      inflight++;
       armWatchdog(Math.min(run.timeoutAt, stopClaimingAt));
-      const done = runJob(run, kind).then((item) => {
-        running.delete(run);
-        if (item === 'completed_in_transaction') {
-          summary.completed++;
-          if (infoLogs) logger.info('job', { ...jobFields(job, invocationId), outcome: 'completed' });
-        } else if (item === 'lease_lost') {
-          summary.leaseLost++;
-          logger.warn('lease_lost', { ...jobFields(job, invocationId), outcome: 'lease_lost' });
-        } else {
-          record(item);
-        }
-      });
-      inflight.set(
-        job.id,
-        done.finally(() => inflight.delete(job.id)),
-      );
+      runJob(run, kind, (result) => finish(run, result));
     };
 
     try {
@@ -303,15 +341,14 @@ export function createWorker(options: WorkerOptions): Worker {
         // Outcomes normally ride along with the next claim; they are written on their own only
         // when they have waited flushIntervalMs, or pile up while a claimed batch is still
         // being worked through.
-        const shouldFlush =
-          buffer.length > 0 &&
-          (clock.now() - oldestBufferedAt >= flushIntervalMs || (waiting.length > 0 && buffer.length >= concurrency));
+        const shouldFlush = buffer.length > 0 && (flushDue || (waiting.length > 0 && buffer.length >= concurrency));
         if (shouldFlush) await flush();
 
         // Start waiting jobs while slots are free; give back the ones that no longer fit.
         const release: ClaimedJob[] = [];
-        while (inflight.size < concurrency && waiting.length > 0) {
-          const job = waiting.shift() as ClaimedJob;
+        let taken = 0;
+        while (inflight < concurrency && taken < waiting.length) {
+          const job = waiting[taken++] as ClaimedJob;
           const kind = kinds.get(job.kind) as Kind;
           // Its lease started at the claim: a job that waited locally too long to finish inside
           // it is given back rather than started (someone else could rescue it mid-run).
@@ -319,6 +356,7 @@ export function createWorker(options: WorkerOptions): Worker {
           if (fits(kind) && leaseLeft >= kind.definition.timeoutMs) start(job);
           else release.push(job);
         }
+        waiting.splice(0, taken); // once, not a shift() per job
         if (waiting.length > 0 && !Array.from(kinds.values()).some(fits)) release.push(...waiting.splice(0));
         if (release.length > 0) {
           const released = await releaseJobs(db.db, schema, release);
@@ -331,8 +369,8 @@ export function createWorker(options: WorkerOptions): Worker {
         const mayClaim =
           eligible.length > 0 &&
           waiting.length === 0 &&
-          inflight.size < concurrency &&
-          !(queueLooksEmpty && inflight.size > 0) &&
+          inflight < concurrency &&
+          !(queueLooksEmpty && inflight > 0) &&
           (drain || claimRounds === 0);
         if (mayClaim) {
           claimRounds++;
@@ -343,13 +381,14 @@ export function createWorker(options: WorkerOptions): Worker {
           claimedAt = clock.now();
           // Claim only what can start now, unless a local queue was asked for (batchSize >
           // concurrency): a claimed job's lease runs from the claim, not from its start.
-          const limit = batchSize > concurrency ? batchSize : concurrency - inflight.size;
+          const limit = batchSize > concurrency ? batchSize : concurrency - inflight;
           const claim = await claimJobs(db.db, schema, {
             leases: eligible.map((k) => ({ kind: k.definition.kind, leaseMs: k.definition.timeoutMs + leaseGraceMs })),
             queues,
             limit,
             invocationId,
             settle: batch.map((b) => b.outcome),
+            completion,
           });
           account(batch, claim.settled);
           summary.claimed += claim.jobs.length;
@@ -358,24 +397,19 @@ export function createWorker(options: WorkerOptions): Worker {
           if (claim.jobs.length > 0) continue;
         }
 
-        if (inflight.size === 0 && waiting.length === 0) {
+        if (inflight === 0 && waiting.length === 0) {
           if (eligible.length === 0) summary.stoppedBecause = 'deadline';
           else if (!drain && claimRounds > 0) summary.stoppedBecause = 'batch_done';
           else summary.stoppedBecause = 'drained';
           break;
         }
-        // Wait for a free slot, or for everything when no more claiming is useful now.
-        if (queueLooksEmpty || eligible.length === 0 || (!drain && claimRounds > 0)) {
-          await Promise.race([Promise.all(inflight.values()), woken]);
-          if (queueLooksEmpty && drain && inflight.size === 0) {
-            // Everything in hand is done: look once more for new work (retries that came
-            // due, jobs the handlers enqueued); that claim also writes the outcomes.
-            queueLooksEmpty = false;
-          }
-        } else {
-          await Promise.race([...inflight.values(), woken]);
+        // Wait for a free slot (or, when no more claiming is useful now, for the rest to finish).
+        await nextChange();
+        if (queueLooksEmpty && drain && inflight === 0) {
+          // Everything in hand is done: look once more for new work (retries that came
+          // due, jobs the handlers enqueued); that claim also writes the outcomes.
+          queueLooksEmpty = false;
         }
-        if (clock.now() - oldestBufferedAt >= flushIntervalMs) rearmWake();
       }
       await flush();
     } catch (err) {
@@ -393,7 +427,7 @@ export function createWorker(options: WorkerOptions): Worker {
       logger.error('invocation_failed', { invocationId, error: summary.error });
       // Outcomes not written are not lost: their leases expire and the jobs are rescued. Still,
       // try once to write what finished (the failure may not have been the database's).
-      await Promise.allSettled(inflight.values());
+      while (inflight > 0) await nextChange();
       await flush().catch(() => {});
       if (waiting.length > 0) {
         // Best effort: give back what never started, so it need not wait for its lease.
@@ -407,84 +441,128 @@ export function createWorker(options: WorkerOptions): Worker {
     return summary;
   }
 
-  /** Runs one job until it settles or is aborted; resolves with what to write, never rejects. */
-  async function runJob(run: JobRun, kind: Kind): Promise<Buffered | 'completed_in_transaction' | 'lease_lost'> {
+  /** What to write for a failed attempt. */
+  function failed(run: JobRun, definition: Kind['definition'], startedAt: number, thrown: unknown): Buffered {
+    const { job } = run;
+    const decision = decideFailure(thrown, job.attempt);
+    const base = { id: job.id, leaseToken: job.leaseToken };
+    const reason = decision.error.message;
+    if (decision.outcome === 'retry') {
+      let delayMs: number;
+      try {
+        delayMs = decision.delayMs ?? definition.backoff(job.attempt, thrown);
+      } catch {
+        delayMs = FALLBACK_BACKOFF(job.attempt, thrown); // a custom backoff that throws
+      }
+      if (thrown instanceof JobAbort) {
+        // The handler may still be running (it was abandoned, not stopped): the retry must not
+        // start before this attempt's lease would have ended.
+        delayMs = Math.max(delayMs, job.leaseExpiresAtMs - Date.now());
+      }
+      return { job, startedAt, reason, outcome: { ...base, outcome: 'retry', delayMs, error: decision.error } };
+    }
+    if (decision.outcome === 'dead') {
+      return {
+        job,
+        startedAt,
+        reason,
+        outcome: { ...base, outcome: 'dead', reason: decision.reason, error: decision.error },
+      };
+    }
+    return { job, startedAt, reason, outcome: { ...base, outcome: 'cancelled', error: decision.error } };
+  }
+
+  /** An attempt that ended by throwing (or by its signal): lost lease, or a failure to write. */
+  function ended(run: JobRun, definition: Kind['definition'], startedAt: number, thrown: unknown): RunResult {
+    if (thrown instanceof JobAbort && thrown.reason === 'lease_lost') return 'lease_lost';
+    return failed(run, definition, startedAt, thrown);
+  }
+
+  /**
+   * Runs one attempt until it settles or is aborted and reports what to write — once, and always
+   * from a microtask, so the loop's bookkeeping never changes under its feet. No promise of our
+   * own per attempt: the handler's promise and the abort race through a callback.
+   */
+  function runJob(run: JobRun, kind: Kind, report: (result: RunResult) => void): void {
     const { definition, handler } = kind;
     const { job } = run;
     const startedAt = clock.now();
-    const fail = (thrown: unknown): Buffered => {
-      const decision = decideFailure(thrown, job.attempt);
-      const base = { id: job.id, leaseToken: job.leaseToken };
-      const reason = decision.error.message;
-      if (decision.outcome === 'retry') {
-        let delayMs: number;
-        try {
-          delayMs = decision.delayMs ?? definition.backoff(job.attempt, thrown);
-        } catch {
-          delayMs = FALLBACK_BACKOFF(job.attempt, thrown); // a custom backoff that throws
-        }
-        if (thrown instanceof JobAbort) {
-          // The handler may still be running (it was abandoned, not stopped): the retry must not
-          // start before this attempt's lease would have ended.
-          delayMs = Math.max(delayMs, job.leaseExpiresAt.getTime() - Date.now());
-        }
-        return { job, startedAt, reason, outcome: { ...base, outcome: 'retry', delayMs, error: decision.error } };
-      }
-      if (decision.outcome === 'dead') {
-        return {
-          job,
-          startedAt,
-          reason,
-          outcome: { ...base, outcome: 'dead', reason: decision.reason, error: decision.error },
-        };
-      }
-      return { job, startedAt, reason, outcome: { ...base, outcome: 'cancelled', error: decision.error } };
+    let reported = false;
+    const reportOnce = (result: () => RunResult) => {
+      if (reported) return;
+      reported = true;
+      report(result());
     };
-
-    try {
-      const parsed = definition.payloadSchema.safeParse(job.payload);
-      if (!parsed.success) {
-        return fail(
-          new DiscardError(`stored payload does not match the ${job.kind} schema: ${describeIssues(parsed.error)}`, {
-            reason: 'validation_error',
-          }),
-        );
-      }
-      const holder = { id: job.id, leaseToken: job.leaseToken };
-      const work: Promise<'done' | 'completed_in_transaction' | 'lease_lost'> = definition.transactional
-        ? db.db
-            .transaction(async (tx) => {
-              // The handler's context, plus the transaction (getters and methods come from the run).
-              await handler(parsed.data, Object.assign(Object.create(run) as JobRun, { tx }));
-              if (run.aborted) throw run.aborted;
-              const settled = await settleJobs(tx, schema, [{ ...holder, outcome: 'completed' }]);
-              if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
-              return 'completed_in_transaction' as const;
-            })
-            .catch((err: unknown) => {
-              if (err instanceof JobAbort && err.reason === 'lease_lost') return 'lease_lost' as const;
-              throw err;
-            })
-        : Promise.resolve()
-            .then(() => handler(parsed.data, run))
-            .then(() => 'done' as const);
-      work.catch(() => {}); // a handler that rejects after we stopped waiting must not crash the process
-      const result = await Promise.race([work, run.whenAborted()]);
-      if (result instanceof JobAbort) {
-        if (result.reason === 'lease_lost') return 'lease_lost';
-        return fail(result);
-      }
-      if (result === 'done') return { job, startedAt, outcome: { ...holder, outcome: 'completed' } };
-      return result;
-    } catch (thrown) {
-      if (thrown instanceof JobAbort && thrown.reason === 'lease_lost') return 'lease_lost';
-      return fail(thrown);
+    const later = (result: () => RunResult) => queueMicrotask(() => reportOnce(result));
+    const parsed = definition.payloadSchema.safeParse(job.payload);
+    if (!parsed.success) {
+      const error = new DiscardError(
+        `stored payload does not match the ${job.kind} schema: ${describeIssues(parsed.error)}`,
+        { reason: 'validation_error' },
+      );
+      later(() => failed(run, definition, startedAt, error));
+      return;
     }
+    if (definition.transactional) {
+      runInTransaction(run, kind, parsed.data, startedAt).then((result) => reportOnce(() => result));
+      return;
+    }
+    let returned: unknown;
+    try {
+      returned = handler(parsed.data, run);
+    } catch (thrown) {
+      later(() => ended(run, definition, startedAt, thrown));
+      return;
+    }
+    const completed = (): RunResult => {
+      if (run.aborted) return ended(run, definition, startedAt, run.aborted);
+      return { job, startedAt, outcome: { id: job.id, leaseToken: job.leaseToken, outcome: 'completed' } };
+    };
+    if (!isThenable(returned)) {
+      later(completed);
+      return;
+    }
+    run._onAbort((reason) => later(() => ended(run, definition, startedAt, reason)));
+    // Both callbacks attached: a handler that rejects after we stopped waiting cannot crash the process.
+    Promise.resolve(returned).then(
+      () => reportOnce(completed),
+      (thrown: unknown) => reportOnce(() => ended(run, definition, startedAt, thrown)),
+    );
+  }
+
+  /** The opt-in transactional mode: the handler's writes commit with the job's completion. */
+  async function runInTransaction(run: JobRun, kind: Kind, payload: unknown, startedAt: number): Promise<RunResult> {
+    const { definition, handler } = kind;
+    const holder = { id: run.job.id, leaseToken: run.job.leaseToken };
+    const work = db.db
+      .transaction(async (tx) => {
+        // The handler's context, plus the transaction (getters and methods come from the run).
+        await handler(payload, Object.assign(Object.create(run) as JobRun, { tx }));
+        if (run.aborted) throw run.aborted;
+        const settled = await settleJobs(tx, schema, [{ ...holder, outcome: 'completed' }], undefined, completion);
+        if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
+        return 'completed_in_transaction' as const;
+      })
+      .catch((thrown: unknown) => ended(run, definition, startedAt, thrown));
+    return new Promise<RunResult>((resolve) => {
+      run._onAbort((reason) => resolve(ended(run, definition, startedAt, reason)));
+      work.then(resolve);
+    });
   }
 
   return { runInvocation };
 }
 
 export { JobAbort };
+
+type RunResult = Buffered | 'completed_in_transaction' | 'lease_lost';
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
 
 const FALLBACK_BACKOFF = toBackoff(undefined);

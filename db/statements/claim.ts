@@ -1,8 +1,18 @@
+import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
-import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
-import { type Outcome, type SettledJob, type SettledRow, settleJobs, settleUpdate, toSettledJob } from './settle.js';
+import { appendCapped, jobsRef, nowExpr } from './common.js';
+import {
+  addToReport,
+  type Completion,
+  type Outcome,
+  type SettleReport,
+  type SettleReportRow,
+  settleCtes,
+  settleOutcomes,
+  settleReportRows,
+} from './settle.js';
 
 export interface ClaimRequest {
   /** Kinds this claimer may take, each with the lease it gets (its timeout plus a grace). */
@@ -19,6 +29,8 @@ export interface ClaimRequest {
    * (one round trip per batch in steady state). They are fenced exactly as settleJobs.
    */
   settle?: readonly Outcome[];
+  /** What a completion in `settle` does to the row. @defaultValue 'keep' */
+  completion?: Completion;
 }
 
 export interface ClaimedJob {
@@ -29,8 +41,10 @@ export interface ClaimedJob {
   priority: number;
   attempt: number;
   maxAttempts: number;
+  /** The claim's lease token, shared by every job the statement claimed. */
   leaseToken: string;
-  leaseExpiresAt: Date;
+  /** When the lease ends, in epoch milliseconds on the database's clock. */
+  leaseExpiresAtMs: number;
   correlationId: string | null;
 }
 
@@ -46,25 +60,19 @@ export interface ClaimDeadJob {
 
 export interface ClaimResult {
   jobs: ClaimedJob[];
-  /** What became of `request.settle` (absent ids lost their lease). */
-  settled: SettledJob[];
+  /** What became of `request.settle`. */
+  settled: SettleReport;
 }
 
-type ClaimRow = {
-  row_kind: 'claimed' | 'settled';
-  run_at_ms: number;
-  id: string;
+type ClaimRow = SettleReportRow & {
   kind: string;
   queue: string;
   payload: unknown;
   priority: number;
   attempt: number;
   max_attempts: number;
-  lease_token: string;
-  lease_expires_at_ms: number;
   correlation_id: string | null;
-  state: string;
-  dead_reason: string | null;
+  lease_expires_at_ms: number;
 };
 
 /**
@@ -75,42 +83,51 @@ type ClaimRow = {
  * and running rows whose lease expired with attempts left (rescue) — each with its own
  * LIMIT, which is the fence that stops the planner from locking more rows than we take. The
  * predicates are re-checked on each row's latest version when it is locked, so every picked
- * row runs: a fresh lease token, a lease on the database clock, one more attempt. Rows past
+ * row runs: the claim's lease token, a lease on the database clock, one more attempt. Rows past
  * their deadline and rescues with no attempts left are never picked; buryDoomed() moves them
  * to the DLQ (the worker runs it at the start of every invocation).
+ *
+ * One lease token per claim, not per job: the token fences a holder, and a job claimed again
+ * is claimed by another statement, so it gets another token. The worker sends the token once
+ * per batch instead of once per job.
  */
 export async function claimJobs(db: AnyPgDatabase, schema: string, request: ClaimRequest): Promise<ClaimResult> {
   const settle = request.settle ?? [];
   if (request.limit < 1 || request.leases.length === 0) {
-    return { jobs: [], settled: settle.length > 0 ? await settleJobs(db, schema, settle, request.now) : [] };
+    return { jobs: [], settled: await settleOutcomes(db, schema, settle, request.now, request.completion) };
   }
   const jobs = jobsRef(schema);
+  const leaseToken = randomUUID();
   const kinds = request.leases.map((l) => l.kind);
   const rescueError = sql`jsonb_build_object('class', 'lease_expired',
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))`;
   const leaseMs = request.leases.map((l) => Math.max(1, Math.round(l.leaseMs)));
   const queueFilter = request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``;
+  const hasSettle = settle.length > 0;
   // A row this statement settles must not also be rescued by it (one row, one write).
-  const notSettling = settle.length > 0 ? sql`and j.id <> all(${sql.param(settle.map((o) => o.id))}::bigint[])` : sql``;
-  const settledCte = settle.length > 0 ? sql`settled as (${settleUpdate(schema, settle)}),` : sql``;
-  const settledRows =
-    settle.length > 0
-      ? sql`union all
-    select 'settled', id::text, null, null, null::jsonb, null::smallint, null::int, null::int, null,
-      null::float8, null, state, dead_reason, ${epochMs(sql`run_at`)}
-    from settled`
-      : sql``;
+  const notSettling = hasSettle ? sql`and j.id not in (select id from settle_input)` : sql``;
+  // The outcomes are written before the claim locks anything. A locking scan that meets a row
+  // another claim just updated locks its newest version before re-checking it (and keeps that
+  // lock to the end of its statement), so it can hold one of OUR running rows; if our settle
+  // waited on it while our own scan held one of ITS rows, the two statements would deadlock
+  // (seen at 16 concurrent invocations). Settling first, a statement only ever waits while it
+  // holds no such lock, and a claim never waits (SKIP LOCKED): no cycle.
+  const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
+  const claimedColumns = sql`, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts, c.correlation_id,
+    (select now_ms from clock) + (${sql.param(leaseMs)}::float8[])[array_position(${sql.param(kinds)}::text[], c.kind)]`;
+  const noClaimColumns = sql`, null, null, null::jsonb, null::smallint, null::int, null::int, null, null::float8`;
   const now = sql`(select now from clock)`;
   const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   const rows = await queryRows<ClaimRow>(
     db,
-    sql`with clock as (select ${nowExpr(request.now)} as now),
-    ${settledCte}
+    sql`with clock as (select n.now, (extract(epoch from n.now) * 1000)::float8 as now_ms
+      from (select ${nowExpr(request.now)} as now) n),
+    ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
     ready as (
       select j.id from ${jobs} j
-      where j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${kindFilter}
+      where j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${kindFilter} ${afterSettle}
       order by j.priority, j.run_at, j.id
       limit ${request.limit}
       for update skip locked
@@ -119,18 +136,18 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
       -- Rescue: a lease that ran out (its holder died or overran) with attempts left.
       select j.id from ${jobs} j
       where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
-        and ${notPastDeadline} and ${kindFilter} ${notSettling}
+        and ${notPastDeadline} and ${kindFilter} ${notSettling} ${afterSettle}
       order by j.lease_expires_at
       limit ${request.limit}
       for update skip locked
     ),
     claimed as (
       -- The row is locked and the predicates above were re-checked on its latest version,
-      -- so every row here runs: a new token, a lease from the database clock, one more attempt.
+      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
       update ${jobs} j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = gen_random_uuid(),
+        lease_token = ${leaseToken}::uuid,
         lease_expires_at = ${now} + (${sql.param(leaseMs)}::int[])[array_position(${sql.param(kinds)}::text[], j.kind)]
           * interval '1 millisecond',
         locked_by = ${request.invocationId},
@@ -141,37 +158,37 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
         errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
       from (select id from expired union all select id from ready limit ${request.limit}) p  -- rescues first: a backlog must not starve them
       where j.id = p.id
-      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.lease_token,
-        j.lease_expires_at, j.correlation_id, j.state, j.dead_reason, j.run_at
+      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at
     )
-    select * from (
-      select 'claimed' as row_kind, id::text as id, kind, queue, payload, priority, attempt, max_attempts,
-        lease_token::text as lease_token, ${epochMs(sql`lease_expires_at`)} as lease_expires_at_ms, correlation_id,
-        state, dead_reason, ${epochMs(sql`run_at`)} as run_at_ms
-      from claimed
-      ${settledRows}
+    select rows.row_kind, rows.id, rows.state, rows.dead_reason, rows.run_at_ms, rows.kind, rows.queue, rows.payload,
+      rows.priority, rows.attempt, rows.max_attempts, rows.correlation_id, rows.lease_expires_at_ms
+    from (
+      select 'claimed' as row_kind, c.id::text as id, null as state, null as dead_reason, null::float8 as run_at_ms
+        ${claimedColumns} as lease_expires_at_ms, c.priority as sort_priority, c.run_at as sort_run_at, c.id as sort_id
+      from claimed c
+      ${hasSettle ? sql`union all select *, null::smallint, null::timestamptz, null::bigint from (${settleReportRows(noClaimColumns)}) s` : sql``}
     ) rows
-    order by rows.row_kind, rows.priority, rows.run_at_ms, rows.id::bigint`,
+    order by rows.row_kind, rows.sort_priority, rows.sort_run_at, rows.sort_id`,
     schema,
   );
-  const result: ClaimResult = { jobs: [], settled: [] };
+  const result: ClaimResult = { jobs: [], settled: { lost: new Set(), changed: new Map() } };
   for (const row of rows) {
-    if (row.row_kind === 'settled') {
-      result.settled.push(toSettledJob(row as unknown as SettledRow));
-    } else if (row.state === 'running') {
-      result.jobs.push({
-        id: row.id,
-        kind: row.kind,
-        queue: row.queue,
-        payload: row.payload,
-        priority: row.priority,
-        attempt: row.attempt,
-        maxAttempts: row.max_attempts,
-        leaseToken: row.lease_token,
-        leaseExpiresAt: new Date(row.lease_expires_at_ms),
-        correlationId: row.correlation_id,
-      });
+    if (row.row_kind !== 'claimed') {
+      addToReport(result.settled, row);
+      continue;
     }
+    result.jobs.push({
+      id: row.id,
+      kind: row.kind,
+      queue: row.queue,
+      payload: row.payload,
+      priority: row.priority,
+      attempt: row.attempt,
+      maxAttempts: row.max_attempts,
+      leaseToken,
+      leaseExpiresAtMs: row.lease_expires_at_ms,
+      correlationId: row.correlation_id,
+    });
   }
   return result;
 }

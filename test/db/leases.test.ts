@@ -33,7 +33,7 @@ describe(`claim (${testDriver()})`, () => {
     try {
       const held = await Promise.all(
         claimers.map(async (conn, c) => {
-          const mine: { id: string; token: string }[] = [];
+          const mine: { id: string; token: string; claim: string }[] = [];
           while (true) {
             const { jobs } = await claimJobs(conn.db, t.schema, {
               leases: LEASES,
@@ -41,14 +41,18 @@ describe(`claim (${testDriver()})`, () => {
               invocationId: `claimer-${c}`,
             });
             if (jobs.length === 0) return mine;
-            mine.push(...jobs.map((j) => ({ id: j.id, token: j.leaseToken })));
+            const claim = `${c}-${mine.length}`;
+            mine.push(...jobs.map((j) => ({ id: j.id, token: j.leaseToken, claim })));
           }
         }),
       );
       const all = held.flat();
       expect(all).toHaveLength(2000);
       expect(new Set(all.map((h) => h.id)).size).toBe(2000);
-      expect(new Set(all.map((h) => h.token)).size).toBe(2000);
+      // One lease token per claim statement: every claim issued its own, shared by its batch.
+      const claims = new Set(all.map((h) => h.claim));
+      expect(new Set(all.map((h) => h.token)).size).toBe(claims.size);
+      expect(new Set(all.map((h) => `${h.claim}:${h.token}`)).size).toBe(claims.size);
       // More than one claimer got work: the claims really interleaved.
       expect(held.filter((h) => h.length > 0).length).toBeGreaterThan(1);
       const { rows } = await t.admin.query(
@@ -56,7 +60,7 @@ describe(`claim (${testDriver()})`, () => {
            bool_and(lease_expires_at > now()) as unexpired, bool_and(attempt = 1) as one_attempt
          from "${t.schema}".jobs where state = 'running'`,
       );
-      expect(rows[0]).toEqual({ running: 2000, tokens: 2000, unexpired: true, one_attempt: true });
+      expect(rows[0]).toEqual({ running: 2000, tokens: claims.size, unexpired: true, one_attempt: true });
     } finally {
       await Promise.all(claimers.map((c) => c.close()));
     }
@@ -97,6 +101,55 @@ describe(`claim (${testDriver()})`, () => {
 });
 
 describe(`fencing and lease expiry (${testDriver()})`, () => {
+  it('the next claim writes the last batch and reports only the exceptions: lost leases and jobs that did not complete', async () => {
+    const ids = (
+      await q.enqueueMany(
+        t.db,
+        [0, 1, 2, 3].map((i) => sendEmail.with(email(i))),
+      )
+    ).map((r) => r.id);
+    const first = await claim({ invocationId: 'first', limit: 4 });
+    expect(first.jobs.map((j) => j.id)).toEqual(ids);
+    // The leases expire and another invocation takes one of the jobs over.
+    const thief = await claim({ invocationId: 'thief', limit: 1, now: later(60_000) });
+    const stolen = thief.jobs[0]!.id;
+    const [a, b, c] = ids.filter((id) => id !== stolen) as [string, string, string];
+    const token = first.jobs[0]!.leaseToken;
+    expect(first.jobs.every((j) => j.leaseToken === token)).toBe(true);
+    expect(thief.jobs[0]!.leaseToken).not.toBe(token);
+
+    // Completions alone (the lean path): the stolen job is reported lost, the other completed.
+    const lean = await claim({
+      invocationId: 'first',
+      limit: 1,
+      settle: [stolen, a].map((id) => ({ id, leaseToken: token, outcome: 'completed' as const })),
+    });
+    expect([...lean.settled.lost]).toEqual([stolen]);
+    expect(lean.settled.changed.size).toBe(0);
+    // Mixed outcomes: a retry, a dead job and a completion; only the first two are reported.
+    const mixed = await claim({
+      invocationId: 'first',
+      limit: 1,
+      settle: [
+        { id: b, leaseToken: token, outcome: 'retry', delayMs: 60_000, error: failure },
+        { id: c, leaseToken: token, outcome: 'dead', reason: 'http_4xx', error: failure },
+        { id: stolen, leaseToken: token, outcome: 'completed' },
+      ],
+    });
+    expect([...mixed.settled.lost]).toEqual([stolen]);
+    expect(mixed.settled.changed.get(b)).toMatchObject({ state: 'queued', deadReason: null });
+    expect(mixed.settled.changed.get(c)).toMatchObject({ state: 'dead', deadReason: 'http_4xx' });
+    expect(mixed.settled.changed.size).toBe(2);
+    const state = async (id: string) => {
+      const r = await row(id);
+      return [r.state, r.locked_by];
+    };
+    expect(await state(stolen)).toEqual(['running', 'thief']);
+    expect(await state(a)).toEqual(['completed', 'first']);
+    expect(await state(b)).toEqual(['queued', 'first']);
+    expect(await state(c)).toEqual(['dead', 'first']);
+  });
+
   it("a stale holder's complete, fail, extend, progress and release affect nothing; the new holder's result stands", async () => {
     const { id } = await q.enqueue(t.db, sendEmail, email());
     const [old] = (await claim({ invocationId: 'old' })).jobs;
