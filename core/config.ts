@@ -16,6 +16,7 @@ export interface SkiplockConfig {
   batchSize: number | undefined;
   safetyMarginMs: number;
   leaseGraceMs: number;
+  completedJobs: 'keep' | 'delete';
   maxDurationMs: number;
   secretTtlMs: number;
   poolMax: number;
@@ -84,6 +85,7 @@ const envSchema = z.object({
   SKIPLOCK_ENQUEUE_TOKEN: secret,
   SKIPLOCK_ADMIN_TOKEN: secret,
   CRON_SECRET: secret,
+  SKIPLOCK_COMPLETED_JOBS: z.enum(['keep', 'delete']).default('keep'),
   SKIPLOCK_COMPLETED_RETENTION_HOURS: int(0, 87_600).default(24),
   SKIPLOCK_DEAD_RETENTION_HOURS: int(0, 87_600).default(720),
   SKIPLOCK_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
@@ -121,6 +123,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     batchSize: e.SKIPLOCK_BATCH_SIZE,
     safetyMarginMs: e.SKIPLOCK_SAFETY_MARGIN_MS,
     leaseGraceMs: e.SKIPLOCK_LEASE_GRACE_MS,
+    completedJobs: e.SKIPLOCK_COMPLETED_JOBS,
     maxDurationMs: e.SKIPLOCK_MAX_DURATION_MS,
     secretTtlMs: e.SKIPLOCK_SECRET_TTL_MS,
     poolMax: e.SKIPLOCK_POOL_MAX,

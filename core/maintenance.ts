@@ -1,6 +1,12 @@
 import type { SkiplockDb } from '../db/connect.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import { expireDeadlines, pruneFinished, type QueueStatsRow, queueStats } from '../db/statements/admin.js';
+import {
+  compactCompletedCounts,
+  expireDeadlines,
+  pruneFinished,
+  type QueueStatsRow,
+  queueStats,
+} from '../db/statements/admin.js';
 import { type Clock, systemClock } from './clock.js';
 import { ConfigError } from './errors.js';
 
@@ -65,6 +71,9 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
   const completed = await prune('completed', o.completedRetentionMs);
   const cancelled = await prune('cancelled', o.completedRetentionMs);
   const dead = await prune('dead', o.deadRetentionMs);
+  // Completion counts (workers that delete completed jobs) live as long as completed rows
+  // would, and at least the hour the stats read; finished minutes are rolled up.
+  await compactCompletedCounts(conn.db, schema, Math.max(o.completedRetentionMs, 3_600_000));
   return {
     expiredDeadlines,
     prunedCompleted: completed.total,

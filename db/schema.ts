@@ -116,9 +116,30 @@ export function jobsTableIn(schema: PgSchema<string>) {
   );
 }
 
+/**
+ * Completions counted per minute, queue and kind, for workers that delete completed jobs
+ * (`completedJobs: 'delete'`): the stats read these counts where no row is left to count.
+ * Append-only — each settle statement adds one row per queue and kind, with no unique key —
+ * so concurrent workers never wait on each other here (an upsert on a shared row deadlocked
+ * under load). Maintenance rolls finished minutes up into one row each and prunes old ones.
+ */
+export function completedCountsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'completed_counts',
+    {
+      minute: timestamp('minute', tz).notNull(),
+      queue: text('queue').notNull(),
+      kind: text('kind').notNull(),
+      completed: bigint('completed', { mode: 'number' }).notNull(),
+    },
+    (t) => [index('completed_counts_minute_idx').on(t.minute)],
+  );
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
+export const completedCounts = completedCountsTableIn(skiplockSchema);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 

@@ -130,6 +130,7 @@ export async function runWorker(
         batchSize: config.batchSize,
         safetyMarginMs: config.safetyMarginMs,
         leaseGraceMs: config.leaseGraceMs,
+        completedJobs: config.completedJobs,
         logger: runtime.logger,
       }).runInvocation({ remainingMs: Math.max(0, deadlineAt - performance.now()), invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),

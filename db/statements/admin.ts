@@ -328,6 +328,44 @@ export async function pruneFinished(
   return rows[0]?.n ?? 0;
 }
 
+/**
+ * Tidies the per-minute completion counts (CompletedCountsCompact): deletes those older than
+ * `olderThanMs`, and rolls each finished minute's rows (one per settle statement) up into one
+ * row per queue and kind. Writers only ever add rows for the current minute, and a late one
+ * for a rolled-up minute is simply summed with it by the stats (and by the next roll-up).
+ */
+export async function compactCompletedCounts(
+  db: AnyPgDatabase,
+  schema: string,
+  olderThanMs: number,
+  now?: Date,
+): Promise<{ pruned: number; rolledUp: number }> {
+  const counts = sql`${sql.identifier(schema)}.completed_counts`;
+  const rows = await queryRows<{ pruned: number; rolled_up: number }>(
+    db,
+    sql`with clock as (select ${nowExpr(now)} as now),
+    pruned as (
+      delete from ${counts}
+      where minute < (select now from clock) - ${Math.max(0, Math.round(olderThanMs))} * interval '1 millisecond'
+      returning 1
+    ),
+    finished as (
+      delete from ${counts}
+      where minute < date_trunc('minute', (select now from clock)) - interval '1 minute'
+        and minute >= (select now from clock) - ${Math.max(0, Math.round(olderThanMs))} * interval '1 millisecond'
+      returning minute, queue, kind, completed
+    ),
+    rolled as (
+      insert into ${counts} (minute, queue, kind, completed)
+      select minute, queue, kind, sum(completed) from finished group by minute, queue, kind
+      returning 1
+    )
+    select (select count(*)::int from pruned) as pruned, (select count(*)::int from rolled) as rolled_up`,
+    schema,
+  );
+  return { pruned: rows[0]?.pruned ?? 0, rolledUp: rows[0]?.rolled_up ?? 0 };
+}
+
 export interface KindOutcomes {
   kind: string;
   total: number;

@@ -85,6 +85,26 @@ describe(`least-privilege roles from docs/roles.sql (${testDriver()})`, () => {
       expect(summary).toMatchObject({ stoppedBecause: 'drained', completed: 4 });
       const report = await runMaintenance(db, { schema: t.schema, completedRetentionMs: 0 });
       expect(report.prunedCompleted).toBe(4);
+      // A worker that deletes completed jobs also writes their per-minute counts.
+      await t.admin.query(
+        `insert into "${t.schema}".jobs (kind, payload) values ('task', '{"n": 1}'), ('task', '{"n": 2}')`,
+      );
+      const deleting = createWorker({
+        db,
+        schema: t.schema,
+        jobs: [task],
+        logger: silentLogger,
+        completedJobs: 'delete',
+      });
+      expect(await deleting.runInvocation({ remainingMs: 10_000 })).toMatchObject({
+        completed: 2,
+        stoppedBecause: 'drained',
+      });
+      const left = await t.admin.query(
+        `select (select count(*)::int from "${t.schema}".jobs) as jobs,
+           (select sum(completed)::int from "${t.schema}".completed_counts) as counted`,
+      );
+      expect(left.rows[0]).toEqual({ jobs: 0, counted: 2 });
       const error = await createEnqueuer({ schema: t.schema })
         .enqueue(db, task, { n: 9 })
         .catch((e: unknown) => e);

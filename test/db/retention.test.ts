@@ -34,8 +34,10 @@ describe(`retention pruning (${testDriver()})`, () => {
       }),
     );
     expect(result).toMatchObject({ prunedCompleted: 7, prunedCancelled: 3, prunedDead: 1, pruneFinished: true });
-    // 7 completed in batches of 3 → 3 deletes; cancelled 3 → 2 (the second finds none); dead → 1.
-    expect(texts.filter((q) => /delete from/i.test(q))).toHaveLength(6);
+    // 7 completed in batches of 3 → 3 deletes; cancelled 3 → 2 (the second finds none); dead → 1;
+    // plus one for the per-minute completion counts.
+    expect(texts.filter((q) => /delete from/i.test(q))).toHaveLength(7);
+    expect(texts.filter((q) => /delete from .*completed_counts/is.test(q))).toHaveLength(1);
     const { rows } = await t.admin.query(
       `select state, count(*)::int as n from ${s}.jobs group by state order by state`,
     );

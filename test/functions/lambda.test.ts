@@ -302,10 +302,25 @@ describe(`Lambda worker on a schedule (${testDriver()})`, () => {
     ]);
   });
 
+  it('SKIPLOCK_COMPLETED_JOBS=delete: the deployed worker deletes completed jobs and counts them', async () => {
+    const done = defineJob({ kind: 'done', payload: z.object({ n: z.number() }), timeoutMs: 1_000, handler: () => {} });
+    await createLambdaEnqueue([done], { env: env() })({ kind: 'done', payload: { n: 1 } });
+    const worker = createLambdaWorker([done], { env: env({ SKIPLOCK_COMPLETED_JOBS: 'delete' }) });
+    expect(await worker(scheduledEvent(), lambdaContext(10_000))).toMatchObject({ claimed: 1, completed: 1 });
+    const { rows } = await t.admin.query(
+      `select (select count(*)::int from "${t.schema}".jobs) as jobs,
+         (select sum(completed)::int from "${t.schema}".completed_counts) as counted`,
+    );
+    expect(rows[0]).toEqual({ jobs: 0, counted: 1 });
+  });
+
   it('a configuration error returns a clear failure listing every problem, with no stack', async () => {
-    const worker = createLambdaWorker([sendEmail], { env: { SKIPLOCK_CONCURRENCY: 'lots', SKIPLOCK_DRIVER: 'mysql' } });
+    const worker = createLambdaWorker([sendEmail], {
+      env: { SKIPLOCK_CONCURRENCY: 'lots', SKIPLOCK_DRIVER: 'mysql', SKIPLOCK_COMPLETED_JOBS: 'archive' },
+    });
     const result = (await worker(scheduledEvent(), lambdaContext(10_000))) as { ok: boolean; error: string };
     expect(result.ok).toBe(false);
+    expect(result.error).toMatch(/SKIPLOCK_COMPLETED_JOBS/);
     expect(result.error).toMatch(/SKIPLOCK_DRIVER/);
     expect(result.error).toMatch(/SKIPLOCK_CONCURRENCY/);
     expect(result.error).toMatch(/DATABASE_URL or DATABASE_SECRET_ID/);
