@@ -15,7 +15,7 @@ export interface CheckResult {
   reExecuted: number;
   /** Executions whose lease never ended by a recorded transition (nothing explains them). */
   unexplainedExecutions: number;
-  /** The same lease token executed twice (one claim run twice). */
+  /** The same job executed twice under one lease token (one claim run twice). */
   duplicateTokenExecutions: number;
   /** Dead by max_attempts or lease_expired without exactly max_attempts attempts. */
   attemptAccountingErrors: number;
@@ -29,12 +29,18 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
   const s = `"${schema}"`;
   const one = async (text: string) => Number((await pool.query(text)).rows[0]?.n ?? 0);
   const enqueued = await one(`select count(*) as n from ${s}.chaos_enqueued`);
+  // A job whose row is gone counts as completed only if the audit saw a holder's completion
+  // delete it from 'running' (completedJobs 'delete'); any other missing row is lost.
+  const deletedOnCompletion = `select a.job_id from ${s}.chaos_audit a where a.new_state = 'deleted' and a.old_state = 'running'`;
   const lost = await one(`
     select count(*) as n from ${s}.chaos_enqueued e left join ${s}.jobs j on j.id = e.job_id
-    where j.id is null or j.state not in ('completed', 'dead', 'cancelled')`);
+    where (j.id is null and e.job_id not in (${deletedOnCompletion}))
+      or j.state not in ('completed', 'dead', 'cancelled')`);
   const unexpected = await one(`
-    select count(*) as n from ${s}.jobs j
-    where j.state = 'completed' and not exists (select 1 from ${s}.chaos_enqueued e where e.job_id = j.id)`);
+    select count(*) as n from (
+      select j.id from ${s}.jobs j where j.state = 'completed'
+      union all ${deletedOnCompletion}) c(id)
+    where not exists (select 1 from ${s}.chaos_enqueued e where e.job_id = c.id)`);
   // A claim legitimately replaces the token (and counts an attempt); every other write must
   // carry the token the row already had. Holder writes set lease_token to the token they
   // matched on, so a write made under a stale token shows up here as a token change.
@@ -43,7 +49,9 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     where a.old_token is distinct from a.new_token
       and not (a.new_state = 'running' and a.new_attempt = a.old_attempt + 1)`);
   const dead = await one(`select count(*) as n from ${s}.jobs where state = 'dead'`);
-  const completed = await one(`select count(*) as n from ${s}.jobs where state = 'completed'`);
+  const completed = await one(`
+    select (select count(*) from ${s}.jobs where state = 'completed')
+      + (select count(*) from (${deletedOnCompletion}) d) as n`);
   const maxExecutions = await one(`
     select coalesce(max(c), 0) as n from (select count(*) as c from ${s}.chaos_executions group by job_id) x`);
   const reExecuted = await one(`
@@ -58,7 +66,8 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
       where a.job_id = x.job_id and a.old_token = x.lease_token and a.old_state = 'running'
         and (a.new_state <> 'running' or a.new_attempt = a.old_attempt + 1))`);
   const duplicateTokenExecutions = await one(`
-    select count(*) as n from (select lease_token from ${s}.chaos_executions group by lease_token having count(*) > 1) x`);
+    select count(*) as n from (
+      select 1 from ${s}.chaos_executions group by job_id, lease_token having count(*) > 1) x`);
   const attemptAccountingErrors = await one(`
     select count(*) as n from ${s}.jobs
     where state = 'dead' and dead_reason in ('max_attempts', 'lease_expired') and attempt <> max_attempts`);

@@ -36,6 +36,8 @@ export interface ChaosOptions {
   invocationMs: number;
   /** Faults stop at this point even if work remains; then the queue is drained cleanly. */
   faultPhaseLimitMs: number;
+  /** The workers' completedJobs mode. @defaultValue 'keep' */
+  completedJobs?: 'keep' | 'delete';
   databaseUrl?: string;
   keepSchema?: boolean;
   progress?: (line: string) => void;
@@ -142,6 +144,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       duplicateTickShare: options.duplicateTickShare,
       killOnClaim: options.killOnClaim,
       killOnSettle: options.killOnSettle,
+      completedJobs: options.completedJobs ?? 'keep',
     });
 
     let kills = 0;
@@ -223,6 +226,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         }),
       ],
       concurrency: 20,
+      completedJobs: options.completedJobs ?? 'keep',
       leaseGraceMs: 300,
       safetyMarginMs: 300,
       logger: silentLogger,

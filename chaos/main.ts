@@ -1,5 +1,5 @@
 /**
- * `npm run chaos [-- --quick] [--jobs N] [--processes N] [--kills N] [--keep]`: the chaos
+ * `npm run chaos [-- --quick] [--jobs N] [--processes N] [--kills N] [--keep] [--delete]`: the chaos
  * harness. Prints progress, a detail line and the final `chaos: …` line; exits 1 when any
  * job was lost, any write landed under a stale token, or any other check failed.
  */
@@ -17,11 +17,13 @@ const options = {
   processes: value('--processes') ?? base.processes,
   targetKills: value('--kills') ?? base.targetKills,
   keepSchema: args.includes('--keep'),
+  // Workers delete completed jobs (completedJobs 'delete'); the audit records each deletion.
+  completedJobs: args.includes('--delete') ? ('delete' as const) : ('keep' as const),
   databaseUrl: process.env.DATABASE_URL,
   progress: (line: string) => console.log(line),
 };
 console.log(
-  `chaos run: ${options.jobs} jobs, ${options.processes} worker processes, ≥${options.targetKills} kills, connection faults on`,
+  `chaos run: ${options.jobs} jobs, ${options.processes} worker processes, ≥${options.targetKills} kills, connection faults on, completed jobs ${options.completedJobs === 'delete' ? 'deleted' : 'kept'}`,
 );
 try {
   const report = await runChaos(options);

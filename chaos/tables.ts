@@ -20,10 +20,16 @@ export async function createChaosTables(client: pg.Pool, schema: string): Promis
     create index on ${s}.chaos_audit (old_token);
     create function ${s}.chaos_audit_row() returns trigger language plpgsql as $$
     begin
+      if tg_op = 'DELETE' then
+        -- A completion that deleted the row (completedJobs 'delete'), made under the row's token.
+        insert into ${s}.chaos_audit (job_id, old_state, new_state, old_token, new_token, old_attempt, new_attempt)
+        values (old.id, old.state, 'deleted', old.lease_token, old.lease_token, old.attempt, old.attempt);
+        return old;
+      end if;
       insert into ${s}.chaos_audit (job_id, old_state, new_state, old_token, new_token, old_attempt, new_attempt)
       values (old.id, old.state, new.state, old.lease_token, new.lease_token, old.attempt, new.attempt);
       return new;
     end $$;
-    create trigger chaos_audit after update on ${s}.jobs for each row execute function ${s}.chaos_audit_row();
+    create trigger chaos_audit after update or delete on ${s}.jobs for each row execute function ${s}.chaos_audit_row();
   `);
 }

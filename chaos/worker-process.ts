@@ -20,6 +20,7 @@ interface WorkerConfig {
   /** Chance to SIGKILL itself right after sending a claim / a settle. */
   killOnClaim: number;
   killOnSettle: number;
+  completedJobs: 'keep' | 'delete';
 }
 
 const config = JSON.parse(process.env.CHAOS_WORKER_CONFIG ?? '{}') as WorkerConfig;
@@ -72,6 +73,7 @@ const worker = createWorker({
   safetyMarginMs: 300,
   leaseGraceMs: 300,
   logger: silentLogger,
+  completedJobs: config.completedJobs,
 });
 
 let stopping = false;

@@ -69,3 +69,41 @@ describe('chaos (CI size)', () => {
     expect(tampered.unexplainedExecutions).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe('chaos (CI size), workers deleting completed jobs', () => {
+  let deleting: ChaosReport;
+  beforeAll(async () => {
+    deleting = await runChaos({
+      ...QUICK,
+      jobs: 1_000,
+      processes: 3,
+      targetKills: 8,
+      killIntervalMs: 300,
+      completedJobs: 'delete',
+      databaseUrl: inject('databaseUrl'),
+      keepSchema: true,
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await admin.query(`drop schema if exists "${deleting?.schema}" cascade`);
+  });
+
+  it('loses no job: every missing row was deleted by its holder completing it', async () => {
+    expect(deleting.result).toMatchObject({
+      enqueued: 1000,
+      lost: 0,
+      unexpected: 0,
+      staleWrites: 0,
+      unexplainedExecutions: 0,
+      attemptAccountingErrors: 0,
+    });
+    expect(deleting.result.completed + deleting.result.dead).toBe(1000);
+    const s = `"${deleting.schema}"`;
+    const { rows } = await admin.query(
+      `select (select count(*)::int from ${s}.jobs where state = 'completed') as kept,
+         (select coalesce(sum(completed), 0)::int from ${s}.completed_counts) as counted`,
+    );
+    // The rows really went, and the stats counted every one of them.
+    expect(rows[0]).toEqual({ kept: 0, counted: deleting.result.completed });
+  });
+});
