@@ -4,7 +4,7 @@ import { skiplockSystem } from './systems/skiplock.js';
 
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
 const N = Number(process.argv[2] ?? 10000);
-const sys = skiplockSystem(500);
+const sys = skiplockSystem(500, process.argv[3] === 'delete' ? 'delete' : 'keep');
 const url = await freshDatabase(server, 'bench_probe');
 await sys.setup(url);
 const bytes = await walBytes(url, async () => {

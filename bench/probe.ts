@@ -1,25 +1,58 @@
-/** Dev probe: processing throughput of skiplock alone (`node .bench/probe.mjs N K BATCH`). */
+/** Dev probe: processing throughput of one system (`node .bench/probe.mjs N K BATCH [skiplock|raw|raw-delete|graphile]`). */
+import os from 'node:os';
 import { freshDatabase, vacuumAnalyze } from './db.js';
+import { graphileSystem } from './systems/graphile.js';
+import { rawSystem } from './systems/raw.js';
 import { skiplockSystem } from './systems/skiplock.js';
 
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
 const [N, K, B] = [Number(process.argv[2] ?? 20000), Number(process.argv[3] ?? 4), Number(process.argv[4] ?? 200)];
-const sys = skiplockSystem(B);
+const which = process.argv[5] ?? 'skiplock';
+const sys =
+  which === 'raw'
+    ? rawSystem(B, 'update')
+    : which === 'raw-delete'
+      ? rawSystem(B, 'delete')
+      : which === 'graphile'
+        ? graphileSystem()
+        : which === 'skiplock-delete'
+          ? skiplockSystem(B, 'delete')
+          : skiplockSystem(B);
+const busy = () => os.cpus().reduce((s, c) => s + c.times.user + c.times.nice + c.times.sys + c.times.irq, 0);
 const url = await freshDatabase(server, 'bench_probe');
 await sys.setup(url);
+if (process.env.PROBE_SQL) {
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  await c.query(process.env.PROBE_SQL);
+  await c.end();
+}
 await sys.enqueueBulk(N, 1000);
 await vacuumAnalyze(url);
 const cpu0 = process.cpuUsage();
+const busy0 = busy();
+const { Session } = await import('node:inspector/promises');
+const session = new Session();
+if (process.env.PROBE_PROF) {
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+}
 const t = performance.now();
 await sys.process(K);
+if (process.env.PROBE_PROF) {
+  const { profile } = await session.post('Profiler.stop');
+  (await import('node:fs')).writeFileSync(process.env.PROBE_PROF, JSON.stringify(profile));
+}
 const secs = (performance.now() - t) / 1000;
 const cpu = process.cpuUsage(cpu0);
+const nodeUs = (cpu.user + cpu.system) / N;
+const totalUs = ((busy() - busy0) * 1000) / N;
 console.log(
-  `K=${K} B=${B}:`,
+  `${which} K=${K} B=${B}:`,
   Math.round(N / secs),
-  'jobs/s; node cpu',
-  Math.round(((cpu.user + cpu.system) / 1e6 / secs) * 100),
-  '%',
+  `jobs/s; per job: node ${nodeUs.toFixed(1)} µs, rest (postgres) ${(totalUs - nodeUs).toFixed(1)} µs`,
 );
 await sys.teardown();
 process.exit(0);

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
 interface ReportInput {
   results: Record<string, unknown>;
@@ -11,6 +11,9 @@ interface ReportInput {
 
 type BySystem = Record<string, number>;
 const SYSTEMS = ['skiplock', 'graphile-worker', 'pg-boss'] as const;
+const DELETE_MODE = 'skiplock (delete)';
+/** Hand-written: what was changed in the engine and measured on the way (appended to RESULTS.md). */
+const HISTORY = 'bench/history.md';
 const fmt = (n: number | undefined) => (n === undefined ? '–' : n.toLocaleString('en-US'));
 const ratio = (a: number | undefined, b: number | undefined) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
 
@@ -27,6 +30,29 @@ export function renderReport(input: ReportInput): void {
   const wal = r.wal_bytes_per_job as BySystem;
   const rt = r.round_trips_per_job as Record<string, number>;
   const cold = r.cold_import_ms as { worker: number; bare: number };
+  const at = (k: string, s: string) => figure(r, k, s);
+  const deleteFloor = r.raw_floor_delete_k4 as number;
+  const deleteWal = (r.skiplock_delete as BySystem | undefined)?.wal_bytes_per_job;
+  const graphile4 = at('k4', 'graphile-worker');
+  const pgboss4 = Math.max(at('k4', 'pg-boss') ?? 0, (r.pgboss_batch100_k4 as number) ?? 0);
+  const yes = (ok: boolean) => (ok ? 'yes' : 'no');
+  const targets = (mode: string, floorValue: number, floorName: string, walValue: number | undefined) => {
+    const k4s = at('k4', mode) ?? 0;
+    const k16s = at('k16', mode) ?? 0;
+    return [
+      `| ${mode}: K = 4 ≥ 1.3× graphile-worker | ${ratio(k4s, graphile4)} (${fmt(k4s)} vs ${fmt(graphile4)}) | ${yes(k4s >= 1.3 * (graphile4 ?? 0))} |`,
+      `| ${mode}: K = 4 ≥ 2× pg-boss at its best batch size | ${ratio(k4s, pgboss4)} (vs ${fmt(pgboss4)}) | ${yes(k4s >= 2 * pgboss4)} |`,
+      `| ${mode}: K = 16 not below K = 4 | ${fmt(k16s)} vs ${fmt(k4s)} | ${yes(k16s >= k4s)} |`,
+      `| ${mode}: ≥ 80% of the raw floor (${floorName}) | ${floorValue ? Math.round((k4s / floorValue) * 100) : '–'}% of ${fmt(floorValue)} | ${yes(k4s >= 0.8 * floorValue)} |`,
+      `| ${mode}: WAL per lifecycle ≤ graphile-worker | ${fmt(walValue)} vs ${fmt(wal?.['graphile-worker'])} bytes | ${yes((walValue ?? Infinity) <= (wal?.['graphile-worker'] ?? 0))} |`,
+    ].join('\n');
+  };
+  const common = [
+    `| bulk enqueue ≥ graphile-worker addJobs | ${ratio((r.enqueue_bulk as BySystem)?.skiplock, (r.enqueue_bulk as BySystem)?.['graphile-worker'])} | ${yes(((r.enqueue_bulk as BySystem)?.skiplock ?? 0) >= ((r.enqueue_bulk as BySystem)?.['graphile-worker'] ?? 0))} |`,
+    `| ≤ 2 round trips per batch, constant in the batch size | statements per job ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} at batch 1 / 10 / 100 | ${yes((rt?.['100'] ?? 1) * 100 <= 2 && (rt?.['1'] ?? 9) <= 2)} |`,
+    `| claim p99 with ${fmt(input.params.finishedRows)} finished rows ≤ 1.5× empty | ${scale?.finished.p99} vs ${scale?.empty.p99} ms | ${yes((scale?.finished.p99 ?? 0) <= 1.5 * (scale?.empty.p99 ?? 0))} |`,
+  ].join('\n');
+  const history = existsSync(HISTORY) ? `\n${readFileSync(HISTORY, 'utf8')}` : '';
   const md = `# Benchmark results
 
 Run: ${new Date().toISOString().slice(0, 10)}${input.quick ? ' (`--quick`)' : ''}, ${input.durationS} s.
@@ -46,40 +72,64 @@ ${rows('process_k1', 'process no-op jobs, K = 1')}
 ${rows('process_k4', 'process no-op jobs, K = 4')}
 ${rows('process_k16', 'process no-op jobs, K = 16')}
 
+skiplock with \`completedJobs: 'delete'\` (completed rows deleted as they complete, as graphile-worker does; counted per minute for the stats): K = 1 ${fmt(at('k1', DELETE_MODE))}, K = 4 ${fmt(at('k4', DELETE_MODE))}, K = 16 ${fmt(at('k16', DELETE_MODE))} jobs/s — ${ratio(at('k4', DELETE_MODE), graphile4)} graphile-worker and ${ratio(at('k4', DELETE_MODE), deleteFloor)} of the DELETE floor at K = 4.
+
 pg-boss at K = 4 with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s (the table uses batchSize 500, its better setting here).
 
-Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its completion mode): ${ratio(k4, floor)}.
+Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its default completion mode): ${ratio(k4, floor)}.
 
 ## Round trips, scale, WAL, cold start
 
 - Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state.
 - Claim latency (claim 10, settling the previous 10), ms p50 / p99: empty table ${scale?.empty.p50} / ${scale?.empty.p99}; with ${fmt(input.params.finishedRows)} completed and dead rows ${scale?.finished.p50} / ${scale?.finished.p99}; with ${fmt(input.params.queuedRows)} queued jobs ${scale?.queued.p50} / ${scale?.queued.p99}.
-- WAL per job lifecycle (enqueue → claim → complete), bytes: skiplock ${fmt(wal?.skiplock)}, graphile-worker ${fmt(wal?.['graphile-worker'])}, pg-boss ${fmt(wal?.['pg-boss'])}, raw (update) ${fmt(r.wal_raw_bytes_per_job as number)}.
+- WAL per job lifecycle (enqueue → claim → complete), bytes: skiplock ${fmt(wal?.skiplock)} (delete mode ${fmt(deleteWal)}), graphile-worker ${fmt(wal?.['graphile-worker'])}, pg-boss ${fmt(wal?.['pg-boss'])}, raw ${fmt(r.wal_raw_bytes_per_job as number)} (update) / ${fmt(r.wal_raw_delete_bytes_per_job as number)} (delete).
 - Worker bundle ${fmt(r.bundle_bytes as number)} bytes (minified ESM, pg driver, SDK external); median cold import ${cold?.worker} ms vs ${cold?.bare} ms for a bare handler.
+
+## Against the targets of issue 5 (this run)
+
+| target | result | met |
+| --- | --- | --- |
+${targets('skiplock', floor, 'UPDATE completion', wal?.skiplock)}
+${targets(DELETE_MODE, deleteFloor, 'DELETE completion', deleteWal)}
+${common}
 
 ## Settings
 
 \`\`\`json
 ${JSON.stringify(input.settings, null, 2)}
 \`\`\`
-`;
-  writeFileSync('bench/RESULTS.md', md);
-  writeFileSync('bench/process.svg', chart(r));
+${history}`;
+  // A quick run never replaces the full run's figures.
+  const suffix = input.quick ? '.quick' : '';
+  writeFileSync(`bench/RESULTS${suffix}.md`, md);
+  writeFileSync(`bench/process${suffix}.svg`, chart(r));
+}
+
+/** Jobs/s at `k` ('k4') for a system, delete mode included (kept under `skiplock_delete`). */
+function figure(r: Record<string, unknown>, k: string, system: string): number | undefined {
+  if (system === DELETE_MODE) return (r.skiplock_delete as BySystem | undefined)?.[`process_${k}`];
+  return (r[`process_${k}`] as BySystem | undefined)?.[system];
 }
 
 function chart(r: Record<string, unknown>): string {
   const ks = ['k1', 'k4', 'k16'];
-  const colors: Record<string, string> = { skiplock: '#2b6cb0', 'graphile-worker': '#38a169', 'pg-boss': '#d69e2e' };
-  const values = ks.flatMap((k) => SYSTEMS.map((s) => (r[`process_${k}`] as BySystem)?.[s] ?? 0));
+  const colors: Record<string, string> = {
+    skiplock: '#2b6cb0',
+    [DELETE_MODE]: '#63b3ed',
+    'graphile-worker': '#38a169',
+    'pg-boss': '#d69e2e',
+  };
+  const SERIES = ['skiplock', DELETE_MODE, 'graphile-worker', 'pg-boss'];
+  const values = ks.flatMap((k) => SERIES.map((s) => figure(r, k, s) ?? 0));
   const max = Math.max(...values, 1);
   const width = 640;
   const height = 320;
   const groupWidth = (width - 80) / ks.length;
-  const barWidth = groupWidth / (SYSTEMS.length + 1);
+  const barWidth = groupWidth / (SERIES.length + 1);
   const bars = ks
     .map((k, g) =>
-      SYSTEMS.map((s, i) => {
-        const v = (r[`process_${k}`] as BySystem)?.[s] ?? 0;
+      SERIES.map((s, i) => {
+        const v = figure(r, k, s) ?? 0;
         const h = (v / max) * (height - 80);
         const x = 60 + g * groupWidth + i * barWidth;
         const y = height - 40 - h;
@@ -93,9 +143,9 @@ function chart(r: Record<string, unknown>): string {
         `<text x="${(60 + g * groupWidth + (groupWidth - barWidth) / 2).toFixed(1)}" y="${height - 20}" font-size="12" text-anchor="middle">K = ${k.slice(1)}</text>`,
     )
     .join('');
-  const legend = SYSTEMS.map(
+  const legend = SERIES.map(
     (s, i) =>
-      `<rect x="${70 + i * 150}" y="10" width="12" height="12" fill="${colors[s]}"/><text x="${86 + i * 150}" y="20" font-size="12">${s}</text>`,
+      `<rect x="${60 + i * 145}" y="10" width="12" height="12" fill="${colors[s]}"/><text x="${76 + i * 145}" y="20" font-size="12">${s}</text>`,
   ).join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif">
 <title>No-op jobs processed per second at K = 1, 4 and 16 concurrent workers</title>

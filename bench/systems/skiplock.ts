@@ -6,23 +6,29 @@ import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
 import { connect, type SkiplockDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import type { Completion } from '../../db/statements/settle.js';
 import { waitUntilZero } from '../db.js';
 import type { BenchSystem } from './types.js';
 
-const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: () => {} });
+// An async no-op, as the peers' handlers are: the same promise per job for every system.
+const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: async () => {} });
 
-/** skiplock: K invocation loops, each with its own connection, batch = concurrency = BATCH. */
-export function skiplockSystem(batch = 100): BenchSystem {
+/**
+ * skiplock: K invocation loops, each with its own connection, batch = concurrency = BATCH.
+ * `completion` is the worker's completedJobs: keep (the default) or delete.
+ */
+export function skiplockSystem(batch = 100, completion: Completion = 'keep'): BenchSystem {
   let url = '';
   let db: SkiplockDb | undefined;
   const enqueuer = createEnqueuer();
   return {
-    name: 'skiplock',
+    name: completion === 'keep' ? 'skiplock' : 'skiplock (delete)',
     settings: {
       driver: 'pg',
       loops: 'K',
       perLoop: { concurrency: batch, batchSize: batch, connections: 1 },
       logger: 'silent',
+      completedJobs: completion,
     },
     async setup(target) {
       url = target;
@@ -50,9 +56,15 @@ export function skiplockSystem(batch = 100): BenchSystem {
             concurrency: batch,
             batchSize: batch,
             logger: silentLogger,
+            completedJobs: completion,
           });
           try {
-            while ((await worker.runInvocation({ remainingMs: 600_000 })).claimed > 0) {}
+            while (true) {
+              const summary = await worker.runInvocation({ remainingMs: 600_000 });
+              // A failed invocation leaves its jobs to lease expiry: say so instead of waiting.
+              if (summary.stoppedBecause === 'error') throw new Error(`invocation failed: ${summary.error}`);
+              if (summary.claimed === 0) break;
+            }
           } finally {
             await own.close();
           }
