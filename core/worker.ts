@@ -93,6 +93,16 @@ export const WORKER_DEFAULTS = {
   completedJobs: 'keep',
 } as const;
 
+/**
+ * Up to this many outcomes ride along with the next claim, in one statement. A larger batch is
+ * written by a statement of its own first. A statement sees the queue as it was when it began,
+ * so a claim that runs after a long settle meets rows that other workers claimed meanwhile and
+ * must re-check each one (auto_explain at 16 invocations, batches of 500: 2,637 index entries
+ * visited per claim after a settle in the same statement, 1,539 in a statement of its own;
+ * 15–20% more jobs/s at batch 500). For small batches the round trip saved weighs more.
+ */
+const RIDE_ALONG_MAX = 128;
+
 interface Kind {
   // biome-ignore lint/suspicious/noExplicitAny: see above.
   definition: JobDefinition<any, any>;
@@ -339,8 +349,8 @@ export function createWorker(options: WorkerOptions): Worker {
       }
       while (true) {
         // Outcomes normally ride along with the next claim; they are written on their own only
-        // when they have waited flushIntervalMs, or pile up while a claimed batch is still
-        // being worked through.
+        // when they have waited flushIntervalMs, pile up while a claimed batch is still being
+        // worked through, or are too many to ride along (RIDE_ALONG_MAX).
         const shouldFlush = buffer.length > 0 && (flushDue || (waiting.length > 0 && buffer.length >= concurrency));
         if (shouldFlush) await flush();
 
@@ -374,6 +384,7 @@ export function createWorker(options: WorkerOptions): Worker {
           (drain || claimRounds === 0);
         if (mayClaim) {
           claimRounds++;
+          if (buffer.length > RIDE_ALONG_MAX) await flush();
           // The buffered outcomes ride along: one statement settles them and claims the next batch.
           const batch = buffer;
           buffer = [];

@@ -9,7 +9,7 @@ import { claimJobs } from '../../db/statements/claim.js';
 import { ManualClock } from '../helpers/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
-import { countStatements } from '../helpers/statements.js';
+import { captureStatements, countStatements } from '../helpers/statements.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
@@ -397,6 +397,21 @@ describe(`round trips (${testDriver()})`, () => {
     // The invocation's DLQ sweep, one claim, then one statement that writes the completions
     // and finds the queue empty.
     expect(counts).toEqual([3, 3, 3]);
+  });
+
+  it('a batch of more than 128 outcomes is written by its own statement, then the claim runs alone', async () => {
+    const definition = kind(() => {});
+    await enqueueTasks(definition, 300);
+    const w = worker(definition, { concurrency: 300, batchSize: 300 });
+    const { result, texts } = await captureStatements(testDriver(), () => w.runInvocation({ remainingMs: 60_000 }));
+    expect(result).toMatchObject({ claimed: 300, completed: 300, stoppedBecause: 'drained' });
+    // DLQ sweep, claim, the 300 completions alone, then a claim with nothing riding along.
+    const claims = texts.map((text) => /\bready as\b/.test(text));
+    const settles = texts.map((text) => /\bsettle_input as\b/.test(text));
+    expect(texts).toHaveLength(4);
+    expect(claims).toEqual([false, true, false, true]);
+    expect(settles).toEqual([false, false, true, false]);
+    expect(await states()).toEqual([{ state: 'completed', n: 300 }]);
   });
 });
 
