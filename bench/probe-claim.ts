@@ -2,6 +2,7 @@
  * Dev probe: Postgres time of the claim statement alone, with and without parts of the schema
  * (`node .bench/probe-claim.mjs "<sql run before>"`): one connection, 100 claims of 500.
  */
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import * as z from 'zod';
 import { createEnqueuer } from '../core/enqueue.js';
@@ -30,11 +31,36 @@ await vacuumAnalyze(url);
 const leases = [{ kind: 'noop', leaseMs: 60_000 }];
 let settle: { id: string; leaseToken: string; outcome: 'completed' }[] = [];
 const t0 = performance.now();
-for (let i = 0; i < 100; i++) {
-  const claim = await claimJobs(db.db, 'skiplock', { leases, limit: 500, invocationId: 'probe', settle });
-  settle = claim.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' }));
+const cpu0 = process.cpuUsage();
+if (process.env.RAW) {
+  // The raw-schema floor's two statements (bench/systems/raw-schema.ts), for comparison.
+  for (let i = 0; i < 100; i++) {
+    const token = randomUUID();
+    const { rows } = await admin.query(
+      `update skiplock.jobs j set state = 'running', attempt = j.attempt + 1, lease_token = $2,
+         lease_expires_at = now() + interval '60 seconds', locked_by = 'raw',
+         started_at = coalesce(j.started_at, now()), attempted_at = now(), updated_at = now()
+       where j.id in (select id from skiplock.jobs where state = 'queued' and run_at <= now()
+                      order by priority, run_at, id limit $1 for update skip locked)
+       returning j.id`,
+      [500, token],
+    );
+    await admin.query(
+      `update skiplock.jobs set state = 'completed', finished_at = now(), lease_expires_at = null, updated_at = now()
+       where id = any($1::bigint[]) and lease_token = $2 and state = 'running'`,
+      [rows.map((r) => r.id), token],
+    );
+  }
+} else {
+  for (let i = 0; i < 100; i++) {
+    const claim = await claimJobs(db.db, 'skiplock', { leases, limit: 500, invocationId: 'probe', settle });
+    settle = claim.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' }));
+  }
 }
 const ms = performance.now() - t0;
-console.log(`${((ms * 1000) / 50_000).toFixed(1)} µs per job (claim + completion), ${process.argv[2] ?? ''}`);
+const cpu = process.cpuUsage(cpu0);
+console.log(
+  `${((ms * 1000) / 50_000).toFixed(1)} µs per job (claim + completion), Node ${((cpu.user + cpu.system) / 50_000).toFixed(1)} µs, ${process.argv[2] ?? ''}`,
+);
 await admin.end();
 await db.close();

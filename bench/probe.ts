@@ -3,6 +3,7 @@ import os from 'node:os';
 import { freshDatabase, vacuumAnalyze } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
 import { rawSystem } from './systems/raw.js';
+import { rawSchemaSystem } from './systems/raw-schema.js';
 import { skiplockSystem } from './systems/skiplock.js';
 
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -11,13 +12,15 @@ const which = process.argv[5] ?? 'skiplock';
 const sys =
   which === 'raw'
     ? rawSystem(B, 'update')
-    : which === 'raw-delete'
-      ? rawSystem(B, 'delete')
-      : which === 'graphile'
-        ? graphileSystem()
-        : which === 'skiplock-delete'
-          ? skiplockSystem(B, 'delete')
-          : skiplockSystem(B);
+    : which === 'raw-schema'
+      ? rawSchemaSystem(B)
+      : which === 'raw-delete'
+        ? rawSystem(B, 'delete')
+        : which === 'graphile'
+          ? graphileSystem()
+          : which === 'skiplock-delete'
+            ? skiplockSystem(B, 'delete')
+            : skiplockSystem(B);
 const busy = () => os.cpus().reduce((s, c) => s + c.times.user + c.times.nice + c.times.sys + c.times.irq, 0);
 const url = await freshDatabase(server, 'bench_probe');
 await sys.setup(url);
@@ -52,7 +55,7 @@ const totalUs = ((busy() - busy0) * 1000) / N;
 console.log(
   `${which} K=${K} B=${B}:`,
   Math.round(N / secs),
-  `jobs/s; per job: node ${nodeUs.toFixed(1)} µs, rest (postgres) ${(totalUs - nodeUs).toFixed(1)} µs`,
+  `jobs/s; per job: node ${nodeUs.toFixed(1)} µs (sys ${(cpu.system / N).toFixed(1)}), rest (postgres) ${(totalUs - nodeUs).toFixed(1)} µs`,
 );
 await sys.teardown();
 process.exit(0);

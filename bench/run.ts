@@ -21,6 +21,7 @@ import { renderReport } from './report.js';
 import { graphileSystem } from './systems/graphile.js';
 import { pgBossSystem } from './systems/pgboss.js';
 import { rawSystem } from './systems/raw.js';
+import { rawSchemaSystem } from './systems/raw-schema.js';
 import { skiplockSystem } from './systems/skiplock.js';
 import type { BenchSystem } from './systems/types.js';
 
@@ -143,7 +144,7 @@ results.enqueue_single = Object.fromEntries(names.map((n) => [n, median(single[n
 results.enqueue_bulk = Object.fromEntries(names.map((n) => [n, median(bulk[n] ?? [])]));
 log(`  single ${JSON.stringify(results.enqueue_single)}  bulk ${JSON.stringify(results.enqueue_bulk)}`);
 
-// 2. Processing (and 6. the raw floor at K = 4).
+// 2. Processing (and 6. the raw floor at K = 4, and at K = 16 as the reference for contention).
 async function processRate(make: () => BenchSystem, k: number): Promise<number> {
   return withSystem(make, async (system, url) => {
     await system.enqueueBulk(PARAMS.process, PARAMS.bulkBatch);
@@ -164,7 +165,10 @@ for (const k of KS) {
       record(runs, 'pg-boss (batch 100)', await processRate(() => pgBossSystem(100), k));
       record(runs, 'raw (update)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'update'), k));
       record(runs, 'raw (delete)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'delete'), k));
+      record(runs, 'raw (skiplock schema)', await processRate(() => rawSchemaSystem(SKIPLOCK_BATCH), k));
     }
+    // Does the floor itself lose throughput with 16 independent SKIP LOCKED claimers?
+    if (k === 16) record(runs, 'raw (update)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'update'), k));
   }
   results[`process_k${k}`] = Object.fromEntries(names.map((n) => [n, median(runs[n] ?? [])]));
   deleteMode[`process_k${k}`] = median(runs[DELETE_MODE] ?? []);
@@ -172,11 +176,13 @@ for (const k of KS) {
     results.pgboss_batch100_k4 = median(runs['pg-boss (batch 100)'] ?? []);
     results.raw_floor_k4 = median(runs['raw (update)'] ?? []);
     results.raw_floor_delete_k4 = median(runs['raw (delete)'] ?? []);
+    results.raw_schema_floor_k4 = median(runs['raw (skiplock schema)'] ?? []);
   }
+  if (k === 16) results.raw_floor_k16 = median(runs['raw (update)'] ?? []);
   log(`  K=${k} ${JSON.stringify(results[`process_k${k}`])} ${DELETE_MODE}: ${deleteMode[`process_k${k}`]}`);
 }
 log(
-  `  raw floor K=4: update ${results.raw_floor_k4}, delete ${results.raw_floor_delete_k4}; pg-boss batch 100: ${results.pgboss_batch100_k4}`,
+  `  raw floor K=4: update ${results.raw_floor_k4}, delete ${results.raw_floor_delete_k4}, on skiplock's table ${results.raw_schema_floor_k4}; K=16: update ${results.raw_floor_k16}; pg-boss batch 100: ${results.pgboss_batch100_k4}`,
 );
 
 // 3. Round trips per job (counted at the driver).

@@ -1,0 +1,74 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { connect } from '../../db/connect.js';
+import { migrate } from '../../db/migrate.js';
+import type { BenchSystem } from './types.js';
+
+/**
+ * A second reference: the raw floor's minimal SQL (one claim statement, one completion statement
+ * per batch, no library), but on skiplock's own table — its indexes, CHECKs and columns — writing
+ * the columns skiplock writes (state, attempt, lease token and expiry, holder, timestamps) and
+ * fencing the completion on the token as skiplock does. skiplock ÷ this floor is the cost of the
+ * library (statement shape, Node); this floor ÷ the bare one is the cost of the schema.
+ */
+export function rawSchemaSystem(batch = 100): BenchSystem {
+  let url = '';
+  let pool: pg.Pool | undefined;
+  return {
+    name: 'raw (skiplock schema)',
+    settings: { batch, completion: 'update', table: 'skiplock.jobs' },
+    async setup(target) {
+      url = target;
+      const db = connect({ connectionString: url, max: 1 });
+      await migrate(db);
+      await db.close();
+      pool = new pg.Pool({ connectionString: url, max: 4 });
+    },
+    async enqueueSingle(n) {
+      for (let i = 0; i < n; i++)
+        await (pool as pg.Pool).query(`insert into skiplock.jobs (kind, payload) values ('noop', $1)`, [{ n: i }]);
+    },
+    async enqueueBulk(n, size) {
+      for (let i = 0; i < n; i += size) {
+        const payloads = Array.from({ length: Math.min(size, n - i) }, (_, j) => JSON.stringify({ n: i + j }));
+        await (pool as pg.Pool).query(`insert into skiplock.jobs (kind, payload) select 'noop', unnest($1::jsonb[])`, [
+          payloads,
+        ]);
+      }
+    },
+    async process(k) {
+      await Promise.all(
+        Array.from({ length: k }, async () => {
+          const client = new pg.Client({ connectionString: url });
+          await client.connect();
+          try {
+            while (true) {
+              const token = randomUUID();
+              const { rows } = await client.query(
+                `update skiplock.jobs j set state = 'running', attempt = j.attempt + 1, lease_token = $2,
+                   lease_expires_at = now() + interval '60 seconds', locked_by = 'raw',
+                   started_at = coalesce(j.started_at, now()), attempted_at = now(), updated_at = now()
+                 where j.id in (select id from skiplock.jobs where state = 'queued' and run_at <= now()
+                                order by priority, run_at, id limit $1 for update skip locked)
+                 returning j.id`,
+                [batch, token],
+              );
+              if (rows.length === 0) break;
+              await client.query(
+                `update skiplock.jobs set state = 'completed', finished_at = now(), lease_expires_at = null,
+                   updated_at = now()
+                 where id = any($1::bigint[]) and lease_token = $2 and state = 'running'`,
+                [rows.map((r) => r.id), token],
+              );
+            }
+          } finally {
+            await client.end();
+          }
+        }),
+      );
+    },
+    async teardown() {
+      await pool?.end();
+    },
+  };
+}
