@@ -30,6 +30,13 @@ if (process.argv[2]) await admin.query(process.argv[2]);
 await vacuumAnalyze(url);
 const leases = [{ kind: 'noop', leaseMs: 60_000 }];
 let settle: { id: string; leaseToken: string; outcome: 'completed' }[] = [];
+const { Session } = await import('node:inspector/promises');
+const session = new Session();
+if (process.env.PROBE_PROF) {
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+}
 const t0 = performance.now();
 const cpu0 = process.cpuUsage();
 if (process.env.RAW) {
@@ -58,6 +65,10 @@ if (process.env.RAW) {
   }
 }
 const ms = performance.now() - t0;
+if (process.env.PROBE_PROF) {
+  const { profile } = await session.post('Profiler.stop');
+  (await import('node:fs')).writeFileSync(process.env.PROBE_PROF, JSON.stringify(profile));
+}
 const cpu = process.cpuUsage(cpu0);
 console.log(
   `${((ms * 1000) / 50_000).toFixed(1)} µs per job (claim + completion), Node ${((cpu.user + cpu.system) / 50_000).toFixed(1)} µs, ${process.argv[2] ?? ''}`,

@@ -64,15 +64,30 @@ export interface ClaimResult {
   settled: SettleReport;
 }
 
-type ClaimRow = SettleReportRow & {
-  kind: string;
-  queue: string;
-  payload: unknown;
-  priority: number;
-  attempt: number;
-  max_attempts: number;
-  correlation_id: string | null;
-  lease_expires_at_ms: number;
+/** The claim's one row: the claimed jobs and the settle report, each a JSON array of tuples. */
+type ClaimRow = {
+  jobs:
+    | [
+        id: string,
+        kind: string,
+        queue: string,
+        payload: unknown,
+        priority: number,
+        attempt: number,
+        maxAttempts: number,
+        correlationId: string | null,
+        leaseExpiresAtMs: number,
+      ][]
+    | null;
+  report:
+    | [
+        rowKind: SettleReportRow['row_kind'],
+        id: string,
+        state: SettleReportRow['state'],
+        deadReason: string | null,
+        runAtMs: number | null,
+      ][]
+    | null;
 };
 
 /**
@@ -114,9 +129,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   // (seen at 16 concurrent invocations). Settling first, a statement only ever waits while it
   // holds no such lock, and a claim never waits (SKIP LOCKED): no cycle.
   const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
-  const claimedColumns = sql`, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts, c.correlation_id,
-    (select now_ms from clock) + (${sql.param(leaseMs)}::float8[])[array_position(${sql.param(kinds)}::text[], c.kind)]`;
-  const noClaimColumns = sql`, null, null, null::jsonb, null::smallint, null::int, null::int, null, null::float8`;
+  const leaseEndMs = sql`(select now_ms from clock) + (${sql.param(leaseMs)}::float8[])[array_position(${sql.param(kinds)}::text[], c.kind)]`;
   const now = sql`(select now from clock)`;
   const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
@@ -160,34 +173,33 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
       where j.id = p.id
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at
     )
-    select rows.row_kind, rows.id, rows.state, rows.dead_reason, rows.run_at_ms, rows.kind, rows.queue, rows.payload,
-      rows.priority, rows.attempt, rows.max_attempts, rows.correlation_id, rows.lease_expires_at_ms
-    from (
-      select 'claimed' as row_kind, c.id::text as id, null as state, null as dead_reason, null::float8 as run_at_ms
-        ${claimedColumns} as lease_expires_at_ms, c.priority as sort_priority, c.run_at as sort_run_at, c.id as sort_id
-      from claimed c
-      ${hasSettle ? sql`union all select *, null::smallint, null::timestamptz, null::bigint from (${settleReportRows(noClaimColumns)}) s` : sql``}
-    ) rows
-    order by rows.row_kind, rows.sort_priority, rows.sort_run_at, rows.sort_id`,
+    -- One row with two JSON arrays: the driver parses each with one JSON.parse instead of a dozen
+    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
+    select
+      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
+          c.max_attempts, c.correlation_id, ${leaseEndMs}) order by c.priority, c.run_at, c.id)
+        from claimed c) as jobs,
+      ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report`,
     schema,
   );
   const result: ClaimResult = { jobs: [], settled: { lost: new Set(), changed: new Map() } };
-  for (const row of rows) {
-    if (row.row_kind !== 'claimed') {
-      addToReport(result.settled, row);
-      continue;
-    }
+  const { jobs: claimed, report } = rows[0] ?? { jobs: null, report: null };
+  for (const [row_kind, id, state, dead_reason, run_at_ms] of report ?? []) {
+    addToReport(result.settled, { row_kind, id, state, dead_reason, run_at_ms });
+  }
+  for (const [id, kind, queue, payload, priority, attempt, maxAttempts, correlationId, leaseExpiresAtMs] of claimed ??
+    []) {
     result.jobs.push({
-      id: row.id,
-      kind: row.kind,
-      queue: row.queue,
-      payload: row.payload,
-      priority: row.priority,
-      attempt: row.attempt,
-      maxAttempts: row.max_attempts,
+      id,
+      kind,
+      queue,
+      payload,
+      priority,
+      attempt,
+      maxAttempts,
       leaseToken,
-      leaseExpiresAtMs: row.lease_expires_at_ms,
-      correlationId: row.correlation_id,
+      leaseExpiresAtMs,
+      correlationId,
     });
   }
   return result;
