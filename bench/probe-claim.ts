@@ -1,6 +1,7 @@
 /**
  * Dev probe: Postgres time of the claim statement alone, with and without parts of the schema
- * (`node .bench/probe-claim.mjs "<sql run before>"`): one connection, 100 claims of 500.
+ * (`node .bench/probe-claim.mjs "<sql run before>"`): one connection, 50,000 jobs in claims of
+ * PROBE_BATCH (500).
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -28,6 +29,8 @@ const admin = new pg.Client({ connectionString: url });
 await admin.connect();
 if (process.argv[2]) await admin.query(process.argv[2]);
 await vacuumAnalyze(url);
+const batch = Number(process.env.PROBE_BATCH ?? 500);
+const rounds = Math.floor(50_000 / batch);
 const leases = [{ kind: 'noop', leaseMs: 60_000 }];
 let settle: { id: string; leaseToken: string; outcome: 'completed' }[] = [];
 const { Session } = await import('node:inspector/promises');
@@ -41,7 +44,7 @@ const t0 = performance.now();
 const cpu0 = process.cpuUsage();
 if (process.env.RAW) {
   // The raw-schema floor's two statements (bench/systems/raw-schema.ts), for comparison.
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < rounds; i++) {
     const token = randomUUID();
     const { rows } = await admin.query(
       `update skiplock.jobs j set state = 'running', attempt = j.attempt + 1, lease_token = $2,
@@ -50,7 +53,7 @@ if (process.env.RAW) {
        where j.id in (select id from skiplock.jobs where state = 'queued' and run_at <= now()
                       order by priority, run_at, id limit $1 for update skip locked)
        returning j.id`,
-      [500, token],
+      [batch, token],
     );
     await admin.query(
       `update skiplock.jobs set state = 'completed', finished_at = now(), lease_expires_at = null, updated_at = now()
@@ -59,8 +62,8 @@ if (process.env.RAW) {
     );
   }
 } else {
-  for (let i = 0; i < 100; i++) {
-    const claim = await claimJobs(db.db, 'skiplock', { leases, limit: 500, invocationId: 'probe', settle });
+  for (let i = 0; i < rounds; i++) {
+    const claim = await claimJobs(db.db, 'skiplock', { leases, limit: batch, invocationId: 'probe', settle });
     settle = claim.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' }));
   }
 }

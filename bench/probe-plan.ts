@@ -81,5 +81,12 @@ for (const [label, q] of [
     `${label}: planning ${median(planning).toFixed(3)} ms, explain round trip ${median(roundTrip).toFixed(3)} ms, PREPARE (parse + analyse) round trip ${median(prepare).toFixed(3)} ms, ${q.text.length} chars`,
   );
 }
+if (process.env.PROBE_ANALYZE && captured[1]) {
+  // One execution of the claim + settle statement, analysed, then rolled back.
+  await client.query('begin');
+  const { rows } = await client.query(`explain (analyze, buffers, summary) ${captured[1].text}`, captured[1].values);
+  await client.query('rollback');
+  console.log(rows.map((r) => r['QUERY PLAN']).join('\n'));
+}
 await client.end();
 await db.close();
