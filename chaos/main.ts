@@ -1,6 +1,6 @@
 /**
- * `npm run chaos [-- --quick] [--jobs N] [--processes N] [--kills N] [--keep] [--delete]`: the chaos
- * harness. Prints progress, a detail line and the final `chaos: …` line; exits 1 when any
+ * `npm run chaos [-- --quick] [--jobs N] [--processes N] [--kills N] [--concurrency N] [--keep] [--delete]`:
+ * the chaos harness. Prints progress, a detail line and the final `chaos: …` line; exits 1 when any
  * job was lost, any write landed under a stale token, or any other check failed.
  */
 import { FULL, QUICK, runChaos } from './harness.js';
@@ -16,6 +16,8 @@ const options = {
   jobs: value('--jobs') ?? base.jobs,
   processes: value('--processes') ?? base.processes,
   targetKills: value('--kills') ?? base.targetKills,
+  // Each worker's concurrency and batch size (above 128, outcomes are settled in a statement of their own).
+  concurrency: value('--concurrency') ?? base.concurrency,
   keepSchema: args.includes('--keep'),
   // Workers delete completed jobs (completedJobs 'delete'); the audit records each deletion.
   completedJobs: args.includes('--delete') ? ('delete' as const) : ('keep' as const),
@@ -23,7 +25,7 @@ const options = {
   progress: (line: string) => console.log(line),
 };
 console.log(
-  `chaos run: ${options.jobs} jobs, ${options.processes} worker processes, ≥${options.targetKills} kills, connection faults on, completed jobs ${options.completedJobs === 'delete' ? 'deleted' : 'kept'}`,
+  `chaos run: ${options.jobs} jobs, ${options.processes} worker processes, ≥${options.targetKills} kills, concurrency ${options.concurrency}, connection faults on, completed jobs ${options.completedJobs === 'delete' ? 'deleted' : 'kept'}`,
 );
 try {
   const report = await runChaos(options);

@@ -465,12 +465,15 @@ export function createWorker(options: WorkerOptions): Worker {
       } catch {
         delayMs = FALLBACK_BACKOFF(job.attempt, thrown); // a custom backoff that throws
       }
-      if (thrown instanceof JobAbort) {
-        // The handler may still be running (it was abandoned, not stopped): the retry must not
-        // start before this attempt's lease would have ended.
-        delayMs = Math.max(delayMs, job.leaseExpiresAtMs - Date.now());
-      }
-      return { job, startedAt, reason, outcome: { ...base, outcome: 'retry', delayMs, error: decision.error } };
+      // An aborted handler may still be running (it was abandoned, not stopped): its retry must not
+      // start before this attempt's lease ends — decided by the database, whose clock the lease is on.
+      const afterLease = thrown instanceof JobAbort;
+      return {
+        job,
+        startedAt,
+        reason,
+        outcome: { ...base, outcome: 'retry', delayMs, afterLease, error: decision.error },
+      };
     }
     if (decision.outcome === 'dead') {
       return {

@@ -43,8 +43,6 @@ export interface ClaimedJob {
   maxAttempts: number;
   /** The claim's lease token, shared by every job the statement claimed. */
   leaseToken: string;
-  /** When the lease ends, in epoch milliseconds on the database's clock. */
-  leaseExpiresAtMs: number;
   correlationId: string | null;
 }
 
@@ -76,7 +74,6 @@ type ClaimRow = {
         attempt: number,
         maxAttempts: number,
         correlationId: string | null,
-        leaseExpiresAtMs: number,
       ][]
     | null;
   report:
@@ -129,14 +126,12 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   // (seen at 16 concurrent invocations). Settling first, a statement only ever waits while it
   // holds no such lock, and a claim never waits (SKIP LOCKED): no cycle.
   const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
-  const leaseEndMs = sql`(select now_ms from clock) + (${sql.param(leaseMs)}::float8[])[array_position(${sql.param(kinds)}::text[], c.kind)]`;
   const now = sql`(select now from clock)`;
   const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   const rows = await queryRows<ClaimRow>(
     db,
-    sql`with clock as (select n.now, (extract(epoch from n.now) * 1000)::float8 as now_ms
-      from (select ${nowExpr(request.now)} as now) n),
+    sql`with clock as (select ${nowExpr(request.now)} as now),
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
     ready as (
       select j.id from ${jobs} j
@@ -177,7 +172,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
     -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
       (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id, ${leaseEndMs}) order by c.priority, c.run_at, c.id)
+          c.max_attempts, c.correlation_id) order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report`,
     schema,
@@ -187,8 +182,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   for (const [row_kind, id, state, dead_reason, run_at_ms] of report ?? []) {
     addToReport(result.settled, { row_kind, id, state, dead_reason, run_at_ms });
   }
-  for (const [id, kind, queue, payload, priority, attempt, maxAttempts, correlationId, leaseExpiresAtMs] of claimed ??
-    []) {
+  for (const [id, kind, queue, payload, priority, attempt, maxAttempts, correlationId] of claimed ?? []) {
     result.jobs.push({
       id,
       kind,
@@ -198,7 +192,6 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
       attempt,
       maxAttempts,
       leaseToken,
-      leaseExpiresAtMs,
       correlationId,
     });
   }

@@ -6,7 +6,18 @@ import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
 /** What became of one attempt, as the worker reports it. */
 export type Outcome =
   | { id: string; leaseToken: string; outcome: 'completed' }
-  | { id: string; leaseToken: string; outcome: 'retry'; delayMs: number; error: FailureRecord }
+  | {
+      id: string;
+      leaseToken: string;
+      outcome: 'retry';
+      delayMs: number;
+      error: FailureRecord;
+      /**
+       * Not before the lease ends either: the attempt was abandoned (timeout, deadline) and its
+       * handler may still be running. Compared on the database's clock, where the lease lives.
+       */
+      afterLease?: boolean;
+    }
   | { id: string; leaseToken: string; outcome: 'dead'; reason: string; error: FailureRecord }
   | { id: string; leaseToken: string; outcome: 'cancelled'; error?: FailureRecord };
 
@@ -224,6 +235,7 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
     token: o.leaseToken,
     outcome: o.outcome,
     delay_ms: o.outcome === 'retry' ? Math.max(0, Math.round(o.delayMs)) : null,
+    after_lease: o.outcome === 'retry' && o.afterLease === true,
     reason: o.outcome === 'dead' ? o.reason : null,
     error: 'error' in o && o.error ? o.error : null,
   }));
@@ -243,14 +255,16 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
         when r.outcome = 'dead' then coalesce(r.reason, 'discarded')
         when ${exhausted} then 'max_attempts'
       end,
-      run_at = case when ${newState} = 'queued' then ${now} + r.delay_ms * interval '1 millisecond' else j.run_at end,
+      run_at = case when ${newState} = 'queued'
+        then greatest(${now} + r.delay_ms * interval '1 millisecond', case when r.after_lease then j.lease_expires_at end)
+        else j.run_at end,
       finished_at = case when ${newState} = 'queued' then null else ${now} end,
       lease_expires_at = null,
       last_error = coalesce(r.error, j.last_error),
       errors = case when r.error is null then j.errors else ${appendCapped(sql`j.errors`, sql`r.error`)} end,
       updated_at = ${now}
     from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
-      as r(id bigint, token uuid, outcome text, delay_ms bigint, reason text, error jsonb)
+      as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb)
     where j.id = r.id and j.lease_token = r.token and ${heldById()}
     returning j.id, j.state, j.dead_reason, j.run_at`;
 }

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { CancelError, ConfigError, DiscardError, RetryAfterError } from '../../core/errors.js';
 import { defineJob, type JobContext } from '../../core/jobs.js';
@@ -308,6 +308,40 @@ describe(`the invocation loop (${testDriver()})`, () => {
     expect(Date.now() - started).toBeLessThan(2_000);
     expect(summary).toMatchObject({ claimed: 1, retried: 1 });
     expect((await job(id)).last_error).toMatchObject({ class: 'timeout' });
+  });
+
+  it("an abandoned attempt's retry is not due before its lease ends, on the database's clock even when the function's clock runs ahead", async () => {
+    const definition = defineJob({
+      kind: 'abandoned',
+      payload: task,
+      timeoutMs: 150,
+      backoff: { type: 'constant', delayMs: 0 },
+      handler: () => new Promise(() => {}), // ignores its signal: it may still be running after the abort
+    });
+    const { id } = await q.enqueue(t.db, definition, { n: 1 });
+    const realNow = Date.now.bind(Date);
+    const skew = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 60_000);
+    try {
+      const summary = await createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [definition],
+        logger: silentLogger,
+        leaseGraceMs: 1_000,
+        safetyMarginMs: 200,
+        drain: false,
+      }).runInvocation({ remainingMs: 2_000 });
+      expect(summary).toMatchObject({ claimed: 1, retried: 1 });
+    } finally {
+      skew.mockRestore();
+    }
+    // Lease = 150 ms timeout + 1,000 ms grace from the claim (attempted_at).
+    const { rows } = await t.admin.query(
+      `select state, extract(epoch from run_at - attempted_at) * 1000 as after_ms from "${t.schema}".jobs where id = $1`,
+      [id],
+    );
+    expect(rows[0].state).toBe('queued');
+    expect(Number(rows[0].after_ms)).toBeGreaterThanOrEqual(1_150);
   });
 });
 
