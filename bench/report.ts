@@ -82,7 +82,7 @@ Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(inpu
 
 ## Round trips, scale, WAL, cold start
 
-- Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state.
+- Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state (above 128 outcomes the settle goes first in a statement of its own: two per batch).
 - Claim latency (claim 10, settling the previous 10), ms p50 / p99: empty table ${scale?.empty.p50} / ${scale?.empty.p99}; with ${fmt(input.params.finishedRows)} completed and dead rows ${scale?.finished.p50} / ${scale?.finished.p99}; with ${fmt(input.params.queuedRows)} queued jobs ${scale?.queued.p50} / ${scale?.queued.p99}.
 - WAL per job lifecycle (enqueue → claim → complete), bytes: skiplock ${fmt(wal?.skiplock)} (delete mode ${fmt(deleteWal)}), graphile-worker ${fmt(wal?.['graphile-worker'])}, pg-boss ${fmt(wal?.['pg-boss'])}, raw ${fmt(r.wal_raw_bytes_per_job as number)} (update) / ${fmt(r.wal_raw_delete_bytes_per_job as number)} (delete).
 - Worker bundle ${fmt(r.bundle_bytes as number)} bytes (minified ESM, pg driver, SDK external); median cold import ${cold?.worker} ms vs ${cold?.bare} ms for a bare handler.
