@@ -40,6 +40,7 @@ const session = new Session();
 if (process.env.PROBE_PROF) {
   session.connect();
   await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
   await session.post('Profiler.start');
 }
 const t = performance.now();
