@@ -12,6 +12,7 @@ import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { claimJobs } from '../db/statements/claim.js';
 import { freshDatabase, vacuumAnalyze } from './db.js';
+import { RAW_SCHEMA_CLAIM, RAW_SCHEMA_COMPLETE } from './systems/raw-schema.js';
 
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
 const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: async () => {} });
@@ -46,20 +47,8 @@ if (process.env.RAW) {
   // The raw-schema floor's two statements (bench/systems/raw-schema.ts), for comparison.
   for (let i = 0; i < rounds; i++) {
     const token = randomUUID();
-    const { rows } = await admin.query(
-      `update skiplock.jobs j set state = 'running', attempt = j.attempt + 1, lease_token = $2,
-         lease_expires_at = now() + interval '60 seconds', locked_by = 'raw',
-         started_at = coalesce(j.started_at, now()), attempted_at = now(), updated_at = now()
-       where j.id in (select id from skiplock.jobs where state = 'queued' and run_at <= now()
-                      order by priority, run_at, id limit $1 for update skip locked)
-       returning j.id`,
-      [batch, token],
-    );
-    await admin.query(
-      `update skiplock.jobs set state = 'completed', finished_at = now(), lease_expires_at = null, updated_at = now()
-       where id = any($1::bigint[]) and lease_token = $2 and state = 'running'`,
-      [rows.map((r) => r.id), token],
-    );
+    const { rows } = await admin.query(RAW_SCHEMA_CLAIM, [batch, token]);
+    await admin.query(RAW_SCHEMA_COMPLETE, [rows.map((r) => r.id), token]);
   }
 } else {
   for (let i = 0; i < rounds; i++) {

@@ -2,7 +2,21 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import { drainWith } from './raw.js';
 import type { BenchSystem } from './types.js';
+
+/** The floor's claim on skiplock's table: $1 batch size, $2 the claim's lease token. */
+export const RAW_SCHEMA_CLAIM = `update skiplock.jobs j set state = 'running', attempt = j.attempt + 1, lease_token = $2,
+   lease_expires_at = now() + interval '60 seconds', locked_by = 'raw',
+   started_at = coalesce(j.started_at, now()), attempted_at = now(), updated_at = now()
+ where j.id in (select id from skiplock.jobs where state = 'queued' and run_at <= now()
+                order by priority, run_at, id limit $1 for update skip locked)
+ returning j.id`;
+
+/** The floor's completion, fenced on the token: $1 ids, $2 the lease token. */
+export const RAW_SCHEMA_COMPLETE = `update skiplock.jobs set state = 'completed', finished_at = now(), lease_expires_at = null,
+   updated_at = now()
+ where id = any($1::bigint[]) and lease_token = $2 and state = 'running'`;
 
 /**
  * A second reference: the raw floor's minimal SQL (one claim statement, one completion statement
@@ -37,35 +51,13 @@ export function rawSchemaSystem(batch = 100): BenchSystem {
       }
     },
     async process(k) {
-      await Promise.all(
-        Array.from({ length: k }, async () => {
-          const client = new pg.Client({ connectionString: url });
-          await client.connect();
-          try {
-            while (true) {
-              const token = randomUUID();
-              const { rows } = await client.query(
-                `update skiplock.jobs j set state = 'running', attempt = j.attempt + 1, lease_token = $2,
-                   lease_expires_at = now() + interval '60 seconds', locked_by = 'raw',
-                   started_at = coalesce(j.started_at, now()), attempted_at = now(), updated_at = now()
-                 where j.id in (select id from skiplock.jobs where state = 'queued' and run_at <= now()
-                                order by priority, run_at, id limit $1 for update skip locked)
-                 returning j.id`,
-                [batch, token],
-              );
-              if (rows.length === 0) break;
-              await client.query(
-                `update skiplock.jobs set state = 'completed', finished_at = now(), lease_expires_at = null,
-                   updated_at = now()
-                 where id = any($1::bigint[]) and lease_token = $2 and state = 'running'`,
-                [rows.map((r) => r.id), token],
-              );
-            }
-          } finally {
-            await client.end();
-          }
-        }),
-      );
+      await drainWith(url, k, async (client) => {
+        const token = randomUUID();
+        const { rows } = await client.query(RAW_SCHEMA_CLAIM, [batch, token]);
+        if (rows.length === 0) return false;
+        await client.query(RAW_SCHEMA_COMPLETE, [rows.map((r) => r.id), token]);
+        return true;
+      });
     },
     async teardown() {
       await pool?.end();

@@ -36,30 +36,36 @@ export function rawSystem(batch = 100, completion: 'update' | 'delete' = 'update
       }
     },
     async process(k) {
-      await Promise.all(
-        Array.from({ length: k }, async () => {
-          const client = new pg.Client({ connectionString: url });
-          await client.connect();
-          try {
-            while (true) {
-              const { rows } = await client.query(
-                `update raw_jobs set state = 'running', locked_at = now()
-                 where id in (select id from raw_jobs where state = 'queued' and run_at <= now()
-                              order by run_at, id limit $1 for update skip locked)
-                 returning id`,
-                [batch],
-              );
-              if (rows.length === 0) break;
-              await client.query(complete, [rows.map((r) => r.id)]);
-            }
-          } finally {
-            await client.end();
-          }
-        }),
-      );
+      await drainWith(url, k, async (client) => {
+        const { rows } = await client.query(
+          `update raw_jobs set state = 'running', locked_at = now()
+           where id in (select id from raw_jobs where state = 'queued' and run_at <= now()
+                        order by run_at, id limit $1 for update skip locked)
+           returning id`,
+          [batch],
+        );
+        if (rows.length === 0) return false;
+        await client.query(complete, [rows.map((r) => r.id)]);
+        return true;
+      });
     },
     async teardown() {
       await pool?.end();
     },
   };
+}
+
+/** K connections, each running `step` until it reports an empty queue: the floors' worker loop. */
+export async function drainWith(url: string, k: number, step: (client: pg.Client) => Promise<boolean>): Promise<void> {
+  await Promise.all(
+    Array.from({ length: k }, async () => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        while (await step(client)) {}
+      } finally {
+        await client.end();
+      }
+    }),
+  );
 }
