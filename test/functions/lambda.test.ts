@@ -13,6 +13,7 @@ import { resetSharedRuntime } from '../../functions/runtime.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { httpApiEvent, lambdaContext, scheduledEvent } from '../helpers/events.js';
 import { sendEmail, syncProfile } from '../helpers/kinds.js';
+import { captureStdout } from '../helpers/stdout.js';
 
 let t: TestContext;
 const TOKEN = 'enqueue-token-0123456789abcdef';
@@ -172,13 +173,7 @@ describe(`Lambda enqueue over HTTP API (${testDriver()})`, () => {
   ])(
     'a malformed or unusable DATABASE_URL (%#) is reported without the password, in the answer or the logs',
     async (url) => {
-      const lines: string[] = [];
-      const write = process.stdout.write.bind(process.stdout);
-      process.stdout.write = ((chunk: string) => {
-        lines.push(String(chunk));
-        return true;
-      }) as typeof process.stdout.write;
-      try {
+      const { lines } = await captureStdout(async () => {
         const bad = createLambdaEnqueue([sendEmail], { env: env({ DATABASE_URL: url, SKIPLOCK_LOG_LEVEL: 'debug' }) });
         const response = await bad({ kind: 'send-email', payload: email });
         expect(response).toMatchObject({ status: expect.any(Number) });
@@ -188,9 +183,7 @@ describe(`Lambda enqueue over HTTP API (${testDriver()})`, () => {
           env: env({ DATABASE_URL: url, SKIPLOCK_LOG_LEVEL: 'debug' }),
         })(scheduledEvent(), lambdaContext(5_000));
         expect(JSON.stringify(worker)).not.toContain('s3cret-pw');
-      } finally {
-        process.stdout.write = write;
-      }
+      });
       expect(lines.join('')).not.toContain('s3cret-pw');
     },
   );
@@ -262,19 +255,11 @@ describe(`Lambda worker on a schedule (${testDriver()})`, () => {
   it('with SKIPLOCK_METRICS=emf, each invocation writes one Embedded Metric Format line', async () => {
     const kind = defineJob({ kind: 'tick', payload: z.object({ n: z.number() }), timeoutMs: 1_000, handler: () => {} });
     await createLambdaEnqueue([kind], { env: env() })({ kind: 'tick', payload: { n: 1 } });
-    const lines: string[] = [];
-    const write = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((chunk: string) => {
-      lines.push(String(chunk));
-      return true;
-    }) as typeof process.stdout.write;
-    try {
-      await createLambdaWorker([kind], {
+    const { lines } = await captureStdout(() =>
+      createLambdaWorker([kind], {
         env: env({ SKIPLOCK_METRICS: 'emf', AWS_LAMBDA_FUNCTION_NAME: 'app-test-worker' }),
-      })(scheduledEvent(), lambdaContext(10_000));
-    } finally {
-      process.stdout.write = write;
-    }
+      })(scheduledEvent(), lambdaContext(10_000)),
+    );
     const emf = lines.filter((l) => l.includes('"_aws"')).map((l) => JSON.parse(l));
     expect(emf).toEqual([
       expect.objectContaining({ Service: 'app-test-worker', JobsCompleted: 1, SuccessfulInvocations: 1 }),
