@@ -76,6 +76,8 @@ ${rows('process_k16', 'process no-op jobs, K = 16')}
 
 skiplock with \`completedJobs: 'delete'\` (completed rows deleted as they complete, as graphile-worker does; counted per minute for the stats): K = 1 ${fmt(at('k1', DELETE_MODE))}, K = 4 ${fmt(at('k4', DELETE_MODE))}, K = 16 ${fmt(at('k16', DELETE_MODE))} jobs/s — ${ratio(at('k4', DELETE_MODE), graphile4)} graphile-worker and ${ratio(at('k4', DELETE_MODE), deleteFloor)} of the DELETE floor at K = 4.
 
+skiplock at K = 1 with two connections in its pool (the default pool has 5; a batch's settle then runs beside the next claim): ${fmt(r.skiplock_two_connections_k1 as number)} jobs/s, against ${fmt(at('k1', 'skiplock'))} on one connection as in the table.
+
 pg-boss at K = 4 with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s (the table uses batchSize 500, its better setting here).
 
 Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its default completion mode): ${ratio(k4, floor)}. The same minimal SQL on skiplock's own table (its indexes and CHECKs, the columns skiplock writes, the completion fenced on the token): ${fmt(schemaFloor)} jobs/s, ${ratio(schemaFloor, floor)} of the bare floor (what the schema costs); skiplock runs at ${ratio(k4, schemaFloor)} of it (what the library's statement shape and Node cost). The UPDATE floor at K = 16: ${fmt(floor16)} jobs/s (${ratio(floor16, floor)} of its K = 4) — what 16 independent SKIP LOCKED claimers cost with no library at all.

@@ -167,6 +167,9 @@ for (const k of KS) {
       record(runs, 'raw (delete)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'delete'), k));
       record(runs, 'raw (skiplock schema)', await processRate(() => rawSchemaSystem(SKIPLOCK_BATCH), k));
     }
+    // One invocation whose pool has a second connection: a batch's settle runs beside the next claim.
+    if (k === 1)
+      record(runs, 'skiplock (2 connections)', await processRate(() => skiplockSystem(SKIPLOCK_BATCH, 'keep', 2), k));
     // Does the floor itself lose throughput with 16 independent SKIP LOCKED claimers?
     if (k === 16) record(runs, 'raw (update)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'update'), k));
   }
@@ -179,6 +182,7 @@ for (const k of KS) {
     results.raw_schema_floor_k4 = median(runs['raw (skiplock schema)'] ?? []);
   }
   if (k === 16) results.raw_floor_k16 = median(runs['raw (update)'] ?? []);
+  if (k === 1) results.skiplock_two_connections_k1 = median(runs['skiplock (2 connections)'] ?? []);
   log(`  K=${k} ${JSON.stringify(results[`process_k${k}`])} ${DELETE_MODE}: ${deleteMode[`process_k${k}`]}`);
 }
 log(

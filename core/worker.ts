@@ -384,7 +384,9 @@ export function createWorker(options: WorkerOptions): Worker {
           (drain || claimRounds === 0);
         if (mayClaim) {
           claimRounds++;
-          if (buffer.length > RIDE_ALONG_MAX) await flush();
+          // Too many to ride along: settled by a statement of their own, which runs alongside the
+          // claim when the pool has a second connection (flush() takes the buffer at once).
+          const settling = buffer.length > RIDE_ALONG_MAX ? flush() : undefined;
           // The buffered outcomes ride along: one statement settles them and claims the next batch.
           const batch = buffer;
           buffer = [];
@@ -393,14 +395,19 @@ export function createWorker(options: WorkerOptions): Worker {
           // Claim only what can start now, unless a local queue was asked for (batchSize >
           // concurrency): a claimed job's lease runs from the claim, not from its start.
           const limit = batchSize > concurrency ? batchSize : concurrency - inflight;
-          const claim = await claimJobs(db.db, schema, {
-            leases: eligible.map((k) => ({ kind: k.definition.kind, leaseMs: k.definition.timeoutMs + leaseGraceMs })),
-            queues,
-            limit,
-            invocationId,
-            settle: batch.map((b) => b.outcome),
-            completion,
-          });
+          let claim: Awaited<ReturnType<typeof claimJobs>>;
+          try {
+            claim = await claimJobs(db.db, schema, {
+              leases: eligible.map((k) => ({ kind: k.definition.kind, leaseMs: k.definition.timeoutMs + leaseGraceMs })),
+              queues,
+              limit,
+              invocationId,
+              settle: batch.map((b) => b.outcome),
+              completion,
+            });
+          } finally {
+            await settling;
+          }
           account(batch, claim.settled);
           summary.claimed += claim.jobs.length;
           waiting.push(...claim.jobs);

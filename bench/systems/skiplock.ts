@@ -17,7 +17,7 @@ const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), han
  * skiplock: K invocation loops, each with its own connection, batch = concurrency = BATCH.
  * `completion` is the worker's completedJobs: keep (the default) or delete.
  */
-export function skiplockSystem(batch = 100, completion: Completion = 'keep'): BenchSystem {
+export function skiplockSystem(batch = 100, completion: Completion = 'keep', connections = 1): BenchSystem {
   let url = '';
   let db: SkiplockDb | undefined;
   const enqueuer = createEnqueuer();
@@ -26,7 +26,7 @@ export function skiplockSystem(batch = 100, completion: Completion = 'keep'): Be
     settings: {
       driver: 'pg',
       loops: 'K',
-      perLoop: { concurrency: batch, batchSize: batch, connections: 1 },
+      perLoop: { concurrency: batch, batchSize: batch, connections },
       logger: 'silent',
       completedJobs: completion,
     },
@@ -49,7 +49,7 @@ export function skiplockSystem(batch = 100, completion: Completion = 'keep'): Be
     async process(k) {
       await Promise.all(
         Array.from({ length: k }, async () => {
-          const own = connect({ connectionString: url, max: 1 });
+          const own = connect({ connectionString: url, max: connections });
           const worker = createWorker({
             db: own,
             jobs: [noop],

@@ -167,16 +167,15 @@ describe(`completedJobs: 'delete' (${testDriver()})`, () => {
     ]);
   });
 
-  it('8 concurrent invocations settling and claiming in one statement drain 4,000 jobs with no failed invocation, in both modes', async () => {
-    // Each statement writes its outcomes before it locks anything to claim; the other order
-    // deadlocked under concurrency (a claim's scan briefly locks rows other invocations hold).
+  // 8 invocations at once, each on its own pool, drain 2,000 jobs per completion mode; none fails.
+  const drainConcurrently = async (perInvocation: { concurrency: number; connections: number }) => {
     const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number().int() }), handler: async () => {} });
     for (const completedJobs of ['keep', 'delete'] as const) {
       await q.enqueueMany(
         t.db,
         Array.from({ length: 2_000 }, (_, n) => noop.with({ n })),
       );
-      const conns = Array.from({ length: 8 }, () => openDb({ max: 1 }));
+      const conns = Array.from({ length: 8 }, () => openDb({ max: perInvocation.connections }));
       try {
         const summaries = await Promise.all(
           conns.map((db) =>
@@ -185,7 +184,7 @@ describe(`completedJobs: 'delete' (${testDriver()})`, () => {
               schema: t.schema,
               jobs: [noop],
               logger: silentLogger,
-              concurrency: 50,
+              concurrency: perInvocation.concurrency,
               completedJobs,
             }).runInvocation({ remainingMs: 60_000 }),
           ),
@@ -200,6 +199,19 @@ describe(`completedJobs: 'delete' (${testDriver()})`, () => {
       );
       expect(left.rows[0].live).toBe(0);
     }
+  };
+
+  it('8 concurrent invocations settling and claiming in one statement drain 4,000 jobs with no failed invocation, in both modes', async () => {
+    // Each statement writes its outcomes before it locks anything to claim; the other order
+    // deadlocked under concurrency (a claim's scan briefly locks rows other invocations hold).
+    await drainConcurrently({ concurrency: 50, connections: 1 });
+    expect(await counted()).toBe(2_000);
+  });
+
+  it('8 concurrent invocations whose batches of 200 settle on one connection while the next claim runs on another drain 4,000 jobs, in both modes', async () => {
+    // Above 128 outcomes the settle is a statement of its own, run alongside the claim: a claim
+    // never waits (SKIP LOCKED), so neither statement can wait on the other in a cycle.
+    await drainConcurrently({ concurrency: 200, connections: 2 });
     expect(await counted()).toBe(2_000);
   });
 
