@@ -398,7 +398,10 @@ export function createWorker(options: WorkerOptions): Worker {
           let claim: Awaited<ReturnType<typeof claimJobs>>;
           try {
             claim = await claimJobs(db.db, schema, {
-              leases: eligible.map((k) => ({ kind: k.definition.kind, leaseMs: k.definition.timeoutMs + leaseGraceMs })),
+              leases: eligible.map((k) => ({
+                kind: k.definition.kind,
+                leaseMs: k.definition.timeoutMs + leaseGraceMs,
+              })),
               queues,
               limit,
               invocationId,
