@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { SkiplockDb } from '../db/connect.js';
 import { scrubSecrets } from '../db/execute.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import { buryDoomed, type ClaimedJob, claimJobs } from '../db/statements/claim.js';
+import { buryDoomed, type ClaimedJob, type ClaimResult, claimJobs } from '../db/statements/claim.js';
 import {
   type Completion,
   extendLease,
@@ -395,7 +395,7 @@ export function createWorker(options: WorkerOptions): Worker {
           // Claim only what can start now, unless a local queue was asked for (batchSize >
           // concurrency): a claimed job's lease runs from the claim, not from its start.
           const limit = batchSize > concurrency ? batchSize : concurrency - inflight;
-          let claim: Awaited<ReturnType<typeof claimJobs>>;
+          let claim: ClaimResult;
           try {
             claim = await claimJobs(db.db, schema, {
               leases: eligible.map((k) => ({
