@@ -89,6 +89,20 @@ export class DatabaseError extends SkiplockError {
   }
 }
 
+/**
+ * A statement was still unanswered when the invocation had to return. The invocation stops waiting
+ * for it so the function ends before its platform kills it; what it was writing is safe either
+ * way (it commits, or the leases run out and the jobs are rescued).
+ */
+export class InvocationDeadlineError extends SkiplockError {
+  constructor() {
+    super(
+      'invocation_deadline',
+      "the database had not answered by the invocation's deadline; unconfirmed outcomes are safe (their leases expire and the jobs are rescued)",
+    );
+  }
+}
+
 // ---- Errors a job handler throws to steer what happens next -------------------
 
 export interface HttpResponseInfo {

@@ -15,7 +15,7 @@ import {
 } from '../db/statements/settle.js';
 import { toBackoff } from './backoff.js';
 import { type Clock, systemClock } from './clock.js';
-import { ConfigError, DatabaseError, DiscardError, SkiplockError } from './errors.js';
+import { ConfigError, DatabaseError, DiscardError, InvocationDeadlineError, SkiplockError } from './errors.js';
 import { decideFailure } from './failure.js';
 import { describeIssues } from './issues.js';
 import { JobAbort, JobRun, jobFields } from './job-run.js';
@@ -167,6 +167,23 @@ export function createWorker(options: WorkerOptions): Worker {
     const startedAt = clock.now();
     const deadlineAt = startedAt + Math.max(0, input.remainingMs);
     const stopClaimingAt = deadlineAt - safetyMarginMs;
+    // Every statement is waited for until just before the deadline, not for its statement or query
+    // timeout (seconds): the function must return, with its summary, before the platform kills it.
+    const answerBy = deadlineAt - Math.min(100, safetyMarginMs);
+    const inTime = <T>(statement: Promise<T>): Promise<T> =>
+      new Promise<T>((resolve, reject) => {
+        const cancel = clock.setTimer(() => reject(new InvocationDeadlineError()), answerBy - clock.now());
+        statement.then(
+          (value) => {
+            cancel();
+            resolve(value);
+          },
+          (error: unknown) => {
+            cancel();
+            reject(error);
+          },
+        );
+      });
     const summary: InvocationSummary = {
       invocationId,
       claimed: 0,
@@ -235,12 +252,14 @@ export function createWorker(options: WorkerOptions): Worker {
       cancelFlushTimer?.();
       account(
         batch,
-        await settleOutcomes(
-          db.db,
-          schema,
-          batch.map((b) => b.outcome),
-          undefined,
-          completion,
+        await inTime(
+          settleOutcomes(
+            db.db,
+            schema,
+            batch.map((b) => b.outcome),
+            undefined,
+            completion,
+          ),
         ),
       );
     };
@@ -343,7 +362,7 @@ export function createWorker(options: WorkerOptions): Worker {
     try {
       // First, the rows no claim may run (past their deadline, rescues with no attempt left)
       // go to the DLQ; the claim statement stays lean because it never has to decide that.
-      for (const job of await buryDoomed(db.db, schema, { kinds: [...kinds.keys()], queues, limit: 1000 })) {
+      for (const job of await inTime(buryDoomed(db.db, schema, { kinds: [...kinds.keys()], queues, limit: 1000 }))) {
         summary.dead++;
         logger.warn('job', { ...jobFields(job, invocationId), outcome: 'dead', reason: job.reason });
       }
@@ -369,7 +388,7 @@ export function createWorker(options: WorkerOptions): Worker {
         waiting.splice(0, taken); // once, not a shift() per job
         if (waiting.length > 0 && !Array.from(kinds.values()).some(fits)) release.push(...waiting.splice(0));
         if (release.length > 0) {
-          const released = await releaseJobs(db.db, schema, release);
+          const released = await inTime(releaseJobs(db.db, schema, release));
           summary.released += released.length;
           summary.leaseLost += release.length - released.length;
           logger.info('released', { invocationId, jobIds: released });
@@ -397,17 +416,19 @@ export function createWorker(options: WorkerOptions): Worker {
           const limit = batchSize > concurrency ? batchSize : concurrency - inflight;
           let claim: ClaimResult;
           try {
-            claim = await claimJobs(db.db, schema, {
-              leases: eligible.map((k) => ({
-                kind: k.definition.kind,
-                leaseMs: k.definition.timeoutMs + leaseGraceMs,
-              })),
-              queues,
-              limit,
-              invocationId,
-              settle: batch.map((b) => b.outcome),
-              completion,
-            });
+            claim = await inTime(
+              claimJobs(db.db, schema, {
+                leases: eligible.map((k) => ({
+                  kind: k.definition.kind,
+                  leaseMs: k.definition.timeoutMs + leaseGraceMs,
+                })),
+                queues,
+                limit,
+                invocationId,
+                settle: batch.map((b) => b.outcome),
+                completion,
+              }),
+            );
           } finally {
             await settling;
           }
@@ -447,13 +468,16 @@ export function createWorker(options: WorkerOptions): Worker {
             : 'internal';
       logger.error('invocation_failed', { invocationId, error: summary.error });
       // Outcomes not written are not lost: their leases expire and the jobs are rescued. Still,
-      // try once to write what finished (the failure may not have been the database's).
-      while (inflight > 0) await nextChange();
-      await flush().catch(() => {});
-      if (waiting.length > 0) {
-        // Best effort: give back what never started, so it need not wait for its lease.
-        const released = await releaseJobs(db.db, schema, waiting.splice(0)).catch(() => []);
-        summary.released += released.length;
+      // try once to write what finished (the failure may not have been the database's) — unless
+      // the deadline is what stopped us.
+      if (!(err instanceof InvocationDeadlineError)) {
+        while (inflight > 0) await nextChange();
+        await flush().catch(() => {});
+        if (waiting.length > 0) {
+          // Best effort: give back what never started, so it need not wait for its lease.
+          const released = await inTime(releaseJobs(db.db, schema, waiting.splice(0))).catch(() => []);
+          summary.released += released.length;
+        }
       }
     }
     cancelWatchdog?.();

@@ -355,6 +355,58 @@ describe(`the time budget (${testDriver()})`, () => {
       { timeoutMs: 2_000 },
     );
 
+  it('a statement still blocked at the deadline is not waited for: the invocation returns in time, and the outcome it carried is not lost', async () => {
+    const clock = new ManualClock();
+    const locker = await t.admin.connect();
+    try {
+      // The handler locks its own row from another session, so the statement that writes its
+      // outcome waits on the lock (as it would behind a stuck migration or a slow database).
+      const definition = kind(
+        async (_payload, ctx) => {
+          await locker.query('begin');
+          await locker.query(`select 1 from "${t.schema}".jobs where id = $1 for update`, [ctx.id]);
+        },
+        { timeoutMs: 1_000 },
+      );
+      const { id } = await q.enqueue(t.db, definition, { n: 1 });
+      const waitingOnTheLock = async () => {
+        const { rows } = await t.admin.query(
+          `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%settle_input as%'`,
+        );
+        return rows[0].n > 0;
+      };
+      let advanced = false;
+      const { result: summary } = await captureStatements(
+        testDriver(),
+        () => worker(definition, { clock, safetyMarginMs: 500 }).runInvocation({ remainingMs: 5_000 }),
+        (text) => {
+          if (advanced || !text.includes('settle_input as')) return;
+          advanced = true;
+          // Once the statement is queued on the lock, time runs out: 5 s pass on the invocation's clock.
+          void (async () => {
+            while (!(await waitingOnTheLock())) await new Promise((resolve) => setImmediate(resolve));
+            clock.advance(5_000);
+          })();
+        },
+      );
+      expect(summary).toMatchObject({
+        claimed: 1,
+        completed: 0,
+        stoppedBecause: 'error',
+        errorCode: 'invocation_deadline',
+      });
+      expect(summary.error).toMatch(/deadline/);
+      expect((await job(id)).state).toBe('running');
+      await locker.query('rollback');
+      // The abandoned statement was first in the lock's queue: once it commits, the job is completed.
+      const { rows } = await t.admin.query(`select state from "${t.schema}".jobs where id = $1 for update`, [id]);
+      expect(rows[0].state).toBe('completed');
+    } finally {
+      await locker.query('rollback').catch(() => {});
+      locker.release();
+    }
+  });
+
   it('with 5 s left and 2 s jobs, claims only what can finish and stops', async () => {
     const clock = new ManualClock();
     const definition = twoSecondJob(clock);

@@ -5,18 +5,24 @@ import type { Driver } from '../../db/connect.js';
 /**
  * Captures the SQL text of every statement a driver sends while `fn` runs: node-postgres and
  * Neon WebSocket client queries, or SQL-over-HTTP requests (a batch counts each query).
+ * `onStatement` sees each text as it is sent.
  */
 export async function captureStatements<T>(
   driver: Driver,
   fn: () => Promise<T>,
+  onStatement: (text: string) => void = () => {},
 ): Promise<{ result: T; texts: string[] }> {
   const texts: string[] = [];
+  const push = (...sent: string[]) => {
+    texts.push(...sent);
+    for (const text of sent) onStatement(text);
+  };
   if (driver === 'neon-http') {
     const previous = neonConfig.fetchFunction;
     neonConfig.fetchFunction = async (input: string, init: { body?: string }) => {
       const body = JSON.parse(String(init?.body ?? '{}')) as { query?: string; queries?: { query: string }[] };
-      if (body.queries) texts.push(...body.queries.map((q) => q.query));
-      else texts.push(String(body.query));
+      if (body.queries) push(...body.queries.map((q) => q.query));
+      else push(String(body.query));
       return fetch(input, init as RequestInit);
     };
     try {
@@ -31,7 +37,7 @@ export async function captureStatements<T>(
   const original = proto.query;
   proto.query = function (this: unknown, ...args: unknown[]) {
     const first = args[0];
-    texts.push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
+    push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
     return original.apply(this, args);
   };
   try {
