@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { SkiplockDb } from '../db/connect.js';
 import { scrubSecrets } from '../db/execute.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import { buryDoomed, type ClaimedJob, type ClaimResult, claimJobs } from '../db/statements/claim.js';
+import { buryDoomed, type ClaimedJob, claimJobs } from '../db/statements/claim.js';
 import {
   type Completion,
   extendLease,
@@ -414,9 +414,9 @@ export function createWorker(options: WorkerOptions): Worker {
           // Claim only what can start now, unless a local queue was asked for (batchSize >
           // concurrency): a claimed job's lease runs from the claim, not from its start.
           const limit = batchSize > concurrency ? batchSize : concurrency - inflight;
-          let claim: ClaimResult;
-          try {
-            claim = await inTime(
+          const [settled, claimed] = await Promise.allSettled([
+            settling,
+            inTime(
               claimJobs(db.db, schema, {
                 leases: eligible.map((k) => ({
                   kind: k.definition.kind,
@@ -428,15 +428,19 @@ export function createWorker(options: WorkerOptions): Worker {
                 settle: batch.map((b) => b.outcome),
                 completion,
               }),
-            );
-          } finally {
-            await settling;
+            ),
+          ]);
+          // Jobs claimed are taken in even if the settle beside the claim failed: the error path
+          // then gives them back instead of leaving them to their leases.
+          if (claimed.status === 'fulfilled') {
+            account(batch, claimed.value.settled);
+            summary.claimed += claimed.value.jobs.length;
+            waiting.push(...claimed.value.jobs);
           }
-          account(batch, claim.settled);
-          summary.claimed += claim.jobs.length;
-          waiting.push(...claim.jobs);
-          queueLooksEmpty = claim.jobs.length < limit;
-          if (claim.jobs.length > 0) continue;
+          if (settled.status === 'rejected') throw settled.reason;
+          if (claimed.status === 'rejected') throw claimed.reason;
+          queueLooksEmpty = claimed.value.jobs.length < limit;
+          if (claimed.value.jobs.length > 0) continue;
         }
 
         if (inflight === 0 && waiting.length === 0) {

@@ -508,6 +508,44 @@ describe(`round trips (${testDriver()})`, () => {
   });
 });
 
+describe(`a settle beside a claim (${testDriver()})`, () => {
+  it('when the settle fails and the claim beside it succeeds, the claimed jobs are given back, not left to their leases', async () => {
+    const definition = kind(() => {});
+    // Completions of jobs with n = -1 are refused by the database, so that settle statement fails.
+    await t.admin.query(`
+      create function "${t.schema}".refuse_completion() returns trigger language plpgsql as $$
+      begin
+        if new.state = 'completed' and new.payload->>'n' = '-1' then raise exception 'completion refused'; end if;
+        return new;
+      end $$;
+      create trigger refuse_completion before update on "${t.schema}".jobs
+        for each row execute function "${t.schema}".refuse_completion();`);
+    try {
+      await q.enqueueMany(
+        t.db,
+        Array.from({ length: 150 }, () => definition.with({ n: -1 })),
+      );
+      await enqueueTasks(definition, 50);
+      const summary = await worker(definition, { concurrency: 150, batchSize: 150 }).runInvocation({
+        remainingMs: 60_000,
+      });
+      // The 150 outcomes (> 128) are settled on their own, beside the claim of the other 50.
+      expect(summary).toMatchObject({ claimed: 200, completed: 0, released: 50, stoppedBecause: 'error' });
+      expect(summary.error).toMatch(/completion refused/);
+      const { rows } = await t.admin.query(
+        `select state, attempt, (lease_expires_at is null) as no_lease, count(*)::int as n
+         from "${t.schema}".jobs group by 1, 2, 3 order by 1`,
+      );
+      expect(rows).toEqual([
+        { state: 'queued', attempt: 0, no_lease: true, n: 50 }, // released: claimable at once, no attempt counted
+        { state: 'running', attempt: 1, no_lease: false, n: 150 }, // their outcome not written: leases will expire
+      ]);
+    } finally {
+      await t.admin.query(`drop function "${t.schema}".refuse_completion() cascade`);
+    }
+  });
+});
+
 describe(`transactional handlers (${testDriver()})`, () => {
   const makeKind = () =>
     defineJob({
