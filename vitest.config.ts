@@ -1,9 +1,27 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 // The database-backed suite runs once per driver; pure unit tests run once.
 const drivers = ['pg', 'neon-ws', 'neon-http'] as const;
 
+// The app in functions/ and api/ imports the package by name ('skiplock/lambda'), as a user's app
+// does. Here those names resolve to the sources: each export's ./dist/x.js maps to ./x.ts (the
+// same mapping as tsconfig.json's paths, which test/unit/package.test.ts keeps in step).
+const pkg = JSON.parse(readFileSync(new URL('./package.json', import.meta.url), 'utf8')) as {
+  exports: Record<string, string | { import: string }>;
+};
+const alias = Object.entries(pkg.exports)
+  .filter((entry): entry is [string, { import: string }] => typeof entry[1] === 'object')
+  .map(([subpath, target]) => ({
+    find: new RegExp(`^${`skiplock${subpath.slice(1)}`.replaceAll('/', '\\/')}$`),
+    replacement: fileURLToPath(
+      new URL(target.import.replace('./dist/', './').replace(/\.js$/, '.ts'), import.meta.url),
+    ),
+  }));
+
 export default defineConfig({
+  resolve: { alias },
   test: {
     // .ci/run sets SKIPLOCK_TEST_REPORT to read the counts from vitest's JSON report.
     reporters: process.env.SKIPLOCK_TEST_REPORT ? ['default', 'json'] : ['default'],

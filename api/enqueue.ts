@@ -1,5 +1,6 @@
 // POST /api/enqueue with Authorization: Bearer $SKIPLOCK_ENQUEUE_TOKEN.
-import { jobs } from '../functions/app-jobs.js';
-import { createVercelEnqueue } from '../functions/vercel.js';
+
+import { createVercelEnqueue } from 'skiplock/vercel';
+import { jobs } from '../functions/jobs.js';
 
 export const POST = createVercelEnqueue(jobs);

@@ -1,4 +1,4 @@
 // Vercel cron (every 10 minutes): deadlines to the DLQ, retention pruning, stats.
-import { createVercelMaintenance } from '../functions/vercel.js';
+import { createVercelMaintenance } from 'skiplock/vercel';
 
 export const GET = createVercelMaintenance({ maxDurationMs: 120_000 });

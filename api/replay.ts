@@ -1,5 +1,6 @@
 // POST /api/replay with Authorization: Bearer $SKIPLOCK_ADMIN_TOKEN.
-import { jobs } from '../functions/app-jobs.js';
-import { createVercelReplay } from '../functions/vercel.js';
+
+import { createVercelReplay } from 'skiplock/vercel';
+import { jobs } from '../functions/jobs.js';
 
 export const POST = createVercelReplay(jobs);

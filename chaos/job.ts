@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { RetryError } from '../core/errors.js';
+import { RetryError } from '../base/errors.js';
 import { defineJob } from '../core/jobs.js';
 
 export const BEHAVIORS = ['ok', 'throw_once', 'poison', 'hang_once', 'die_in_handler', 'die_after_handler'] as const;

@@ -1,17 +1,16 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { activity, cancel, getJob, stats } from '../core/admin.js';
+import { ConfigError, DatabaseError, InvalidOptionsError, NotMigratedError, SkiplockError } from '../base/errors.js';
+import type { JobRecord, JobState } from '../base/rows.js';
+import { activity, cancel, getJob, listJobs, retryNow, stats } from '../core/admin.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
-import { ConfigError, DatabaseError, InvalidOptionsError, NotMigratedError, SkiplockError } from '../core/errors.js';
 import { type JobDefinition, JobRegistry } from '../core/jobs.js';
 import { maskPayload } from '../core/masking.js';
 import { replay } from '../core/replay.js';
 import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import type { JobState } from '../db/schema.js';
-import { type JobRecord, listJobs, retryNow } from '../db/statements/admin.js';
 import { age, table } from './format.js';
 
 export interface CliIo {
@@ -326,7 +325,8 @@ const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
     if (state && !['queued', 'running', 'completed', 'dead', 'cancelled'].includes(state)) {
       throw new UsageError('--state must be queued, running, completed, dead or cancelled');
     }
-    const jobs = await listJobs(conn.db, schema, {
+    const jobs = await listJobs(conn, {
+      schema,
       state,
       queue: str(o.queue),
       kind: str(o.kind),
@@ -365,7 +365,8 @@ const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
   },
 
   async 'dlq list'({ conn, schema, o, emit }) {
-    const jobs = await listJobs(conn.db, schema, {
+    const jobs = await listJobs(conn, {
+      schema,
       state: 'dead',
       reason: str(o.reason),
       kind: str(o.kind),
@@ -449,7 +450,7 @@ const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
   },
 
   async retry({ conn, schema, rest, emit }) {
-    const outcomes = await retryNow(conn.db, schema, ids(rest, 'retry'));
+    const outcomes = await retryNow(conn, ids(rest, 'retry'), { schema });
     emit(
       outcomes
         .map((r) =>

@@ -1,18 +1,17 @@
+import { InvalidOptionsError } from '../base/errors.js';
+import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
+import type { CancelOutcome, RetryNowOutcome } from '../base/outcomes.js';
+import { JOB_STATES, type JobRecord, type JobState, type QueueActivityRow, type QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
-import { assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import {
-  type CancelOutcome,
-  cancelJobs,
-  expireDeadlines as expireDeadlinesStatement,
-  getJobs,
-  type JobRecord,
-  type QueueActivityRow,
-  type QueueStatsRow,
-  queueActivity,
-  queueStats,
-} from '../db/statements/admin.js';
-import { InvalidOptionsError } from './errors.js';
+import { cancelJobs, retryNow as retryNowStatement } from '../db/statements/commands.js';
+import { getJobs, listJobs as listJobsStatement } from '../db/statements/jobs-read.js';
+import { expireDeadlines as expireDeadlinesStatement } from '../db/statements/maintenance.js';
+import { queueActivity, queueStats } from '../db/statements/stats.js';
 
+/**
+ * The operator's functions — the CLI and the HTTP routes call these, never db/ directly:
+ * read jobs and stats, cancel, run waiting jobs now, expire deadlines.
+ */
 interface SchemaOption {
   /** @defaultValue 'skiplock' */
   schema?: string;
@@ -32,24 +31,65 @@ function checkIds(ids: readonly string[]): readonly string[] {
   return ids;
 }
 
+const schemaOf = (options: SchemaOption) => assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
+
 /** Cancels queued or running jobs; finished ones are reported with their state, unchanged. */
 export async function cancel(
   conn: SkiplockDb,
   ids: readonly string[],
   options: SchemaOption = {},
 ): Promise<CancelOutcome[]> {
-  return cancelJobs(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA), checkIds(ids));
+  return cancelJobs(conn.db, schemaOf(options), checkIds(ids));
+}
+
+/** Makes waiting jobs (scheduled or retry-waiting) due now; other states are reported, unchanged. */
+export async function retryNow(
+  conn: SkiplockDb,
+  ids: readonly string[],
+  options: SchemaOption = {},
+): Promise<RetryNowOutcome[]> {
+  return retryNowStatement(conn.db, schemaOf(options), checkIds(ids));
 }
 
 /** One job with its whole history, or null. */
 export async function getJob(conn: SkiplockDb, id: string, options: SchemaOption = {}): Promise<JobRecord | null> {
-  const [job] = await getJobs(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA), checkIds([id]));
+  const [job] = await getJobs(conn.db, schemaOf(options), checkIds([id]));
   return job ?? null;
+}
+
+export interface ListJobsOptions extends SchemaOption {
+  state?: JobState;
+  queue?: string;
+  kind?: string;
+  /** dead_reason, for DLQ listings (max_attempts, lease_expired, http_4xx, …). */
+  reason?: string;
+  /** Created (or, for finished jobs, finished) at or after this time. */
+  since?: Date;
+  /** Newest first, at most this many (1..1000). @defaultValue 50 */
+  limit?: number;
+}
+
+/** Lists jobs newest first, filtered by state, queue, kind, DLQ reason and time. */
+export async function listJobs(conn: SkiplockDb, options: ListJobsOptions = {}): Promise<JobRecord[]> {
+  const limit = options.limit ?? 50;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    throw new InvalidOptionsError('limit must be an integer from 1 to 1000');
+  }
+  if (options.state !== undefined && !(JOB_STATES as readonly string[]).includes(options.state)) {
+    throw new InvalidOptionsError(`state must be one of ${JOB_STATES.join(', ')}`);
+  }
+  try {
+    if (options.queue !== undefined) assertLabel('queue', options.queue);
+    if (options.kind !== undefined) assertLabel('kind', options.kind);
+  } catch (err) {
+    throw new InvalidOptionsError((err as Error).message);
+  }
+  return listJobsStatement(conn.db, schemaOf(options), { ...options, limit });
 }
 
 /** Depth per queue and kind (ready, scheduled, retry-waiting, running, expired leases, dead, …). */
 export async function stats(conn: SkiplockDb, options: SchemaOption = {}): Promise<QueueStatsRow[]> {
-  return queueStats(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA));
+  return queueStats(conn.db, schemaOf(options));
 }
 
 /** Throughput and error rate per queue and kind over the last `windowSeconds` (default 300). */
@@ -57,7 +97,7 @@ export async function activity(
   conn: SkiplockDb,
   options: SchemaOption & { windowSeconds?: number } = {},
 ): Promise<QueueActivityRow[]> {
-  return queueActivity(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA), options.windowSeconds ?? 300);
+  return queueActivity(conn.db, schemaOf(options), options.windowSeconds ?? 300);
 }
 
 /** Moves queued jobs past their deadline to the DLQ (`deadline_exceeded`). Returns their ids. */
@@ -65,7 +105,7 @@ export async function expireDeadlines(
   conn: SkiplockDb,
   options: SchemaOption & { limit?: number } = {},
 ): Promise<string[]> {
-  return expireDeadlinesStatement(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA), options.limit ?? 1000);
+  return expireDeadlinesStatement(conn.db, schemaOf(options), options.limit ?? 1000);
 }
 
-export type { CancelOutcome, JobRecord, QueueActivityRow, QueueStatsRow };
+export type { CancelOutcome, JobRecord, QueueActivityRow, QueueStatsRow, RetryNowOutcome };

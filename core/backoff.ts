@@ -1,4 +1,4 @@
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../base/errors.js';
 
 /**
  * How long to wait before the next attempt.

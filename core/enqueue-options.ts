@@ -1,6 +1,7 @@
 import * as z from 'zod';
-import { assertLabel } from '../db/identifiers.js';
-import { InvalidIdentifierError, InvalidOptionsError } from './errors.js';
+import { InvalidIdentifierError, InvalidOptionsError } from '../base/errors.js';
+import { assertLabel } from '../base/identifiers.js';
+import type { JobInsertRow } from '../base/rows.js';
 import { describeIssues } from './issues.js';
 
 export type DedupeOption =
@@ -57,23 +58,6 @@ const optionsSchema = z
   .refine((o) => o.runAt === undefined || o.delayMs === undefined, {
     message: 'give runAt or delayMs, not both',
   });
-
-/** One row as the insert statement takes it (snake_case, JSON-ready). */
-export interface JobInsertRow {
-  ord: number;
-  kind: string;
-  queue: string;
-  payload: unknown;
-  priority: number;
-  run_at: string | null;
-  delay_ms: number | null;
-  max_attempts: number;
-  deadline: string | null;
-  dedupe_key: string | null;
-  dedupe_mode: 'skip' | 'replace' | 'window' | null;
-  window_ms: number | null;
-  correlation_id: string | null;
-}
 
 export interface KindDefaults {
   kind: string;

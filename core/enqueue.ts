@@ -1,7 +1,9 @@
 import type { SQL } from 'drizzle-orm';
 import type { z } from 'zod';
+import { ConfigError, PayloadTooLargeError, PayloadValidationError, SkiplockError } from '../base/errors.js';
+import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
+import type { JobInsertRow } from '../base/rows.js';
 import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
-import { assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
 import {
   findDedupeHolders,
   type InsertRow,
@@ -9,8 +11,7 @@ import {
   insertJobsStatement,
   readInsertOutcomes,
 } from '../db/statements/enqueue.js';
-import { type EnqueueOptions, type JobInsertRow, toInsertRow } from './enqueue-options.js';
-import { ConfigError, PayloadTooLargeError, PayloadValidationError, SkiplockError } from './errors.js';
+import { type EnqueueOptions, toInsertRow } from './enqueue-options.js';
 import { issuesOf } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
 import { unstorableInJson } from './text.js';

@@ -1,5 +1,5 @@
-import type { FailureRecord } from '../db/statements/settle.js';
-import { CancelError, DiscardError, RetryAfterError, RetryError, SkiplockError } from './errors.js';
+import { CancelError, DiscardError, RetryAfterError, RetryError, SkiplockError } from '../base/errors.js';
+import type { FailureRecord } from '../base/outcomes.js';
 import { safeStringify } from './logger.js';
 import { storableText } from './text.js';
 

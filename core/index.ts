@@ -1,5 +1,10 @@
 // The public API of skiplock: `import { defineJob, enqueue, createWorker, … } from 'skiplock'`.
 
+export { loadConfig, type SkiplockConfig } from '../adapters/config.js';
+export { emfMetrics, type MetricsSink } from '../adapters/metrics.js';
+export * from '../base/errors.js';
+export { DEFAULT_SCHEMA } from '../base/identifiers.js';
+export type { ReplayResult } from '../base/outcomes.js';
 export {
   type AnyPgDatabase,
   CONNECT_DEFAULTS,
@@ -9,7 +14,6 @@ export {
   type Driver,
   type SkiplockDb,
 } from '../db/connect.js';
-export { DEFAULT_SCHEMA } from '../db/identifiers.js';
 export { type MigrateOptions, type MigrateResult, migrate } from '../db/migrate.js';
 export { JOB_STATES, type JobState, jobs, jobsTableFor } from '../db/schema.js';
 export {
@@ -19,13 +23,16 @@ export {
   expireDeadlines,
   getJob,
   type JobRecord,
+  type ListJobsOptions,
+  listJobs,
   type QueueActivityRow,
   type QueueStatsRow,
+  type RetryNowOutcome,
+  retryNow,
   stats,
 } from './admin.js';
 export { BACKOFF_DEFAULTS, type BackoffOption } from './backoff.js';
 export { type Clock, systemClock } from './clock.js';
-export { loadConfig, type SkiplockConfig } from './config.js';
 export {
   createEnqueuer,
   ENQUEUE_DEFAULTS,
@@ -38,7 +45,6 @@ export {
   enqueueMany,
 } from './enqueue.js';
 export type { DedupeOption, EnqueueOptions } from './enqueue-options.js';
-export * from './errors.js';
 export {
   defineJob,
   JOB_DEFAULTS,
@@ -57,7 +63,6 @@ export {
   type MaintenanceReport,
   runMaintenance,
 } from './maintenance.js';
-export { emfMetrics, type MetricsSink } from './metrics.js';
 export { REPLAY_DEFAULTS, type ReplayOptions, replay } from './replay.js';
 export {
   createWorker,

@@ -1,4 +1,4 @@
-import type { ClaimedJob } from '../db/statements/claim.js';
+import type { ClaimedJob } from '../base/rows.js';
 import type { JobContext } from './jobs.js';
 import { type Logger, withFields } from './logger.js';
 

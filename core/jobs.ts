@@ -1,9 +1,9 @@
 import type { z } from 'zod';
+import { ConfigError, UnknownKindError } from '../base/errors.js';
+import { assertLabel } from '../base/identifiers.js';
 import type { AnyPgDatabase } from '../db/connect.js';
-import { assertLabel } from '../db/identifiers.js';
 import { type BackoffFn, type BackoffOption, toBackoff } from './backoff.js';
 import type { EnqueueOptions } from './enqueue-options.js';
-import { ConfigError, UnknownKindError } from './errors.js';
 import type { Logger } from './logger.js';
 
 /** What a handler gets besides its payload. */

@@ -1,14 +1,10 @@
+import { ConfigError } from '../base/errors.js';
+import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
+import type { QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
-import { assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import {
-  compactCompletedCounts,
-  expireDeadlines,
-  pruneFinished,
-  type QueueStatsRow,
-  queueStats,
-} from '../db/statements/admin.js';
+import { compactCompletedCounts, expireDeadlines, pruneFinished } from '../db/statements/maintenance.js';
+import { queueStats } from '../db/statements/stats.js';
 import { type Clock, systemClock } from './clock.js';
-import { ConfigError } from './errors.js';
 
 export interface MaintenanceOptions {
   /** @defaultValue 'skiplock' */

@@ -1,8 +1,9 @@
 import * as z from 'zod';
+import { InvalidOptionsError, PayloadValidationError, type SkiplockError } from '../base/errors.js';
+import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
+import type { ReplayResult } from '../base/outcomes.js';
 import type { SkiplockDb } from '../db/connect.js';
-import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import { type ReplayResult, replayDead } from '../db/statements/admin.js';
-import { InvalidOptionsError, PayloadValidationError, type SkiplockError } from './errors.js';
+import { replayDead } from '../db/statements/replay.js';
 import { describeIssues, issuesOf } from './issues.js';
 import type { JobRegistry } from './jobs.js';
 

@@ -1,21 +1,14 @@
 import { randomUUID } from 'node:crypto';
+import { ConfigError, DatabaseError, DiscardError, InvocationDeadlineError, SkiplockError } from '../base/errors.js';
+import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
+import type { Completion, Outcome, SettleReport } from '../base/outcomes.js';
+import type { ClaimedJob } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { scrubSecrets } from '../db/execute.js';
-import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../db/identifiers.js';
-import { buryDoomed, type ClaimedJob, claimJobs } from '../db/statements/claim.js';
-import {
-  type Completion,
-  extendLease,
-  type Outcome,
-  releaseJobs,
-  reportProgress,
-  type SettleReport,
-  settleJobs,
-  settleOutcomes,
-} from '../db/statements/settle.js';
+import { buryDoomed, claimJobs } from '../db/statements/claim.js';
+import { extendLease, releaseJobs, reportProgress, settleJobs, settleOutcomes } from '../db/statements/settle.js';
 import { toBackoff } from './backoff.js';
 import { type Clock, systemClock } from './clock.js';
-import { ConfigError, DatabaseError, DiscardError, InvocationDeadlineError, SkiplockError } from './errors.js';
 import { decideFailure } from './failure.js';
 import { describeIssues } from './issues.js';
 import { JobAbort, JobRun, jobFields } from './job-run.js';

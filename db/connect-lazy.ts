@@ -1,4 +1,4 @@
-import { ConfigError } from '../core/errors.js';
+import { ConfigError } from '../base/errors.js';
 import { type ConnectOptions, poolSettings, type SkiplockDb } from './connection-options.js';
 
 /**

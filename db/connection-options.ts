@@ -1,5 +1,5 @@
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import { ConfigError } from '../core/errors.js';
+import { ConfigError } from '../base/errors.js';
 import { DRIVERS, type Driver } from './drivers/names.js';
 
 export { DRIVERS, type Driver };
@@ -26,6 +26,32 @@ export interface ConnectOptions {
   connectionTimeoutMs?: number;
   /** Close idle pooled connections after this long (pg, neon-ws). @defaultValue 10000 */
   idleTimeoutMs?: number;
+  /**
+   * Settings for Neon's drivers (neon-ws, neon-http). Against Neon itself none are needed. They
+   * are applied to the `neonConfig` of the copy of `@neondatabase/serverless` skiplock uses, which
+   * Neon's driver keeps process-wide. To reach a plain Postgres through a WebSocket proxy and a
+   * SQL-over-HTTP endpoint (local development, tests), use `startLocalNeon()` from 'skiplock/testing'.
+   * @defaultValue none (Neon's defaults)
+   */
+  neon?: NeonOptions;
+}
+
+/** The subset of Neon's `neonConfig` that points its drivers somewhere other than Neon. */
+export interface NeonOptions {
+  /** neon-ws: where the WebSocket proxy is, e.g. `(host, port) => \`127.0.0.1:4444/v1?address=${host}:${port}\`` */
+  wsProxy?: string | ((host: string, port: number | string) => string);
+  /** neon-ws: `wss://` when true, `ws://` when false. @defaultValue true */
+  useSecureWebSocket?: boolean;
+  /** neon-ws: send TLS and the startup message before the proxy answers. Off for a plain proxy. */
+  pipelineTLS?: boolean;
+  /** neon-ws: send the password before the server asks for it. Off for a plain proxy. */
+  pipelineConnect?: 'password' | false;
+  /** neon-ws: batch small writes (adds ~1 ms per query). @defaultValue true */
+  coalesceWrites?: boolean;
+  /** neon-ws: a WebSocket constructor; Node 20 has none (the `ws` package's is used then). */
+  webSocketConstructor?: unknown;
+  /** neon-http: the SQL-over-HTTP endpoint, a URL or `(host, port) => url`. */
+  fetchEndpoint?: string | ((host: string, port: number | string) => string);
 }
 
 /** A Drizzle database plus what skiplock needs to know about how it talks to Postgres. */
@@ -47,6 +73,7 @@ export interface PoolSettings {
   connectionTimeoutMillis: number;
   idleTimeoutMillis: number;
   allowExitOnIdle: boolean;
+  neon: NeonOptions | undefined;
 }
 
 export const CONNECT_DEFAULTS = {
@@ -56,7 +83,7 @@ export const CONNECT_DEFAULTS = {
   queryTimeoutMs: 15_000,
   connectionTimeoutMs: 5_000,
   idleTimeoutMs: 10_000,
-} as const satisfies Omit<Required<ConnectOptions>, 'connectionString'>;
+} as const satisfies Omit<Required<ConnectOptions>, 'connectionString' | 'neon'>;
 
 /** Validates the options (never echoing the connection string) and turns them into pool settings. */
 export function poolSettings(options: ConnectOptions): { driver: Driver; settings: PoolSettings } {
@@ -88,6 +115,7 @@ export function poolSettings(options: ConnectOptions): { driver: Driver; setting
       connectionTimeoutMillis: opts.connectionTimeoutMs,
       idleTimeoutMillis: opts.idleTimeoutMs,
       allowExitOnIdle: true,
+      neon: opts.neon,
     },
   };
 }

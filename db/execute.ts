@@ -1,5 +1,5 @@
 import type { SQL } from 'drizzle-orm';
-import { DatabaseError, NotMigratedError, SkiplockError } from '../core/errors.js';
+import { DatabaseError, NotMigratedError, SkiplockError } from '../base/errors.js';
 import type { AnyPgDatabase } from './connect.js';
 
 /** Runs one statement and returns its rows, turning driver failures into named errors. */

@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
+import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { AnyPgDatabase, SkiplockDb } from './connect.js';
 import { queryRows, toSkiplockError } from './execute.js';
-import { assertSchemaName, DEFAULT_SCHEMA } from './identifiers.js';
 import { MIGRATIONS } from './migrations.generated.js';
 
 export interface Migration {

@@ -14,6 +14,10 @@ import {
   uuid,
 } from 'drizzle-orm/pg-core';
 
+import { DEDUPE_MODES, JOB_STATES } from '../base/rows.js';
+
+export { DEDUPE_MODES, type DedupeMode, JOB_STATES, type JobState } from '../base/rows.js';
+
 /**
  * The skiplock tables. drizzle-kit generates `db/migrations` from the default schema
  * below; `jobsTableIn()` builds the same table for any other (validated) schema name,
@@ -22,12 +26,6 @@ import {
  * Partial-index predicates are written with sql`` on purpose: drizzle-kit 0.31 turns
  * eq(...) in an index WHERE into `$1` placeholders, which is invalid DDL.
  */
-export const JOB_STATES = ['queued', 'running', 'completed', 'dead', 'cancelled'] as const;
-export type JobState = (typeof JOB_STATES)[number];
-
-export const DEDUPE_MODES = ['skip', 'replace', 'window'] as const;
-export type DedupeMode = (typeof DEDUPE_MODES)[number];
-
 const tz = { withTimezone: true, mode: 'date' } as const;
 
 export function jobsTableIn(schema: PgSchema<string>) {

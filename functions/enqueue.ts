@@ -1,5 +1,6 @@
 // Deployable enqueue function (Lambda): HTTP API with bearer SKIPLOCK_ENQUEUE_TOKEN, or direct invoke.
-import { jobs } from './app-jobs.js';
-import { createLambdaEnqueue } from './lambda.js';
+
+import { createLambdaEnqueue } from 'skiplock/lambda';
+import { jobs } from './jobs.js';
 
 export const handler = createLambdaEnqueue(jobs);

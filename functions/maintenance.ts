@@ -1,4 +1,4 @@
 // Deployable maintenance function (Lambda, scheduled): deadlines, retention, stats.
-import { createLambdaMaintenance } from './lambda.js';
+import { createLambdaMaintenance } from 'skiplock/lambda';
 
 export const handler = createLambdaMaintenance();

@@ -1,5 +1,6 @@
 // Deployable replay function (Lambda): invoke-only, authorized by IAM.
-import { jobs } from './app-jobs.js';
-import { createLambdaReplay } from './lambda.js';
+
+import { createLambdaReplay } from 'skiplock/lambda';
+import { jobs } from './jobs.js';
 
 export const handler = createLambdaReplay(jobs);

@@ -1,5 +1,6 @@
 // Deployable worker (Lambda, scheduled). Which kinds/queues it runs: SKIPLOCK_KINDS, SKIPLOCK_QUEUES.
-import { jobs } from './app-jobs.js';
-import { createLambdaWorker } from './lambda.js';
+
+import { createLambdaWorker } from 'skiplock/lambda';
+import { jobs } from './jobs.js';
 
 export const handler = createLambdaWorker(jobs);

@@ -6,13 +6,14 @@
  * Uses DATABASE_URL, or an embedded Postgres. `--quiet` prints one JSON line at the end.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { createLambdaEnqueue, createLambdaReplay, createLambdaWorker } from '../adapters/lambda.js';
+import { resetSharedRuntime } from '../adapters/runtime.js';
+import type { KindOutcomes } from '../base/rows.js';
 import { stats } from '../core/admin.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { type KindOutcomes, kindOutcomes } from '../db/statements/admin.js';
-import { createAppJobs } from '../functions/app-jobs.js';
-import { createLambdaEnqueue, createLambdaReplay, createLambdaWorker } from '../functions/lambda.js';
-import { resetSharedRuntime } from '../functions/runtime.js';
+import { kindOutcomes } from '../db/statements/stats.js';
+import { createAppJobs } from '../functions/jobs.js';
 import { startDemoReceiver } from './demo-receiver.js';
 import { resolveDevDatabase } from './local-postgres.js';
 

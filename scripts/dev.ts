@@ -9,9 +9,9 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import { resetSharedRuntime } from '../adapters/runtime.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { resetSharedRuntime } from '../functions/runtime.js';
 import { cronMatches, parseCron } from './cron.js';
 import { resolveDevDatabase } from './local-postgres.js';
 

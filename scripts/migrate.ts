@@ -2,7 +2,7 @@
  * `npm run migrate`: applies skiplock's migrations to DATABASE_URL.
  * SKIPLOCK_SCHEMA (default skiplock) and SKIPLOCK_DRIVER (default pg) are honoured.
  */
-import { SkiplockError } from '../core/errors.js';
+import { SkiplockError } from '../base/errors.js';
 import { connect, type Driver } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 

@@ -1,7 +1,7 @@
 import type { TestProject } from 'vitest/node';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
-import { startNeonHttpEndpoint } from './helpers/neon-http-endpoint.js';
-import { startNeonWsProxy } from './helpers/neon-ws-proxy.js';
+import { startNeonHttpEndpoint } from '../testing/neon-http-endpoint.js';
+import { startNeonWsProxy } from '../testing/neon-ws-proxy.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -1,12 +1,12 @@
 import pg from 'pg';
 import * as z from 'zod';
+import type { Completion } from '../../base/outcomes.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
 import { connect, type SkiplockDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
-import type { Completion } from '../../db/statements/settle.js';
 import { waitUntilZero } from '../db.js';
 import type { BenchSystem } from './types.js';
 

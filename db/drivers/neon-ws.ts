@@ -1,16 +1,19 @@
 import { neonConfig, Pool } from '@neondatabase/serverless';
 import { drizzle } from 'drizzle-orm/neon-serverless';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
+import { applyNeonOptions } from './neon-config.js';
 
 /**
  * Neon's WebSocket Pool: interactive transactions over WebSockets (Neon, or a wsproxy).
  * Node 22+ has a global WebSocket; on Node 20 pass the `ws` package's constructor.
  */
 export function neonWsDatabase(settings: PoolSettings, webSocket?: unknown): SkiplockDb {
+  applyNeonOptions(settings.neon);
   if (!neonConfig.webSocketConstructor && typeof globalThis.WebSocket === 'undefined' && webSocket) {
     Object.assign(neonConfig, { webSocketConstructor: webSocket });
   }
-  const pool = new Pool(settings);
+  const { neon: _neon, ...poolSettings } = settings;
+  const pool = new Pool(poolSettings);
   pool.on('error', () => {});
   return { driver: 'neon-ws', db: drizzle({ client: pool }), interactiveTransactions: true, close: () => pool.end() };
 }

@@ -4,7 +4,8 @@ import type { PoolSettings, SkiplockDb } from '../connection-options.js';
 
 /** node-postgres Pool: any Postgres, PgBouncer in transaction mode. */
 export function pgDatabase(settings: PoolSettings): SkiplockDb {
-  const pool = new pg.Pool(settings);
+  const { neon: _neon, ...poolSettings } = settings;
+  const pool = new pg.Pool(poolSettings);
   // An idle client's error (server restart, network drop) must not crash the process.
   pool.on('error', () => {});
   return { driver: 'pg', db: drizzle({ client: pool }), interactiveTransactions: true, close: () => pool.end() };

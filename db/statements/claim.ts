@@ -1,18 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
+import type { Completion, Outcome, SettleReport } from '../../base/outcomes.js';
+import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, jobsRef, nowExpr } from './common.js';
-import {
-  addToReport,
-  type Completion,
-  type Outcome,
-  type SettleReport,
-  type SettleReportRow,
-  settleCtes,
-  settleOutcomes,
-  settleReportRows,
-} from './settle.js';
+import { addToReport, type SettleReportRow, settleCtes, settleOutcomes, settleReportRows } from './settle.js';
 
 export interface ClaimRequest {
   /** Kinds this claimer may take, each with the lease it gets (its timeout plus a grace). */
@@ -31,29 +24,6 @@ export interface ClaimRequest {
   settle?: readonly Outcome[];
   /** What a completion in `settle` does to the row. @defaultValue 'keep' */
   completion?: Completion;
-}
-
-export interface ClaimedJob {
-  id: string;
-  kind: string;
-  queue: string;
-  payload: unknown;
-  priority: number;
-  attempt: number;
-  maxAttempts: number;
-  /** The claim's lease token, shared by every job the statement claimed. */
-  leaseToken: string;
-  correlationId: string | null;
-}
-
-/** Rows moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */
-export interface ClaimDeadJob {
-  id: string;
-  kind: string;
-  queue: string;
-  attempt: number;
-  reason: 'deadline_exceeded' | 'lease_expired';
-  correlationId: string | null;
 }
 
 export interface ClaimResult {

@@ -1,5 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { JobInsertRow } from '../../core/enqueue-options.js';
+import type { JobInsertRow } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { jobsRef } from './common.js';

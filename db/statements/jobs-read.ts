@@ -1,40 +1,9 @@
 import { type SQL, sql } from 'drizzle-orm';
+import type { JobRecord } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import type { JobState } from '../schema.js';
 import { epochMs, jobsRef, toDate } from './common.js';
-
-/** One job, everything about it (CLI `jobs show`, tests). */
-export interface JobRecord {
-  id: string;
-  kind: string;
-  queue: string;
-  payload: unknown;
-  priority: number;
-  state: JobState;
-  runAt: Date;
-  attempt: number;
-  maxAttempts: number;
-  dedupeKey: string | null;
-  dedupeMode: string | null;
-  leaseToken: string | null;
-  leaseExpiresAt: Date | null;
-  lockedBy: string | null;
-  deadline: Date | null;
-  lastError: Record<string, unknown> | null;
-  errors: Record<string, unknown>[];
-  deadReason: string | null;
-  progress: unknown;
-  correlationId: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-  startedAt: Date | null;
-  attemptedAt: Date | null;
-  finishedAt: Date | null;
-  replayCount: number;
-  replayedAt: Date | null;
-  replayedBy: string | null;
-}
 
 const TIMESTAMPS = [
   'run_at',

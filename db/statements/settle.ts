@@ -1,42 +1,8 @@
 import { type SQL, sql } from 'drizzle-orm';
+import type { Completion, Outcome, SettledJob, SettleReport } from '../../base/outcomes.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
-
-/** What became of one attempt, as the worker reports it. */
-export type Outcome =
-  | { id: string; leaseToken: string; outcome: 'completed' }
-  | {
-      id: string;
-      leaseToken: string;
-      outcome: 'retry';
-      delayMs: number;
-      error: FailureRecord;
-      /**
-       * Not before the lease ends either: the attempt was abandoned (timeout, deadline) and its
-       * handler may still be running. Compared on the database's clock, where the lease lives.
-       */
-      afterLease?: boolean;
-    }
-  | { id: string; leaseToken: string; outcome: 'dead'; reason: string; error: FailureRecord }
-  | { id: string; leaseToken: string; outcome: 'cancelled'; error?: FailureRecord };
-
-/** The structured failure kept in last_error and the (capped) error history. */
-export interface FailureRecord {
-  class: string;
-  message: string;
-  stack?: string;
-  responseStatus?: number;
-  responseBody?: string;
-  attempt?: number;
-}
-
-export interface SettledJob {
-  id: string;
-  state: 'completed' | 'queued' | 'dead' | 'cancelled';
-  deadReason: string | null;
-  runAt: Date;
-}
 
 /**
  * Writes the outcomes of a whole batch in ONE statement (JobSetStateIfRunningMany).
@@ -66,16 +32,6 @@ export type SettledRow = { id: string; state: SettledJob['state']; dead_reason: 
 
 export function toSettledJob(r: SettledRow): SettledJob {
   return { id: r.id, state: r.state, deadReason: r.dead_reason, runAt: new Date(r.run_at_ms) };
-}
-
-/**
- * What the database did with a batch of outcomes, said in as few rows as possible: the jobs
- * whose lease was lost (nothing written), and where each job went that did not simply
- * complete. Every other outcome completed.
- */
-export interface SettleReport {
-  lost: Set<string>;
-  changed: Map<string, SettledJob>;
 }
 
 /** Writes a batch of outcomes (as settleJobs) and reports only the exceptions. */
@@ -149,13 +105,6 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
   parts.push(sql`settle_done as (select (select count(*) from settled) + (select count(*) from counted) as n)`);
   return sql.join(parts, sql`, `);
 }
-
-/**
- * What a completion does to the job's row. `keep` (the default): the row stays, state
- * completed, until retention prunes it. `delete`: the row is deleted as the job completes — the
- * least work and WAL per job, as graphile-worker does — and only a per-minute count remains.
- */
-export type Completion = 'keep' | 'delete';
 
 /**
  * The report rows for settleCtes: one per job that did not complete (state, dead reason, next

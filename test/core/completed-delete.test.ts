@@ -1,14 +1,14 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { DiscardError } from '../../core/errors.js';
+import { DiscardError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { runMaintenance } from '../../core/maintenance.js';
 import { createWorker } from '../../core/worker.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { settleJobs } from '../../db/statements/settle.js';
-import { ManualClock } from '../helpers/clock.js';
+import { ManualClock } from '../../testing/clock.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 

@@ -6,7 +6,7 @@ import {
   PayloadTooLargeError,
   PayloadValidationError,
   UnknownKindError,
-} from '../../core/errors.js';
+} from '../../base/errors.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { releaseJobs, settleJobs } from '../../db/statements/settle.js';

@@ -1,12 +1,12 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { CancelError, ConfigError, DiscardError, RetryAfterError } from '../../core/errors.js';
+import { CancelError, ConfigError, DiscardError, RetryAfterError } from '../../base/errors.js';
 import { defineJob, type JobContext } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker, type WorkerOptions } from '../../core/worker.js';
 import { claimJobs } from '../../db/statements/claim.js';
-import { ManualClock } from '../helpers/clock.js';
+import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 import { captureStatements, countStatements } from '../helpers/statements.js';

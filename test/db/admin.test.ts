@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { InvalidOptionsError, PayloadValidationError } from '../../base/errors.js';
 import { activity, cancel, expireDeadlines, getJob, stats } from '../../core/admin.js';
-import { InvalidOptionsError, PayloadValidationError } from '../../core/errors.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { replay } from '../../core/replay.js';
 import { claimJobs } from '../../db/statements/claim.js';

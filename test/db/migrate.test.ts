@@ -1,9 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidIdentifierError, NotMigratedError } from '../../core/errors.js';
+import { InvalidIdentifierError, NotMigratedError } from '../../base/errors.js';
 import { migrate } from '../../db/migrate.js';
 import { MIGRATIONS } from '../../db/migrations.generated.js';
-import { getJobs } from '../../db/statements/admin.js';
+import { getJobs } from '../../db/statements/jobs-read.js';
 import { readMigrationFolder } from '../../scripts/migration-folder.js';
 import { openAdminPool, openDb, schemaFor } from '../helpers/db.js';
 

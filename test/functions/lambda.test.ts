@@ -1,17 +1,17 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineJob } from '../../core/jobs.js';
-import { claimJobs } from '../../db/statements/claim.js';
-import { settleJobs } from '../../db/statements/settle.js';
 import {
   createLambdaEnqueue,
   createLambdaMaintenance,
   createLambdaReplay,
   createLambdaWorker,
-} from '../../functions/lambda.js';
-import { resetSharedRuntime } from '../../functions/runtime.js';
+} from '../../adapters/lambda.js';
+import { resetSharedRuntime } from '../../adapters/runtime.js';
+import { defineJob } from '../../core/jobs.js';
+import { claimJobs } from '../../db/statements/claim.js';
+import { settleJobs } from '../../db/statements/settle.js';
+import { httpApiEvent, lambdaContext, scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
-import { httpApiEvent, lambdaContext, scheduledEvent } from '../helpers/events.js';
 import { sendEmail, syncProfile } from '../helpers/kinds.js';
 import { captureStdout } from '../helpers/stdout.js';
 

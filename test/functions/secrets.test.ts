@@ -1,15 +1,15 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ConfigError } from '../../core/errors.js';
+import { createLambdaEnqueue, createLambdaWorker } from '../../adapters/lambda.js';
+import { resetSharedRuntime } from '../../adapters/runtime.js';
+import { databaseUrlFromSecret, secretDatabaseUrl } from '../../adapters/secrets.js';
+import { ConfigError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
-import { databaseUrlFromSecret, secretDatabaseUrl } from '../../core/secrets.js';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
-import { createLambdaEnqueue, createLambdaWorker } from '../../functions/lambda.js';
-import { resetSharedRuntime } from '../../functions/runtime.js';
 import { freePort, startEmbeddedPostgres } from '../../scripts/local-postgres.js';
+import { lambdaContext, scheduledEvent } from '../../testing/events.js';
 import { configureNeonForLocalPostgres, testDriver } from '../helpers/db.js';
-import { lambdaContext, scheduledEvent } from '../helpers/events.js';
 import { awsEnvFor, startSecretsEndpoint } from '../helpers/secrets-endpoint.js';
 
 // A Postgres that checks passwords (the machine's server trusts everyone), so a rotated

@@ -1,14 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineJob } from '../../core/jobs.js';
-import { resetSharedRuntime } from '../../functions/runtime.js';
+import { resetSharedRuntime } from '../../adapters/runtime.js';
 import {
   createVercelEnqueue,
   createVercelMaintenance,
   createVercelReplay,
   createVercelWorker,
   type RouteHandler,
-} from '../../functions/vercel.js';
+} from '../../adapters/vercel.js';
+import { defineJob } from '../../core/jobs.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { sendEmail } from '../helpers/kinds.js';
 

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
-import { neonConfig } from '@neondatabase/serverless';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
-import ws from 'ws';
-import { type ConnectOptions, connect, type Driver, type SkiplockDb } from '../../db/connect.js';
+import { type ConnectOptions, connect, type Driver, type NeonOptions, type SkiplockDb } from '../../db/connect.js';
+import { applyNeonOptions } from '../../db/drivers/neon-config.js';
 import { migrate } from '../../db/migrate.js';
+import { localNeonOptions } from '../../testing/neon-local.js';
 
 /** The driver this test project runs under (vitest projects pg, neon-ws, neon-http). */
 export function testDriver(): Driver {
@@ -13,19 +13,17 @@ export function testDriver(): Driver {
   return driver;
 }
 
-let neonConfigured = false;
-/** Points the Neon driver at the local stand-ins (SPEC §8). */
+/** Neon's drivers pointed at the run's local stand-ins (test/global-setup.ts starts them). */
+export function testNeonOptions(): NeonOptions {
+  return localNeonOptions({ wsProxyPort: inject('neonWsProxyPort'), httpUrl: inject('neonHttpUrl') });
+}
+
+/**
+ * Applies those options process-wide, for code that connects from its environment (the Lambda
+ * and Vercel adapters) rather than through openDb().
+ */
 export function configureNeonForLocalPostgres(): void {
-  if (neonConfigured) return;
-  neonConfigured = true;
-  const proxyPort = inject('neonWsProxyPort');
-  neonConfig.webSocketConstructor = ws;
-  neonConfig.useSecureWebSocket = false;
-  neonConfig.pipelineTLS = false;
-  neonConfig.pipelineConnect = false;
-  neonConfig.coalesceWrites = false;
-  neonConfig.wsProxy = (host, port) => `127.0.0.1:${proxyPort}/v1?address=${host}:${port}`;
-  neonConfig.fetchEndpoint = inject('neonHttpUrl');
+  applyNeonOptions(testNeonOptions());
 }
 
 export function databaseUrl(): string {
@@ -34,8 +32,7 @@ export function databaseUrl(): string {
 
 /** A connection through the driver under test. */
 export function openDb(options: Partial<ConnectOptions> & { driver?: Driver } = {}): SkiplockDb {
-  configureNeonForLocalPostgres();
-  return connect({ connectionString: databaseUrl(), driver: testDriver(), ...options });
+  return connect({ connectionString: databaseUrl(), driver: testDriver(), neon: testNeonOptions(), ...options });
 }
 
 /** A plain node-postgres pool for looking at rows independently of the driver under test. */
@@ -47,7 +44,9 @@ export function openAdminPool(): pg.Pool {
 
 /** A schema name unique to this test file and driver, so files run in parallel. */
 export function schemaFor(label: string): string {
-  const hash = createHash('sha1').update(`${label}:${testDriver()}`).digest('hex').slice(0, 10);
+  // SKIPLOCK_TEST_RUN lets two runs share one database (each gets its own schemas).
+  const run = process.env.SKIPLOCK_TEST_RUN ?? '';
+  const hash = createHash('sha1').update(`${label}:${testDriver()}:${run}`).digest('hex').slice(0, 10);
   return `t_${testDriver().replace('-', '_')}_${hash}`;
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../base/errors.js';
 import { toBackoff } from '../../core/backoff.js';
-import { ConfigError } from '../../core/errors.js';
 
 describe('backoff', () => {
   it('exponential: base × factor^(attempt−1), capped, reduced by at most the jitter fraction', () => {

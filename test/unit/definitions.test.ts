@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { ConfigError, InvalidIdentifierError } from '../../base/errors.js';
 import { createEnqueuer } from '../../core/enqueue.js';
-import { ConfigError, InvalidIdentifierError } from '../../core/errors.js';
 import { defineJob, JobRegistry } from '../../core/jobs.js';
 import { connect } from '../../db/connect.js';
 import { scrubSecrets } from '../../db/execute.js';

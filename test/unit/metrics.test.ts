@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { emfMetrics } from '../../core/metrics.js';
+import { emfMetrics } from '../../adapters/metrics.js';
 
 describe('CloudWatch Embedded Metric Format', () => {
   const lines: string[] = [];

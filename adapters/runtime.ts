@@ -1,10 +1,10 @@
-import { loadConfig, type SkiplockConfig } from '../core/config.js';
-import { DatabaseError, SkiplockError } from '../core/errors.js';
+import { DatabaseError, SkiplockError } from '../base/errors.js';
 import { jsonLogger, type Logger } from '../core/logger.js';
-import { emfMetrics, type MetricsSink } from '../core/metrics.js';
-import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from '../core/secrets.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { connectLazily } from '../db/connect-lazy.js';
+import { loadConfig, type SkiplockConfig } from './config.js';
+import { emfMetrics, type MetricsSink } from './metrics.js';
+import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from './secrets.js';
 
 /** SQLSTATEs of a refused login: the password may have rotated. */
 const AUTH_FAILURES = new Set(['28P01', '28000']);

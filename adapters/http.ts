@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { DatabaseError, SkiplockError } from '../core/errors.js';
+import { DatabaseError, SkiplockError } from '../base/errors.js';
 
 /** A platform-neutral view of an HTTP request (API Gateway event or Web Request). */
 export interface HttpRequest {

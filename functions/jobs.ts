@@ -5,9 +5,8 @@
  * reports progress.
  */
 import { createHmac } from 'node:crypto';
+import { DiscardError, defineJob, RetryAfterError, RetryError } from 'skiplock';
 import * as z from 'zod';
-import { DiscardError, RetryAfterError, RetryError } from '../core/errors.js';
-import { defineJob } from '../core/jobs.js';
 
 export interface AppJobSettings {
   /** Where e-mails are POSTed (a provider's API); unset = log only. */

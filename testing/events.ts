@@ -1,4 +1,4 @@
-import type { HttpApiEvent, LambdaContext } from '../../functions/lambda.js';
+import type { HttpApiEvent, LambdaContext } from '../adapters/lambda.js';
 
 /** An API Gateway HTTP API (payload format 2.0) event, as Lambda receives it. */
 export function httpApiEvent(options: {

@@ -1,6 +1,6 @@
 import * as z from 'zod';
+import { ConfigError } from '../base/errors.js';
 import { DRIVERS, type Driver } from '../db/drivers/names.js';
-import { ConfigError } from './errors.js';
 
 /** Settings of a deployed skiplock function, read from the environment. */
 export interface SkiplockConfig {

@@ -1,4 +1,4 @@
-import { InvalidIdentifierError } from '../core/errors.js';
+import { InvalidIdentifierError } from './errors.js';
 
 /**
  * Postgres identifiers we create ourselves (the skiplock schema) are restricted to

@@ -1,5 +1,5 @@
-import { type Clock, systemClock } from './clock.js';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../base/errors.js';
+import { type Clock, systemClock } from '../core/clock.js';
 
 /** Reads a secret's string; the default uses the AWS SDK's Secrets Manager client. */
 export type SecretFetcher = (secretId: string) => Promise<string>;

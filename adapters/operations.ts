@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import type { ReplayResult } from '../base/outcomes.js';
 import { createEnqueuer, type EnqueueResult } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { describeIssues } from '../core/issues.js';
@@ -7,7 +8,6 @@ import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
 import { replay } from '../core/replay.js';
 import { createWorker, type InvocationSummary } from '../core/worker.js';
 import { migrate } from '../db/migrate.js';
-import type { ReplayResult } from '../db/statements/admin.js';
 import { HttpError } from './http.js';
 import { type FunctionRuntime, isAuthFailure } from './runtime.js';
 

@@ -1,0 +1,127 @@
+/**
+ * What is stored in and read from the jobs table: states, the rows enqueue writes, the jobs a
+ * claim hands out, a job as the operator sees it, and the stats rows. Every layer imports these.
+ */
+
+/** Every state a job can be in. Terminal: completed, dead (the DLQ), cancelled. */
+export const JOB_STATES = ['queued', 'running', 'completed', 'dead', 'cancelled'] as const;
+
+export type JobState = (typeof JOB_STATES)[number];
+
+/** How a dedupe key is enforced (see EnqueueOptions.dedupe). */
+export const DEDUPE_MODES = ['skip', 'replace', 'window'] as const;
+
+export type DedupeMode = (typeof DEDUPE_MODES)[number];
+
+/** One row as the insert statement takes it (snake_case, JSON-ready). */
+export interface JobInsertRow {
+  ord: number;
+  kind: string;
+  queue: string;
+  payload: unknown;
+  priority: number;
+  run_at: string | null;
+  delay_ms: number | null;
+  max_attempts: number;
+  deadline: string | null;
+  dedupe_key: string | null;
+  dedupe_mode: 'skip' | 'replace' | 'window' | null;
+  window_ms: number | null;
+  correlation_id: string | null;
+}
+
+export interface ClaimedJob {
+  id: string;
+  kind: string;
+  queue: string;
+  payload: unknown;
+  priority: number;
+  attempt: number;
+  maxAttempts: number;
+  /** The claim's lease token, shared by every job the statement claimed. */
+  leaseToken: string;
+  correlationId: string | null;
+}
+
+/** Rows moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */
+export interface ClaimDeadJob {
+  id: string;
+  kind: string;
+  queue: string;
+  attempt: number;
+  reason: 'deadline_exceeded' | 'lease_expired';
+  correlationId: string | null;
+}
+
+/** One job, everything about it (CLI `jobs show`, tests). */
+export interface JobRecord {
+  id: string;
+  kind: string;
+  queue: string;
+  payload: unknown;
+  priority: number;
+  state: JobState;
+  runAt: Date;
+  attempt: number;
+  maxAttempts: number;
+  dedupeKey: string | null;
+  dedupeMode: string | null;
+  leaseToken: string | null;
+  leaseExpiresAt: Date | null;
+  lockedBy: string | null;
+  deadline: Date | null;
+  lastError: Record<string, unknown> | null;
+  errors: Record<string, unknown>[];
+  deadReason: string | null;
+  progress: unknown;
+  correlationId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  startedAt: Date | null;
+  attemptedAt: Date | null;
+  finishedAt: Date | null;
+  replayCount: number;
+  replayedAt: Date | null;
+  replayedBy: string | null;
+}
+
+export interface QueueStatsRow {
+  queue: string;
+  kind: string;
+  ready: number;
+  scheduled: number;
+  retryWaiting: number;
+  running: number;
+  leaseExpired: number;
+  /** The DLQ: every dead job still kept. */
+  dead: number;
+  completedLastHour: number;
+  deadLastHour: number;
+  cancelledLastHour: number;
+  oldestReadyAgeSeconds: number | null;
+}
+
+export interface QueueActivityRow {
+  queue: string;
+  kind: string;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  throughputPerSecond: number;
+  /** Share of the jobs that finished in the window which died; null when none finished. */
+  errorRate: number | null;
+}
+
+export interface KindOutcomes {
+  kind: string;
+  total: number;
+  queued: number;
+  running: number;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  /** Failed attempts recorded in the jobs' error histories (each is capped at the last 10). */
+  failedAttempts: number;
+  /** Dead jobs by reason. */
+  deadReasons: Record<string, number>;
+}

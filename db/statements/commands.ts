@@ -1,0 +1,75 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { CancelOutcome, RetryNowOutcome } from '../../base/outcomes.js';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import type { JobState } from '../schema.js';
+import { jobsRef, nowExpr } from './common.js';
+
+/**
+ * Cancels queued or running jobs (JobCancelMany). A running job's holder keeps running
+ * until it next touches the row: its completion then affects nothing (lease_lost).
+ */
+export async function cancelJobs(
+  db: AnyPgDatabase,
+  schema: string,
+  ids: readonly string[],
+  now?: Date,
+): Promise<CancelOutcome[]> {
+  const outcomes = await changeByIds(
+    db,
+    schema,
+    ids,
+    ['queued', 'running'],
+    sql`state = 'cancelled',
+    finished_at = ${nowExpr(now)}, lease_expires_at = null, updated_at = ${nowExpr(now)}`,
+  );
+  return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, cancelled: o.changed }));
+}
+
+/**
+ * Locks the jobs with `ids`, applies `set` to those in one of `states`, and reports every id
+ * with the state it was in and whether it changed (unknown ids: previousState null).
+ */
+async function changeByIds(
+  db: AnyPgDatabase,
+  schema: string,
+  ids: readonly string[],
+  states: readonly JobState[],
+  set: SQL,
+): Promise<{ id: string; previousState: JobState | null; changed: boolean }[]> {
+  if (ids.length === 0) return [];
+  const jobs = jobsRef(schema);
+  const rows = await queryRows<{ id: string; state: JobState; changed: boolean }>(
+    db,
+    sql`with target as (
+      select j.id, j.state from ${jobs} j where j.id = any(${sql.param(ids)}::bigint[]) for update
+    ),
+    changed as (
+      update ${jobs} j set ${set}
+      from target t where j.id = t.id and t.state = any(${sql.param(states)}::text[])
+      returning j.id
+    )
+    select t.id::text as id, t.state, c.id is not null as changed
+    from target t left join changed c on c.id = t.id`,
+    schema,
+  );
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id) => ({ id, previousState: byId.get(id)?.state ?? null, changed: byId.get(id)?.changed ?? false }));
+}
+
+/** Makes waiting jobs due now (JobRetryNowMany); other states are reported, unchanged. */
+export async function retryNow(
+  db: AnyPgDatabase,
+  schema: string,
+  ids: readonly string[],
+  now?: Date,
+): Promise<RetryNowOutcome[]> {
+  const outcomes = await changeByIds(
+    db,
+    schema,
+    ids,
+    ['queued'],
+    sql`run_at = ${nowExpr(now)}, updated_at = ${nowExpr(now)}`,
+  );
+  return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, retried: o.changed }));
+}

@@ -1,0 +1,95 @@
+import { sql } from 'drizzle-orm';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import { appendCapped, jobsRef, nowExpr } from './common.js';
+
+/** Moves queued jobs whose deadline passed to the DLQ (JobExpireDeadlines), at most `limit`. */
+export async function expireDeadlines(db: AnyPgDatabase, schema: string, limit = 1000, now?: Date): Promise<string[]> {
+  const jobs = jobsRef(schema);
+  const error = sql`jsonb_build_object('class', 'deadline_exceeded',
+    'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${nowExpr(now)})`;
+  const rows = await queryRows<{ id: string }>(
+    db,
+    sql`with expired as (
+      select id from ${jobs}
+      where state = 'queued' and deadline is not null and deadline <= ${nowExpr(now)}
+      order by deadline limit ${limit}
+      for update skip locked
+    )
+    update ${jobs} j set state = 'dead', dead_reason = 'deadline_exceeded', finished_at = ${nowExpr(now)},
+      last_error = ${error}, errors = ${appendCapped(sql`j.errors`, error)}, updated_at = ${nowExpr(now)}
+    from expired e where j.id = e.id
+    returning j.id::text as id`,
+    schema,
+  );
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Deletes up to `limit` finished jobs in `state` that finished before `olderThanMs` ago
+ * (JobDeleteFinishedMany). Bounded so a prune never holds a long transaction; callers loop.
+ */
+export async function pruneFinished(
+  db: AnyPgDatabase,
+  schema: string,
+  state: 'completed' | 'dead' | 'cancelled',
+  olderThanMs: number,
+  limit: number,
+  now?: Date,
+): Promise<number> {
+  const jobs = jobsRef(schema);
+  const rows = await queryRows<{ n: number }>(
+    db,
+    sql`with doomed as (
+      select id from ${jobs}
+      where state = ${state} and finished_at is not null
+        and finished_at < ${nowExpr(now)} - ${Math.max(0, Math.round(olderThanMs))} * interval '1 millisecond'
+      order by finished_at
+      limit ${limit}
+      for update skip locked
+    ), deleted as (
+      delete from ${jobs} j using doomed d where j.id = d.id returning 1
+    )
+    select count(*)::int as n from deleted`,
+    schema,
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/**
+ * Tidies the per-minute completion counts (CompletedCountsCompact): deletes those older than
+ * `olderThanMs`, and rolls each finished minute's rows (one per settle statement) up into one
+ * row per queue and kind. Writers only ever add rows for the current minute, and a late one
+ * for a rolled-up minute is simply summed with it by the stats (and by the next roll-up).
+ */
+export async function compactCompletedCounts(
+  db: AnyPgDatabase,
+  schema: string,
+  olderThanMs: number,
+  now?: Date,
+): Promise<{ pruned: number; rolledUp: number }> {
+  const counts = sql`${sql.identifier(schema)}.completed_counts`;
+  const rows = await queryRows<{ pruned: number; rolled_up: number }>(
+    db,
+    sql`with clock as (select ${nowExpr(now)} as now),
+    pruned as (
+      delete from ${counts}
+      where minute < (select now from clock) - ${Math.max(0, Math.round(olderThanMs))} * interval '1 millisecond'
+      returning 1
+    ),
+    finished as (
+      delete from ${counts}
+      where minute < date_trunc('minute', (select now from clock)) - interval '1 minute'
+        and minute >= (select now from clock) - ${Math.max(0, Math.round(olderThanMs))} * interval '1 millisecond'
+      returning minute, queue, kind, completed
+    ),
+    rolled as (
+      insert into ${counts} (minute, queue, kind, completed)
+      select minute, queue, kind, sum(completed) from finished group by minute, queue, kind
+      returning 1
+    )
+    select (select count(*)::int from pruned) as pruned, (select count(*)::int from rolled) as rolled_up`,
+    schema,
+  );
+  return { pruned: rows[0]?.pruned ?? 0, rolledUp: rows[0]?.rolled_up ?? 0 };
+}

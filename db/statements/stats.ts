@@ -1,0 +1,88 @@
+import { sql } from 'drizzle-orm';
+import type { KindOutcomes, QueueActivityRow, QueueStatsRow } from '../../base/rows.js';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import { jobsRef } from './common.js';
+
+/**
+ * Depth per queue and kind, from the queue_stats view (QueueStats). It reads live rows, the
+ * DLQ and the last hour's finished rows through partial indexes — not the whole table.
+ */
+export async function queueStats(db: AnyPgDatabase, schema: string): Promise<QueueStatsRow[]> {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select queue, kind, ready::int, scheduled::int, retry_waiting::int, running::int, lease_expired::int,
+        dead::int, completed_1h::int, dead_1h::int, cancelled_1h::int, oldest_ready_age_seconds
+      from ${sql.identifier(schema)}.queue_stats order by queue, kind`,
+    schema,
+  );
+  return rows.map((r) => ({
+    queue: r.queue as string,
+    kind: r.kind as string,
+    ready: r.ready as number,
+    scheduled: r.scheduled as number,
+    retryWaiting: r.retry_waiting as number,
+    running: r.running as number,
+    leaseExpired: r.lease_expired as number,
+    dead: r.dead as number,
+    completedLastHour: r.completed_1h as number,
+    deadLastHour: r.dead_1h as number,
+    cancelledLastHour: r.cancelled_1h as number,
+    oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
+  }));
+}
+
+/** Throughput and error rate over the last `windowSeconds`, via skiplock.queue_activity(). */
+export async function queueActivity(
+  db: AnyPgDatabase,
+  schema: string,
+  windowSeconds: number,
+): Promise<QueueActivityRow[]> {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select queue, kind, completed::int, dead::int, cancelled::int, throughput_per_second, error_rate
+      from ${sql.identifier(schema)}.queue_activity(${Math.max(1, Math.round(windowSeconds))}::int) order by queue, kind`,
+    schema,
+  );
+  return rows.map((r) => ({
+    queue: r.queue as string,
+    kind: r.kind as string,
+    completed: r.completed as number,
+    dead: r.dead as number,
+    cancelled: r.cancelled as number,
+    throughputPerSecond: r.throughput_per_second as number,
+    errorRate: r.error_rate as number | null,
+  }));
+}
+
+/** Per kind: how jobs ended and how many attempts failed on the way (KindOutcomeSummary). */
+export async function kindOutcomes(db: AnyPgDatabase, schema: string): Promise<KindOutcomes[]> {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select kind,
+        count(*)::int as total,
+        count(*) filter (where state = 'queued')::int as queued,
+        count(*) filter (where state = 'running')::int as running,
+        count(*) filter (where state = 'completed')::int as completed,
+        count(*) filter (where state = 'dead')::int as dead,
+        count(*) filter (where state = 'cancelled')::int as cancelled,
+        coalesce(sum(jsonb_array_length(errors)), 0)::int as failed_attempts,
+        coalesce(jsonb_object_agg(dead_reason, n) filter (where dead_reason is not null), '{}'::jsonb) as dead_reasons
+      from (
+        select j.*, count(*) over (partition by j.kind, j.dead_reason) as n from ${jobsRef(schema)} j
+      ) j
+      group by kind order by kind`,
+    schema,
+  );
+  return rows.map((r) => ({
+    kind: r.kind as string,
+    total: r.total as number,
+    queued: r.queued as number,
+    running: r.running as number,
+    completed: r.completed as number,
+    dead: r.dead as number,
+    cancelled: r.cancelled as number,
+    failedAttempts: r.failed_attempts as number,
+    deadReasons: r.dead_reasons as Record<string, number>,
+  }));
+}

@@ -1,0 +1,7 @@
+// `skiplock/testing`: what an application's own tests need — a clock that moves only when told,
+// a helper that runs the worker until the queue is drained, Lambda events and contexts, and Neon's
+// drivers pointed at a local Postgres.
+export { type Clock, ManualClock } from './clock.js';
+export { httpApiEvent, lambdaContext, scheduledEvent } from './events.js';
+export { type LocalNeon, localNeonOptions, startLocalNeon } from './neon-local.js';
+export { type RunJobsOptions, type RunJobsResult, runJobs } from './run-jobs.js';
