@@ -6,18 +6,22 @@ import { appendCapped, jobsRef, nowExpr } from './common.js';
 /** Moves queued jobs whose deadline passed to the DLQ (JobExpireDeadlines), at most `limit`. */
 export async function expireDeadlines(db: AnyPgDatabase, schema: string, limit = 1000, now?: Date): Promise<string[]> {
   const jobs = jobsRef(schema);
+  const clockNow = sql`(select now from clock)`;
   const error = sql`jsonb_build_object('class', 'deadline_exceeded',
-    'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${nowExpr(now)})`;
+    'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${clockNow})`;
+  // "now" is read once in the clock CTE: compared with clock_timestamp() itself (volatile, so
+  // never an index key) the scan would walk every queued deadline instead of only the due ones.
   const rows = await queryRows<{ id: string }>(
     db,
-    sql`with expired as (
+    sql`with clock as (select ${nowExpr(now)} as now),
+    expired as (
       select id from ${jobs}
-      where state = 'queued' and deadline is not null and deadline <= ${nowExpr(now)}
+      where state = 'queued' and deadline is not null and deadline <= ${clockNow}
       order by deadline limit ${limit}
       for update skip locked
     )
-    update ${jobs} j set state = 'dead', dead_reason = 'deadline_exceeded', finished_at = ${nowExpr(now)},
-      last_error = ${error}, errors = ${appendCapped(sql`j.errors`, error)}, updated_at = ${nowExpr(now)}
+    update ${jobs} j set state = 'dead', dead_reason = 'deadline_exceeded', finished_at = ${clockNow},
+      last_error = ${error}, errors = ${appendCapped(sql`j.errors`, error)}, updated_at = ${clockNow}
     from expired e where j.id = e.id
     returning j.id::text as id`,
     schema,
@@ -38,12 +42,15 @@ export async function pruneFinished(
   now?: Date,
 ): Promise<number> {
   const jobs = jobsRef(schema);
+  // "now" read once (see expireDeadlines): the cutoff is then an index condition, so a prune
+  // with nothing old to delete reads a few index pages, not every finished row.
   const rows = await queryRows<{ n: number }>(
     db,
-    sql`with doomed as (
+    sql`with clock as (select ${nowExpr(now)} as now),
+    doomed as (
       select id from ${jobs}
       where state = ${state} and finished_at is not null
-        and finished_at < ${nowExpr(now)} - ${Math.max(0, Math.round(olderThanMs))} * interval '1 millisecond'
+        and finished_at < (select now from clock) - ${Math.max(0, Math.round(olderThanMs))} * interval '1 millisecond'
       order by finished_at
       limit ${limit}
       for update skip locked
