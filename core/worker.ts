@@ -243,9 +243,9 @@ export function createWorker(options: WorkerOptions): Worker {
       const batch = buffer;
       buffer = [];
       cancelFlushTimer?.();
-      account(
-        batch,
-        await inTime(
+      let report: SettleReport;
+      try {
+        report = await inTime(
           settleOutcomes(
             db.db,
             schema,
@@ -253,8 +253,12 @@ export function createWorker(options: WorkerOptions): Worker {
             undefined,
             completion,
           ),
-        ),
-      );
+        );
+      } catch (err) {
+        buffer = batch.concat(buffer); // not written: the error path's final flush tries again
+        throw err;
+      }
+      account(batch, report);
     };
 
     // The loop sleeps until something changes: an attempt finished, or buffered outcomes have
@@ -406,7 +410,7 @@ export function createWorker(options: WorkerOptions): Worker {
           claimedAt = clock.now();
           // Claim only what can start now, unless a local queue was asked for (batchSize >
           // concurrency): a claimed job's lease runs from the claim, not from its start.
-          const limit = batchSize > concurrency ? batchSize : concurrency - inflight;
+          const limit = batchSize > concurrency ? batchSize : Math.min(batchSize, concurrency - inflight);
           const [settled, claimed] = await Promise.allSettled([
             settling,
             inTime(
@@ -430,6 +434,8 @@ export function createWorker(options: WorkerOptions): Worker {
             summary.claimed += claimed.value.jobs.length;
             waiting.push(...claimed.value.jobs);
           }
+          // The claim's outcomes were not written: back into the buffer for the final flush.
+          else buffer = batch.concat(buffer);
           if (settled.status === 'rejected') throw settled.reason;
           if (claimed.status === 'rejected') throw claimed.reason;
           queueLooksEmpty = claimed.value.jobs.length < limit;

@@ -107,6 +107,19 @@ describe(`the invocation loop (${testDriver()})`, () => {
     expect(await states()).toEqual([{ state: 'completed', n: 30 }]);
   });
 
+  it('claims no more than batchSize per statement when batchSize is below concurrency', async () => {
+    const definition = kind(() => {});
+    await enqueueTasks(definition, 12);
+    const summary = await worker(definition, { concurrency: 10, batchSize: 3, drain: false }).runInvocation({
+      remainingMs: 60_000,
+    });
+    expect(summary).toMatchObject({ claimed: 3, completed: 3, stoppedBecause: 'batch_done' });
+    expect(await states()).toEqual([
+      { state: 'completed', n: 3 },
+      { state: 'queued', n: 9 },
+    ]);
+  });
+
   it('with drain off, runs one batch and stops', async () => {
     const definition = kind(() => {});
     await enqueueTasks(definition, 12);
@@ -542,6 +555,79 @@ describe(`a settle beside a claim (${testDriver()})`, () => {
       ]);
     } finally {
       await t.admin.query(`drop function "${t.schema}".refuse_completion() cascade`);
+    }
+  });
+});
+
+describe(`outcomes of a statement that failed (${testDriver()})`, () => {
+  it('outcomes riding along with a claim that fails are written by the final flush, not left to their leases', async () => {
+    // The claim statement fails once the flag row exists (the trigger refuses queued → running);
+    // the outcomes it carried would have been written by it, had it succeeded.
+    await t.admin.query(`
+      create table "${t.schema}".refuse_claims (on_ boolean);
+      create function "${t.schema}".refuse_claim() returns trigger language plpgsql as $$
+      begin
+        if old.state = 'queued' and new.state = 'running' and exists (select 1 from "${t.schema}".refuse_claims)
+        then raise exception 'claim refused'; end if;
+        return new;
+      end $$;
+      create trigger refuse_claim before update on "${t.schema}".jobs
+        for each row execute function "${t.schema}".refuse_claim();`);
+    try {
+      let refuseClaims: Promise<unknown> | undefined;
+      // Every handler of the first batch waits until claims are refused, then completes.
+      const definition = kind(async () => {
+        refuseClaims ??= t.admin.query(`insert into "${t.schema}".refuse_claims values (true)`);
+        await refuseClaims;
+      });
+      const ids = (await enqueueTasks(definition, 10)).map((r) => r.id);
+      const summary = await worker(definition, { concurrency: 5, batchSize: 5 }).runInvocation({
+        remainingMs: 60_000,
+      });
+      expect(summary).toMatchObject({ claimed: 5, completed: 5, stoppedBecause: 'error' });
+      expect(summary.error).toMatch(/claim refused/);
+      const { rows } = await t.admin.query(
+        `select state, attempt, count(*)::int as n from "${t.schema}".jobs where id = any($1::bigint[])
+         group by 1, 2 order by 1`,
+        [ids],
+      );
+      expect(rows).toEqual([
+        { state: 'completed', attempt: 1, n: 5 },
+        { state: 'queued', attempt: 0, n: 5 },
+      ]);
+    } finally {
+      await t.admin.query(`drop function "${t.schema}".refuse_claim() cascade; drop table "${t.schema}".refuse_claims`);
+    }
+  });
+
+  it('outcomes of a stand-alone settle that fails are written again by the final flush', async () => {
+    const definition = kind(() => {});
+    // The first completion written is refused once (a sequence is not rolled back with the statement).
+    await t.admin.query(`
+      create sequence "${t.schema}".completions;
+      create function "${t.schema}".refuse_once() returns trigger language plpgsql as $$
+      begin
+        if new.state = 'completed' then
+          if nextval('"${t.schema}".completions') = 1 then raise exception 'completion refused once'; end if;
+        end if;
+        return new;
+      end $$;
+      create trigger refuse_once before update on "${t.schema}".jobs
+        for each row execute function "${t.schema}".refuse_once();`);
+    try {
+      await enqueueTasks(definition, 200);
+      // 150 outcomes (> 128) are settled on their own, beside the claim of the other 50.
+      const summary = await worker(definition, { concurrency: 150, batchSize: 150 }).runInvocation({
+        remainingMs: 60_000,
+      });
+      expect(summary).toMatchObject({ claimed: 200, completed: 150, released: 50, stoppedBecause: 'error' });
+      expect(summary.error).toMatch(/completion refused once/);
+      expect(await states()).toEqual([
+        { state: 'completed', n: 150 },
+        { state: 'queued', n: 50 },
+      ]);
+    } finally {
+      await t.admin.query(`drop function "${t.schema}".refuse_once() cascade; drop sequence "${t.schema}".completions`);
     }
   });
 });
