@@ -73,7 +73,37 @@ export class InvalidOptionsError extends SkiplockError {
 /** The skiplock tables are missing: migrate() has not been run for this schema. */
 export class NotMigratedError extends SkiplockError {
   constructor(schema: string) {
-    super('not_migrated', `skiplock schema "${schema}" is not migrated; run \`npm run migrate\` (or migrate()) first`);
+    super(
+      'not_migrated',
+      `skiplock schema "${schema}" is not migrated; run \`npx skiplock migrate\` (or migrate() from code) first`,
+    );
+  }
+}
+
+/**
+ * A migration this version ships was applied with other content: its file was edited after it
+ * was applied. migrate() applies nothing rather than guess which version the schema reflects.
+ */
+export class MigrationMismatchError extends SkiplockError {
+  readonly tag: string;
+  constructor(schema: string, tag: string) {
+    super(
+      'migration_mismatch',
+      `migration ${tag} in skiplock schema "${schema}" was applied with different content than this version ships (it was edited after it was applied); nothing was migrated. Restore the original migration and put the change in a new one`,
+    );
+    this.tag = tag;
+  }
+}
+
+/** The schema was migrated by a newer skiplock: its journal holds a migration this version does not know. */
+export class MigratedByNewerVersionError extends SkiplockError {
+  readonly tag: string;
+  constructor(schema: string, tag: string) {
+    super(
+      'migrated_by_newer_version',
+      `skiplock schema "${schema}" was migrated by a newer version of skiplock (migration ${tag} is unknown to this one); nothing was migrated. Upgrade skiplock to the version that migrated it, or newer`,
+    );
+    this.tag = tag;
   }
 }
 

@@ -1,13 +1,15 @@
 import { sql } from 'drizzle-orm';
 import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
+import { MigratedByNewerVersionError, MigrationMismatchError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { AnyPgDatabase, SkiplockDb } from './connect.js';
 import { queryRows, toSkiplockError } from './execute.js';
 import { MIGRATIONS } from './migrations.generated.js';
 
 export interface Migration {
+  /** The migration's name; identifies it in the journal. */
   tag: string;
-  /** sha256 of the migration file; identifies it in the journal. */
+  /** sha256 of the migration file: an applied migration whose file changed since is refused. */
   hash: string;
   statements: string[];
 }
@@ -31,6 +33,10 @@ const JOURNAL = 'skiplock_migrations';
  * The journal lives inside the skiplock schema, apart from the application's own drizzle
  * journal. Interactive drivers apply everything in one transaction; neon-http applies it
  * as one batch (also one transaction).
+ *
+ * Migrations are tracked by tag. A journal entry whose content differs from this version's
+ * migration of the same tag (MigrationMismatchError), or a tag this version does not know
+ * (MigratedByNewerVersionError), stops the run before anything is applied.
  */
 export async function migrate(conn: SkiplockDb, options: MigrateOptions = {}): Promise<MigrateResult> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
@@ -61,16 +67,45 @@ function bootstrapStatements(schema: string) {
     sql.raw(
       `create table if not exists "${schema}"."${JOURNAL}" (
         id serial primary key,
-        tag text not null,
-        hash text not null unique,
+        tag text not null unique,
+        hash text not null,
         applied_at timestamptz not null default now()
       )`,
     ),
   ];
 }
 
-function appliedHashesQuery(schema: string) {
-  return sql.raw(`select hash from "${schema}"."${JOURNAL}"`);
+/**
+ * The journal, one row per tag (the latest: journals written before tracking by tag may hold
+ * an edited migration twice). Tables created by earlier versions have `hash` unique and `tag`
+ * not; both shapes read the same.
+ */
+function journalQuery(schema: string) {
+  return sql.raw(`select distinct on (tag) tag, hash from "${schema}"."${JOURNAL}" order by tag, id desc`);
+}
+
+/** The migrations still to apply, after checking the journal against this version's migrations. */
+export function pendingMigrations(
+  journal: readonly { tag: string; hash: string }[],
+  migrations: readonly Migration[],
+  schema: string,
+): Migration[] {
+  const known = new Map(migrations.map((m) => [m.tag, m]));
+  for (const entry of journal) {
+    const migration = known.get(entry.tag);
+    if (!migration) throw new MigratedByNewerVersionError(schema, entry.tag);
+    if (migration.hash !== entry.hash) throw new MigrationMismatchError(schema, entry.tag);
+  }
+  const applied = new Set(journal.map((entry) => entry.tag));
+  return migrations.filter((m) => !applied.has(m.tag));
+}
+
+async function readPending(db: AnyPgDatabase, schema: string): Promise<Migration[]> {
+  return pendingMigrations(
+    await queryRows<{ tag: string; hash: string }>(db, journalQuery(schema), schema),
+    MIGRATIONS,
+    schema,
+  );
 }
 
 function journalInsert(schema: string, migration: Migration) {
@@ -81,10 +116,7 @@ async function migrateInTransaction(db: AnyPgDatabase, schema: string): Promise<
   return db.transaction(async (tx) => {
     await tx.execute(lockStatement(schema));
     for (const statement of bootstrapStatements(schema)) await tx.execute(statement);
-    const done = new Set(
-      (await queryRows<{ hash: string }>(tx, appliedHashesQuery(schema), schema)).map((r) => r.hash),
-    );
-    const pending = MIGRATIONS.filter((m) => !done.has(m.hash));
+    const pending = await readPending(tx, schema);
     for (const migration of pending) {
       for (const statement of migration.statements) await tx.execute(sql.raw(renderStatement(statement, schema)));
       await tx.execute(journalInsert(schema, migration));
@@ -96,13 +128,7 @@ async function migrateInTransaction(db: AnyPgDatabase, schema: string): Promise<
 async function migrateInBatch(db: NeonHttpDatabase, schema: string): Promise<string[]> {
   const [lock, ...bootstrap] = [lockStatement(schema), ...bootstrapStatements(schema)];
   await db.batch([db.execute(lock), ...bootstrap.map((s) => db.execute(s))]);
-  const readPending = async () => {
-    const done = new Set(
-      (await queryRows<{ hash: string }>(db, appliedHashesQuery(schema), schema)).map((r) => r.hash),
-    );
-    return MIGRATIONS.filter((m) => !done.has(m.hash));
-  };
-  const pending = await readPending();
+  const pending = await readPending(db, schema);
   if (pending.length === 0) return [];
   const statements = pending.flatMap((m) => [
     ...m.statements.map((s) => sql.raw(renderStatement(s, schema))),
@@ -114,7 +140,7 @@ async function migrateInBatch(db: NeonHttpDatabase, schema: string): Promise<str
     // A concurrent migrator may have applied the same migrations between our read and our
     // batch (the batch then fails on existing objects and rolls back whole). If nothing is
     // pending any more, the schema is up to date and this run has nothing to do.
-    if ((await readPending()).length === 0) return [];
+    if ((await readPending(db, schema)).length === 0) return [];
     throw err;
   }
   return pending.map((m) => m.tag);

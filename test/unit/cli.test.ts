@@ -42,7 +42,7 @@ describe('skiplock CLI against a real database', () => {
   it('reports a missing migration and an unreachable database clearly (exit 3), no URL (exit 4)', async () => {
     const notMigrated = await cli('stats');
     expect(notMigrated.code).toBe(EXIT.database);
-    expect(notMigrated.err).toMatch(/is not migrated; run `npm run migrate`/);
+    expect(notMigrated.err).toMatch(/is not migrated; run `npx skiplock migrate`/);
     const down = await runCli(['stats', '--database-url', 'postgres://u:hunter2pw@127.0.0.1:1/db'], {
       env: {},
       out: () => {},
