@@ -23,7 +23,10 @@ await createEnqueuer().enqueueMany(
 await vacuumAnalyze(url);
 const leases = [{ kind: 'noop', leaseMs: 60_000 }];
 // Capture the statement text and parameters claimJobs sends.
-const captured: { text: string; values: unknown[] }[] = [];
+type Statement = { text: string; values: unknown[] };
+/** One row of EXPLAIN's text output. */
+type PlanLine = { 'QUERY PLAN': string };
+const captured: Statement[] = [];
 const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
 const original = proto.query;
 proto.query = function (this: unknown, ...args: unknown[]) {
@@ -38,9 +41,9 @@ await claimJobs(db.db, 'skiplock', { leases, limit: 10, invocationId: 'probe', s
 proto.query = original;
 const client = new pg.Client({ connectionString: url });
 await client.connect();
-const stripped = (q: (typeof captured)[number] | undefined) =>
+const stripped = (q: Statement | undefined): Statement | undefined =>
   q && { text: q.text.replace(/--[^\n]*/g, ''), values: q.values };
-const noClock = (q: (typeof captured)[number] | undefined) =>
+const noClock = (q: Statement | undefined): Statement | undefined =>
   q && {
     text: q.text
       .replace(
@@ -51,22 +54,23 @@ const noClock = (q: (typeof captured)[number] | undefined) =>
       .replaceAll('(select now_ms from clock)', '(extract(epoch from statement_timestamp()) * 1000)::float8'),
     values: q.values,
   };
-for (const [label, q] of [
+const probes: [label: string, statement: Statement | undefined][] = [
   ['select 1', { text: 'select 1', values: [] }],
   ['claim alone', captured[0]],
   ['claim + settle of 10', captured[1]],
   ['claim alone, no comments', stripped(captured[0])],
   ['claim alone, statement_timestamp()', noClock(captured[0])],
   ['claim + settle, statement_timestamp()', noClock(captured[1])],
-] as const) {
+];
+for (const [label, q] of probes) {
   if (!q) continue;
   const planning: number[] = [];
   const roundTrip: number[] = [];
   for (let i = 0; i < 100; i++) {
     const t = performance.now();
-    const { rows } = await client.query(`explain (summary) ${q.text}`, q.values);
+    const { rows } = await client.query<PlanLine>(`explain (summary) ${q.text}`, q.values);
     roundTrip.push(performance.now() - t);
-    const line = rows.map((r) => r['QUERY PLAN'] as string).find((l) => l.startsWith('Planning Time'));
+    const line = rows.map((r) => r['QUERY PLAN']).find((l) => l.startsWith('Planning Time'));
     planning.push(Number(line?.match(/([\d.]+) ms/)?.[1]));
   }
   const prepare: number[] = [];
@@ -84,7 +88,10 @@ for (const [label, q] of [
 if (process.env.PROBE_ANALYZE && captured[1]) {
   // One execution of the claim + settle statement, analysed, then rolled back.
   await client.query('begin');
-  const { rows } = await client.query(`explain (analyze, buffers, summary) ${captured[1].text}`, captured[1].values);
+  const { rows } = await client.query<PlanLine>(
+    `explain (analyze, buffers, summary) ${captured[1].text}`,
+    captured[1].values,
+  );
   await client.query('rollback');
   console.log(rows.map((r) => r['QUERY PLAN']).join('\n'));
 }

@@ -10,6 +10,9 @@ interface ReportInput {
 }
 
 type BySystem = Record<string, number>;
+/** Claim latency in ms, as run.ts's phase 4 records it under `claim_latency_ms`. */
+type Latency = { p50: number; p99: number };
+type ClaimLatencies = { empty: Latency; finished: Latency; queued: Latency };
 const SYSTEMS = ['skiplock', 'graphile-worker', 'pg-boss'] as const;
 const DELETE_MODE = 'skiplock (delete)';
 /** Hand-written: what was changed in the engine and measured on the way (appended to RESULTS.md). */
@@ -26,7 +29,7 @@ export function renderReport(input: ReportInput): void {
   };
   const floor = r.raw_floor_k4 as number;
   const k4 = (r.process_k4 as BySystem)?.skiplock;
-  const scale = r.claim_latency_ms as Record<string, { p50: number; p99: number }>;
+  const scale = r.claim_latency_ms as ClaimLatencies | undefined;
   const wal = r.wal_bytes_per_job as BySystem;
   const rt = r.round_trips_per_job as Record<string, number>;
   const cold = r.cold_import_ms as { worker: number; bare: number };
