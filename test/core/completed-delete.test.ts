@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { DiscardError } from '../../base/errors.js';
+import { ConfigError, DiscardError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { runMaintenance } from '../../core/maintenance.js';
@@ -118,30 +118,54 @@ describe(`completedJobs: 'delete' (${testDriver()})`, () => {
     expect(await counted()).toBe(1);
   });
 
-  it('a transactional handler commits its writes with the deletion (interactive drivers)', async () => {
-    const txTask = defineJob({
-      kind: 'tx-task',
-      payload: z.object({ n: z.number().int() }),
-      transactional: true,
-      handler: async (p, ctx) => {
-        await ctx.tx.execute(sql`insert into ${sql.identifier(t.schema)}.side_effects (n) values (${p.n})`);
-      },
-    });
-    if (!t.db.interactiveTransactions) return expect(t.db.driver).toBe('neon-http');
-    await t.admin.query(`create table "${t.schema}".side_effects (n int)`);
-    await q.enqueue(t.db, txTask, { n: 5 });
-    const summary = await createWorker({
-      db: t.db,
-      schema: t.schema,
-      jobs: [txTask],
-      logger: silentLogger,
-      completedJobs: 'delete',
-    }).runInvocation({ remainingMs: 60_000 });
-    expect(summary).toMatchObject({ completed: 1 });
-    expect(await rows()).toEqual([]);
-    expect((await t.admin.query(`select n from "${t.schema}".side_effects`)).rows).toEqual([{ n: 5 }]);
-    expect(await counted()).toBe(1);
+  const txTask = defineJob({
+    kind: 'tx-task',
+    payload: z.object({ n: z.number().int() }),
+    transactional: true,
+    handler: async (p, ctx) => {
+      await ctx.tx.execute(sql`insert into ${sql.identifier(t.schema)}.side_effects (n) values (${p.n})`);
+    },
   });
+
+  if (testDriver() === 'neon-http') {
+    // neon-http sends each statement as its own HTTP request, so there is no transaction for the
+    // handler's writes and the deletion to share: the worker refuses a transactional kind up front
+    // rather than deleting the row apart from the handler's writes.
+    it('refuses a transactional kind in delete mode, since neon-http has no interactive transactions, and leaves its job queued', async () => {
+      expect(t.db.interactiveTransactions).toBe(false);
+      const job = await q.enqueue(t.db, txTask, { n: 5 });
+      const refused = (() => {
+        try {
+          createWorker({ db: t.db, schema: t.schema, jobs: [txTask], logger: silentLogger, completedJobs: 'delete' });
+        } catch (error) {
+          return error;
+        }
+      })();
+      expect(refused).toBeInstanceOf(ConfigError);
+      expect((refused as ConfigError).message).toBe(
+        'job kind tx-task is transactional, but the neon-http driver has no interactive transactions; use pg or neon-ws',
+      );
+      expect(await rows()).toEqual([{ id: job.id, state: 'queued', dedupe_mode: null }]);
+      expect(await counted()).toBe(0);
+    });
+  } else {
+    it('a transactional handler commits its writes with the deletion', async () => {
+      expect(t.db.interactiveTransactions).toBe(true);
+      await t.admin.query(`create table "${t.schema}".side_effects (n int)`);
+      await q.enqueue(t.db, txTask, { n: 5 });
+      const summary = await createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [txTask],
+        logger: silentLogger,
+        completedJobs: 'delete',
+      }).runInvocation({ remainingMs: 60_000 });
+      expect(summary).toMatchObject({ completed: 1 });
+      expect(await rows()).toEqual([]);
+      expect((await t.admin.query(`select n from "${t.schema}".side_effects`)).rows).toEqual([{ n: 5 }]);
+      expect(await counted()).toBe(1);
+    });
+  }
 
   it('maintenance prunes completion counts past retention (at least an hour) and rolls finished minutes up', async () => {
     const s = `"${t.schema}"`;
