@@ -1,5 +1,9 @@
 import * as z from 'zod';
 import { ConfigError } from '../base/errors.js';
+import { ENQUEUE_DEFAULTS } from '../core/enqueue.js';
+import { MAINTENANCE_DEFAULTS } from '../core/maintenance.js';
+import { WORKER_DEFAULTS } from '../core/worker.js';
+import { CONNECT_DEFAULTS } from '../db/connection-options.js';
 import { DRIVERS, type Driver } from '../db/drivers/names.js';
 
 /** Settings of a deployed skiplock function, read from the environment. */
@@ -24,9 +28,6 @@ export interface SkiplockConfig {
   queryTimeoutMs: number;
   maxBodyBytes: number;
   maxPayloadBytes: number;
-  enqueueToken: string | undefined;
-  adminToken: string | undefined;
-  cronSecret: string | undefined;
   completedRetentionHours: number;
   deadRetentionHours: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
@@ -55,89 +56,158 @@ const list = z.preprocess(
       : undefined,
   z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'must be a comma-separated list of names')).optional(),
 );
-const secret = z.preprocess(
-  (v) => (v === '' ? undefined : v),
-  z.string().min(16, 'must be at least 16 characters').optional(),
-);
+const optionalText = (max: number) => z.preprocess((v) => (v === '' ? undefined : v), z.string().max(max).optional());
 
-/** Every variable with its default. Values are never echoed in errors: some are secrets. */
-const envSchema = z.object({
-  DATABASE_URL: z.preprocess((v) => (v === '' ? undefined : v), z.string().optional()),
-  DATABASE_SECRET_ID: z.preprocess((v) => (v === '' ? undefined : v), z.string().max(2048).optional()),
-  SKIPLOCK_DRIVER: z.enum(DRIVERS, { error: `must be one of ${DRIVERS.join(', ')}` }).default('pg'),
+/**
+ * Every variable with its default, each validated on its own: a bad value disables only the
+ * functions that read it. The defaults are the library's own (WORKER_DEFAULTS, …), never restated.
+ */
+const VARIABLES = {
+  DATABASE_URL: optionalText(8192),
+  DATABASE_SECRET_ID: optionalText(2048),
+  SKIPLOCK_DRIVER: z.enum(DRIVERS, { error: `must be one of ${DRIVERS.join(', ')}` }).default(CONNECT_DEFAULTS.driver),
   SKIPLOCK_SCHEMA: z
     .string()
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case identifier')
-    .default('skiplock'),
+    .default(ENQUEUE_DEFAULTS.schema),
   SKIPLOCK_QUEUES: list,
   SKIPLOCK_KINDS: list,
-  SKIPLOCK_CONCURRENCY: int(1, 1000).default(10),
+  SKIPLOCK_CONCURRENCY: int(1, 1000).default(WORKER_DEFAULTS.concurrency),
   SKIPLOCK_BATCH_SIZE: int(1, 1000).optional(),
-  SKIPLOCK_SAFETY_MARGIN_MS: int(0, 600_000).default(1_000),
-  SKIPLOCK_LEASE_GRACE_MS: int(0, 3_600_000).default(5_000),
+  SKIPLOCK_SAFETY_MARGIN_MS: int(0, 600_000).default(WORKER_DEFAULTS.safetyMarginMs),
+  SKIPLOCK_LEASE_GRACE_MS: int(0, 3_600_000).default(WORKER_DEFAULTS.leaseGraceMs),
+  SKIPLOCK_COMPLETED_JOBS: z.enum(['keep', 'delete']).default(WORKER_DEFAULTS.completedJobs),
   SKIPLOCK_MAX_DURATION_MS: int(1_000, 900_000).default(60_000),
   SKIPLOCK_SECRET_TTL_MS: int(0, 86_400_000).default(300_000),
-  SKIPLOCK_POOL_MAX: int(1, 100).default(5),
-  SKIPLOCK_STATEMENT_TIMEOUT_MS: int(0, 3_600_000).default(10_000),
-  SKIPLOCK_QUERY_TIMEOUT_MS: int(0, 3_600_000).default(15_000),
+  SKIPLOCK_POOL_MAX: int(1, 100).default(CONNECT_DEFAULTS.max),
+  SKIPLOCK_STATEMENT_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.statementTimeoutMs),
+  SKIPLOCK_QUERY_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.queryTimeoutMs),
   SKIPLOCK_MAX_BODY_BYTES: int(1_024, 6_291_456).default(1_048_576),
-  SKIPLOCK_MAX_PAYLOAD_BYTES: int(1, 6_291_456).default(262_144),
-  SKIPLOCK_ENQUEUE_TOKEN: secret,
-  SKIPLOCK_ADMIN_TOKEN: secret,
-  CRON_SECRET: secret,
-  SKIPLOCK_COMPLETED_JOBS: z.enum(['keep', 'delete']).default('keep'),
-  SKIPLOCK_COMPLETED_RETENTION_HOURS: int(0, 87_600).default(24),
-  SKIPLOCK_DEAD_RETENTION_HOURS: int(0, 87_600).default(720),
+  SKIPLOCK_MAX_PAYLOAD_BYTES: int(1, 6_291_456).default(ENQUEUE_DEFAULTS.maxPayloadBytes),
+  SKIPLOCK_COMPLETED_RETENTION_HOURS: int(0, 87_600).default(MAINTENANCE_DEFAULTS.completedRetentionMs / 3_600_000),
+  SKIPLOCK_DEAD_RETENTION_HOURS: int(0, 87_600).default(MAINTENANCE_DEFAULTS.deadRetentionMs / 3_600_000),
   SKIPLOCK_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
   SKIPLOCK_METRICS: z.enum(['none', 'emf']).default('none'),
   SKIPLOCK_SERVICE_NAME: z.string().min(1).max(200).optional(),
   AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
-});
+} as const;
 
-export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
+type Variable = keyof typeof VARIABLES;
+type Values = { [K in Variable]: z.output<(typeof VARIABLES)[K]> };
 
 /**
- * Reads and validates the configuration. Every problem is listed in one message, by
- * variable name; no value is ever repeated back.
+ * What each deployed function reads. A bad value in a variable a function does not read never
+ * stops it: a wrong SKIPLOCK_CONCURRENCY disables the worker, not the enqueue endpoint.
+ */
+export const PURPOSES = {
+  /** Every function: where the database is and how to talk to it, logs, metrics. */
+  database: [
+    'DATABASE_URL',
+    'DATABASE_SECRET_ID',
+    'SKIPLOCK_DRIVER',
+    'SKIPLOCK_SCHEMA',
+    'SKIPLOCK_SECRET_TTL_MS',
+    'SKIPLOCK_POOL_MAX',
+    'SKIPLOCK_STATEMENT_TIMEOUT_MS',
+    'SKIPLOCK_QUERY_TIMEOUT_MS',
+    'SKIPLOCK_LOG_LEVEL',
+    'SKIPLOCK_METRICS',
+    'SKIPLOCK_SERVICE_NAME',
+  ],
+  worker: [
+    'SKIPLOCK_QUEUES',
+    'SKIPLOCK_KINDS',
+    'SKIPLOCK_CONCURRENCY',
+    'SKIPLOCK_BATCH_SIZE',
+    'SKIPLOCK_SAFETY_MARGIN_MS',
+    'SKIPLOCK_LEASE_GRACE_MS',
+    'SKIPLOCK_COMPLETED_JOBS',
+    'SKIPLOCK_MAX_DURATION_MS',
+  ],
+  enqueue: ['SKIPLOCK_MAX_BODY_BYTES', 'SKIPLOCK_MAX_PAYLOAD_BYTES'],
+  replay: ['SKIPLOCK_MAX_BODY_BYTES'],
+  maintenance: [
+    'SKIPLOCK_COMPLETED_RETENTION_HOURS',
+    'SKIPLOCK_DEAD_RETENTION_HOURS',
+    'SKIPLOCK_SAFETY_MARGIN_MS',
+    'SKIPLOCK_MAX_DURATION_MS',
+  ],
+} as const satisfies Record<string, readonly Variable[]>;
+
+export type Purpose = keyof typeof PURPOSES;
+
+/** The environment, read once: every variable's value (its default where it is bad) and its problem. */
+export class EnvironmentSettings {
+  readonly #values: Values;
+  readonly #problems = new Map<Variable, string>();
+
+  constructor(env: Record<string, string | undefined>) {
+    const values: Record<string, unknown> = {};
+    for (const [name, schema] of Object.entries(VARIABLES) as [Variable, z.ZodType][]) {
+      const parsed = schema.safeParse(env[name]);
+      if (parsed.success) {
+        values[name] = parsed.data;
+      } else {
+        // Never echo the value: some are secrets.
+        this.#problems.set(name, `${name} ${parsed.error.issues[0]?.message ?? 'is invalid'}`);
+        values[name] = schema.safeParse(undefined).data;
+      }
+    }
+    this.#values = values as Values;
+    if (!this.#values.DATABASE_URL && !this.#values.DATABASE_SECRET_ID && !this.#problems.has('DATABASE_URL')) {
+      this.#problems.set('DATABASE_URL', 'DATABASE_URL or DATABASE_SECRET_ID must be set');
+    }
+  }
+
+  /** The problems among the variables `purposes` read (all of them when none is given). */
+  problems(...purposes: Purpose[]): string[] {
+    const names = purposes.length === 0 ? undefined : new Set<Variable>(purposes.flatMap((p) => PURPOSES[p]));
+    return [...this.#problems].filter(([name]) => !names || names.has(name)).map(([, message]) => message);
+  }
+
+  /**
+   * The configuration, once every variable `purposes` read is valid; otherwise a ConfigError that
+   * lists each of their problems (and only theirs).
+   */
+  require(...purposes: Purpose[]): SkiplockConfig {
+    const problems = this.problems(...purposes);
+    if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+    const e = this.#values;
+    return {
+      databaseUrl: e.DATABASE_URL,
+      databaseSecretId: e.DATABASE_URL ? undefined : e.DATABASE_SECRET_ID,
+      driver: e.SKIPLOCK_DRIVER,
+      schema: e.SKIPLOCK_SCHEMA,
+      queues: e.SKIPLOCK_QUEUES,
+      kinds: e.SKIPLOCK_KINDS,
+      concurrency: e.SKIPLOCK_CONCURRENCY,
+      batchSize: e.SKIPLOCK_BATCH_SIZE,
+      safetyMarginMs: e.SKIPLOCK_SAFETY_MARGIN_MS,
+      leaseGraceMs: e.SKIPLOCK_LEASE_GRACE_MS,
+      completedJobs: e.SKIPLOCK_COMPLETED_JOBS,
+      maxDurationMs: e.SKIPLOCK_MAX_DURATION_MS,
+      secretTtlMs: e.SKIPLOCK_SECRET_TTL_MS,
+      poolMax: e.SKIPLOCK_POOL_MAX,
+      statementTimeoutMs: e.SKIPLOCK_STATEMENT_TIMEOUT_MS,
+      queryTimeoutMs: e.SKIPLOCK_QUERY_TIMEOUT_MS,
+      maxBodyBytes: e.SKIPLOCK_MAX_BODY_BYTES,
+      maxPayloadBytes: e.SKIPLOCK_MAX_PAYLOAD_BYTES,
+      completedRetentionHours: e.SKIPLOCK_COMPLETED_RETENTION_HOURS,
+      deadRetentionHours: e.SKIPLOCK_DEAD_RETENTION_HOURS,
+      logLevel: e.SKIPLOCK_LOG_LEVEL,
+      metrics: e.SKIPLOCK_METRICS,
+      serviceName: e.SKIPLOCK_SERVICE_NAME ?? e.AWS_LAMBDA_FUNCTION_NAME ?? 'skiplock',
+    };
+  }
+}
+
+export const CONFIG_VARIABLES = Object.keys(VARIABLES);
+
+/**
+ * Reads and validates the whole configuration: every problem is listed in one message, by
+ * variable name; no value is ever repeated back. The deployed functions check only the
+ * variables each one reads (see PURPOSES).
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): SkiplockConfig {
-  const parsed = envSchema.safeParse(env);
-  const problems = parsed.success
-    ? []
-    : parsed.error.issues.map((i) => `${String(i.path[0] ?? 'environment')} ${i.message}`);
-  if (!env.DATABASE_URL && !env.DATABASE_SECRET_ID) {
-    problems.push('DATABASE_URL or DATABASE_SECRET_ID must be set');
-  }
-  if (!parsed.success || problems.length > 0) {
-    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  }
-  const e = parsed.data;
-  return {
-    databaseUrl: e.DATABASE_URL,
-    databaseSecretId: e.DATABASE_URL ? undefined : e.DATABASE_SECRET_ID,
-    driver: e.SKIPLOCK_DRIVER,
-    schema: e.SKIPLOCK_SCHEMA,
-    queues: e.SKIPLOCK_QUEUES,
-    kinds: e.SKIPLOCK_KINDS,
-    concurrency: e.SKIPLOCK_CONCURRENCY,
-    batchSize: e.SKIPLOCK_BATCH_SIZE,
-    safetyMarginMs: e.SKIPLOCK_SAFETY_MARGIN_MS,
-    leaseGraceMs: e.SKIPLOCK_LEASE_GRACE_MS,
-    completedJobs: e.SKIPLOCK_COMPLETED_JOBS,
-    maxDurationMs: e.SKIPLOCK_MAX_DURATION_MS,
-    secretTtlMs: e.SKIPLOCK_SECRET_TTL_MS,
-    poolMax: e.SKIPLOCK_POOL_MAX,
-    statementTimeoutMs: e.SKIPLOCK_STATEMENT_TIMEOUT_MS,
-    queryTimeoutMs: e.SKIPLOCK_QUERY_TIMEOUT_MS,
-    maxBodyBytes: e.SKIPLOCK_MAX_BODY_BYTES,
-    maxPayloadBytes: e.SKIPLOCK_MAX_PAYLOAD_BYTES,
-    enqueueToken: e.SKIPLOCK_ENQUEUE_TOKEN,
-    adminToken: e.SKIPLOCK_ADMIN_TOKEN,
-    cronSecret: e.CRON_SECRET,
-    completedRetentionHours: e.SKIPLOCK_COMPLETED_RETENTION_HOURS,
-    deadRetentionHours: e.SKIPLOCK_DEAD_RETENTION_HOURS,
-    logLevel: e.SKIPLOCK_LOG_LEVEL,
-    metrics: e.SKIPLOCK_METRICS,
-    serviceName: e.SKIPLOCK_SERVICE_NAME ?? e.AWS_LAMBDA_FUNCTION_NAME ?? 'skiplock',
-  };
+  return new EnvironmentSettings(env).require();
 }

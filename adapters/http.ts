@@ -25,13 +25,28 @@ export class HttpError extends Error {
   }
 }
 
+/** Shorter bearer secrets are refused: they disable the endpoint that uses them. */
+export const MIN_SECRET_LENGTH = 16;
+
+const reportedWeakSecrets = new Set<string>();
+
 /**
  * Bearer check in constant time: both sides are hashed to the same length first, so a
- * token of another length neither throws nor returns early. An unset secret refuses all.
+ * token of another length neither throws nor returns early. An unset secret refuses all, and so
+ * does one shorter than MIN_SECRET_LENGTH (logged once per container, the value never echoed):
+ * a bad secret disables only the endpoint that uses it.
  */
 export function requireBearer(request: HttpRequest, secret: string | undefined, secretName: string): void {
   if (!secret) {
     throw new HttpError(401, 'unauthorized', `this endpoint is disabled until ${secretName} is set`);
+  }
+  if (secret.length < MIN_SECRET_LENGTH) {
+    const message = `this endpoint is disabled: ${secretName} must be at least ${MIN_SECRET_LENGTH} characters`;
+    if (!reportedWeakSecrets.has(secretName)) {
+      reportedWeakSecrets.add(secretName);
+      process.stdout.write(`${JSON.stringify({ level: 'error', msg: 'function_misconfigured', error: message })}\n`);
+    }
+    throw new HttpError(401, 'unauthorized', message);
   }
   const header = request.header('authorization') ?? '';
   const match = /^Bearer (.+)$/.exec(header);

@@ -1,3 +1,4 @@
+import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
@@ -42,13 +43,30 @@ function runtimeOrFailure(env: Env): FunctionRuntime | { error: string } {
   }
 }
 
+export interface LambdaWorkerOptions {
+  /** @defaultValue process.env */
+  env?: Env;
+  /** Only these queues; wins over SKIPLOCK_QUEUES. @defaultValue SKIPLOCK_QUEUES, else all */
+  queues?: readonly string[];
+  /** Only these kinds; wins over SKIPLOCK_KINDS. @defaultValue SKIPLOCK_KINDS, else all of `jobs` */
+  kinds?: readonly string[];
+  /** The invocation's clock (tests). @defaultValue the system clock */
+  clock?: Clock;
+}
+
 /** Scheduled (EventBridge) worker: one invocation sized by the Lambda's remaining time. */
-export function createLambdaWorker(jobs: Kinds, options: { env?: Env } = {}) {
+export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {}) {
   return async (_event: unknown, context: LambdaContext) => {
     const runtime = runtimeOrFailure(options.env ?? process.env);
     if ('error' in runtime) return { ok: false, error: runtime.error };
     try {
-      return await runWorker(runtime, jobs, context.getRemainingTimeInMillis(), context.awsRequestId);
+      return await runWorker(runtime, jobs, {
+        remainingMs: context.getRemainingTimeInMillis(),
+        invocationId: context.awsRequestId,
+        queues: options.queues,
+        kinds: options.kinds,
+        clock: options.clock,
+      });
     } catch (err) {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });
       return { ok: false, error: publicMessage(err) };
@@ -124,7 +142,7 @@ export function createLambdaEnqueue(jobs: Kinds, options: { env?: Env } = {}) {
         // Authenticate before anything else: no configuration detail reaches an anonymous caller.
         const request = fromHttpApiEvent(event);
         requireBearer(request, env.SKIPLOCK_ENQUEUE_TOKEN, 'SKIPLOCK_ENQUEUE_TOKEN');
-        body = await readJson(request, sharedRuntime(env).config.maxBodyBytes);
+        body = await readJson(request, sharedRuntime(env).settings.require('enqueue').maxBodyBytes);
       }
       const runtime = sharedRuntime(env);
       return respond({ status: 200, body: await enqueueFromBody(runtime, registry, body) });
@@ -159,3 +177,7 @@ export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
     }
   };
 }
+
+export { CONFIG_VARIABLES, loadConfig, type SkiplockConfig } from './config.js';
+export { emfMetrics, type MetricsSink } from './metrics.js';
+export { resetSharedRuntime } from './runtime.js';

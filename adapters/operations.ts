@@ -1,5 +1,6 @@
 import * as z from 'zod';
 import type { ReplayResult } from '../base/outcomes.js';
+import { type Clock, systemClock } from '../core/clock.js';
 import { createEnqueuer, type EnqueueResult } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { describeIssues } from '../core/issues.js';
@@ -88,7 +89,8 @@ export async function enqueueFromBody(
     payload: item.payload,
     options: (item.options ?? {}) as EnqueueOptions,
   }));
-  const enqueuer = createEnqueuer({ schema: runtime.config.schema, maxPayloadBytes: runtime.config.maxPayloadBytes });
+  const config = runtime.settings.require('enqueue');
+  const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes });
   const results = await runtime.withDb((db) => enqueuer.enqueueMany(db, requests));
   return { results };
 }
@@ -106,33 +108,49 @@ export async function replayFromBody(
   );
 }
 
-/** One worker invocation for the kinds (and queues) this deployment handles. */
+export interface WorkerRun {
+  /** Milliseconds this invocation may run. */
+  remainingMs: number;
+  invocationId?: string;
+  /** Only these queues; wins over SKIPLOCK_QUEUES. @defaultValue SKIPLOCK_QUEUES, else all */
+  queues?: readonly string[];
+  /** Only these kinds (of `jobs`); wins over SKIPLOCK_KINDS. @defaultValue SKIPLOCK_KINDS, else all */
+  kinds?: readonly string[];
+  /** The invocation's clock (tests). @defaultValue the system clock */
+  clock?: Clock;
+}
+
+/**
+ * One worker invocation for the kinds and queues this function handles: the ones its code
+ * names, else the ones SKIPLOCK_KINDS / SKIPLOCK_QUEUES name, else all of them.
+ */
 export async function runWorker(
   runtime: FunctionRuntime,
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
   jobs: readonly JobDefinition<any, any>[],
-  remainingMs: number,
-  invocationId?: string,
-  queues?: string[],
+  run: WorkerRun,
 ): Promise<InvocationSummary> {
-  const { config } = runtime;
-  const selected = config.kinds ? jobs.filter((j) => config.kinds?.includes(j.kind)) : jobs;
+  const config = runtime.settings.require('worker');
+  const kinds = run.kinds ?? config.kinds;
+  const selected = kinds ? jobs.filter((j) => kinds.includes(j.kind)) : jobs;
+  const clock = run.clock ?? systemClock;
   // An absolute deadline: a rerun after a refused login gets only the time that is left.
-  const deadlineAt = performance.now() + remainingMs;
+  const deadlineAt = clock.now() + run.remainingMs;
   const summary = await runtime.withDb(
     (db) =>
       createWorker({
         db,
         jobs: selected,
         schema: config.schema,
-        queues: queues ?? config.queues,
+        queues: run.queues ?? config.queues,
         concurrency: config.concurrency,
         batchSize: config.batchSize,
         safetyMarginMs: config.safetyMarginMs,
         leaseGraceMs: config.leaseGraceMs,
         completedJobs: config.completedJobs,
         logger: runtime.logger,
-      }).runInvocation({ remainingMs: Math.max(0, deadlineAt - performance.now()), invocationId }),
+        clock,
+      }).runInvocation({ remainingMs: Math.max(0, deadlineAt - clock.now()), invocationId: run.invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );
   runtime.metrics?.invocation(summary, config.serviceName);
@@ -148,7 +166,7 @@ export async function runMaintenanceTick(
   remainingMs: number,
   migrateFirst = false,
 ): Promise<MaintenanceReport & { migrated?: string[] }> {
-  const { config } = runtime;
+  const config = runtime.settings.require('maintenance');
   const migrated = migrateFirst
     ? (await runtime.withDb((db) => migrate(db, { schema: config.schema }))).applied
     : undefined;

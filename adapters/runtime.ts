@@ -2,7 +2,7 @@ import { DatabaseError, SkiplockError } from '../base/errors.js';
 import { jsonLogger, type Logger } from '../core/logger.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { connectLazily } from '../db/connect-lazy.js';
-import { loadConfig, type SkiplockConfig } from './config.js';
+import { EnvironmentSettings, type SkiplockConfig } from './config.js';
 import { emfMetrics, type MetricsSink } from './metrics.js';
 import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from './secrets.js';
 
@@ -19,6 +19,9 @@ export function isAuthFailure(codeOrError: unknown): boolean {
  * database URL source (with its secret cache) and one connection pool.
  */
 export class FunctionRuntime {
+  /** The environment as read; each function asks for the settings it needs (settings.require). */
+  readonly settings: EnvironmentSettings;
+  /** The settings every function shares (database, logs, metrics); valid by construction. */
   readonly config: SkiplockConfig;
   readonly logger: Logger;
   /** Set when SKIPLOCK_METRICS=emf. */
@@ -26,7 +29,9 @@ export class FunctionRuntime {
   readonly #source: DatabaseUrlSource;
   #connection: { url: string; db: Promise<SkiplockDb> } | undefined;
 
-  constructor(config: SkiplockConfig, options: { fetchSecret?: SecretFetcher; logger?: Logger } = {}) {
+  constructor(settings: EnvironmentSettings, options: { fetchSecret?: SecretFetcher; logger?: Logger } = {}) {
+    this.settings = settings;
+    const config = settings.require('database');
     this.config = config;
     this.logger = options.logger ?? jsonLogger({ level: config.logLevel });
     this.metrics = config.metrics === 'emf' ? emfMetrics() : undefined;
@@ -98,12 +103,13 @@ export class FunctionRuntime {
 let shared: { runtime: FunctionRuntime; env: Record<string, string | undefined> } | undefined;
 
 /**
- * The runtime of this container, built on first use. A configuration error is thrown
- * every time (the function cannot work) with every problem in its message.
+ * The runtime of this container, built on first use. A problem with the settings every function
+ * needs (the database's) is thrown every time, with each problem in its message; settings only
+ * some functions read are checked by those functions (runtime.settings.require).
  */
 export function sharedRuntime(env: Record<string, string | undefined> = process.env): FunctionRuntime {
   if (shared && shared.env === env) return shared.runtime;
-  const runtime = new FunctionRuntime(loadConfig(env));
+  const runtime = new FunctionRuntime(new EnvironmentSettings(env));
   shared = { runtime, env };
   return runtime;
 }

@@ -91,8 +91,33 @@ export function databaseUrlFromSecret(secretId: string, text: string): string {
   return `postgres://${encodeURIComponent(String(user))}:${encodeURIComponent(String(value.password))}@${String(value.host)}${port}/${encodeURIComponent(String(database))}`;
 }
 
+/**
+ * The AWS SDK's Secrets Manager client, loaded only when a secret is read: it is an optional peer
+ * dependency (the Lambda Node.js runtime ships it), so an app that never sets DATABASE_SECRET_ID
+ * never needs it, and the package root never loads it.
+ */
+async function loadSecretsManager(): Promise<typeof import('@aws-sdk/client-secrets-manager')> {
+  try {
+    return await import('@aws-sdk/client-secrets-manager');
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') throw new MissingSecretsManagerError();
+    throw err;
+  }
+}
+
+/** DATABASE_SECRET_ID is set but the AWS SDK's Secrets Manager client cannot be loaded. */
+export class MissingSecretsManagerError extends ConfigError {
+  constructor() {
+    super(
+      'DATABASE_SECRET_ID is set, but @aws-sdk/client-secrets-manager is not installed: add it to your app ' +
+        '(npm install @aws-sdk/client-secrets-manager; the Lambda Node.js runtime already ships it), or set DATABASE_URL instead',
+    );
+  }
+}
+
 async function fetchFromSecretsManager(secretId: string): Promise<string> {
-  const { SecretsManagerClient, GetSecretValueCommand } = await import('@aws-sdk/client-secrets-manager');
+  const { SecretsManagerClient, GetSecretValueCommand } = await loadSecretsManager();
   sharedClient ??= new SecretsManagerClient({});
   const client = sharedClient;
   try {

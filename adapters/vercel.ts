@@ -1,3 +1,4 @@
+import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
@@ -12,8 +13,16 @@ export interface VercelWorkerOptions {
   env?: Env;
   /** The function's maxDuration in ms (keep equal to vercel.json). @defaultValue SKIPLOCK_MAX_DURATION_MS */
   maxDurationMs?: number;
-  /** Only these queues, e.g. a separate cron for slow reports. @defaultValue SKIPLOCK_QUEUES, else all */
-  queues?: string[];
+  /**
+   * Only these queues, e.g. a route for slow reports; wins over SKIPLOCK_QUEUES (Vercel's variables
+   * are project-wide, so a route dedicated to some queues names them here).
+   * @defaultValue SKIPLOCK_QUEUES, else all
+   */
+  queues?: readonly string[];
+  /** Only these kinds; wins over SKIPLOCK_KINDS. @defaultValue SKIPLOCK_KINDS, else all of `jobs` */
+  kinds?: readonly string[];
+  /** The invocation's clock (tests). @defaultValue the system clock */
+  clock?: Clock;
 }
 export type RouteHandler = (request: Request) => Promise<Response>;
 
@@ -66,8 +75,9 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
     const env = options.env ?? process.env;
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
-    const budget = options.maxDurationMs ?? runtime.config.maxDurationMs;
-    return { status: 200, body: { ...(await runWorker(runtime, jobs, budget, undefined, options.queues)) } };
+    const remainingMs = options.maxDurationMs ?? runtime.settings.require('worker').maxDurationMs;
+    const { queues, kinds, clock } = options;
+    return { status: 200, body: { ...(await runWorker(runtime, jobs, { remainingMs, queues, kinds, clock })) } };
   });
 }
 
@@ -77,7 +87,7 @@ export function createVercelMaintenance(options: { env?: Env; maxDurationMs?: nu
     const env = options.env ?? process.env;
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
-    const budget = options.maxDurationMs ?? runtime.config.maxDurationMs;
+    const budget = options.maxDurationMs ?? runtime.settings.require('maintenance').maxDurationMs;
     return { status: 200, body: { ...(await runMaintenanceTick(runtime, budget)) } };
   });
 }
@@ -89,7 +99,7 @@ export function createVercelEnqueue(jobs: Kinds, options: { env?: Env } = {}): R
     const env = options.env ?? process.env;
     requireBearer(request, env.SKIPLOCK_ENQUEUE_TOKEN, 'SKIPLOCK_ENQUEUE_TOKEN');
     const runtime = sharedRuntime(env);
-    const body = await readJson(request, runtime.config.maxBodyBytes);
+    const body = await readJson(request, runtime.settings.require('enqueue').maxBodyBytes);
     return { status: 200, body: await enqueueFromBody(runtime, registry, body) };
   });
 }
@@ -101,8 +111,11 @@ export function createVercelReplay(jobs: Kinds, options: { env?: Env } = {}): Ro
     const env = options.env ?? process.env;
     requireBearer(request, env.SKIPLOCK_ADMIN_TOKEN, 'SKIPLOCK_ADMIN_TOKEN');
     const runtime = sharedRuntime(env);
-    const body = await readJson(request, runtime.config.maxBodyBytes);
+    const body = await readJson(request, runtime.settings.require('replay').maxBodyBytes);
     const result = await replayFromBody(runtime, registry, body, 'vercel:replay');
     return { status: 200, body: { ...result } };
   });
 }
+
+export { CONFIG_VARIABLES, loadConfig, type SkiplockConfig } from './config.js';
+export { resetSharedRuntime } from './runtime.js';

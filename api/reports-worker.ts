@@ -1,5 +1,5 @@
-// Vercel cron (every minute): a separate worker with a longer budget for slow reports.
-
+// Vercel cron (every minute): a separate worker with a longer budget for slow reports. Vercel's
+// variables are project-wide, so this route names its queue in code (which wins over SKIPLOCK_QUEUES).
 import { createVercelWorker } from 'skiplock/vercel';
 import { jobs } from '../functions/jobs.js';
 

@@ -1,6 +1,6 @@
-// Vercel cron (every minute): the worker for the e-mail and webhook queues. maxDuration: vercel.json.
-
+// Vercel cron (every minute): the worker for the queues SKIPLOCK_QUEUES names (all when unset).
+// maxDuration: vercel.json.
 import { createVercelWorker } from 'skiplock/vercel';
 import { jobs } from '../functions/jobs.js';
 
-export const GET = createVercelWorker(jobs, { maxDurationMs: 60_000, queues: ['emails', 'webhooks'] });
+export const GET = createVercelWorker(jobs, { maxDurationMs: 60_000 });

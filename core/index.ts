@@ -1,7 +1,5 @@
 // The public API of skiplock: `import { defineJob, enqueue, createWorker, … } from 'skiplock'`.
 
-export { loadConfig, type SkiplockConfig } from '../adapters/config.js';
-export { emfMetrics, type MetricsSink } from '../adapters/metrics.js';
 export * from '../base/errors.js';
 export { DEFAULT_SCHEMA } from '../base/identifiers.js';
 export type { ReplayResult } from '../base/outcomes.js';

@@ -10,6 +10,7 @@ import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { defineJob } from '../../core/jobs.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { settleJobs } from '../../db/statements/settle.js';
+import { ManualClock } from '../../testing/clock.js';
 import { httpApiEvent, lambdaContext, scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { sendEmail, syncProfile } from '../helpers/kinds.js';
@@ -76,37 +77,6 @@ describe(`Lambda enqueue over HTTP API (${testDriver()})`, () => {
   });
 
   it.each([
-    ['no header', {}],
-    ['wrong scheme', { authorization: `Basic ${TOKEN}` }],
-    ['wrong token', { authorization: `Bearer ${TOKEN.replace('0', '1')}` }],
-    ['token of another length', { authorization: 'Bearer short' }],
-    ['empty bearer', { authorization: 'Bearer ' }],
-  ])('401 for %s, before any database access', async (_name, headers) => {
-    // The database URL points nowhere: a 401 (not a 503) proves nothing touched it.
-    const closed = createLambdaEnqueue([sendEmail], { env: env({ DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none' }) });
-    const response = (await closed(
-      httpApiEvent({ headers, body: JSON.stringify({ kind: 'send-email', payload: email }) }),
-    )) as {
-      statusCode: number;
-      body: string;
-    };
-    expect(response.statusCode).toBe(401);
-    expect(JSON.parse(response.body).error.code).toBe('unauthorized');
-  });
-
-  it('401 when SKIPLOCK_ENQUEUE_TOKEN is unset, even with a bearer header', async () => {
-    const open = createLambdaEnqueue([sendEmail], { env: env({ SKIPLOCK_ENQUEUE_TOKEN: undefined }) });
-    const response = (await open(
-      httpApiEvent({ headers: { authorization: 'Bearer anything-at-all-here' }, body: '{}' }),
-    )) as {
-      statusCode: number;
-      body: string;
-    };
-    expect(response.statusCode).toBe(401);
-    expect(JSON.parse(response.body).error.message).toMatch(/disabled until SKIPLOCK_ENQUEUE_TOKEN is set/);
-  });
-
-  it.each([
     ['malformed JSON', { body: '{"kind": "send-email",' }, 400, /not valid JSON/],
     [
       'wrong content type',
@@ -162,46 +132,6 @@ describe(`Lambda enqueue over HTTP API (${testDriver()})`, () => {
       error: { code: 'unknown_kind' },
     });
   });
-
-  it.each([
-    'not a url at all s3cret-pw',
-    'mysql://app:s3cret-pw@127.0.0.1:3306/db',
-    'postgres://app:s3cret-pw@127.0.0.1:notaport/db',
-    'postgres://app:s3cret-pw@:5432/db',
-    'postgres://app:s3cret-pw@127.0.0.1:99999/db',
-    'postgres://app:s3cret-pw@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem',
-  ])(
-    'a malformed or unusable DATABASE_URL (%#) is reported without the password, in the answer or the logs',
-    async (url) => {
-      const { lines } = await captureStdout(async () => {
-        const bad = createLambdaEnqueue([sendEmail], { env: env({ DATABASE_URL: url, SKIPLOCK_LOG_LEVEL: 'debug' }) });
-        const response = await bad({ kind: 'send-email', payload: email });
-        expect(response).toMatchObject({ status: expect.any(Number) });
-        expect((response as { status: number }).status).toBeGreaterThanOrEqual(500);
-        expect(JSON.stringify(response)).not.toContain('s3cret-pw');
-        const worker = await createLambdaWorker([sendEmail], {
-          env: env({ DATABASE_URL: url, SKIPLOCK_LOG_LEVEL: 'debug' }),
-        })(scheduledEvent(), lambdaContext(5_000));
-        expect(JSON.stringify(worker)).not.toContain('s3cret-pw');
-      });
-      expect(lines.join('')).not.toContain('s3cret-pw');
-    },
-  );
-
-  it('a dead database is a 503 without the URL or password in the answer', async () => {
-    const down = createLambdaEnqueue([sendEmail], {
-      env: env({ DATABASE_URL: 'postgres://app:hunter2-secret@127.0.0.1:1/db' }),
-    });
-    const response = (await down(
-      httpApiEvent({ headers: bearer, body: JSON.stringify({ kind: 'send-email', payload: email }) }),
-    )) as {
-      statusCode: number;
-      body: string;
-    };
-    expect(response.statusCode).toBe(503);
-    expect(response.body).not.toContain('hunter2');
-    expect(response.body).not.toContain('127.0.0.1');
-  });
 });
 
 describe(`Lambda worker on a schedule (${testDriver()})`, () => {
@@ -229,22 +159,36 @@ describe(`Lambda worker on a schedule (${testDriver()})`, () => {
   });
 
   it('with little time left: claims only what fits, releases the rest, returns before the deadline despite a hung handler', async () => {
+    // The invocation's clock moves only when told: job 0 hangs (until its 400 ms timeout), each
+    // other job takes 250 ms of that clock.
+    const clock = new ManualClock();
+    let hung!: () => void;
+    const hanging = new Promise<void>((resolve) => {
+      hung = resolve;
+    });
     const slow = defineJob({
       kind: 'slow',
       payload: z.object({ n: z.number() }),
       timeoutMs: 400,
-      handler: (p) => (p.n === 0 ? new Promise(() => {}) : new Promise((resolve) => setTimeout(resolve, 250))),
+      handler: (p) => {
+        if (p.n === 0) {
+          hung();
+          return new Promise(() => {});
+        }
+        clock.advance(250);
+      },
     });
     await createLambdaEnqueue([slow], { env: env() })({
       jobs: [0, 1, 2, 3, 4].map((n) => ({ kind: 'slow', payload: { n } })),
     });
     const worker = createLambdaWorker([slow], {
       env: env({ SKIPLOCK_SAFETY_MARGIN_MS: '100', SKIPLOCK_CONCURRENCY: '1', SKIPLOCK_BATCH_SIZE: '5' }),
+      clock,
     });
-    const started = Date.now();
-    const summary = await worker(scheduledEvent(), lambdaContext(1_000));
-    expect(Date.now() - started).toBeLessThan(1_000);
-    // Job 0 hangs until its 400 ms timeout; job 1 runs 250 ms; job 2 would end after 0.9 s.
+    const running = worker(scheduledEvent(), { getRemainingTimeInMillis: () => 1_000, awsRequestId: 'req-1' });
+    await hanging;
+    clock.advance(400); // job 0 times out; job 1 then runs (to 650 ms); job 2 would end after the 900 ms cut-off
+    const summary = await running;
     expect(summary).toMatchObject({ claimed: 5, retried: 1, completed: 1, released: 3 });
     const { rows } = await t.admin.query(
       `select count(*)::int as n from "${t.schema}".jobs where state = 'queued' and attempt = 0`,
@@ -297,18 +241,6 @@ describe(`Lambda worker on a schedule (${testDriver()})`, () => {
          (select sum(completed)::int from "${t.schema}".completed_counts) as counted`,
     );
     expect(rows[0]).toEqual({ jobs: 0, counted: 1 });
-  });
-
-  it('a configuration error returns a clear failure listing every problem, with no stack', async () => {
-    const worker = createLambdaWorker([sendEmail], {
-      env: { SKIPLOCK_CONCURRENCY: 'lots', SKIPLOCK_DRIVER: 'mysql', SKIPLOCK_COMPLETED_JOBS: 'archive' },
-    });
-    const result = (await worker(scheduledEvent(), lambdaContext(10_000))) as { ok: boolean; error: string };
-    expect(result.ok).toBe(false);
-    expect(result.error).toMatch(/SKIPLOCK_COMPLETED_JOBS/);
-    expect(result.error).toMatch(/SKIPLOCK_DRIVER/);
-    expect(result.error).toMatch(/SKIPLOCK_CONCURRENCY/);
-    expect(result.error).toMatch(/DATABASE_URL or DATABASE_SECRET_ID/);
   });
 });
 
