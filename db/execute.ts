@@ -25,7 +25,7 @@ export function toSkiplockError(err: unknown, schema: string): SkiplockError {
   const driverError = findDriverError(err);
   const sqlState = driverError?.code;
   if (sqlState && NOT_MIGRATED.has(sqlState)) return new NotMigratedError(schema);
-  const message = driverError?.message ?? (err instanceof Error ? err.message : String(err));
+  const message = driverError?.message ?? describeThrown(err);
   return new DatabaseError(scrubSecrets(message), sqlState);
 }
 
@@ -35,23 +35,45 @@ export function sqlStateOf(err: unknown): string | undefined {
 }
 
 function findDriverError(err: unknown): { code?: string; message: string } | undefined {
-  let current: unknown = err;
-  for (let depth = 0; depth < 5 && current; depth++) {
-    if (current instanceof Error) {
-      const code = (current as { code?: unknown }).code;
-      if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return { code, message: current.message };
-      current = (current as { cause?: unknown }).cause;
-    } else {
-      break;
-    }
+  // The cause chain: Drizzle's wrapper, the driver's error, what that wraps. Drivers do not
+  // always throw Errors: Neon's WebSocket Pool rejects with the socket's ErrorEvent.
+  const chain: unknown[] = [];
+  for (let current: unknown = err; current !== undefined && current !== null && chain.length < 5; ) {
+    chain.push(current);
+    current = typeof current === 'object' ? (current as { cause?: unknown }).cause : undefined;
+  }
+  for (const link of chain) {
+    if (!(link instanceof Error)) continue;
+    const code = (link as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return { code, message: link.message };
   }
   // No SQLSTATE: a connection-level failure. Use the innermost message (Drizzle's outer
   // "Failed query: …" would leak the statement's parameters).
-  let innermost: unknown = err;
-  while (innermost instanceof Error && innermost.cause instanceof Error) innermost = innermost.cause;
-  if (innermost instanceof Error && innermost !== err) return { message: innermost.message };
+  const innermost = chain[chain.length - 1];
+  if (innermost !== err) return { message: describeThrown(innermost) };
   if (err instanceof Error && err.message.startsWith('Failed query:')) return { message: 'query failed' };
   return undefined;
+}
+
+/**
+ * A readable message for anything a driver throws: an Error's message (or, for an empty
+ * AggregateError, its first error's), an event's message or error or type; never "[object Object]".
+ */
+function describeThrown(thrown: unknown, depth = 0): string {
+  if (thrown instanceof Error) {
+    if (thrown.message) return thrown.message;
+    const first = (thrown as { errors?: unknown }).errors;
+    if (Array.isArray(first) && first.length > 0 && depth < 3) return describeThrown(first[0], depth + 1);
+    return thrown.name || 'Error';
+  }
+  if (typeof thrown === 'object' && thrown !== null) {
+    const { message, error, type } = thrown as { message?: unknown; error?: unknown; type?: unknown };
+    if (typeof message === 'string' && message) return message;
+    if (error !== undefined && error !== null && error !== thrown && depth < 3) return describeThrown(error, depth + 1);
+    const name = thrown.constructor?.name && thrown.constructor.name !== 'Object' ? thrown.constructor.name : 'error';
+    return typeof type === 'string' && type ? `${name} (${type})` : name;
+  }
+  return String(thrown);
 }
 
 /** Removes credentials from a message: URL passwords, password= pairs, whole connection strings. */

@@ -6,7 +6,9 @@ import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
 import { queryRows } from '../../db/execute.js';
-import { databaseUrl, openDb, testDriver } from '../helpers/db.js';
+import { migrate } from '../../db/migrate.js';
+import { freePort } from '../../scripts/local-postgres.js';
+import { configureNeonForLocalPostgres, databaseUrl, openDb, testDriver, testNeonOptions } from '../helpers/db.js';
 
 const db = openDb({ statementTimeoutMs: 300 });
 afterAll(() => db.close());
@@ -41,6 +43,39 @@ describe(`connections (${testDriver()})`, () => {
       expect(JSON.stringify(error)).not.toContain('sekret-pw');
     } finally {
       await down.close();
+    }
+  });
+
+  it('an endpoint nothing listens on gives a readable DatabaseError, without the password', async () => {
+    // Every driver's first hop is closed: Postgres itself (pg), the WebSocket proxy (neon-ws,
+    // whose driver rejects with a WebSocket ErrorEvent, not an Error), the SQL-over-HTTP endpoint.
+    const closed = await freePort();
+    const down = openDb({
+      connectionString: unreachableUrl(),
+      connectionTimeoutMs: 2_000,
+      neon: {
+        ...testNeonOptions(),
+        wsProxy: (host, port) => `127.0.0.1:${closed}/v1?address=${host}:${port}`,
+        fetchEndpoint: `http://127.0.0.1:${closed}/sql`,
+      },
+    });
+    try {
+      // One statement, and a transaction (or a neon-http batch): the driver fails differently.
+      for (const attempt of [
+        () => queryRows(down.db, sql`select 1`, 'skiplock'),
+        () => migrate(down, { schema: 'skiplock_unreachable' }),
+      ]) {
+        const error = await attempt().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(DatabaseError);
+        const message = (error as Error).message;
+        expect(message).toMatch(/ECONNREFUSED|refused|fetch failed/i);
+        expect(message).not.toMatch(/\[object Object\]|^query failed$/);
+        expect(message).not.toContain('sekret-pw');
+        expect(JSON.stringify(error)).not.toContain('sekret-pw');
+      }
+    } finally {
+      await down.close();
+      configureNeonForLocalPostgres();
     }
   });
 
