@@ -1,3 +1,5 @@
+import { configure } from 'safe-stable-stringify';
+
 /** A structured logger: one JSON object per line by default. Plug in pino, Powertools, etc. */
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;
@@ -17,7 +19,15 @@ export function jsonLogger(options: { level?: Level; write?: (line: string) => v
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const log = (level: Level) => (message: string, fields?: Record<string, unknown>) => {
     if (LEVELS[level] < min) return;
-    write(safeStringify({ level, time: new Date().toISOString(), msg: message, ...fields }));
+    const time = new Date().toISOString();
+    let record: Record<string, unknown>;
+    try {
+      record = { level, time, msg: message, ...fields };
+    } catch {
+      // A getter on `fields` threw while they were copied.
+      record = { level, time, msg: message, logError: 'the fields could not be read' };
+    }
+    write(safeStringify(record));
   };
   return {
     debug: log('debug'),
@@ -30,17 +40,22 @@ export function jsonLogger(options: { level?: Level; write?: (line: string) => v
 
 export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {}, isEnabled: () => false };
 
-/** JSON.stringify that survives cycles and bigints (a log line must never throw). */
+/**
+ * safe-stable-stringify, set for logs and failure records: a value referenced twice is written
+ * twice and only a real cycle becomes "[Circular]"; a bigint becomes a string (a JSON number
+ * would lose digits); a toJSON or getter that throws is replaced by its message; keys keep
+ * their order (level and msg first).
+ */
+const stringify = configure({ bigint: 'string', circularValue: '[Circular]', deterministic: false, safe: true });
+
+/** JSON of anything, for a log line or a failure record: never throws (a log line must not). */
 export function safeStringify(value: unknown): string {
-  const seen = new WeakSet<object>();
-  return JSON.stringify(value, (_key, v: unknown) => {
-    if (typeof v === 'bigint') return v.toString();
-    if (typeof v === 'object' && v !== null) {
-      if (seen.has(v)) return '[Circular]';
-      seen.add(v);
-    }
-    return v;
-  });
+  try {
+    return stringify(value) as string;
+  } catch (err) {
+    // e.g. a Proxy whose traps throw, which `safe` does not cover.
+    return JSON.stringify(`[unserializable: ${err instanceof Error ? err.name : typeof err}]`);
+  }
 }
 
 /** A logger that adds `fields` to every line (a job's id, kind, attempt…). */
