@@ -12,6 +12,7 @@ import { replay } from '../core/replay.js';
 import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { age, table } from './format.js';
+import { initProject } from './init.js';
 
 export interface CliIo {
   env: Record<string, string | undefined>;
@@ -29,6 +30,9 @@ const HELP = `skiplock — operate a skiplock queue
 usage: skiplock <command> [options]
 
 commands:
+  init lambda|vercel [--dir path]       write a deployable app into your project (default: the current
+                                        folder): job kinds, handlers, serverless.yml or vercel.json;
+                                        refuses to overwrite existing files
   migrate                               apply migrations
   enqueue <kind> --payload <json>       enqueue a job (needs --jobs)
       [--queue q] [--priority n] [--delay ms] [--run-at iso] [--deadline iso] [--max-attempts n]
@@ -87,6 +91,7 @@ const OPTIONS = {
   'dry-run': { type: 'boolean' },
   'keep-attempts': { type: 'boolean' },
   by: { type: 'string' },
+  dir: { type: 'string' },
 } as const;
 
 class UsageError extends Error {}
@@ -108,6 +113,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   const json = o.json ?? false;
   const emit = (human: string, data: unknown) => io.out(json ? JSON.stringify(data, null, 2) : human);
+  if (command === 'init') return init(rest, o.dir ?? '.', io, json);
   const sub = SUBCOMMANDS.has(command);
   const handler = COMMANDS[sub ? `${command} ${rest[0] ?? ''}` : command];
   if (!handler) {
@@ -154,6 +160,25 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   } finally {
     await conn?.close().catch(() => {});
   }
+}
+
+/** `init` needs no database: it only writes files. */
+function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): number {
+  const [platform, extra] = rest;
+  if ((platform !== 'lambda' && platform !== 'vercel') || extra !== undefined) {
+    io.err('usage: skiplock init lambda|vercel [--dir path]\nrun `skiplock --help` for usage');
+    return EXIT.usage;
+  }
+  const result = initProject(platform, dir);
+  if (result.existing.length > 0) {
+    const message = `refusing to overwrite existing files in ${dir}: ${result.existing.join(', ')}; nothing was written`;
+    if (json) io.out(JSON.stringify({ written: [], existing: result.existing }, null, 2));
+    else io.err(message);
+    return EXIT.refused;
+  }
+  if (json) io.out(JSON.stringify({ written: result.written, nextSteps: result.nextSteps }, null, 2));
+  else io.out(`wrote ${result.written.join(', ')} in ${dir}\n\n${result.nextSteps}`);
+  return EXIT.ok;
 }
 
 interface CommandContext {

@@ -145,20 +145,7 @@ describe('skiplock CLI against a real database', () => {
   });
 });
 
-describe('skiplock CLI as a built command', () => {
-  it('npm run build produces the bin entry, and `skiplock --help` runs from it', async () => {
-    const { execFile } = await import('node:child_process');
-    const { promisify } = await import('node:util');
-    const run = promisify(execFile);
-    await run('npx', ['tsc', '-p', 'tsconfig.build.json'], { timeout: 120_000 });
-    const bin = JSON.parse(await (await import('node:fs/promises')).readFile('package.json', 'utf8')).bin
-      .skiplock as string;
-    const { stdout } = await run(process.execPath, [bin, '--help']);
-    expect(stdout).toMatch(/usage: skiplock <command>/);
-    const unknown = await run(process.execPath, [bin, 'frobnicate']).catch((e: { code: number; stderr: string }) => e);
-    expect(unknown).toMatchObject({ code: EXIT.usage, stderr: expect.stringMatching(/unknown command "frobnicate"/) });
-  });
-
+describe('skiplock stats --watch', () => {
   it('stats --watch redraws until told to stop', async () => {
     const out: string[] = [];
     const code = await runCli(['stats', '--watch', '--iterations', '2', '--interval', '1'], {
