@@ -2,7 +2,11 @@ import type { InvocationSummary, WorkerOptions } from '../core/worker.js';
 import { createWorker } from '../core/worker.js';
 
 export interface RunJobsOptions extends WorkerOptions {
-  /** Time budget of each invocation. @defaultValue 30000 */
+  /**
+   * Time budget of each invocation; a kind is claimed only when its timeoutMs fits in it. An
+   * invocation returns as soon as the queue is drained, so a large budget costs nothing.
+   * @defaultValue 900000 (Lambda's maximum)
+   */
   remainingMs?: number;
   /** Stop after this many invocations even if work remains. @defaultValue 10 */
   maxInvocations?: number;
@@ -24,7 +28,7 @@ export interface RunJobsResult {
  * so a job that failed is claimed again only once its `run_at` has passed.
  */
 export async function runJobs(options: RunJobsOptions): Promise<RunJobsResult> {
-  const { remainingMs = 30_000, maxInvocations = 10, ...workerOptions } = options;
+  const { remainingMs = 900_000, maxInvocations = 10, ...workerOptions } = options;
   const worker = createWorker(workerOptions);
   const result: RunJobsResult = { invocations: [], claimed: 0, completed: 0, retried: 0, dead: 0, cancelled: 0 };
   for (let i = 0; i < maxInvocations; i++) {
