@@ -37,6 +37,18 @@ export interface SkiplockConfig {
   serviceName: string;
 }
 
+/** Defaults of the settings only deployed functions have (the rest are the library's own). */
+export const FUNCTION_DEFAULTS = {
+  /** The time budget where the platform gives none (Vercel routes pass their maxDuration). */
+  maxDurationMs: 60_000,
+  /** How long a secret fetched from Secrets Manager is reused by a warm container. */
+  secretTtlMs: 300_000,
+  /** The largest HTTP body an enqueue or replay route reads (413 above). */
+  maxBodyBytes: 1_048_576,
+  logLevel: 'info',
+  metrics: 'none',
+} as const;
+
 const int = (min: number, max: number) =>
   z.preprocess(
     (v) => (v === undefined || v === '' ? undefined : Number(v)),
@@ -77,17 +89,17 @@ const VARIABLES = {
   SKIPLOCK_SAFETY_MARGIN_MS: int(0, 600_000).default(WORKER_DEFAULTS.safetyMarginMs),
   SKIPLOCK_LEASE_GRACE_MS: int(0, 3_600_000).default(WORKER_DEFAULTS.leaseGraceMs),
   SKIPLOCK_COMPLETED_JOBS: z.enum(['keep', 'delete']).default(WORKER_DEFAULTS.completedJobs),
-  SKIPLOCK_MAX_DURATION_MS: int(1_000, 900_000).default(60_000),
-  SKIPLOCK_SECRET_TTL_MS: int(0, 86_400_000).default(300_000),
+  SKIPLOCK_MAX_DURATION_MS: int(1_000, 900_000).default(FUNCTION_DEFAULTS.maxDurationMs),
+  SKIPLOCK_SECRET_TTL_MS: int(0, 86_400_000).default(FUNCTION_DEFAULTS.secretTtlMs),
   SKIPLOCK_POOL_MAX: int(1, 100).default(CONNECT_DEFAULTS.max),
   SKIPLOCK_STATEMENT_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.statementTimeoutMs),
   SKIPLOCK_QUERY_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.queryTimeoutMs),
-  SKIPLOCK_MAX_BODY_BYTES: int(1_024, 6_291_456).default(1_048_576),
+  SKIPLOCK_MAX_BODY_BYTES: int(1_024, 6_291_456).default(FUNCTION_DEFAULTS.maxBodyBytes),
   SKIPLOCK_MAX_PAYLOAD_BYTES: int(1, 6_291_456).default(ENQUEUE_DEFAULTS.maxPayloadBytes),
   SKIPLOCK_COMPLETED_RETENTION_HOURS: int(0, 87_600).default(MAINTENANCE_DEFAULTS.completedRetentionMs / 3_600_000),
   SKIPLOCK_DEAD_RETENTION_HOURS: int(0, 87_600).default(MAINTENANCE_DEFAULTS.deadRetentionMs / 3_600_000),
-  SKIPLOCK_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
-  SKIPLOCK_METRICS: z.enum(['none', 'emf']).default('none'),
+  SKIPLOCK_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default(FUNCTION_DEFAULTS.logLevel),
+  SKIPLOCK_METRICS: z.enum(['none', 'emf']).default(FUNCTION_DEFAULTS.metrics),
   SKIPLOCK_SERVICE_NAME: z.string().min(1).max(200).optional(),
   AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
 } as const;

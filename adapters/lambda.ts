@@ -178,6 +178,6 @@ export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
   };
 }
 
-export { CONFIG_VARIABLES, loadConfig, type SkiplockConfig } from './config.js';
+export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
 export { emfMetrics, type MetricsSink } from './metrics.js';
 export { resetSharedRuntime } from './runtime.js';

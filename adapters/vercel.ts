@@ -117,5 +117,5 @@ export function createVercelReplay(jobs: Kinds, options: { env?: Env } = {}): Ro
   });
 }
 
-export { CONFIG_VARIABLES, loadConfig, type SkiplockConfig } from './config.js';
+export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
 export { resetSharedRuntime } from './runtime.js';

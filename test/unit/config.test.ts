@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CONFIG_VARIABLES,
+  EnvironmentSettings,
+  FUNCTION_DEFAULTS,
+  loadConfig,
+  PURPOSES,
+} from '../../adapters/config.js';
+import { ENQUEUE_DEFAULTS } from '../../core/enqueue.js';
+import { MAINTENANCE_DEFAULTS } from '../../core/maintenance.js';
+import { WORKER_DEFAULTS } from '../../core/worker.js';
+import { CONNECT_DEFAULTS } from '../../db/connection-options.js';
+
+describe('configuration from the environment', () => {
+  it("defaults are the library's own constants", () => {
+    const config = loadConfig({ DATABASE_URL: 'postgres://localhost/app' });
+    expect(config).toMatchObject({
+      driver: CONNECT_DEFAULTS.driver,
+      poolMax: CONNECT_DEFAULTS.max,
+      statementTimeoutMs: CONNECT_DEFAULTS.statementTimeoutMs,
+      queryTimeoutMs: CONNECT_DEFAULTS.queryTimeoutMs,
+      schema: ENQUEUE_DEFAULTS.schema,
+      maxPayloadBytes: ENQUEUE_DEFAULTS.maxPayloadBytes,
+      concurrency: WORKER_DEFAULTS.concurrency,
+      safetyMarginMs: WORKER_DEFAULTS.safetyMarginMs,
+      leaseGraceMs: WORKER_DEFAULTS.leaseGraceMs,
+      completedJobs: WORKER_DEFAULTS.completedJobs,
+      completedRetentionHours: MAINTENANCE_DEFAULTS.completedRetentionMs / 3_600_000,
+      deadRetentionHours: MAINTENANCE_DEFAULTS.deadRetentionMs / 3_600_000,
+      maxDurationMs: FUNCTION_DEFAULTS.maxDurationMs,
+      secretTtlMs: FUNCTION_DEFAULTS.secretTtlMs,
+      maxBodyBytes: FUNCTION_DEFAULTS.maxBodyBytes,
+      logLevel: FUNCTION_DEFAULTS.logLevel,
+      metrics: FUNCTION_DEFAULTS.metrics,
+      queues: undefined,
+      serviceName: 'skiplock',
+    });
+  });
+
+  it('each purpose reports only the problems of the variables it reads, by name, never by value', () => {
+    const settings = new EnvironmentSettings({
+      DATABASE_URL: 'postgres://u:s3cret@localhost/app',
+      SKIPLOCK_CONCURRENCY: '0',
+      SKIPLOCK_MAX_BODY_BYTES: 'huge-s3cret',
+      SKIPLOCK_DEAD_RETENTION_HOURS: '-1',
+    });
+    expect(settings.problems('database')).toEqual([]);
+    expect(settings.problems('worker')).toEqual(['SKIPLOCK_CONCURRENCY must be at least 1']);
+    expect(settings.problems('enqueue')).toEqual([
+      'SKIPLOCK_MAX_BODY_BYTES must be a whole number from 1024 to 6291456',
+    ]);
+    expect(settings.problems('replay')).toEqual(settings.problems('enqueue'));
+    expect(settings.problems('maintenance')).toEqual(['SKIPLOCK_DEAD_RETENTION_HOURS must be at least 0']);
+    expect(() => settings.require('database', 'worker')).toThrow(
+      'invalid configuration: SKIPLOCK_CONCURRENCY must be at least 1',
+    );
+    expect(settings.require('database').databaseUrl).toBe('postgres://u:s3cret@localhost/app');
+    expect(() => settings.require()).toThrow(
+      /SKIPLOCK_CONCURRENCY.*SKIPLOCK_MAX_BODY_BYTES.*SKIPLOCK_DEAD_RETENTION_HOURS/,
+    );
+    expect(settings.problems().join(' ')).not.toContain('s3cret');
+  });
+
+  it('every variable belongs to a purpose, and every purpose names only known variables', () => {
+    const used = new Set<string>(Object.values(PURPOSES).flat());
+    // AWS_LAMBDA_FUNCTION_NAME is set by Lambda itself: only a fallback for SKIPLOCK_SERVICE_NAME.
+    expect(CONFIG_VARIABLES.filter((name) => !used.has(name))).toEqual(['AWS_LAMBDA_FUNCTION_NAME']);
+    for (const name of used) expect(CONFIG_VARIABLES).toContain(name);
+  });
+});
