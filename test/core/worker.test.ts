@@ -3,8 +3,8 @@ import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { CancelError, ConfigError, DiscardError, RetryAfterError } from '../../base/errors.js';
 import { defineJob, type JobContext } from '../../core/jobs.js';
-import { silentLogger } from '../../core/logger.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { type Logger, silentLogger } from '../../core/logger.js';
+import { createWorker, JobAbort, type WorkerOptions } from '../../core/worker.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
@@ -54,6 +54,9 @@ const enqueueTasks = (definition: ReturnType<typeof kind>, n: number, from = 0) 
 const states = async () =>
   (await t.admin.query(`select state, count(*)::int as n from "${t.schema}".jobs group by state order by state`)).rows;
 
+/** One turn of the event loop: every microtask queued so far has run. */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
 const job = async (id: string) => (await t.admin.query(`select * from "${t.schema}".jobs where id = $1`, [id])).rows[0];
 
 describe(`the invocation loop (${testDriver()})`, () => {
@@ -78,19 +81,43 @@ describe(`the invocation loop (${testDriver()})`, () => {
   });
 
   it("writes a finished job's outcome within flushIntervalMs, even while a slow job still runs", async () => {
-    let fastStateSeenBySlow: string | undefined;
+    const clock = new ManualClock();
     let fastId = '';
+    let fastRan!: () => void;
+    const fastFinished = new Promise<void>((resolve) => {
+      fastRan = resolve;
+    });
+    // The worker logs a job's line once the database has taken its outcome.
+    let fastLogged!: () => void;
+    const fastWritten = new Promise<void>((resolve) => {
+      fastLogged = resolve;
+    });
+    const logger: Logger = {
+      ...silentLogger,
+      isEnabled: () => true,
+      info: (message, fields) => {
+        if (message === 'job' && fields?.jobId === fastId) fastLogged();
+      },
+    };
+    let fastStateSeenBySlow: string | undefined;
     const definition = kind(async (p) => {
-      if (p.n === 0) return; // fast
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      if (p.n === 0) return fastRan();
+      await fastFinished;
+      await nextTurn(); // the fast job's outcome is in the buffer now, its flush timer set
+      clock.advance(50); // flushIntervalMs pass on the invocation's clock while this job runs
+      await fastWritten;
       fastStateSeenBySlow = (await job(fastId)).state;
     });
     fastId = (await q.enqueue(t.db, definition, { n: 0 })).id;
     await enqueueTasks(definition, 1, 1);
-    // A free slot and a short claim: the loop then waits for everything in flight.
-    await worker(definition, { concurrency: 3, flushIntervalMs: 50 }).runInvocation({ remainingMs: 10_000 });
+    // A free slot and a short claim: the loop claims no more until both are done, so only the
+    // flush timer can write the fast job's outcome while the slow one runs.
+    const summary = await worker(definition, { clock, concurrency: 3, flushIntervalMs: 50, logger }).runInvocation({
+      remainingMs: 10_000,
+    });
     expect(fastStateSeenBySlow).toBe('completed');
-  });
+    expect(summary).toMatchObject({ completed: 2, stoppedBecause: 'drained' });
+  }, 15_000);
 
   it('never runs more handlers at once than its concurrency', async () => {
     let running = 0;
@@ -632,7 +659,104 @@ describe(`outcomes of a statement that failed (${testDriver()})`, () => {
   });
 });
 
+/** Every property a handler can reach on its context, its own and its prototypes' (Object's aside). */
+function reachable(ctx: object): string[] {
+  const names = new Set<string>();
+  for (let o: object | null = ctx; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+    for (const key of Reflect.ownKeys(o)) if (key !== 'constructor') names.add(String(key));
+  }
+  return [...names].sort();
+}
+
+const JOB_CONTEXT_MEMBERS = [
+  'attempt',
+  'correlationId',
+  'extendLease',
+  'id',
+  'kind',
+  'leaseToken',
+  'logger',
+  'maxAttempts',
+  'queue',
+  'reportProgress',
+  'signal',
+];
+
+describe(`the handler's context (${testDriver()})`, () => {
+  it("has JobContext's members and nothing else: no abort, no _deps, no _onAbort, nothing of the loop", async () => {
+    let members: string[] = [];
+    let fields: unknown;
+    const definition = kind((_p, ctx) => {
+      members = reachable(ctx);
+      fields = { ...ctx };
+    });
+    const { id } = await q.enqueue(t.db, definition, { n: 1 }, { correlationId: 'req-1' });
+    const summary = await worker(definition).runInvocation({ remainingMs: 60_000 });
+    expect(summary.completed).toBe(1);
+    expect(members).toEqual(JOB_CONTEXT_MEMBERS);
+    expect(members).not.toContain('abort');
+    // Its own fields are the job's metadata; spreading it does not make a signal or a logger.
+    expect(fields).toEqual({
+      id,
+      kind: 'task',
+      queue: 'default',
+      attempt: 1,
+      maxAttempts: 5,
+      correlationId: 'req-1',
+      leaseToken: expect.any(String),
+    });
+  });
+
+  it('a handler cannot end or abort an attempt, its own or another, through its context', async () => {
+    const signals: AbortSignal[] = [];
+    let bothStarted!: () => void;
+    const started = new Promise<void>((resolve) => {
+      bothStarted = resolve;
+    });
+    let called = 0;
+    const definition = kind(async (p, ctx) => {
+      signals.push(ctx.signal);
+      if (signals.length === 2) bothStarted();
+      await started;
+      if (p.n === 0) {
+        // Every function its context leads to, besides the documented calls, called with an abort.
+        for (let o: object | null = ctx; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+          for (const key of Reflect.ownKeys(o)) {
+            if (key === 'constructor' || JOB_CONTEXT_MEMBERS.includes(String(key))) continue;
+            const value: unknown = Reflect.get(o, key, ctx);
+            if (typeof value === 'function') {
+              called++;
+              value.call(ctx, new JobAbort('timeout', 'aborted by a handler'));
+            }
+          }
+        }
+      }
+      await nextTurn();
+    });
+    await enqueueTasks(definition, 2);
+    const summary = await worker(definition, { concurrency: 2 }).runInvocation({ remainingMs: 60_000 });
+    expect(summary).toMatchObject({ claimed: 2, completed: 2, retried: 0 });
+    expect(signals.map((s) => s.aborted)).toEqual([false, false]);
+    expect(called).toBe(0); // there was nothing to call
+  });
+});
+
 describe(`transactional handlers (${testDriver()})`, () => {
+  if (testDriver() === 'neon-http') {
+    // neon-http sends every statement as its own HTTP request: there is no transaction to hand a
+    // handler, so none of the tests below can apply. What happens instead: the kind is refused
+    // when the worker is built, before any job is claimed, with an error that says why.
+    it('neon-http has no interactive transactions: createWorker refuses a transactional kind with a ConfigError', async () => {
+      const definition = defineJob({ kind: 'tx-task', payload: task, transactional: true, handler: () => {} });
+      const build = () => createWorker({ db: t.db, schema: t.schema, jobs: [definition], logger: silentLogger });
+      expect(build).toThrow(ConfigError);
+      expect(build).toThrow(
+        /transactional, but the neon-http driver has no interactive transactions; use pg or neon-ws/,
+      );
+    });
+    return;
+  }
+
   const makeKind = () =>
     defineJob({
       kind: 'tx-task',
@@ -645,39 +769,61 @@ describe(`transactional handlers (${testDriver()})`, () => {
       },
     });
 
-  it("a transactional handler's signal fires at its timeout", async () => {
-    if (!t.db.interactiveTransactions) return expect(t.db.driver).toBe('neon-http');
+  it("a transactional handler's signal fires at its timeout, and its writes roll back", async () => {
+    const clock = new ManualClock();
     let aborted: unknown;
     const definition = defineJob({
       kind: 'tx-slow',
       payload: task,
       transactional: true,
       timeoutMs: 200,
-      handler: async (_p, ctx) => {
-        aborted = await new Promise((resolve) => {
-          ctx.signal.addEventListener('abort', () => resolve(ctx.signal.reason), { once: true });
-          setTimeout(() => resolve('never aborted'), 2_000);
-        });
+      backoff: { type: 'constant', delayMs: 60_000 },
+      handler: async (p, ctx) => {
+        await ctx.tx.execute(sql`insert into ${sql.identifier(t.schema)}.side_effects (n) values (${p.n})`);
+        const { signal } = ctx;
+        clock.advance(200); // the job's timeout passes on the invocation's clock
+        aborted = signal.reason;
+      },
+    });
+    await t.admin.query(`create table if not exists "${t.schema}".side_effects (n int)`);
+    await t.admin.query(`truncate "${t.schema}".side_effects`);
+    const { id } = await q.enqueue(t.db, definition, { n: 1 });
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [definition],
+      logger: silentLogger,
+      clock,
+    }).runInvocation({ remainingMs: 10_000 });
+    expect((aborted as Error).message).toMatch(/timed out after 200 ms/);
+    expect(summary).toMatchObject({ completed: 0, retried: 1 });
+    expect((await job(id)).last_error).toMatchObject({ class: 'timeout' });
+    expect((await t.admin.query(`select n from "${t.schema}".side_effects`)).rows).toEqual([]);
+  });
+
+  it("a transactional handler's context has JobContext's members and the transaction, nothing else", async () => {
+    let members: string[] = [];
+    const definition = defineJob({
+      kind: 'tx-members',
+      payload: task,
+      transactional: true,
+      handler: (_p, ctx) => {
+        members = reachable(ctx);
       },
     });
     await q.enqueue(t.db, definition, { n: 1 });
-    await createWorker({ db: t.db, schema: t.schema, jobs: [definition], logger: silentLogger }).runInvocation({
-      remainingMs: 10_000,
-    });
-    expect((aborted as Error).message).toMatch(/timed out after 200 ms/);
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [definition],
+      logger: silentLogger,
+    }).runInvocation({ remainingMs: 60_000 });
+    expect(summary.completed).toBe(1);
+    expect(members).toEqual([...JOB_CONTEXT_MEMBERS, 'tx'].sort());
   });
 
   it('commits the handler writes with the completion, and rolls them back on failure', async () => {
     const definition = makeKind();
-    if (!t.db.interactiveTransactions) {
-      expect(() => createWorker({ db: t.db, schema: t.schema, jobs: [definition], logger: silentLogger })).toThrow(
-        ConfigError,
-      );
-      expect(() => createWorker({ db: t.db, schema: t.schema, jobs: [definition], logger: silentLogger })).toThrow(
-        /transactional, but the neon-http driver has no interactive transactions/,
-      );
-      return;
-    }
     await t.admin.query(`create table if not exists "${t.schema}".side_effects (n int)`);
     await t.admin.query(`truncate "${t.schema}".side_effects`);
     await q.enqueueMany(t.db, [definition.with({ n: 1 }), definition.with({ n: -1 })]);

@@ -1,0 +1,255 @@
+import { DiscardError } from '../../base/errors.js';
+import type { Outcome } from '../../base/outcomes.js';
+import type { ClaimedJob } from '../../base/rows.js';
+import { extendLease, reportProgress, settleJobs } from '../../db/statements/settle.js';
+import { toBackoff } from '../backoff.js';
+import { decideFailure } from '../failure.js';
+import { describeIssues } from '../issues.js';
+import { type Logger, withFields } from '../logger.js';
+import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
+import type { Kind, WorkerSettings } from './settings.js';
+
+/** Why a job's signal fired. Recorded as the failure class (timeout, invocation_deadline). */
+export class JobAbort extends Error {
+  readonly reason: 'timeout' | 'invocation_deadline' | 'lease_lost';
+  constructor(reason: JobAbort['reason'], message: string) {
+    super(message);
+    this.name = reason;
+    this.reason = reason;
+  }
+}
+
+/** The fields that name a job in every log line. */
+export function jobFields(
+  job: { id: string; kind: string; queue: string; attempt: number; correlationId: string | null },
+  invocationId: string,
+) {
+  return {
+    invocationId,
+    jobId: job.id,
+    kind: job.kind,
+    queue: job.queue,
+    attempt: job.attempt,
+    correlationId: job.correlationId,
+  };
+}
+
+/** An attempt's outcome, waiting to be written, with what its log line needs. */
+export interface PendingOutcome {
+  readonly job: ClaimedJob;
+  readonly startedAt: number;
+  readonly outcome: Outcome;
+  /** The error's message, logged with an outcome that is not a completion. */
+  readonly reason: string | undefined;
+}
+
+/**
+ * How an attempt ended: an outcome to write, `committed` (a transactional attempt completed in
+ * its own transaction), or `lease_lost` (another holder has the job: nothing to write).
+ */
+export type AttemptEnd = PendingOutcome | 'committed' | 'lease_lost';
+
+/** What an attempt needs from its invocation. */
+export interface AttemptHost {
+  readonly settings: WorkerSettings;
+  readonly invocationId: string;
+  /** Told once per attempt, when it ended (possibly from inside run()): the host defers its bookkeeping. */
+  ended(attempt: Attempt): void;
+}
+
+/**
+ * One attempt of one job, from the start of its handler until it ends: by the handler returning
+ * or throwing, or by an abort (timeout, invocation deadline, lost lease) — whichever comes first.
+ * A handler that ignores its signal cannot hold the invocation: an abort ends the attempt at once
+ * and the handler is abandoned. Handlers see it only through a HandlerContext.
+ *
+ * No promise of our own per attempt: the handler's promise and the abort race through `end`.
+ * The AbortController and the job logger are made only when a handler asks for them.
+ */
+export class Attempt implements ContextSource {
+  readonly job: ClaimedJob;
+  readonly kind: Kind;
+  readonly startedAt: number;
+  /** When this attempt times out, on the invocation's clock (the watchdog compares it). */
+  readonly timeoutAt: number;
+  /** Why it was aborted; set once. */
+  aborted: JobAbort | undefined = undefined;
+  /** How it ended; set once, and then the host is told. */
+  end: AttemptEnd | undefined = undefined;
+  readonly #host: AttemptHost;
+  /** Set while the attempt waits on a promise (the handler's or its transaction's): an abort then ends it. */
+  #abortEnds = false;
+  #controller: AbortController | undefined = undefined;
+  #logger: Logger | undefined = undefined;
+
+  constructor(job: ClaimedJob, kind: Kind, host: AttemptHost) {
+    this.job = job;
+    this.kind = kind;
+    this.#host = host;
+    this.startedAt = host.settings.clock.now();
+    this.timeoutAt = this.startedAt + kind.definition.timeoutMs;
+  }
+
+  /** Starts the handler. The end is reported to the host, never returned. */
+  run(): void {
+    const { definition, handler } = this.kind;
+    const parsed = definition.payloadSchema.safeParse(this.job.payload);
+    if (!parsed.success) {
+      this.fail(
+        new DiscardError(`stored payload does not match the ${this.job.kind} schema: ${describeIssues(parsed.error)}`, {
+          reason: 'validation_error',
+        }),
+      );
+      return;
+    }
+    if (definition.transactional) {
+      void this.#runInTransaction(parsed.data);
+      return;
+    }
+    let returned: unknown;
+    try {
+      returned = handler(parsed.data, new HandlerContext(this));
+    } catch (thrown) {
+      this.fail(thrown);
+      return;
+    }
+    if (!isThenable(returned)) {
+      this.complete();
+      return;
+    }
+    this.#abortEnds = true;
+    // Both callbacks attached: a handler that rejects after we stopped waiting cannot crash the process.
+    Promise.resolve(returned).then(
+      () => this.complete(),
+      (thrown: unknown) => this.fail(thrown),
+    );
+  }
+
+  /** The opt-in transactional mode: the handler's writes commit with the job's completion. */
+  async #runInTransaction(payload: unknown): Promise<void> {
+    this.#abortEnds = true;
+    const { db, schema, completion } = this.#host.settings;
+    const { id, leaseToken } = this.job;
+    try {
+      await db.db.transaction(async (tx) => {
+        await this.kind.handler(payload, new TransactionalHandlerContext(this, tx));
+        if (this.aborted) throw this.aborted;
+        const settled = await settleJobs(tx, schema, [{ id, leaseToken, outcome: 'completed' }], undefined, completion);
+        if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
+      });
+    } catch (thrown) {
+      this.fail(thrown);
+      return;
+    }
+    this.#finish('committed');
+  }
+
+  /** Ends the attempt (if it is still running) and fires its signal. */
+  abort(reason: JobAbort): void {
+    if (this.aborted) return;
+    this.aborted = reason;
+    this.#controller?.abort(reason);
+    if (this.#abortEnds) this.fail(reason);
+  }
+
+  /** The handler returned: the job completed, unless the attempt was aborted meanwhile. */
+  complete(): void {
+    if (this.aborted) {
+      this.fail(this.aborted);
+      return;
+    }
+    const { job } = this;
+    this.#finish({
+      job,
+      startedAt: this.startedAt,
+      outcome: { id: job.id, leaseToken: job.leaseToken, outcome: 'completed' },
+      reason: undefined,
+    });
+  }
+
+  /** The handler threw (or the attempt was aborted): a lost lease, or a failure to write. */
+  fail(thrown: unknown): void {
+    if (this.end) return;
+    if (thrown instanceof JobAbort && thrown.reason === 'lease_lost') this.#finish('lease_lost');
+    else this.#finish(failureOutcome(this, thrown));
+  }
+
+  #finish(end: AttemptEnd): void {
+    if (this.end) return;
+    this.end = end;
+    this.#host.ended(this);
+  }
+
+  signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.aborted) this.#controller.abort(this.aborted);
+    }
+    return this.#controller.signal;
+  }
+
+  logger(): Logger {
+    this.#logger ??= withFields(this.#host.settings.logger, jobFields(this.job, this.#host.invocationId));
+    return this.#logger;
+  }
+
+  async reportProgress(progress: unknown): Promise<boolean> {
+    const { db, schema } = this.#host.settings;
+    return this.#fenced(await reportProgress(db.db, schema, this.job, progress));
+  }
+
+  async extendLease(ms: number): Promise<boolean> {
+    const { db, schema } = this.#host.settings;
+    return this.#fenced((await extendLease(db.db, schema, this.job, ms)) !== null);
+  }
+
+  /** A fenced write that found nothing: another holder has the job, so this attempt is over. */
+  #fenced(ok: boolean): boolean {
+    if (!ok) this.abort(new JobAbort('lease_lost', 'the lease was lost to another holder'));
+    return ok;
+  }
+}
+
+/** What to write for a failed attempt: a retry after the backoff, the DLQ, or a cancellation. */
+function failureOutcome(attempt: Attempt, thrown: unknown): PendingOutcome {
+  const { job, startedAt } = attempt;
+  const decision = decideFailure(thrown, job.attempt);
+  const base = { id: job.id, leaseToken: job.leaseToken };
+  const reason = decision.error.message;
+  if (decision.outcome === 'retry') {
+    let delayMs: number;
+    try {
+      delayMs = decision.delayMs ?? attempt.kind.definition.backoff(job.attempt, thrown);
+    } catch {
+      delayMs = FALLBACK_BACKOFF(job.attempt, thrown); // a custom backoff that throws
+    }
+    // An aborted handler may still be running (it was abandoned, not stopped): its retry must not
+    // start before this attempt's lease ends — decided by the database, whose clock the lease is on.
+    const afterLease = thrown instanceof JobAbort;
+    return {
+      job,
+      startedAt,
+      reason,
+      outcome: { ...base, outcome: 'retry', delayMs, afterLease, error: decision.error },
+    };
+  }
+  if (decision.outcome === 'dead') {
+    return {
+      job,
+      startedAt,
+      reason,
+      outcome: { ...base, outcome: 'dead', reason: decision.reason, error: decision.error },
+    };
+  }
+  return { job, startedAt, reason, outcome: { ...base, outcome: 'cancelled', error: decision.error } };
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+const FALLBACK_BACKOFF = toBackoff(undefined);

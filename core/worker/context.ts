@@ -1,0 +1,76 @@
+import type { AnyPgDatabase } from '../../db/connect.js';
+import type { JobContext, TransactionalJobContext } from '../jobs.js';
+import type { Logger } from '../logger.js';
+
+/** What a handler's context reads from the attempt behind it; the attempt itself stays out of reach. */
+export interface ContextSource {
+  readonly job: {
+    id: string;
+    kind: string;
+    queue: string;
+    attempt: number;
+    maxAttempts: number;
+    correlationId: string | null;
+    leaseToken: string;
+  };
+  signal(): AbortSignal;
+  logger(): Logger;
+  reportProgress(progress: unknown): Promise<boolean>;
+  extendLease(ms: number): Promise<boolean>;
+}
+
+/**
+ * What a handler gets besides its payload: JobContext's members and nothing else. The attempt
+ * behind it is a #private field, so a handler cannot abort an attempt (its own or another) or
+ * reach the loop through it. The signal and the logger are getters on the prototype: a short job
+ * that never asks pays for neither an AbortController nor a child logger, and the context costs
+ * one object per attempt.
+ */
+export class HandlerContext implements JobContext {
+  readonly id: string;
+  readonly kind: string;
+  readonly queue: string;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly correlationId: string | null;
+  readonly leaseToken: string;
+  readonly #source: ContextSource;
+
+  constructor(source: ContextSource) {
+    const { job } = source;
+    this.id = job.id;
+    this.kind = job.kind;
+    this.queue = job.queue;
+    this.attempt = job.attempt;
+    this.maxAttempts = job.maxAttempts;
+    this.correlationId = job.correlationId;
+    this.leaseToken = job.leaseToken;
+    this.#source = source;
+  }
+
+  get signal(): AbortSignal {
+    return this.#source.signal();
+  }
+
+  get logger(): Logger {
+    return this.#source.logger();
+  }
+
+  reportProgress(progress: unknown): Promise<boolean> {
+    return this.#source.reportProgress(progress);
+  }
+
+  extendLease(ms: number): Promise<boolean> {
+    return this.#source.extendLease(ms);
+  }
+}
+
+/** The transactional mode's context: the same members, plus the transaction the completion commits in. */
+export class TransactionalHandlerContext extends HandlerContext implements TransactionalJobContext {
+  readonly tx: AnyPgDatabase;
+
+  constructor(source: ContextSource, tx: AnyPgDatabase) {
+    super(source);
+    this.tx = tx;
+  }
+}

@@ -1,0 +1,109 @@
+import { InvocationDeadlineError } from '../../base/errors.js';
+import type { Clock } from '../clock.js';
+import { type Attempt, JobAbort } from './attempt.js';
+import type { Kind } from './settings.js';
+
+/**
+ * The invocation's time budget, on its own clock. Only the budget is measured here; every job
+ * timestamp (run_at, leases, deadlines) is compared in the database.
+ */
+export class Deadline {
+  /** When the platform ends the function. */
+  readonly at: number;
+  /** No claim, and no attempt running, past this point: the time left is for writing outcomes. */
+  readonly stopClaimingAt: number;
+  /**
+   * Every statement is waited for until just before the deadline, not for its statement or query
+   * timeout (seconds): the function must return, with its summary, before the platform kills it.
+   */
+  readonly answerBy: number;
+  readonly #clock: Clock;
+
+  constructor(clock: Clock, remainingMs: number, safetyMarginMs: number) {
+    this.#clock = clock;
+    this.at = clock.now() + Math.max(0, remainingMs);
+    this.stopClaimingAt = this.at - safetyMarginMs;
+    this.answerBy = this.at - Math.min(100, safetyMarginMs);
+  }
+
+  /** Whether an attempt of `kind` started now would end before claiming stops. */
+  fits(kind: Kind): boolean {
+    return this.#clock.now() + kind.definition.timeoutMs <= this.stopClaimingAt;
+  }
+
+  /** `statement`, or an InvocationDeadlineError at answerBy (the statement goes on, unwatched). */
+  inTime<T>(statement: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const cancel = this.#clock.setTimer(
+        () => reject(new InvocationDeadlineError()),
+        this.answerBy - this.#clock.now(),
+      );
+      statement.then(
+        (value) => {
+          cancel();
+          resolve(value);
+        },
+        (error: unknown) => {
+          cancel();
+          reject(error);
+        },
+      );
+    });
+  }
+}
+
+/**
+ * One timer for the whole invocation, not one per attempt: it fires at the earliest timeout
+ * among the running attempts (or when claiming stops) and aborts whatever is due.
+ */
+export class Watchdog {
+  readonly #clock: Clock;
+  readonly #deadline: Deadline;
+  readonly #running = new Set<Attempt>();
+  #at = Number.POSITIVE_INFINITY;
+  #cancel: (() => void) | undefined = undefined;
+
+  constructor(clock: Clock, deadline: Deadline) {
+    this.#clock = clock;
+    this.#deadline = deadline;
+  }
+
+  watch(attempt: Attempt): void {
+    this.#running.add(attempt);
+    this.#arm(Math.min(attempt.timeoutAt, this.#deadline.stopClaimingAt));
+  }
+
+  forget(attempt: Attempt): void {
+    this.#running.delete(attempt);
+  }
+
+  stop(): void {
+    this.#cancel?.();
+    this.#cancel = undefined;
+  }
+
+  #arm(at: number): void {
+    if (at >= this.#at) return;
+    this.#cancel?.();
+    this.#at = at;
+    this.#cancel = this.#clock.setTimer(this.#fire, at - this.#clock.now());
+  }
+
+  readonly #fire = (): void => {
+    this.#at = Number.POSITIVE_INFINITY;
+    this.#cancel = undefined;
+    const now = this.#clock.now();
+    const { stopClaimingAt } = this.#deadline;
+    let next = Number.POSITIVE_INFINITY;
+    for (const attempt of this.#running) {
+      if (attempt.timeoutAt <= now) {
+        attempt.abort(new JobAbort('timeout', `timed out after ${attempt.kind.definition.timeoutMs} ms`));
+      } else if (stopClaimingAt <= now) {
+        attempt.abort(new JobAbort('invocation_deadline', 'the invocation reached its deadline'));
+      } else {
+        next = Math.min(next, attempt.timeoutAt, stopClaimingAt);
+      }
+    }
+    if (next < Number.POSITIVE_INFINITY) this.#arm(next);
+  };
+}

@@ -1,0 +1,304 @@
+import { randomUUID } from 'node:crypto';
+import { InvocationDeadlineError } from '../../base/errors.js';
+import type { ClaimedJob } from '../../base/rows.js';
+import { buryDoomed, claimJobs } from '../../db/statements/claim.js';
+import { releaseJobs } from '../../db/statements/settle.js';
+import { Attempt, type AttemptHost } from './attempt.js';
+import { Deadline, Watchdog } from './deadline.js';
+import { OutcomeBuffer, outcomesOf, RIDE_ALONG_MAX } from './outcome-buffer.js';
+import type { Kind, WorkerSettings } from './settings.js';
+import { type InvocationInput, type InvocationSummary, Ledger } from './summary.js';
+
+/**
+ * Where one invocation stands.
+ *
+ * - `sweeping`: moving the rows no claim may run to the DLQ (buryDoomed), before the first claim.
+ * - `running`: attempts run; when a slot is free and nothing waits locally, the loop claims.
+ * - `claiming`: a claim statement is out; the buffered outcomes ride along with it.
+ * - `draining`: the last claim found fewer jobs than it asked for. No claim until everything in
+ *   hand is done, then one more look (retries that came due, jobs the handlers enqueued).
+ * - `finishing`: drain is off and the one batch is claimed: it runs to its end, then the loop stops.
+ * - `deadline`: no kind fits the time left. What runs finishes, or the watchdog aborts it; what
+ *   waits locally is released; then the loop stops.
+ * - `settling`: nothing in hand: the last outcomes are written.
+ * - `failing`: a statement failed. Wait for the attempts, write what finished, release what
+ *   never started (none of it when the deadline is what failed).
+ * - `stopped`: the summary is returned.
+ */
+export type InvocationState =
+  | 'sweeping'
+  | 'running'
+  | 'claiming'
+  | 'draining'
+  | 'finishing'
+  | 'deadline'
+  | 'settling'
+  | 'failing'
+  | 'stopped';
+
+const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
+  sweeping: ['running', 'failing'],
+  running: ['claiming', 'deadline', 'failing'],
+  claiming: ['running', 'draining', 'finishing', 'failing'],
+  draining: ['running', 'deadline', 'settling', 'failing'],
+  finishing: ['deadline', 'settling', 'failing'],
+  deadline: ['settling', 'failing'],
+  settling: ['stopped', 'failing'],
+  failing: ['stopped'],
+  stopped: [],
+};
+
+/** Why the loop stopped, by the state it stopped from. */
+const STOPPED_BECAUSE = {
+  draining: 'drained',
+  finishing: 'batch_done',
+  deadline: 'deadline',
+} as const satisfies Partial<Record<InvocationState, InvocationSummary['stoppedBecause']>>;
+
+/**
+ * One invocation of the worker: claims batches while time allows, runs up to `concurrency`
+ * attempts at once, writes their outcomes in batches, and returns its summary before the deadline.
+ * The parts: Deadline and Watchdog (time), Attempt (one handler run), OutcomeBuffer (outcomes not
+ * yet written), Ledger (the summary and the log lines). This class only moves between states.
+ */
+export class Invocation implements AttemptHost {
+  readonly settings: WorkerSettings;
+  readonly invocationId: string;
+  #state: InvocationState = 'sweeping';
+  readonly #deadline: Deadline;
+  readonly #watchdog: Watchdog;
+  readonly #ledger: Ledger;
+  readonly #buffer: OutcomeBuffer;
+  /** Claimed and not started yet (a local queue, when batchSize > concurrency). */
+  readonly #waiting: ClaimedJob[] = [];
+  /** Attempts started and not yet delivered. */
+  #inflight = 0;
+  /** When the last claim was sent: the leases of the jobs waiting locally run from there. */
+  #claimedAt: number;
+  /** Attempts that ended, delivered together from one microtask. */
+  #ended: Attempt[] = [];
+  // The loop sleeps until something changes: an attempt ended, or buffered outcomes have waited
+  // flushIntervalMs (outcomes must not wait behind slow jobs). One signal for both; a change that
+  // happens while the loop is busy is remembered, so no wake-up is lost.
+  #wake: (() => void) | undefined = undefined;
+  #changedMeanwhile = false;
+
+  constructor(settings: WorkerSettings, input: InvocationInput) {
+    this.settings = settings;
+    this.invocationId = input.invocationId ?? randomUUID();
+    this.#ledger = new Ledger(settings, this.invocationId);
+    this.#deadline = new Deadline(settings.clock, input.remainingMs, settings.safetyMarginMs);
+    this.#watchdog = new Watchdog(settings.clock, this.#deadline);
+    this.#buffer = new OutcomeBuffer(settings, this.#deadline, this.#ledger, this.#notify);
+    this.#claimedAt = settings.clock.now();
+  }
+
+  get state(): InvocationState {
+    return this.#state;
+  }
+
+  async run(): Promise<InvocationSummary> {
+    try {
+      await this.#sweep();
+      while (this.#state !== 'settling') await this.#turn();
+      await this.#buffer.flush();
+      this.#to('stopped');
+    } catch (err) {
+      await this.#fail(err);
+    }
+    this.#watchdog.stop();
+    return this.#ledger.close();
+  }
+
+  #to(next: InvocationState): void {
+    if (!NEXT[this.#state].includes(next))
+      throw new Error(`invocation loop: no transition from ${this.#state} to ${next}`);
+    this.#state = next;
+  }
+
+  /** Rows past their deadline, and rescues with no attempt left, go to the DLQ: the claim never has to decide that. */
+  async #sweep(): Promise<void> {
+    const { db, schema, kinds, queues } = this.settings;
+    const doomed = await this.#deadline.inTime(
+      buryDoomed(db.db, schema, { kinds: [...kinds.keys()], queues, limit: 1000 }),
+    );
+    for (const job of doomed) this.#ledger.buried(job);
+    this.#to('running');
+  }
+
+  /** One turn of the loop: write what is due, start what waits, claim or stop, or wait for a change. */
+  async #turn(): Promise<void> {
+    const { concurrency } = this.settings;
+    const buffer = this.#buffer;
+    // Outcomes normally ride along with the next claim; they are written on their own only when
+    // they have waited flushIntervalMs, pile up while a claimed batch is still being worked
+    // through, or are too many to ride along (RIDE_ALONG_MAX, in #claim).
+    if (buffer.size > 0 && (buffer.due || (this.#waiting.length > 0 && buffer.size >= concurrency))) {
+      await buffer.flush();
+    }
+    const release = this.#startWaiting();
+    if (release) await this.#release(release);
+
+    if (this.#state !== 'deadline' && !this.#someKindFits()) this.#to('deadline');
+    if (this.#state === 'draining' && this.#inflight === 0 && this.#waiting.length === 0) this.#to('running');
+    if (this.#state === 'running' && this.#waiting.length === 0 && this.#inflight < concurrency) {
+      if ((await this.#claim()) > 0) return;
+    }
+    if (this.#inflight === 0 && this.#waiting.length === 0) {
+      const stoppedBecause = STOPPED_BECAUSE[this.#state as keyof typeof STOPPED_BECAUSE];
+      this.#to('settling'); // asserts the state was one of those
+      this.#ledger.summary.stoppedBecause = stoppedBecause;
+      return;
+    }
+    // Wait for a free slot (or, when claiming is over for now, for the rest to finish).
+    await this.#nextChange();
+  }
+
+  /** Starts waiting jobs while slots are free; returns the ones to give back (they no longer fit). */
+  #startWaiting(): ClaimedJob[] | undefined {
+    const { concurrency, kinds, leaseGraceMs, clock } = this.settings;
+    const waiting = this.#waiting;
+    if (waiting.length === 0) return undefined;
+    const release: ClaimedJob[] = [];
+    let taken = 0;
+    while (this.#inflight < concurrency && taken < waiting.length) {
+      const job = waiting[taken++] as ClaimedJob;
+      const kind = kinds.get(job.kind) as Kind;
+      const { timeoutMs } = kind.definition;
+      // Its lease started at the claim: a job that waited locally too long to finish inside it
+      // is given back rather than started (someone else could rescue it mid-run).
+      const leaseLeft = this.#claimedAt + timeoutMs + leaseGraceMs - clock.now();
+      if (this.#deadline.fits(kind) && leaseLeft >= timeoutMs) this.#start(job, kind);
+      else release.push(job);
+    }
+    waiting.splice(0, taken); // once, not a shift() per job
+    if (waiting.length > 0 && !this.#someKindFits()) release.push(...waiting.splice(0));
+    return release.length > 0 ? release : undefined;
+  }
+
+  #start(job: ClaimedJob, kind: Kind): void {
+    const attempt = new Attempt(job, kind, this);
+    this.#inflight++;
+    this.#watchdog.watch(attempt);
+    attempt.run();
+  }
+
+  /** Gives jobs back unstarted: no attempt counted, claimable at once. */
+  async #release(jobs: ClaimedJob[]): Promise<void> {
+    const { db, schema } = this.settings;
+    this.#ledger.released(jobs.length, await this.#deadline.inTime(releaseJobs(db.db, schema, jobs)));
+  }
+
+  /** Claims the next batch in one statement, which also writes the buffered outcomes. Returns how many jobs came. */
+  async #claim(): Promise<number> {
+    this.#to('claiming');
+    const { db, schema, queues, concurrency, batchSize, leaseGraceMs, drain, completion, clock } = this.settings;
+    const buffer = this.#buffer;
+    // Too many to ride along: settled by a statement of their own, which runs alongside the claim
+    // when the pool has a second connection (flush() takes the buffer at once).
+    const settling = buffer.size > RIDE_ALONG_MAX ? buffer.flush() : undefined;
+    const batch = buffer.take();
+    this.#claimedAt = clock.now();
+    // Claim only what can start now (at most batchSize), unless a local queue was asked for
+    // (batchSize > concurrency): a claimed job's lease runs from the claim, not from its start.
+    const free = concurrency - this.#inflight;
+    const limit = batchSize > concurrency ? batchSize : Math.min(batchSize, free);
+    const leases: { kind: string; leaseMs: number }[] = [];
+    for (const kind of this.settings.kindList) {
+      if (this.#deadline.fits(kind)) {
+        leases.push({ kind: kind.definition.kind, leaseMs: kind.definition.timeoutMs + leaseGraceMs });
+      }
+    }
+    const [settled, claimed] = await Promise.allSettled([
+      settling,
+      this.#deadline.inTime(
+        claimJobs(db.db, schema, {
+          leases,
+          queues,
+          limit,
+          invocationId: this.invocationId,
+          settle: outcomesOf(batch),
+          completion,
+        }),
+      ),
+    ]);
+    // Jobs claimed are taken in even if the settle beside the claim failed: the error path then
+    // gives them back instead of leaving them to their leases.
+    if (claimed.status === 'fulfilled') {
+      buffer.settled(batch, claimed.value.settled);
+      this.#ledger.claimed(claimed.value.jobs.length);
+      this.#waiting.push(...claimed.value.jobs);
+    } else {
+      buffer.putBack(batch); // not written: the error path's last flush tries again
+    }
+    if (settled.status === 'rejected') throw settled.reason;
+    if (claimed.status === 'rejected') throw claimed.reason;
+    const found = claimed.value.jobs.length;
+    this.#to(!drain ? 'finishing' : found < limit ? 'draining' : 'running');
+    return found;
+  }
+
+  #someKindFits(): boolean {
+    for (const kind of this.settings.kindList) if (this.#deadline.fits(kind)) return true;
+    return false;
+  }
+
+  /** AttemptHost: an attempt ended. Its bookkeeping waits for a microtask, never under the loop's feet. */
+  ended(attempt: Attempt): void {
+    this.#ended.push(attempt);
+    if (this.#ended.length === 1) queueMicrotask(this.#deliver);
+  }
+
+  readonly #deliver = (): void => {
+    const ended = this.#ended;
+    this.#ended = [];
+    for (const attempt of ended) {
+      this.#watchdog.forget(attempt);
+      this.#inflight--;
+      const { end } = attempt;
+      if (end === 'committed') this.#ledger.committed(attempt.job);
+      else if (end === 'lease_lost') this.#ledger.leaseLost(attempt.job);
+      else if (end) this.#buffer.add(end);
+    }
+    this.#notify();
+  };
+
+  readonly #notify = (): void => {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    if (wake) wake();
+    else this.#changedMeanwhile = true;
+  };
+
+  #nextChange(): Promise<void> | undefined {
+    if (this.#changedMeanwhile) {
+      this.#changedMeanwhile = false;
+      return undefined;
+    }
+    return new Promise<void>((resolve) => {
+      this.#wake = resolve;
+    });
+  }
+
+  async #fail(err: unknown): Promise<void> {
+    this.#to('failing');
+    this.#ledger.failed(err);
+    // Outcomes not written are not lost: their leases expire and the jobs are rescued. Still,
+    // try once to write what finished (the failure may not have been the database's) — unless
+    // the deadline is what stopped us.
+    if (err instanceof InvocationDeadlineError) {
+      this.#to('stopped');
+      return;
+    }
+    while (this.#inflight > 0) await this.#nextChange();
+    await this.#buffer.flush().catch(() => {});
+    if (this.#waiting.length > 0) {
+      // Best effort: give back what never started, so it need not wait for its lease.
+      const { db, schema } = this.settings;
+      const jobs = this.#waiting.splice(0);
+      const released = await this.#deadline.inTime(releaseJobs(db.db, schema, jobs)).catch(() => [] as string[]);
+      this.#ledger.released(released.length, released);
+    }
+    this.#to('stopped');
+  }
+}

@@ -1,0 +1,34 @@
+import type { Completion } from '../../base/outcomes.js';
+import type { SkiplockDb } from '../../db/connect.js';
+import type { Clock } from '../clock.js';
+import type { JobDefinition, JobHandler } from '../jobs.js';
+import type { Logger } from '../logger.js';
+
+/** A kind this worker runs: its definition and the handler it was given. */
+export interface Kind {
+  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+  definition: JobDefinition<any, any>;
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  handler: JobHandler<any, any>;
+}
+
+/** The worker's options, checked and with their defaults: what every part of an invocation reads. */
+export interface WorkerSettings {
+  readonly db: SkiplockDb;
+  readonly schema: string;
+  readonly queues: readonly string[] | undefined;
+  readonly concurrency: number;
+  readonly batchSize: number;
+  readonly safetyMarginMs: number;
+  readonly leaseGraceMs: number;
+  readonly drain: boolean;
+  readonly flushIntervalMs: number;
+  readonly completion: Completion;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  /** Whether info lines are written at all: building a line per completed job costs more than a no-op job. */
+  readonly infoLogs: boolean;
+  readonly kinds: ReadonlyMap<string, Kind>;
+  /** The same kinds, as a list (looked through on every turn of the loop). */
+  readonly kindList: readonly Kind[];
+}

@@ -1,0 +1,148 @@
+import { DatabaseError, SkiplockError } from '../../base/errors.js';
+import type { SettleReport } from '../../base/outcomes.js';
+import type { ClaimedJob } from '../../base/rows.js';
+import { scrubSecrets } from '../../db/execute.js';
+import { jobFields, type PendingOutcome } from './attempt.js';
+import type { WorkerSettings } from './settings.js';
+
+export interface InvocationInput {
+  /** Milliseconds this invocation may run (Lambda's getRemainingTimeInMillis(), Vercel's maxDuration). */
+  remainingMs: number;
+  /** Identifies the invocation in locked_by and logs. @defaultValue a random UUID */
+  invocationId?: string;
+}
+
+export interface InvocationSummary {
+  invocationId: string;
+  claimed: number;
+  completed: number;
+  retried: number;
+  dead: number;
+  cancelled: number;
+  released: number;
+  leaseLost: number;
+  durationMs: number;
+  /** drained: no runnable work left; deadline: out of time; error: the database failed. */
+  stoppedBecause: 'drained' | 'deadline' | 'batch_done' | 'error';
+  error?: string;
+  /** With stoppedBecause 'error': the SQLSTATE when the database sent one, else the error code. */
+  errorCode?: string;
+}
+
+/** The invocation's summary, and the log line behind each count in it. */
+export class Ledger {
+  readonly summary: InvocationSummary;
+  readonly #settings: WorkerSettings;
+  readonly #startedAt: number;
+
+  constructor(settings: WorkerSettings, invocationId: string) {
+    this.#settings = settings;
+    this.#startedAt = settings.clock.now();
+    this.summary = {
+      invocationId,
+      claimed: 0,
+      completed: 0,
+      retried: 0,
+      dead: 0,
+      cancelled: 0,
+      released: 0,
+      leaseLost: 0,
+      durationMs: 0,
+      stoppedBecause: 'drained',
+    };
+  }
+
+  /** A row no claim may run, moved to the DLQ before the first claim. */
+  buried(job: Parameters<typeof jobFields>[0] & { reason: string }): void {
+    this.summary.dead++;
+    this.#settings.logger.warn('job', {
+      ...jobFields(job, this.summary.invocationId),
+      outcome: 'dead',
+      reason: job.reason,
+    });
+  }
+
+  claimed(count: number): void {
+    this.summary.claimed += count;
+  }
+
+  /** Jobs given back unstarted: `released` of the `given` were still ours (the rest had lost their lease). */
+  released(given: number, released: string[]): void {
+    this.summary.released += released.length;
+    this.summary.leaseLost += given - released.length;
+    this.#settings.logger.info('released', { invocationId: this.summary.invocationId, jobIds: released });
+  }
+
+  /** A transactional attempt that completed in its own transaction. */
+  committed(job: ClaimedJob): void {
+    this.summary.completed++;
+    if (this.#settings.infoLogs) {
+      this.#settings.logger.info('job', { ...jobFields(job, this.summary.invocationId), outcome: 'completed' });
+    }
+  }
+
+  /** An attempt that found out, before writing, that another holder has its job. */
+  leaseLost(job: ClaimedJob): void {
+    this.summary.leaseLost++;
+    this.#settings.logger.warn('lease_lost', { ...jobFields(job, this.summary.invocationId), outcome: 'lease_lost' });
+  }
+
+  /** Counts and logs what the database did with a batch of outcomes. */
+  settled(batch: readonly PendingOutcome[], report: SettleReport): void {
+    const { summary } = this;
+    const { logger, clock, infoLogs } = this.#settings;
+    if (!infoLogs && report.lost.size === 0 && report.changed.size === 0) {
+      summary.completed += batch.length; // every one completed, and nobody wants a line per job
+      return;
+    }
+    for (const item of batch) {
+      const id = item.job.id;
+      if (report.lost.has(id)) {
+        summary.leaseLost++;
+        logger.warn('lease_lost', {
+          ...jobFields(item.job, summary.invocationId),
+          outcome: 'lease_lost',
+          durationMs: clock.now() - item.startedAt,
+        });
+        continue;
+      }
+      const result = report.changed.get(id);
+      const state = result?.state ?? 'completed';
+      if (state === 'completed') summary.completed++;
+      else if (state === 'queued') summary.retried++;
+      else if (state === 'dead') summary.dead++;
+      else summary.cancelled++;
+      if (state === 'completed' && !infoLogs) continue;
+      const outcome = state === 'queued' ? 'retry' : state;
+      const log = outcome === 'completed' ? logger.info : logger.warn;
+      log.call(logger, 'job', {
+        ...jobFields(item.job, summary.invocationId),
+        outcome,
+        durationMs: clock.now() - item.startedAt,
+        ...(result?.state === 'queued' ? { nextRunAt: result.runAt.toISOString() } : {}),
+        ...(result?.deadReason ? { reason: result.deadReason } : {}),
+        ...(item.reason && state !== 'completed' ? { error: item.reason } : {}),
+      });
+    }
+  }
+
+  /** The loop stopped on `err`: the summary says what failed, in words and as a code. */
+  failed(err: unknown): void {
+    const { summary } = this;
+    summary.stoppedBecause = 'error';
+    summary.error =
+      err instanceof SkiplockError
+        ? err.message
+        : `unexpected error in the invocation loop: ${err instanceof Error ? `${err.name}: ${scrubSecrets(err.message)}` : 'non-Error thrown'}`;
+    summary.errorCode =
+      err instanceof DatabaseError ? (err.sqlState ?? err.code) : err instanceof SkiplockError ? err.code : 'internal';
+    this.#settings.logger.error('invocation_failed', { invocationId: summary.invocationId, error: summary.error });
+  }
+
+  /** The summary, with its duration, logged once. */
+  close(): InvocationSummary {
+    this.summary.durationMs = this.#settings.clock.now() - this.#startedAt;
+    this.#settings.logger.info('invocation', { ...this.summary });
+    return this.summary;
+  }
+}

@@ -1,0 +1,132 @@
+import { ConfigError } from '../../base/errors.js';
+import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../../base/identifiers.js';
+import type { Completion } from '../../base/outcomes.js';
+import type { SkiplockDb } from '../../db/connect.js';
+import { type Clock, systemClock } from '../clock.js';
+import type { JobDefinition, JobHandler } from '../jobs.js';
+import { jsonLogger, type Logger } from '../logger.js';
+import { Invocation } from './invocation.js';
+import type { Kind, WorkerSettings } from './settings.js';
+import type { InvocationInput, InvocationSummary } from './summary.js';
+
+export interface WorkerOptions {
+  db: SkiplockDb;
+  /** The kinds this worker runs. Each needs a handler, here or in `handlers`. */
+  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+  jobs: readonly JobDefinition<any, any>[];
+  /** Handlers by kind, for kinds defined without one (e.g. shared definitions). */
+  // biome-ignore lint/suspicious/noExplicitAny: see above.
+  handlers?: Record<string, JobHandler<any, any>>;
+  /** @defaultValue 'skiplock' */
+  schema?: string;
+  /** Only claim jobs in these queues. @defaultValue all queues */
+  queues?: readonly string[];
+  /** Handlers running at once. @defaultValue 10 */
+  concurrency?: number;
+  /**
+   * Jobs claimed per statement, at most. Up to `concurrency`, a claim takes no more than the free
+   * slots; above it, the extra jobs wait locally and are released if time runs out.
+   * @defaultValue concurrency
+   */
+  batchSize?: number;
+  /** Stop claiming this long before the deadline; the time left is for writing outcomes. @defaultValue 1000 */
+  safetyMarginMs?: number;
+  /** Lease = the kind's timeout + this grace. @defaultValue 5000 */
+  leaseGraceMs?: number;
+  /** Keep claiming while work remains and time allows; false = one batch per invocation. @defaultValue true */
+  drain?: boolean;
+  /**
+   * What completing a job does to its row. `keep`: it stays (state completed) until retention
+   * prunes it, for `jobs show` and per-job history. `delete`: it is deleted as the job completes
+   * — the least work and WAL per job, as graphile-worker does; the stats count completions per
+   * minute instead. Jobs holding a `window` dedupe key are kept either way.
+   * @defaultValue 'keep'
+   */
+  completedJobs?: Completion;
+  /** Buffered outcomes are written at least this often. @defaultValue 200 */
+  flushIntervalMs?: number;
+  /** @defaultValue jsonLogger() */
+  logger?: Logger;
+  /** @defaultValue the system clock */
+  clock?: Clock;
+}
+
+export const WORKER_DEFAULTS = {
+  concurrency: 10,
+  safetyMarginMs: 1_000,
+  leaseGraceMs: 5_000,
+  drain: true,
+  flushIntervalMs: 200,
+  completedJobs: 'keep',
+} as const;
+
+export interface Worker {
+  runInvocation(input: InvocationInput): Promise<InvocationSummary>;
+}
+
+/** Builds the invocation loop for a set of kinds. It knows nothing of Lambda or Vercel. */
+export function createWorker(options: WorkerOptions): Worker {
+  const settings = workerSettings(options);
+  return { runInvocation: (input) => new Invocation(settings, input).run() };
+}
+
+/** Checks the options and applies the defaults; throws a ConfigError naming the first problem. */
+function workerSettings(options: WorkerOptions): WorkerSettings {
+  const { db } = options;
+  const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  const concurrency = options.concurrency ?? WORKER_DEFAULTS.concurrency;
+  const batchSize = options.batchSize ?? concurrency;
+  const safetyMarginMs = options.safetyMarginMs ?? WORKER_DEFAULTS.safetyMarginMs;
+  const leaseGraceMs = options.leaseGraceMs ?? WORKER_DEFAULTS.leaseGraceMs;
+  const completion = options.completedJobs ?? WORKER_DEFAULTS.completedJobs;
+  if (completion !== 'keep' && completion !== 'delete') {
+    throw new ConfigError("completedJobs must be 'keep' or 'delete'");
+  }
+  const queues = options.queues?.map((q) => assertLabel('queue', q));
+  for (const [name, value] of [
+    ['concurrency', concurrency],
+    ['batchSize', batchSize],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 1 || value > 1000) {
+      throw new ConfigError(`${name} must be an integer from 1 to 1000`);
+    }
+  }
+  if (!(safetyMarginMs >= 0) || !(leaseGraceMs >= 0)) {
+    throw new ConfigError('safetyMarginMs and leaseGraceMs must be >= 0');
+  }
+
+  const kinds = new Map<string, Kind>();
+  for (const definition of options.jobs) {
+    const handler = options.handlers?.[definition.kind] ?? definition.handler;
+    if (!handler) throw new ConfigError(`job kind ${definition.kind} has no handler`);
+    if (definition.transactional && !db.interactiveTransactions) {
+      throw new ConfigError(
+        `job kind ${definition.kind} is transactional, but the ${db.driver} driver has no interactive transactions; use pg or neon-ws`,
+      );
+    }
+    kinds.set(definition.kind, { definition, handler });
+  }
+  if (kinds.size === 0) throw new ConfigError('a worker needs at least one job kind');
+
+  const logger = options.logger ?? jsonLogger();
+  return {
+    db,
+    schema,
+    queues,
+    concurrency,
+    batchSize,
+    safetyMarginMs,
+    leaseGraceMs,
+    drain: options.drain ?? WORKER_DEFAULTS.drain,
+    flushIntervalMs: options.flushIntervalMs ?? WORKER_DEFAULTS.flushIntervalMs,
+    completion,
+    logger,
+    clock: options.clock ?? systemClock,
+    // Building a log line per completed job costs more than a no-op job: skip it when nobody listens.
+    infoLogs: logger.isEnabled?.('info') ?? true,
+    kinds,
+    kindList: [...kinds.values()],
+  };
+}
+
+export type { InvocationInput, InvocationSummary } from './summary.js';
