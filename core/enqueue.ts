@@ -51,7 +51,7 @@ export interface Enqueuer {
     payload: z.input<S>,
     options?: EnqueueOptions,
   ): Promise<EnqueueResult>;
-  /** Enqueues many jobs (of any kinds) in one statement, two when some use `replace`. */
+  /** Enqueues many jobs (of any kinds, any dedupe modes) in one statement: all of them or none. */
   enqueueMany(db: EnqueueTarget, requests: readonly JobRequest[]): Promise<EnqueueResult[]>;
   /**
    * Validates now and returns the statements to run inside a neon-http `db.batch([...])`
@@ -106,32 +106,24 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     if (rows.length === 0) return [];
     const db = databaseOf(target);
     const results: (EnqueueResult | undefined)[] = new Array(rows.length);
+    const supersededBy = supersededReplaceRows(rows);
 
-    const replaceRows = lastPerKey(rows.filter((r) => r.dedupe_mode === 'replace'));
-    if (replaceRows.rows.length > 0) {
-      for (const outcome of await insertJobs(db, schema, replaceRows.rows, 'replace')) {
-        results[outcome.ord] = { id: outcome.id as string, outcome: outcome.inserted ? 'inserted' : 'replaced' };
-      }
-      // Earlier rows for the same key were superseded inside this call by the last one.
-      for (const [ord, winner] of replaceRows.supersededBy) {
-        results[ord] = { id: (results[winner] as EnqueueResult).id, outcome: 'replaced' };
-      }
-    }
-
-    let pending = rows.filter((r) => r.dedupe_mode !== 'replace');
+    // Every row in one statement (replace upserts beside the other inserts), so a row the
+    // database refuses leaves nothing written on any driver, with no transaction around it.
+    let pending = rows.filter((r) => !supersededBy.has(r.ord));
     // A deduplicated row whose key holder finished before we could see it is simply
     // inserted on the next pass; three passes settle any realistic race.
     for (let pass = 0; pending.length > 0 && pass < 3; pass++) {
-      const outcomes = await insertJobs(db, schema, pending, 'insert');
+      const outcomes = await insertJobs(db, schema, pending);
       const unresolved: { row: JobInsertRow; windowStartMs: number | null }[] = [];
-      outcomes.forEach((outcome, index) => {
-        const row = pending[index] as JobInsertRow;
+      for (const outcome of outcomes) {
+        const row = rows[outcome.ord] as JobInsertRow;
         if (outcome.id !== null) {
-          results[row.ord] = { id: outcome.id, outcome: outcome.inserted ? 'inserted' : 'deduplicated' };
+          results[row.ord] = { id: outcome.id, outcome: outcomeOf(row, outcome.inserted) };
         } else {
           unresolved.push({ row, windowStartMs: outcome.windowStartMs });
         }
-      });
+      }
       pending = [];
       if (unresolved.length === 0) break;
       const holders = await findDedupeHolders(
@@ -151,6 +143,10 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
         else pending.push(row);
       }
     }
+    // Earlier rows for the same replace key were superseded inside this call by the last one.
+    for (const [ord, winner] of supersededBy) {
+      results[ord] = { id: (results[winner] as EnqueueResult).id, outcome: 'replaced' };
+    }
     if (pending.length > 0) {
       throw new SkiplockError('dedupe_conflict', 'could not settle dedupe keys under heavy contention; retry');
     }
@@ -159,25 +155,17 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
 
   const prepareEnqueue = (requests: readonly JobRequest[]): PreparedEnqueue => {
     const rows = requests.map((request, ord) => toRow(ord, request));
-    const replace = lastPerKey(rows.filter((r) => r.dedupe_mode === 'replace'));
-    const plain = rows.filter((r) => r.dedupe_mode !== 'replace');
-    const groups = [
-      ...(plain.length > 0 ? [{ statement: insertJobsStatement(schema, plain, 'insert') }] : []),
-      ...(replace.rows.length > 0 ? [{ statement: insertJobsStatement(schema, replace.rows, 'replace') }] : []),
-    ];
+    const supersededBy = supersededReplaceRows(rows);
+    const written = rows.filter((r) => !supersededBy.has(r.ord));
     return {
-      statements: groups.map((g) => g.statement),
+      statements: written.length > 0 ? [insertJobsStatement(schema, written)] : [],
       read: (raw) => {
         const results: { id: string | null; outcome: EnqueueResult['outcome'] }[] = new Array(rows.length);
         const outcomes = raw.flatMap((r) => readInsertOutcomes((r as { rows: InsertRow[] }).rows));
         for (const o of outcomes) {
-          const mode = rows[o.ord]?.dedupe_mode;
-          results[o.ord] = {
-            id: o.id,
-            outcome: o.inserted ? 'inserted' : mode === 'replace' ? 'replaced' : 'deduplicated',
-          };
+          results[o.ord] = { id: o.id, outcome: outcomeOf(rows[o.ord] as JobInsertRow, o.inserted) };
         }
-        for (const [ord, winner] of replace.supersededBy) {
+        for (const [ord, winner] of supersededBy) {
           results[ord] = { id: results[winner]?.id ?? null, outcome: 'replaced' };
         }
         return results;
@@ -207,14 +195,24 @@ function databaseOf(target: EnqueueTarget): AnyPgDatabase {
   return 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
 }
 
-/** Keeps the last row per (kind, key): one upsert may not touch the same row twice. */
-function lastPerKey(rows: JobInsertRow[]): { rows: JobInsertRow[]; supersededBy: Map<number, number> } {
+/** What writing `row` did: a row that was not inserted replaced or was deduplicated, by its mode. */
+function outcomeOf(row: JobInsertRow, inserted: boolean): EnqueueResult['outcome'] {
+  if (inserted) return 'inserted';
+  return row.dedupe_mode === 'replace' ? 'replaced' : 'deduplicated';
+}
+
+/**
+ * Replace rows superseded by a later row with the same kind and key in the same call (ord →
+ * the winner's ord): only the last is written, since one upsert may not touch a row twice.
+ */
+function supersededReplaceRows(rows: readonly JobInsertRow[]): Map<number, number> {
   const last = new Map<string, JobInsertRow>();
-  for (const row of rows) last.set(`${row.kind}\u0000${row.dedupe_key}`, row);
+  const replaceRows = rows.filter((r) => r.dedupe_mode === 'replace');
+  for (const row of replaceRows) last.set(`${row.kind}\u0000${row.dedupe_key}`, row);
   const supersededBy = new Map<number, number>();
-  for (const row of rows) {
+  for (const row of replaceRows) {
     const winner = last.get(`${row.kind}\u0000${row.dedupe_key}`) as JobInsertRow;
     if (winner !== row) supersededBy.set(row.ord, winner.ord);
   }
-  return { rows: [...last.values()], supersededBy };
+  return supersededBy;
 }

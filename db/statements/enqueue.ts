@@ -7,22 +7,26 @@ import { jobsRef } from './common.js';
 export type InsertOutcome = { ord: number; id: string | null; inserted: boolean; windowStartMs: number | null };
 
 /**
- * Inserts N jobs in one statement. Ids come from the sequence up front so every input row
- * can be matched to its result (RETURNING of an INSERT … SELECT has no defined order).
+ * Inserts N jobs in one statement, whatever their dedupe modes, so a bulk call is all or
+ * nothing on every driver without a transaction around it. Ids come from the sequence up front
+ * so every input row can be matched to its result (RETURNING of an INSERT … SELECT has no
+ * defined order).
  *
- * mode 'insert': ON CONFLICT DO NOTHING covers the skip and window dedupe indexes; a row
- * that hit one comes back with the id of the job that holds the key when that job was
+ * Rows without `replace`: ON CONFLICT DO NOTHING covers the skip and window dedupe indexes; a
+ * row that hit one comes back with the id of the job that holds the key when that job was
  * visible to this statement, else with id null (the caller looks it up once more).
- * mode 'replace': upserts on the waiting-jobs index, so a waiting job with the key gets the
- * new payload / run_at / priority and a running one is never touched.
+ * Rows with `replace`: upserts on the waiting-jobs index, so a waiting job with the key gets
+ * the new payload / run_at / priority and a running one is never touched. At most one such row
+ * per kind and key (one upsert may not touch a row twice).
+ * Both kinds in one call: two inserts in one statement. They cannot meet: each dedupe index
+ * holds one mode only.
  */
 export async function insertJobs(
   db: AnyPgDatabase,
   schema: string,
   rows: readonly JobInsertRow[],
-  mode: 'insert' | 'replace',
 ): Promise<InsertOutcome[]> {
-  return readInsertOutcomes(await queryRows<InsertRow>(db, insertJobsStatement(schema, rows, mode), schema));
+  return readInsertOutcomes(await queryRows<InsertRow>(db, insertJobsStatement(schema, rows), schema));
 }
 
 export type InsertRow = { ord: number; id: string | null; inserted: boolean; window_start_ms: number | null };
@@ -31,9 +35,13 @@ export function readInsertOutcomes(rows: readonly InsertRow[]): InsertOutcome[] 
   return rows.map((r) => ({ ord: r.ord, id: r.id, inserted: r.inserted, windowStartMs: r.window_start_ms }));
 }
 
-/** The statement behind insertJobs, for callers that run it inside a neon-http batch. */
-export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[], mode: 'insert' | 'replace'): SQL {
+/** The statement behind insertJobs (one row per input row, in input order), e.g. for a neon-http batch. */
+export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[]): SQL {
   const jobs = jobsRef(schema);
+  const replacing = rows.some((r) => r.dedupe_mode === 'replace');
+  const plain = rows.filter((r) => r.dedupe_mode !== 'replace');
+  // Only when both kinds are present does each part pick its rows out of the input.
+  const mixed = replacing && plain.length > 0;
   const input = sql`input as (
     select
       nextval(${`"${schema}".jobs_id_seq`}::regclass) as id,
@@ -49,16 +57,18 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
     )
     cross join (select clock_timestamp() as now) n
   )`;
-  const insert = sql`insert into ${jobs} (
+  const insert = (where: SQL) => sql`insert into ${jobs} (
       id, kind, queue, payload, priority, run_at, max_attempts, deadline,
       dedupe_key, dedupe_mode, dedupe_window, correlation_id
     )
     select id, kind, queue, payload, priority, effective_run_at, max_attempts, deadline,
       dedupe_key, dedupe_mode, dedupe_window, correlation_id
-    from input order by ord`;
-  if (mode === 'replace') {
-    return sql`with ${input}, written as (
-        ${insert}
+    from input ${where} order by ord`;
+  const ctes: SQL[] = [input];
+  const results: SQL[] = [];
+  if (replacing) {
+    ctes.push(sql`replaced as (
+        ${insert(mixed ? sql`where dedupe_mode = 'replace'` : sql``)}
         on conflict (kind, dedupe_key) where dedupe_mode = 'replace' and state = 'queued' and attempted_at is null
         do update set
           payload = excluded.payload,
@@ -70,43 +80,49 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
           correlation_id = excluded.correlation_id,
           updated_at = clock_timestamp()
         returning id, kind, dedupe_key
-      )
-      -- The upsert kept our pre-drawn id only if it inserted (xmax = 0 would tell too, but
-      -- reading a system column needs table-wide SELECT, which the enqueue role lacks).
-      select i.ord, w.id::text as id, w.id = i.id as inserted, null::float8 as window_start_ms
-      from input i join written w on w.kind = i.kind and w.dedupe_key = i.dedupe_key
-      order by i.ord`;
+      )`);
+    // The upsert kept our pre-drawn id only if it inserted (xmax = 0 would tell too, but
+    // reading a system column needs table-wide SELECT, which the enqueue role lacks).
+    results.push(sql`select i.ord, w.id::text as id, w.id = i.id as inserted, null::float8 as window_start_ms
+      from input i join replaced w on w.kind = i.kind and w.dedupe_key = i.dedupe_key
+      where i.dedupe_mode = 'replace'`);
   }
-  if (rows.every((r) => r.dedupe_key === null)) {
+  const plainOnly = mixed ? sql`where dedupe_mode is distinct from 'replace'` : sql``;
+  const plainInput = mixed ? sql`where i.dedupe_mode is distinct from 'replace'` : sql``;
+  if (plain.length > 0 && plain.every((r) => r.dedupe_key === null)) {
     // No dedupe key: a plain INSERT. ON CONFLICT would make every row a speculative insertion
     // (an extra WAL record and a second pass over the indexes) for conflicts that cannot occur.
-    return sql`with ${input}, written as (${insert} returning id)
-      select i.ord, i.id::text as id, true as inserted, null::float8 as window_start_ms
-      from input i order by i.ord`;
+    ctes.push(sql`written as (${insert(plainOnly)} returning id)`);
+    results.push(sql`select i.ord, i.id::text as id, true as inserted, null::float8 as window_start_ms
+      from input i ${plainInput}`);
+  } else if (plain.length > 0) {
+    ctes.push(sql`written as (
+        ${insert(plainOnly)}
+        on conflict do nothing
+        returning id
+      )`);
+    results.push(sql`select
+        i.ord,
+        coalesce(w.id, holder.id)::text as id,
+        w.id is not null as inserted,
+        (extract(epoch from i.dedupe_window) * 1000)::float8 as window_start_ms
+      from input i
+      left join written w on w.id = i.id
+      left join lateral (
+        select j.id from ${jobs} j
+        where w.id is null and i.dedupe_key is not null
+          and j.kind = i.kind and j.dedupe_key = i.dedupe_key and j.dedupe_mode = i.dedupe_mode
+          and (
+            (i.dedupe_mode = 'skip' and j.state in ('queued', 'running'))
+            or (i.dedupe_mode = 'window' and j.dedupe_window = i.dedupe_window)
+          )
+        limit 1
+      ) holder on true
+      ${plainInput}`);
   }
-  return sql`with ${input}, written as (
-      ${insert}
-      on conflict do nothing
-      returning id
-    )
-    select
-      i.ord,
-      coalesce(w.id, holder.id)::text as id,
-      w.id is not null as inserted,
-      (extract(epoch from i.dedupe_window) * 1000)::float8 as window_start_ms
-    from input i
-    left join written w on w.id = i.id
-    left join lateral (
-      select j.id from ${jobs} j
-      where w.id is null and i.dedupe_key is not null
-        and j.kind = i.kind and j.dedupe_key = i.dedupe_key and j.dedupe_mode = i.dedupe_mode
-        and (
-          (i.dedupe_mode = 'skip' and j.state in ('queued', 'running'))
-          or (i.dedupe_mode = 'window' and j.dedupe_window = i.dedupe_window)
-        )
-      limit 1
-    ) holder on true
-    order by i.ord`;
+  return sql`with ${sql.join(ctes, sql`, `)}
+    ${sql.join(results, sql` union all `)}
+    order by ord`;
 }
 
 /**

@@ -7,11 +7,13 @@ import {
   PayloadValidationError,
   UnknownKindError,
 } from '../../base/errors.js';
+import type { EnqueueTarget } from '../../core/enqueue.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { releaseJobs, settleJobs } from '../../db/statements/settle.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
+import { countStatements } from '../helpers/statements.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
@@ -305,6 +307,75 @@ describe(`enqueue (${testDriver()})`, () => {
       expect(await count()).toBe(2);
       const { rows } = await t.admin.query(`select payload from "${t.schema}".jobs where dedupe_key = 'r'`);
       expect(rows[0].payload.name).toBe('r2');
+    });
+  });
+
+  describe('a bulk call is one transaction', () => {
+    const replaceRow = (name: string, key: string) =>
+      syncProfile.with({ userId: 1, name }, { dedupe: { key, mode: 'replace' } });
+
+    it('replace rows beside plain rows: a plain row refused by the database writes none, not even the replace rows', async () => {
+      const s = `"${t.schema}"`;
+      await t.admin.query(`create function ${s}.refuse_marked() returns trigger language plpgsql as $$
+        begin
+          if new.payload->>'name' = 'refuse-me' then raise exception 'refused by the test trigger'; end if;
+          return new;
+        end $$`);
+      await t.admin.query(
+        `create trigger refuse_marked before insert on ${s}.jobs for each row execute function ${s}.refuse_marked()`,
+      );
+      try {
+        const waiting = await q.enqueue(
+          t.db,
+          syncProfile,
+          { userId: 1, name: 'old' },
+          { dedupe: { key: 'r', mode: 'replace' } },
+        );
+        const targets: [string, (run: (target: EnqueueTarget) => Promise<unknown>) => Promise<unknown>][] = [
+          ['SkiplockDb', (run) => run(t.db)],
+          ['Drizzle database', (run) => run(t.db.db)],
+        ];
+        if (t.db.interactiveTransactions) {
+          targets.push(['Drizzle transaction', (run) => t.db.db.transaction((tx) => run(tx))]);
+        }
+        for (const [label, withTarget] of targets) {
+          const error = await withTarget((target) =>
+            q.enqueueMany(target, [
+              replaceRow('new', 'r'),
+              replaceRow('fresh', 'r2'),
+              syncProfile.with({ userId: 2, name: 'refuse-me' }),
+            ]),
+          ).catch((e: unknown) => e);
+          expect((error as Error).message, label).toMatch(/refused by the test trigger/);
+          const { rows } = await t.admin.query(`select id::text, payload->>'name' as name from ${s}.jobs`);
+          expect(rows, label).toEqual([{ id: waiting.id, name: 'old' }]);
+        }
+      } finally {
+        await t.admin.query(`drop trigger refuse_marked on ${s}.jobs; drop function ${s}.refuse_marked()`);
+      }
+    });
+
+    it('in one statement, with no transaction around it, whatever the dedupe modes', async () => {
+      const plain = [sendEmail.with({ to: 'a@example.com', subject: 's' }), syncProfile.with({ userId: 1, name: 'p' })];
+      const skip = syncProfile.with({ userId: 2, name: 'k' }, { dedupe: { key: 'k' } });
+      const window = syncProfile.with(
+        { userId: 3, name: 'w' },
+        { dedupe: { key: 'w', mode: 'window', windowMs: 60_000 } },
+      );
+      for (const requests of [
+        plain,
+        [...plain, skip, window],
+        [replaceRow('a', 'r')],
+        [...plain, skip, replaceRow('b', 'r')],
+      ]) {
+        const { result, statements } = await countStatements(testDriver(), () => q.enqueueMany(t.db, requests));
+        expect(result).toHaveLength(requests.length);
+        expect(statements).toBe(1);
+      }
+      const { rows } = await t.admin.query(
+        `select payload->>'name' as name from "${t.schema}".jobs where dedupe_key = 'r'`,
+      );
+      expect(rows).toEqual([{ name: 'b' }]);
     });
   });
 
