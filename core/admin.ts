@@ -4,7 +4,7 @@ import type { CancelOutcome, RetryNowOutcome } from '../base/outcomes.js';
 import { JOB_STATES, type JobRecord, type JobState, type QueueActivityRow, type QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { cancelJobs, retryNow as retryNowStatement } from '../db/statements/commands.js';
-import { getJobs, listJobs as listJobsStatement } from '../db/statements/jobs-read.js';
+import { getJobs, type JobFilter, listJobs as listJobsStatement } from '../db/statements/jobs-read.js';
 import { expireDeadlines as expireDeadlinesStatement } from '../db/statements/maintenance.js';
 import { queueActivity, queueStats } from '../db/statements/stats.js';
 
@@ -57,17 +57,8 @@ export async function getJob(conn: SkiplockDb, id: string, options: SchemaOption
   return job ?? null;
 }
 
-export interface ListJobsOptions extends SchemaOption {
-  state?: JobState;
-  queue?: string;
-  kind?: string;
-  /** dead_reason, for DLQ listings (max_attempts, lease_expired, http_4xx, …). */
-  reason?: string;
-  /** Created (or, for finished jobs, finished) at or after this time. */
-  since?: Date;
-  /** Newest first, at most this many (1..1000). @defaultValue 50 */
-  limit?: number;
-}
+/** Filters of listJobs: state, queue, kind, DLQ reason, since, and `limit` (1..1000, default 50). */
+export interface ListJobsOptions extends SchemaOption, JobFilter {}
 
 /** Lists jobs newest first, filtered by state, queue, kind, DLQ reason and time. */
 export async function listJobs(conn: SkiplockDb, options: ListJobsOptions = {}): Promise<JobRecord[]> {

@@ -1,23 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
-import {
-  createVercelEnqueue,
-  createVercelMaintenance,
-  createVercelReplay,
-  createVercelWorker,
-  type RouteHandler,
-} from '../../adapters/vercel.js';
-import { defineJob } from '../../core/jobs.js';
+import { createVercelEnqueue, createVercelWorker } from '../../adapters/vercel.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
-import { sendEmail } from '../helpers/kinds.js';
+import { email, ROUTES, routeRequest, SECRETS, tick } from '../helpers/vercel-routes.js';
 
 let t: TestContext;
-const SECRETS = {
-  SKIPLOCK_ENQUEUE_TOKEN: 'enqueue-token-0123456789abcdef',
-  SKIPLOCK_ADMIN_TOKEN: 'admin-token-0123456789abcdef00',
-  CRON_SECRET: 'cron-secret-0123456789abcdef00',
-};
 
 useTestSchema('functions-vercel', (ctx) => {
   t = ctx;
@@ -35,64 +22,18 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
 });
 const count = async () =>
   (await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`)).rows[0].n as number;
-const email = { to: 'ada@example.com', subject: 'Welcome' };
 type Body = { error: { code: string; message: string }; results: { id: string; outcome: string }[] };
 const json = async (response: Response): Promise<Body> => (await response.json()) as Body;
-const tick = defineJob({ kind: 'tick', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
 
-type RouteSpec = {
-  name: string;
-  secret: keyof typeof SECRETS;
-  make: (e: Record<string, string | undefined>) => RouteHandler;
-  method: 'GET' | 'POST';
-  body?: unknown;
-};
-const routes: RouteSpec[] = [
-  {
-    name: 'enqueue',
-    secret: 'SKIPLOCK_ENQUEUE_TOKEN',
-    make: (e) => createVercelEnqueue([sendEmail], { env: e }),
-    method: 'POST',
-    body: { kind: 'send-email', payload: email },
-  },
-  {
-    name: 'replay',
-    secret: 'SKIPLOCK_ADMIN_TOKEN',
-    make: (e) => createVercelReplay([sendEmail], { env: e }),
-    method: 'POST',
-    body: { all: true, dryRun: true },
-  },
-  { name: 'worker cron', secret: 'CRON_SECRET', make: (e) => createVercelWorker([tick], { env: e }), method: 'GET' },
-  { name: 'maintenance cron', secret: 'CRON_SECRET', make: (e) => createVercelMaintenance({ env: e }), method: 'GET' },
-];
-
-function request(
-  route: RouteSpec,
-  authorization?: string,
-  init: { body?: string; headers?: Record<string, string> } = {},
-) {
-  const headers: Record<string, string> = {
-    ...(route.method === 'POST' ? { 'content-type': 'application/json' } : {}),
-    ...init.headers,
-  };
-  if (authorization !== undefined) headers.authorization = authorization;
-  const body = route.method === 'POST' ? (init.body ?? JSON.stringify(route.body)) : undefined;
-  return new Request(`https://app.example.com/api/${route.name.replace(' ', '-')}`, {
-    method: route.method,
-    headers,
-    body,
-  });
-}
-
-describe.each(routes)(`Vercel $name route (${testDriver()})`, (route) => {
+describe.each(ROUTES)(`Vercel $name route (${testDriver()})`, (route) => {
   it('200 with the right token', async () => {
-    const response = await route.make(env())(request(route, `Bearer ${SECRETS[route.secret]}`));
+    const response = await route.make(env())(routeRequest(route, `Bearer ${SECRETS[route.secret]}`));
     expect(response.status).toBe(200);
   });
 });
 
 describe(`Vercel enqueue body checks (${testDriver()})`, () => {
-  const route = routes[0]!;
+  const route = ROUTES[0]!;
   const auth = `Bearer ${SECRETS.SKIPLOCK_ENQUEUE_TOKEN}`;
 
   it.each([
@@ -118,7 +59,7 @@ describe(`Vercel enqueue body checks (${testDriver()})`, () => {
     ],
     ['oversized body', { body: 'x'.repeat(1_100_000) }, 413, /over the 1048576-byte limit/],
   ])('%s → %i, nothing written', async (_name, init, status, message) => {
-    const response = await route.make(env())(request(route, auth, init));
+    const response = await route.make(env())(routeRequest(route, auth, init));
     expect(response.status).toBe(status);
     expect((await json(response)).error.message).toMatch(message);
     expect(await count()).toBe(0);
@@ -153,7 +94,7 @@ describe(`Vercel enqueue body checks (${testDriver()})`, () => {
         { kind: 'send-email', payload: email, options: { dedupe: { key: 'k1' } } },
       ],
     });
-    const response = await route.make(env())(request(route, auth, { body }));
+    const response = await route.make(env())(routeRequest(route, auth, { body }));
     expect(response.status).toBe(200);
     const { results } = await json(response);
     expect(results.map((r: { outcome: string }) => r.outcome)).toEqual(['inserted', 'deduplicated']);

@@ -2,7 +2,6 @@
 // database access: they run once, not once per driver. The database URL points at a closed port,
 // so a 401 (not a 503) proves nothing touched a database.
 import { afterEach, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import {
   createLambdaEnqueue,
   createLambdaMaintenance,
@@ -10,26 +9,14 @@ import {
   createLambdaWorker,
 } from '../../adapters/lambda.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
-import {
-  createVercelEnqueue,
-  createVercelMaintenance,
-  createVercelReplay,
-  createVercelWorker,
-  type RouteHandler,
-} from '../../adapters/vercel.js';
-import { defineJob } from '../../core/jobs.js';
 import { httpApiEvent, lambdaContext, scheduledEvent } from '../../testing/events.js';
 import { sendEmail } from '../helpers/kinds.js';
 import { captureStdout } from '../helpers/stdout.js';
+import { ROUTES, routeRequest, SECRETS, tick } from '../helpers/vercel-routes.js';
 
 afterEach(() => resetSharedRuntime());
 
 const UNREACHABLE = 'postgres://u:p@127.0.0.1:1/none';
-const SECRETS = {
-  SKIPLOCK_ENQUEUE_TOKEN: 'enqueue-token-0123456789abcdef',
-  SKIPLOCK_ADMIN_TOKEN: 'admin-token-0123456789abcdef00',
-  CRON_SECRET: 'cron-secret-0123456789abcdef00',
-};
 const env = (extra: Record<string, string | undefined> = {}) => ({
   DATABASE_URL: UNREACHABLE,
   SKIPLOCK_LOG_LEVEL: 'error',
@@ -37,7 +24,6 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
   ...extra,
 });
 const email = { to: 'ada@example.com', subject: 'Welcome', body: 'hi' };
-const tick = defineJob({ kind: 'tick', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
 type Body = { error: { code: string; message: string } };
 
 describe('Lambda enqueue over HTTP: refused before any database access', () => {
@@ -179,50 +165,14 @@ describe('configuration errors: each function checks only what it reads', () => 
   });
 });
 
-type RouteSpec = {
-  name: string;
-  secret: keyof typeof SECRETS;
-  make: (e: Record<string, string | undefined>) => RouteHandler;
-  method: 'GET' | 'POST';
-  body?: unknown;
-};
-const routes: RouteSpec[] = [
-  {
-    name: 'enqueue',
-    secret: 'SKIPLOCK_ENQUEUE_TOKEN',
-    make: (e) => createVercelEnqueue([sendEmail], { env: e }),
-    method: 'POST',
-    body: { kind: 'send-email', payload: email },
-  },
-  {
-    name: 'replay',
-    secret: 'SKIPLOCK_ADMIN_TOKEN',
-    make: (e) => createVercelReplay([sendEmail], { env: e }),
-    method: 'POST',
-    body: { all: true, dryRun: true },
-  },
-  { name: 'worker cron', secret: 'CRON_SECRET', make: (e) => createVercelWorker([tick], { env: e }), method: 'GET' },
-  { name: 'maintenance cron', secret: 'CRON_SECRET', make: (e) => createVercelMaintenance({ env: e }), method: 'GET' },
-];
-
-function request(route: RouteSpec, authorization?: string): Request {
-  const headers: Record<string, string> = route.method === 'POST' ? { 'content-type': 'application/json' } : {};
-  if (authorization !== undefined) headers.authorization = authorization;
-  return new Request(`https://app.example.com/api/${route.name.replace(' ', '-')}`, {
-    method: route.method,
-    headers,
-    body: route.method === 'POST' ? JSON.stringify(route.body) : undefined,
-  });
-}
-
-describe.each(routes)('Vercel $name route auth', (route) => {
+describe.each(ROUTES)('Vercel $name route auth', (route) => {
   it.each([
     ['no header', undefined],
     ['wrong scheme', `Basic ${SECRETS[route.secret]}`],
     ['wrong token', `Bearer ${SECRETS[route.secret].replace('0', '9')}`],
     ['token of another length', 'Bearer x'],
   ])('401 for %s, before any database access', async (_name, authorization) => {
-    const response = await route.make(env())(request(route, authorization));
+    const response = await route.make(env())(routeRequest(route, authorization));
     expect(response.status).toBe(401);
     expect(((await response.json()) as Body).error.code).toBe('unauthorized');
   });
@@ -230,7 +180,7 @@ describe.each(routes)('Vercel $name route auth', (route) => {
   it('401 naming the variable when its secret is unset or too short, whatever the caller sends', async () => {
     for (const value of [undefined, 'short-secret']) {
       const response = await route.make(env({ [route.secret]: value }))(
-        request(route, `Bearer ${value ?? 'whatever-the-caller-sends'}`),
+        routeRequest(route, `Bearer ${value ?? 'whatever-the-caller-sends'}`),
       );
       expect(response.status).toBe(401);
       expect(((await response.json()) as Body).error.message).toContain(route.secret);

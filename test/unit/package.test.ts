@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { offlineServerlessEnv } from '../helpers/serverless.js';
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, '../..');
@@ -160,13 +161,7 @@ export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplock
 
   it('`serverless package` bundles the init output unchanged, and its worker runs a job on Postgres', async () => {
     const out = join(work, 'sls');
-    const env: Record<string, string | undefined> = {
-      ...process.env,
-      SLS_TELEMETRY_DISABLED: '1',
-      SLS_NOTIFICATIONS_MODE: 'off',
-    };
-    for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE'])
-      delete env[name];
+    const env = offlineServerlessEnv();
     await run(process.execPath, [join(app, 'node_modules/serverless/bin/serverless.js'), 'package', '--package', out], {
       cwd: app,
       env,

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import { offlineServerlessEnv } from '../helpers/serverless.js';
 
 const run = promisify(execFile);
 const out = mkdtempSync(join(tmpdir(), 'skiplock-sls-'));
@@ -15,13 +16,7 @@ type Resource = { Type: string; Properties: Record<string, unknown> };
 let resources: Record<string, Resource>;
 
 beforeAll(async () => {
-  const env: Record<string, string | undefined> = {
-    ...process.env,
-    SLS_TELEMETRY_DISABLED: '1',
-    SLS_NOTIFICATIONS_MODE: 'off',
-  };
-  for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE'])
-    delete env[name];
+  const env = offlineServerlessEnv();
   await run('npx', ['serverless', 'package', '--stage', 'ci', '--package', out], { env, timeout: 120_000 });
   resources = JSON.parse(readFileSync(join(out, 'cloudformation-template-update-stack.json'), 'utf8')).Resources;
 }, 150_000);
