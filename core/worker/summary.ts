@@ -1,6 +1,6 @@
 import { DatabaseError, SkiplockError } from '../../base/errors.js';
 import type { SettleReport } from '../../base/outcomes.js';
-import type { ClaimedJob } from '../../base/rows.js';
+import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
 import { scrubSecrets } from '../../db/execute.js';
 import { jobFields, type PendingOutcome } from './attempt.js';
 import type { WorkerSettings } from './settings.js';
@@ -53,7 +53,7 @@ export class Ledger {
   }
 
   /** A row no claim may run, moved to the DLQ before the first claim. */
-  buried(job: Parameters<typeof jobFields>[0] & { reason: string }): void {
+  buried(job: ClaimDeadJob): void {
     this.summary.dead++;
     this.#settings.logger.warn('job', {
       ...jobFields(job, this.summary.invocationId),
