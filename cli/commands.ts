@@ -1,0 +1,311 @@
+// The commands that work on a database, each through the same core functions as the API.
+
+import { ConfigError } from '../base/errors.js';
+import type { JobRecord, JobState } from '../base/rows.js';
+import { activity, cancel, getJob, listJobs, retryNow, stats } from '../core/admin.js';
+import { createEnqueuer } from '../core/enqueue.js';
+import type { EnqueueOptions } from '../core/enqueue-options.js';
+import type { JobRegistry } from '../core/jobs.js';
+import { maskPayload } from '../core/masking.js';
+import { replay } from '../core/replay.js';
+import type { SkiplockDb } from '../db/connect.js';
+import { migrate } from '../db/migrate.js';
+import { age, table } from './format.js';
+import { type CliIo, EXIT, UsageError } from './io.js';
+
+export interface CommandContext {
+  conn: SkiplockDb;
+  schema: string;
+  registry: JobRegistry | undefined;
+  o: Record<string, string | boolean | undefined>;
+  rest: string[];
+  emit(human: string, data: unknown): void;
+  io: CliIo;
+  json: boolean;
+}
+
+const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+function num(o: Record<string, unknown>, name: string): number | undefined {
+  const v = str(o[name]);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new UsageError(`--${name} must be a number`);
+  return n;
+}
+function date(o: Record<string, unknown>, name: string): Date | undefined {
+  const v = str(o[name]);
+  if (v === undefined) return undefined;
+  const d = new Date(v);
+  if (Number.isNaN(d.getTime())) throw new UsageError(`--${name} must be a date (ISO 8601)`);
+  return d;
+}
+function ids(rest: readonly string[], what: string): string[] {
+  if (rest.length === 0) throw new UsageError(`${what} needs at least one job id`);
+  for (const id of rest) if (!/^[1-9][0-9]{0,18}$/.test(id)) throw new UsageError(`"${id}" is not a job id`);
+  return [...rest];
+}
+const masked = (registry: JobRegistry | undefined, job: JobRecord) => {
+  const kinds = registry?.kinds() ?? [];
+  return kinds.includes(job.kind) ? maskPayload(job.payload, registry?.get(job.kind).sensitive ?? []) : job.payload;
+};
+const summaryRow = (job: JobRecord) => ({
+  id: job.id,
+  kind: job.kind,
+  queue: job.queue,
+  state: job.state,
+  attempt: `${job.attempt}/${job.maxAttempts}`,
+  run_at: job.runAt,
+  finished_at: job.finishedAt,
+  reason: job.deadReason,
+});
+
+export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
+  async migrate({ conn, schema, emit }) {
+    const result = await migrate(conn, { schema });
+    emit(
+      result.applied.length ? `applied ${result.applied.join(', ')} to "${schema}"` : `"${schema}" is up to date`,
+      result,
+    );
+    return EXIT.ok;
+  },
+
+  async enqueue({ conn, schema, registry, o, rest, emit }) {
+    const [kind] = rest;
+    if (!kind) throw new UsageError('enqueue needs a job kind');
+    if (!registry)
+      throw new ConfigError('enqueue needs your job kinds: pass --jobs <module> (or set SKIPLOCK_JOBS_MODULE)');
+    const payloadText = str(o.payload);
+    if (payloadText === undefined) throw new UsageError('enqueue needs --payload <json>');
+    let payload: unknown;
+    try {
+      payload = JSON.parse(payloadText);
+    } catch {
+      throw new UsageError('--payload is not valid JSON');
+    }
+    const key = str(o['dedupe-key']);
+    const mode = str(o['dedupe-mode']) ?? 'skip';
+    const options: EnqueueOptions = {
+      queue: str(o.queue),
+      priority: num(o, 'priority'),
+      delayMs: num(o, 'delay'),
+      runAt: date(o, 'run-at'),
+      deadline: date(o, 'deadline'),
+      maxAttempts: num(o, 'max-attempts'),
+      correlationId: str(o['correlation-id']),
+      dedupe: key
+        ? mode === 'window'
+          ? { key, mode: 'window', windowMs: num(o, 'window-ms') ?? 0 }
+          : { key, mode: mode as 'skip' | 'replace' }
+        : undefined,
+    };
+    for (const k of Object.keys(options) as (keyof EnqueueOptions)[]) if (options[k] === undefined) delete options[k];
+    const result = await createEnqueuer({ schema }).enqueueByKind(conn, registry, kind, payload, options);
+    emit(`${result.outcome} job ${result.id}`, result);
+    return EXIT.ok;
+  },
+
+  async stats({ conn, schema, o, emit, io, json }) {
+    const iterations = o.watch ? (num(o, 'iterations') ?? Number.POSITIVE_INFINITY) : 1;
+    const interval = num(o, 'interval') ?? 2_000;
+    for (let i = 0; i < iterations; i++) {
+      const rows = await stats(conn, { schema });
+      const human = table(
+        rows.map((r) => ({
+          queue: r.queue,
+          kind: r.kind,
+          ready: r.ready,
+          scheduled: r.scheduled,
+          retrying: r.retryWaiting,
+          running: r.running,
+          expired: r.leaseExpired,
+          dead: r.dead,
+          'done 1h': r.completedLastHour,
+          'died 1h': r.deadLastHour,
+          oldest: age(r.oldestReadyAgeSeconds),
+        })),
+        [
+          'queue',
+          'kind',
+          'ready',
+          'scheduled',
+          'retrying',
+          'running',
+          'expired',
+          'dead',
+          'done 1h',
+          'died 1h',
+          'oldest',
+        ],
+      );
+      const window = num(o, 'window') ?? 300;
+      const recent = await activity(conn, { schema, windowSeconds: window });
+      const activityTable = table(
+        recent.map((r) => ({
+          queue: r.queue,
+          kind: r.kind,
+          completed: r.completed,
+          dead: r.dead,
+          'jobs/s': r.throughputPerSecond.toFixed(2),
+          'error rate': r.errorRate === null ? '' : `${(r.errorRate * 100).toFixed(1)}%`,
+        })),
+        ['queue', 'kind', 'completed', 'dead', 'jobs/s', 'error rate'],
+      );
+      if (o.watch && !json && io.tty) io.out('\u001b[2J\u001b[H');
+      const text = `${human}\n\nlast ${window} s:\n${activityTable}`;
+      emit(o.watch ? `${new Date().toISOString()}\n${text}` : text, {
+        depth: rows,
+        activity: { windowSeconds: window, rows: recent },
+      });
+      if (i + 1 < iterations) await new Promise((r) => setTimeout(r, interval));
+    }
+    return EXIT.ok;
+  },
+
+  async 'jobs list'({ conn, schema, o, emit }) {
+    const state = str(o.state) as JobState | undefined;
+    if (state && !['queued', 'running', 'completed', 'dead', 'cancelled'].includes(state)) {
+      throw new UsageError('--state must be queued, running, completed, dead or cancelled');
+    }
+    const jobs = await listJobs(conn, {
+      schema,
+      state,
+      queue: str(o.queue),
+      kind: str(o.kind),
+      since: date(o, 'since'),
+      limit: num(o, 'limit'),
+    });
+    emit(
+      table(jobs.map(summaryRow), ['id', 'kind', 'queue', 'state', 'attempt', 'run_at', 'finished_at', 'reason']),
+      jobs.map(summaryRow),
+    );
+    return EXIT.ok;
+  },
+
+  async 'jobs show'({ conn, schema, registry, rest, emit }) {
+    const [id] = ids(rest, 'jobs show');
+    const job = await getJob(conn, id as string, { schema });
+    if (!job) {
+      emit(`job ${id} does not exist`, { error: 'not_found', id });
+      return EXIT.refused;
+    }
+    const shown = { ...job, payload: masked(registry, job), leaseToken: job.leaseToken };
+    const lines = [
+      `job ${job.id}  ${job.kind} on ${job.queue}  ${job.state}${job.deadReason ? ` (${job.deadReason})` : ''}`,
+      `attempt ${job.attempt} of ${job.maxAttempts}; run at ${job.runAt.toISOString()}; created ${job.createdAt.toISOString()}`,
+      `payload: ${JSON.stringify(shown.payload)}`,
+      job.leaseToken
+        ? `lease: ${job.leaseToken} held by ${job.lockedBy ?? '?'} until ${job.leaseExpiresAt?.toISOString() ?? '—'}`
+        : 'lease: none',
+      `correlation id: ${job.correlationId ?? '—'}; dedupe: ${job.dedupeKey ? `${job.dedupeMode} ${job.dedupeKey}` : '—'}`,
+      `replays: ${job.replayCount}${job.replayedAt ? ` (last ${job.replayedAt.toISOString()} by ${job.replayedBy})` : ''}`,
+      `errors (${job.errors.length}):`,
+      ...job.errors.map((e) => `  attempt ${e.attempt ?? '?'}: ${e.class}: ${e.message}`),
+    ];
+    emit(lines.join('\n'), shown);
+    return EXIT.ok;
+  },
+
+  async 'dlq list'({ conn, schema, o, emit }) {
+    const jobs = await listJobs(conn, {
+      schema,
+      state: 'dead',
+      reason: str(o.reason),
+      kind: str(o.kind),
+      queue: str(o.queue),
+      since: date(o, 'since'),
+      limit: num(o, 'limit'),
+    });
+    const rows = jobs.map((j) => ({
+      ...summaryRow(j),
+      error: j.lastError ? `${j.lastError.class}: ${j.lastError.message}` : '',
+    }));
+    emit(table(rows, ['id', 'kind', 'queue', 'reason', 'attempt', 'finished_at', 'error']), rows);
+    return EXIT.ok;
+  },
+
+  async 'dlq replay'({ conn, schema, registry, o, rest, emit, io }) {
+    const limit = num(o, 'limit') ?? (rest.length > 0 ? rest.length : 1_000);
+    const base = {
+      kind: str(o.kind),
+      queue: str(o.queue),
+      reason: str(o.reason),
+      since: date(o, 'since'),
+      until: date(o, 'until'),
+      all: o.all === true,
+      dryRun: o['dry-run'] === true,
+      resetAttempts: o['keep-attempts'] !== true,
+      by: str(o.by) ?? `cli:${io.env.USER ?? 'unknown'}`,
+      schema,
+      registry,
+    };
+    const given = rest.length > 0 ? ids(rest, 'dlq replay') : undefined;
+    const replayed: { id: string }[] = [];
+    const refused: { id: string; message: string }[] = [];
+    // In chunks, with progress on stderr: replaying thousands is one short statement per chunk.
+    const chunk = 500;
+    const progress = (done: number) => {
+      if (io.tty) io.err(`\rreplayed ${done}/${given?.length ?? limit}`);
+    };
+    if (given) {
+      for (let i = 0; i < given.length; i += chunk) {
+        const part = await replay(conn, { ...base, ids: given.slice(i, i + chunk), limit: chunk });
+        replayed.push(...part.replayed);
+        refused.push(...part.refused);
+        progress(replayed.length);
+      }
+    } else {
+      while (replayed.length < limit) {
+        const part = await replay(conn, { ...base, limit: Math.min(chunk, limit - replayed.length) });
+        replayed.push(...part.replayed);
+        progress(replayed.length);
+        if (part.replayed.length === 0 || base.dryRun) break;
+      }
+    }
+    if (io.tty) io.err('\n');
+    const verb = base.dryRun ? 'would replay' : 'replayed';
+    emit(
+      [
+        `${verb} ${replayed.length} job(s)${replayed.length ? `: ${replayed.map((r) => r.id).join(', ')}` : ''}`,
+        ...refused.map((r) => `refused: ${r.message}`),
+      ].join('\n'),
+      { replayed, refused, dryRun: base.dryRun },
+    );
+    return refused.length > 0 ? EXIT.refused : EXIT.ok;
+  },
+
+  async cancel({ conn, schema, rest, emit }) {
+    const outcomes = await cancel(conn, ids(rest, 'cancel'), { schema });
+    emit(
+      outcomes
+        .map((c) =>
+          c.cancelled
+            ? `cancelled job ${c.id}`
+            : c.previousState
+              ? `job ${c.id} is ${c.previousState}: not cancelled`
+              : `job ${c.id} does not exist`,
+        )
+        .join('\n'),
+      outcomes,
+    );
+    return outcomes.every((c) => c.cancelled) ? EXIT.ok : EXIT.refused;
+  },
+
+  async retry({ conn, schema, rest, emit }) {
+    const outcomes = await retryNow(conn, ids(rest, 'retry'), { schema });
+    emit(
+      outcomes
+        .map((r) =>
+          r.retried
+            ? `job ${r.id} will run now`
+            : r.previousState === 'dead'
+              ? `job ${r.id} is dead: use \`skiplock dlq replay ${r.id}\``
+              : r.previousState
+                ? `job ${r.id} is ${r.previousState}: only waiting jobs can be retried now`
+                : `job ${r.id} does not exist`,
+        )
+        .join('\n'),
+      outcomes,
+    );
+    return outcomes.every((r) => r.retried) ? EXIT.ok : EXIT.refused;
+  },
+};
