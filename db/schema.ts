@@ -7,6 +7,7 @@ import {
   jsonb,
   type PgSchema,
   pgSchema,
+  primaryKey,
   smallint,
   text,
   timestamp,
@@ -134,10 +135,31 @@ export function completedCountsTableIn(schema: PgSchema<string>) {
   );
 }
 
+/**
+ * The invocations running right now, per worker, for a cap on how many run at once (fan-out,
+ * nudges). A row is a slot: the primary key (worker, slot) is what makes the cap hold when two
+ * invocations start at the same instant, and a slot whose expires_at has passed is free again —
+ * a crashed invocation stops counting when its budget would have ended, with no cleanup process.
+ */
+export function invocationsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'invocations',
+    {
+      worker: text('worker').notNull(),
+      slot: smallint('slot').notNull(),
+      invocationId: text('invocation_id').notNull(),
+      startedAt: timestamp('started_at', tz).notNull(),
+      expiresAt: timestamp('expires_at', tz).notNull(),
+    },
+    (t) => [primaryKey({ columns: [t.worker, t.slot] }), check('invocations_slot_check', sql`${t.slot} >= 1`)],
+  );
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
 export const completedCounts = completedCountsTableIn(skiplockSchema);
+export const invocations = invocationsTableIn(skiplockSchema);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 
