@@ -65,6 +65,7 @@ export { REPLAY_DEFAULTS, type ReplayOptions, replay } from './replay.js';
 export {
   createWorker,
   type InvocationInput,
+  type InvocationStarter,
   type InvocationSummary,
   WORKER_DEFAULTS,
   type Worker,

@@ -3,6 +3,7 @@ import { InvocationDeadlineError } from '../../base/errors.js';
 import type { ClaimedJob } from '../../base/rows.js';
 import { buryDoomed, claimJobs } from '../../db/statements/claim.js';
 import { releaseJobs } from '../../db/statements/settle.js';
+import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
 import { Deadline, Watchdog } from './deadline.js';
 import { OutcomeBuffer, outcomesOf, RIDE_ALONG_MAX } from './outcome-buffer.js';
@@ -12,6 +13,8 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
 /**
  * Where one invocation stands.
  *
+ * - `admitting`: with maxInvocations, taking one of the worker's slots; none free → `stopped`
+ *   at once (saturated: enough invocations run already).
  * - `sweeping`: moving the rows no claim may run to the DLQ (buryDoomed), before the first claim.
  * - `running`: attempts run; when a slot is free and nothing waits locally, the loop claims.
  * - `claiming`: a claim statement is out; the buffered outcomes ride along with it.
@@ -26,6 +29,7 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
  * - `stopped`: the summary is returned.
  */
 export type InvocationState =
+  | 'admitting'
   | 'sweeping'
   | 'running'
   | 'claiming'
@@ -37,6 +41,7 @@ export type InvocationState =
   | 'stopped';
 
 const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
+  admitting: ['sweeping', 'stopped', 'failing'],
   sweeping: ['running', 'failing'],
   running: ['claiming', 'deadline', 'failing'],
   claiming: ['running', 'draining', 'finishing', 'failing'],
@@ -64,7 +69,12 @@ const STOPPED_BECAUSE = {
 export class Invocation implements AttemptHost {
   readonly settings: WorkerSettings;
   readonly invocationId: string;
-  #state: InvocationState = 'sweeping';
+  #state: InvocationState;
+  /** The cap on running invocations and fan-out (with maxInvocations). */
+  readonly #admission: Admission | undefined;
+  /** Attempts that ended, and when the first claim went out: this invocation's rate. */
+  #finished = 0;
+  #firstClaimAt: number | undefined;
   readonly #deadline: Deadline;
   readonly #watchdog: Watchdog;
   readonly #ledger: Ledger;
@@ -91,6 +101,11 @@ export class Invocation implements AttemptHost {
     this.#watchdog = new Watchdog(settings.clock, this.#deadline);
     this.#buffer = new OutcomeBuffer(settings, this.#deadline, this.#ledger, this.#notify);
     this.#claimedAt = settings.clock.now();
+    this.#admission =
+      settings.maxInvocations === undefined
+        ? undefined
+        : new Admission(settings, settings.maxInvocations, this.invocationId, this.#deadline);
+    this.#state = this.#admission ? 'admitting' : 'sweeping';
   }
 
   get state(): InvocationState {
@@ -99,15 +114,33 @@ export class Invocation implements AttemptHost {
 
   async run(): Promise<InvocationSummary> {
     try {
-      await this.#sweep();
-      while (this.#state !== 'settling') await this.#turn();
-      await this.#buffer.flush();
-      this.#to('stopped');
+      if (await this.#admit()) {
+        await this.#sweep();
+        while (this.#state !== 'settling') await this.#turn();
+        await this.#buffer.flush();
+        this.#to('stopped');
+      }
     } catch (err) {
       await this.#fail(err);
     }
     this.#watchdog.stop();
+    if (this.#admission) {
+      await this.#admission.close();
+      this.#ledger.summary.invocationsStarted = this.#admission.started;
+    }
     return this.#ledger.close();
+  }
+
+  /** Takes a slot when invocations are counted; false (stopped, saturated) when none is free. */
+  async #admit(): Promise<boolean> {
+    if (!this.#admission) return true;
+    if (await this.#admission.register()) {
+      this.#to('sweeping');
+      return true;
+    }
+    this.#ledger.summary.stoppedBecause = 'saturated';
+    this.#to('stopped');
+    return false;
   }
 
   #to(next: InvocationState): void {
@@ -199,6 +232,7 @@ export class Invocation implements AttemptHost {
     const settling = buffer.size > RIDE_ALONG_MAX ? buffer.flush() : undefined;
     const batch = buffer.take();
     this.#claimedAt = clock.now();
+    this.#firstClaimAt ??= this.#claimedAt;
     // Claim only what can start now (at most batchSize), unless a local queue was asked for
     // (batchSize > concurrency): a claimed job's lease runs from the claim, not from its start.
     const free = concurrency - this.#inflight;
@@ -234,6 +268,8 @@ export class Invocation implements AttemptHost {
     if (settled.status === 'rejected') throw settled.reason;
     if (claimed.status === 'rejected') throw claimed.reason;
     const found = claimed.value.jobs.length;
+    // A full batch: there may be more ready work than this invocation can finish in time.
+    if (found === limit && drain) this.#admission?.consider(this.#finished, this.#firstClaimAt);
     this.#to(!drain ? 'finishing' : found < limit ? 'draining' : 'running');
     return found;
   }
@@ -255,6 +291,7 @@ export class Invocation implements AttemptHost {
     for (const attempt of ended) {
       this.#watchdog.forget(attempt);
       this.#inflight--;
+      this.#finished++;
       const { end } = attempt;
       if (end === 'committed') this.#ledger.committed(attempt.job);
       else if (end === 'lease_lost') this.#ledger.leaseLost(attempt.job);

@@ -3,6 +3,7 @@ import type { SkiplockDb } from '../../db/connect.js';
 import type { Clock } from '../clock.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
 import type { Logger } from '../logger.js';
+import type { InvocationStarter } from './admission.js';
 
 /** A kind this worker runs: its definition and the handler it was given. */
 export interface Kind {
@@ -29,6 +30,12 @@ export interface WorkerSettings {
   /** Whether info lines are written at all: building a line per completed job costs more than a no-op job. */
   readonly infoLogs: boolean;
   readonly kinds: ReadonlyMap<string, Kind>;
+  /** The name this worker's invocations are registered under (the cap counts per name). */
+  readonly name: string;
+  /** At most this many invocations at once; undefined: not counted. */
+  readonly maxInvocations: number | undefined;
+  readonly fanOut: InvocationStarter | undefined;
+  readonly fanOutTargetMs: number;
   /** The same kinds, as a list (looked through on every turn of the loop). */
   readonly kindList: readonly Kind[];
 }

@@ -22,8 +22,14 @@ export interface InvocationSummary {
   released: number;
   leaseLost: number;
   durationMs: number;
-  /** drained: no runnable work left; deadline: out of time; error: the database failed. */
-  stoppedBecause: 'drained' | 'deadline' | 'batch_done' | 'error';
+  /**
+   * drained: no runnable work left; deadline: out of time; batch_done: drain off, the one batch
+   * ran; saturated: maxInvocations invocations of this worker already run (nothing was claimed);
+   * error: a statement failed.
+   */
+  stoppedBecause: 'drained' | 'deadline' | 'batch_done' | 'saturated' | 'error';
+  /** With maxInvocations: invocations this one asked the platform to start (fan-out). */
+  invocationsStarted?: number;
   error?: string;
   /** With stoppedBecause 'error': the SQLSTATE when the database sent one, else the error code. */
   errorCode?: string;

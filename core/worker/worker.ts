@@ -5,6 +5,7 @@ import type { SkiplockDb } from '../../db/connect.js';
 import { type Clock, systemClock } from '../clock.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
 import { jsonLogger, type Logger } from '../logger.js';
+import type { InvocationStarter } from './admission.js';
 import { Invocation } from './invocation.js';
 import type { Kind, WorkerSettings } from './settings.js';
 import type { InvocationInput, InvocationSummary } from './summary.js';
@@ -49,6 +50,24 @@ export interface WorkerOptions {
   logger?: Logger;
   /** @defaultValue the system clock */
   clock?: Clock;
+  /**
+   * At most this many invocations of this worker (by `name`) run at once, counted in the database
+   * with registrations that expire on their own. An invocation that finds them all running returns
+   * at once (`stoppedBecause: 'saturated'`). @defaultValue unset: invocations are not counted
+   */
+  maxInvocations?: number;
+  /** What the invocations are counted under, e.g. the function's name. @defaultValue 'worker' */
+  name?: string;
+  /**
+   * Starts more invocations of this worker when the ready backlog needs them (needs
+   * `maxInvocations`, which it never exceeds). @defaultValue none: no fan-out
+   */
+  fanOut?: InvocationStarter;
+  /**
+   * Fan out until the ready backlog could drain within this long at the rate each invocation
+   * measured (or within the time left, when less). @defaultValue 5000
+   */
+  fanOutTargetMs?: number;
 }
 
 export const WORKER_DEFAULTS = {
@@ -58,6 +77,8 @@ export const WORKER_DEFAULTS = {
   drain: true,
   flushIntervalMs: 200,
   completedJobs: 'keep',
+  name: 'worker',
+  fanOutTargetMs: 5_000,
 } as const;
 
 export interface Worker {
@@ -108,6 +129,20 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
   }
   if (kinds.size === 0) throw new ConfigError('a worker needs at least one job kind');
 
+  const name = assertLabel('worker name', options.name ?? WORKER_DEFAULTS.name);
+  const { maxInvocations, fanOut } = options;
+  if (
+    maxInvocations !== undefined &&
+    !(Number.isInteger(maxInvocations) && maxInvocations >= 1 && maxInvocations <= 1000)
+  ) {
+    throw new ConfigError('maxInvocations must be an integer from 1 to 1000');
+  }
+  if (fanOut && maxInvocations === undefined) {
+    throw new ConfigError('fanOut needs maxInvocations: fan-out never starts more invocations than that cap');
+  }
+  const fanOutTargetMs = options.fanOutTargetMs ?? WORKER_DEFAULTS.fanOutTargetMs;
+  if (!(fanOutTargetMs > 0)) throw new ConfigError('fanOutTargetMs must be > 0');
+
   const logger = options.logger ?? jsonLogger();
   return {
     db,
@@ -126,7 +161,12 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     infoLogs: logger.isEnabled?.('info') ?? true,
     kinds,
     kindList: [...kinds.values()],
+    name,
+    maxInvocations,
+    fanOut,
+    fanOutTargetMs,
   };
 }
 
+export type { InvocationStarter } from './admission.js';
 export type { InvocationInput, InvocationSummary } from './summary.js';

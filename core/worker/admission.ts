@@ -1,0 +1,142 @@
+import { scrubSecrets } from '../../db/execute.js';
+import { readBacklog, registerInvocation, unregisterInvocation } from '../../db/statements/invocations.js';
+import type { Deadline } from './deadline.js';
+import type { WorkerSettings } from './settings.js';
+
+/**
+ * Starts more invocations of this worker: the platform's own scaling, e.g. an asynchronous
+ * Lambda Invoke of the worker function, or a request to the worker route on Vercel. Starting is
+ * only ever a hint: an invocation that finds every slot held returns at once, and the cron tick
+ * stays the safety net, so a start that is lost or doubled costs latency, never a job.
+ */
+export interface InvocationStarter {
+  start(count: number): Promise<void>;
+}
+
+/** How often, at most, an invocation reads the backlog to decide on fan-out (its clock). */
+const FAN_OUT_CHECK_MS = 1_000;
+/**
+ * Invocations this one started are counted as arriving for this long (a cold start), so the next
+ * check does not start them again before they have registered.
+ */
+const ARRIVAL_MS = 10_000;
+/** Registering again after a slot was taken under us, while the count still leaves room. */
+const REGISTER_TRIES = 3;
+
+/**
+ * The cap on running invocations of one worker and the fan-out above it. An invocation registers
+ * in one of `maxInvocations` slots before it claims (finding none, it returns at once: enough run
+ * already), frees its slot as it returns, and while it claims full batches it reads the backlog
+ * now and then: when the ready work could not drain within `fanOutTargetMs` at the rate it
+ * measured, it starts the invocations that would (never past the cap: the slots decide).
+ */
+export class Admission {
+  readonly #settings: WorkerSettings;
+  readonly #max: number;
+  readonly #invocationId: string;
+  readonly #deadline: Deadline;
+  #registered = false;
+  #lastCheck = Number.NEGATIVE_INFINITY;
+  #starting: Promise<void> | undefined;
+  /** When this invocation last started others, and how many it then expected to be running. */
+  #lastStart: { at: number; expectRunning: number } | undefined;
+  /** Invocations this one asked the platform to start. */
+  started = 0;
+
+  constructor(settings: WorkerSettings, max: number, invocationId: string, deadline: Deadline) {
+    this.#settings = settings;
+    this.#max = max;
+    this.#invocationId = invocationId;
+    this.#deadline = deadline;
+  }
+
+  /** Takes a slot; false when every slot is held by a running invocation. */
+  async register(): Promise<boolean> {
+    const { db, schema, name, leaseGraceMs, clock } = this.#settings;
+    for (let tries = 0; tries < REGISTER_TRIES; tries++) {
+      const registration = await this.#deadline.inTime(
+        registerInvocation(db.db, schema, {
+          worker: name,
+          invocationId: this.#invocationId,
+          max: this.#max,
+          // The registration outlives the invocation by the lease grace, as its jobs' leases do.
+          ttlMs: Math.max(1, this.#deadline.at - clock.now()) + leaseGraceMs,
+        }),
+      );
+      if (registration.slot !== null) {
+        this.#registered = true;
+        return true;
+      }
+      if (registration.running >= this.#max) return false;
+    }
+    return false;
+  }
+
+  /**
+   * After a claim that filled its batch: reads the backlog at most once a second and starts the
+   * invocations it needs. `finished` attempts since `since` give this invocation's rate.
+   */
+  consider(finished: number, since: number): void {
+    const { fanOut, clock } = this.#settings;
+    const now = clock.now();
+    if (!fanOut || this.#starting || now - this.#lastCheck < FAN_OUT_CHECK_MS) return;
+    const elapsed = now - since;
+    if (finished === 0 || elapsed <= 0) return; // no rate measured yet
+    this.#lastCheck = now;
+    const window = Math.min(this.#settings.fanOutTargetMs, this.#deadline.stopClaimingAt - now);
+    const perInvocation = (finished / elapsed) * window; // jobs one invocation finishes in the window
+    if (!(perInvocation > 0)) return;
+    this.#starting = this.#fanOut(perInvocation, fanOut).finally(() => {
+      this.#starting = undefined;
+    });
+  }
+
+  async #fanOut(perInvocation: number, starter: InvocationStarter): Promise<void> {
+    const { db, schema, name, kindList, queues, logger } = this.#settings;
+    try {
+      const backlog = await this.#deadline.inTime(
+        readBacklog(db.db, schema, {
+          worker: name,
+          kinds: kindList.map((k) => k.definition.kind),
+          queues,
+          // Past what `max` invocations finish in the window, more backlog changes nothing.
+          cap: Math.min(1_000_000, Math.ceil(perInvocation * this.#max) + 1),
+        }),
+      );
+      const needed = Math.min(this.#max, Math.ceil(backlog.ready / perInvocation));
+      const now = this.#settings.clock.now();
+      const last = this.#lastStart;
+      const arriving = last && now - last.at < ARRIVAL_MS ? Math.max(0, last.expectRunning - backlog.running) : 0;
+      const count = needed - backlog.running - arriving;
+      if (count <= 0) return;
+      this.#lastStart = { at: now, expectRunning: backlog.running + arriving + count };
+      this.started += count;
+      logger.info('fan_out', {
+        worker: name,
+        invocationId: this.#invocationId,
+        ready: backlog.ready,
+        running: backlog.running,
+        arriving,
+        starting: count,
+        max: this.#max,
+      });
+      await starter.start(count);
+    } catch (err) {
+      // A start that fails is only a hint lost: the next tick (or the next check) makes up for it.
+      const error = err instanceof Error ? scrubSecrets(err.message) : 'non-Error thrown';
+      logger.warn('fan_out_failed', { worker: name, error });
+    }
+  }
+
+  /** Frees the slot and waits for a start still under way (both bounded by the deadline). */
+  async close(): Promise<void> {
+    await this.#starting?.catch(() => {});
+    if (!this.#registered) return;
+    this.#registered = false;
+    const { db, schema, name } = this.#settings;
+    // Best effort: a slot not freed expires with the registration.
+    await this.#deadline
+      .inTime(unregisterInvocation(db.db, schema, { worker: name, invocationId: this.#invocationId }))
+      .catch(() => {});
+  }
+}

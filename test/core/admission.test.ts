@@ -1,0 +1,212 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ConfigError } from '../../base/errors.js';
+import { defineJob } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { createWorker, type InvocationStarter, type WorkerOptions } from '../../core/worker.js';
+import { ManualClock } from '../../testing/clock.js';
+import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { enqueuerFor } from '../helpers/kinds.js';
+
+let t: TestContext;
+let q: ReturnType<typeof enqueuerFor>;
+useTestSchema('core-admission', (ctx) => {
+  t = ctx;
+  q = enqueuerFor(ctx.schema);
+});
+
+const registrations = async () =>
+  (
+    await t.admin.query(
+      `select invocation_id, extract(epoch from expires_at - clock_timestamp()) * 1000 as ttl_ms
+       from "${t.schema}".invocations where expires_at > clock_timestamp() order by slot`,
+    )
+  ).rows as { invocation_id: string; ttl_ms: string }[];
+
+/** A handler that waits until the test opens the gate: invocations that stay running on demand. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
+describe(`the cap on running invocations (${testDriver()})`, () => {
+  it('a third invocation while two run (maxInvocations 2) returns at once, saturated, having claimed nothing', async () => {
+    const held = gate();
+    let started = 0;
+    let bothStarted!: () => void;
+    const running = new Promise<void>((resolve) => {
+      bothStarted = resolve;
+    });
+    const blocking = defineJob({
+      kind: 'blocking',
+      payload: z.object({ n: z.number() }),
+      timeoutMs: 30_000,
+      handler: async () => {
+        if (++started === 2) bothStarted();
+        await held.opened;
+      },
+    });
+    await q.enqueueMany(
+      t.db,
+      [0, 1, 2].map((n) => blocking.with({ n })),
+    );
+    // Separate connections, as separate function instances have.
+    const connections = [openDb(), openDb(), openDb()];
+    try {
+      const options = (i: number): WorkerOptions => ({
+        db: connections[i] as WorkerOptions['db'],
+        schema: t.schema,
+        jobs: [blocking],
+        logger: silentLogger,
+        maxInvocations: 2,
+        name: 'emails-worker',
+        concurrency: 1,
+      });
+      const first = createWorker(options(0)).runInvocation({ remainingMs: 60_000, invocationId: 'one' });
+      const second = createWorker(options(1)).runInvocation({ remainingMs: 60_000, invocationId: 'two' });
+      await running;
+      // Each registration lives as long as its invocation's budget plus the lease grace (5 s).
+      const held2 = await registrations();
+      expect(held2.map((r) => r.invocation_id).sort()).toEqual(['one', 'two']);
+      for (const r of held2) expect(Number(r.ttl_ms)).toBeGreaterThan(55_000);
+      for (const r of held2) expect(Number(r.ttl_ms)).toBeLessThanOrEqual(65_000);
+
+      const third = await createWorker(options(2)).runInvocation({ remainingMs: 60_000, invocationId: 'three' });
+      expect(third).toMatchObject({ stoppedBecause: 'saturated', claimed: 0, invocationsStarted: 0 });
+
+      held.open();
+      expect(await first).toMatchObject({ stoppedBecause: 'drained' });
+      expect(await second).toMatchObject({ stoppedBecause: 'drained' });
+      // Both slots were freed as the invocations returned.
+      expect(await registrations()).toEqual([]);
+      // The two took the third job themselves once their first ended; a new invocation is admitted.
+      const fourth = await createWorker(options(2)).runInvocation({ remainingMs: 60_000, invocationId: 'four' });
+      expect(fourth).toMatchObject({ stoppedBecause: 'drained', claimed: 0 });
+      const { rows } = await t.admin.query(
+        `select count(*)::int as n from "${t.schema}".jobs where state = 'completed'`,
+      );
+      expect(rows[0].n).toBe(3);
+    } finally {
+      held.open();
+      await Promise.all(connections.map((c) => c.close()));
+    }
+  });
+
+  it("a crashed invocation's registration stops counting once it expires, with no cleanup", async () => {
+    const noop = defineJob({ kind: 'noop', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
+    await q.enqueue(t.db, noop, {});
+    const run = () =>
+      createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [noop],
+        logger: silentLogger,
+        maxInvocations: 1,
+      }).runInvocation({ remainingMs: 10_000 });
+    // An invocation that died mid-run left its row behind.
+    await t.admin.query(
+      `insert into "${t.schema}".invocations (worker, slot, invocation_id, started_at, expires_at)
+       values ('worker', 1, 'crashed', now(), now() + interval '1 minute')`,
+    );
+    expect(await run()).toMatchObject({ stoppedBecause: 'saturated', claimed: 0 });
+    // Its budget (plus grace) has passed: the row no longer counts, and is taken over.
+    await t.admin.query(`update "${t.schema}".invocations set expires_at = now() - interval '1 millisecond'`);
+    expect(await run()).toMatchObject({ stoppedBecause: 'drained', claimed: 1, completed: 1 });
+  });
+
+  it('fanOut needs maxInvocations', () => {
+    const noop = defineJob({ kind: 'noop', payload: z.object({}), handler: () => {} });
+    const starter: InvocationStarter = { start: async () => {} };
+    expect(() => createWorker({ db: t.db, schema: t.schema, jobs: [noop], fanOut: starter })).toThrow(ConfigError);
+    expect(() => createWorker({ db: t.db, schema: t.schema, jobs: [noop], maxInvocations: 0 })).toThrow(
+      'maxInvocations must be an integer from 1 to 1000',
+    );
+  });
+});
+
+describe(`fan-out (${testDriver()})`, () => {
+  it('a backlog more than one invocation drains in the target time starts the invocations it needs, once, within the cap', async () => {
+    // Each job takes 100 ms of the invocation's clock; 10 at a time, so one invocation finishes
+    // 10 jobs a second: 50 in the 5 s target. 200 jobs need 4 invocations; this one is the first.
+    const clock = new ManualClock();
+    const slow = defineJob({
+      kind: 'slow',
+      payload: z.object({ n: z.number() }),
+      timeoutMs: 1_000,
+      handler: () => {
+        clock.advance(100);
+      },
+    });
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 200 }, (_, n) => slow.with({ n })),
+    );
+    const starts: number[] = [];
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [slow],
+      logger: silentLogger,
+      clock,
+      concurrency: 10,
+      maxInvocations: 8,
+      fanOut: { start: async (count) => void starts.push(count) },
+    }).runInvocation({ remainingMs: 600_000 });
+    // The three it started never arrived (nothing runs them here): it counted them as arriving
+    // for 10 s of its clock, then started what was still missing, never past the cap of 8.
+    expect(starts[0]).toBe(3);
+    expect(starts.reduce((a, b) => a + b, 0)).toBe(summary.invocationsStarted);
+    for (const count of starts) expect(count).toBeLessThanOrEqual(7);
+    expect(summary).toMatchObject({ claimed: 200, completed: 200, stoppedBecause: 'drained' });
+  });
+
+  it('a backlog one invocation drains in the target time starts nothing; a failing start is logged, never fatal', async () => {
+    const clock = new ManualClock();
+    const slow = defineJob({
+      kind: 'slow',
+      payload: z.object({ n: z.number() }),
+      timeoutMs: 1_000,
+      handler: () => {
+        clock.advance(100);
+      },
+    });
+    const warnings: string[] = [];
+    const run = (fanOut: InvocationStarter) =>
+      createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [slow],
+        logger: { ...silentLogger, warn: (message: string) => void warnings.push(message) },
+        clock,
+        concurrency: 10,
+        maxInvocations: 4,
+        fanOut,
+      }).runInvocation({ remainingMs: 600_000 });
+
+    const starts: number[] = [];
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 40 }, (_, n) => slow.with({ n })),
+    );
+    expect(await run({ start: async (count) => void starts.push(count) })).toMatchObject({
+      completed: 40,
+      invocationsStarted: 0,
+    });
+    expect(starts).toEqual([]);
+
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 200 }, (_, n) => slow.with({ n })),
+    );
+    const failing = await run({
+      start: async () => {
+        throw new Error('Invoke refused');
+      },
+    });
+    expect(failing).toMatchObject({ claimed: 200, completed: 200, stoppedBecause: 'drained' });
+    expect(warnings).toContain('fan_out_failed');
+  });
+});
