@@ -17,6 +17,11 @@ export interface SkiplockConfig {
   queues: string[] | undefined;
   kinds: string[] | undefined;
   concurrency: number;
+  /** SKIPLOCK_MAX_INVOCATIONS: at most this many invocations of this worker at once, and fan-out up to it. */
+  maxInvocations: number | undefined;
+  /** The name invocations are counted under. */
+  workerName: string;
+  fanOutTargetMs: number;
   batchSize: number | undefined;
   safetyMarginMs: number;
   leaseGraceMs: number;
@@ -86,6 +91,12 @@ const VARIABLES = {
   SKIPLOCK_KINDS: list,
   SKIPLOCK_CONCURRENCY: int(1, 1000).default(WORKER_DEFAULTS.concurrency),
   SKIPLOCK_BATCH_SIZE: int(1, 1000).optional(),
+  SKIPLOCK_MAX_INVOCATIONS: int(1, 1000).optional(),
+  SKIPLOCK_WORKER_NAME: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'must be a name of letters, digits and _ . : -')
+    .optional(),
+  SKIPLOCK_FAN_OUT_TARGET_MS: int(100, 900_000).default(WORKER_DEFAULTS.fanOutTargetMs),
   SKIPLOCK_SAFETY_MARGIN_MS: int(0, 600_000).default(WORKER_DEFAULTS.safetyMarginMs),
   SKIPLOCK_LEASE_GRACE_MS: int(0, 3_600_000).default(WORKER_DEFAULTS.leaseGraceMs),
   SKIPLOCK_COMPLETED_JOBS: z.enum(['keep', 'delete']).default(WORKER_DEFAULTS.completedJobs),
@@ -131,6 +142,9 @@ export const PURPOSES = {
     'SKIPLOCK_KINDS',
     'SKIPLOCK_CONCURRENCY',
     'SKIPLOCK_BATCH_SIZE',
+    'SKIPLOCK_MAX_INVOCATIONS',
+    'SKIPLOCK_WORKER_NAME',
+    'SKIPLOCK_FAN_OUT_TARGET_MS',
     'SKIPLOCK_SAFETY_MARGIN_MS',
     'SKIPLOCK_LEASE_GRACE_MS',
     'SKIPLOCK_COMPLETED_JOBS',
@@ -193,6 +207,9 @@ export class EnvironmentSettings {
       queues: e.SKIPLOCK_QUEUES,
       kinds: e.SKIPLOCK_KINDS,
       concurrency: e.SKIPLOCK_CONCURRENCY,
+      maxInvocations: e.SKIPLOCK_MAX_INVOCATIONS,
+      workerName: e.SKIPLOCK_WORKER_NAME ?? e.AWS_LAMBDA_FUNCTION_NAME ?? WORKER_DEFAULTS.name,
+      fanOutTargetMs: e.SKIPLOCK_FAN_OUT_TARGET_MS,
       batchSize: e.SKIPLOCK_BATCH_SIZE,
       safetyMarginMs: e.SKIPLOCK_SAFETY_MARGIN_MS,
       leaseGraceMs: e.SKIPLOCK_LEASE_GRACE_MS,

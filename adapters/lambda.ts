@@ -1,7 +1,9 @@
 import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
+import type { InvocationStarter } from '../core/worker.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
+import { lambdaStarter } from './lambda-invoke.js';
 import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
 
@@ -52,9 +54,25 @@ export interface LambdaWorkerOptions {
   kinds?: readonly string[];
   /** The invocation's clock (tests). @defaultValue the system clock */
   clock?: Clock;
+  /**
+   * How more invocations start when SKIPLOCK_MAX_INVOCATIONS is set and the backlog needs them:
+   * `false` turns fan-out off (the cap still holds). @defaultValue asynchronous Invokes of this
+   * function (its name from the Lambda context)
+   */
+  fanOut?: InvocationStarter | false;
 }
 
-/** Scheduled (EventBridge) worker: one invocation sized by the Lambda's remaining time. */
+function fanOutOf(option: InvocationStarter | false | undefined, context: LambdaContext) {
+  if (option === false) return undefined;
+  if (option) return option;
+  const functionName = context.functionName ?? process.env.AWS_LAMBDA_FUNCTION_NAME;
+  return functionName ? lambdaStarter(functionName) : undefined;
+}
+
+/**
+ * Scheduled (EventBridge) worker: one invocation sized by the Lambda's remaining time. Any event
+ * starts it: a schedule, a nudge, or another invocation fanning out.
+ */
 export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {}) {
   return async (_event: unknown, context: LambdaContext) => {
     const runtime = runtimeOrFailure(options.env ?? process.env);
@@ -66,6 +84,7 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
         queues: options.queues,
         kinds: options.kinds,
         clock: options.clock,
+        fanOut: fanOutOf(options.fanOut, context),
       });
     } catch (err) {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });
@@ -179,5 +198,6 @@ export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
 }
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
+export { FAN_OUT_EVENT, lambdaStarter, MissingLambdaClientError } from './lambda-invoke.js';
 export { emfMetrics, type MetricsSink } from './metrics.js';
 export { resetSharedRuntime } from './runtime.js';

@@ -7,7 +7,7 @@ import { describeIssues } from '../core/issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from '../core/jobs.js';
 import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
 import { replay } from '../core/replay.js';
-import { createWorker, type InvocationSummary } from '../core/worker.js';
+import { createWorker, type InvocationStarter, type InvocationSummary } from '../core/worker.js';
 import { migrate } from '../db/migrate.js';
 import { HttpError } from './http.js';
 import { type FunctionRuntime, isAuthFailure } from './runtime.js';
@@ -118,6 +118,8 @@ export interface WorkerRun {
   kinds?: readonly string[];
   /** The invocation's clock (tests). @defaultValue the system clock */
   clock?: Clock;
+  /** Starts more invocations of this worker, used when SKIPLOCK_MAX_INVOCATIONS is set. @defaultValue none */
+  fanOut?: InvocationStarter;
 }
 
 /**
@@ -150,6 +152,10 @@ export async function runWorker(
         completedJobs: config.completedJobs,
         logger: runtime.logger,
         clock,
+        name: config.workerName,
+        maxInvocations: config.maxInvocations,
+        fanOut: config.maxInvocations === undefined ? undefined : run.fanOut,
+        fanOutTargetMs: config.fanOutTargetMs,
       }).runInvocation({ remainingMs: Math.max(0, deadlineAt - clock.now()), invocationId: run.invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );

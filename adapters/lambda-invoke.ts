@@ -1,0 +1,64 @@
+import { ConfigError } from '../base/errors.js';
+import type { InvocationStarter } from '../core/worker.js';
+
+/** The event a started worker receives: any event runs the worker; this one says why. */
+export const FAN_OUT_EVENT = { source: 'skiplock', reason: 'fan-out' } as const;
+
+/** The worker was asked to fan out, but the AWS SDK's Lambda client cannot be loaded. */
+export class MissingLambdaClientError extends ConfigError {
+  constructor() {
+    super(
+      'SKIPLOCK_MAX_INVOCATIONS asks the worker to fan out, but @aws-sdk/client-lambda is not installed: add it to ' +
+        'your app (npm install @aws-sdk/client-lambda; the Lambda Node.js runtime already ships it)',
+    );
+  }
+}
+
+/**
+ * The AWS SDK's Lambda client, loaded on the first start: an optional peer dependency (the Lambda
+ * Node.js runtime ships it), so the package root and an app that never fans out never load it.
+ * `AWS_ENDPOINT_URL_LAMBDA` points it elsewhere (a local Invoke endpoint), as for any SDK client.
+ */
+async function loadLambdaClient(): Promise<typeof import('@aws-sdk/client-lambda')> {
+  try {
+    return await import('@aws-sdk/client-lambda');
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') throw new MissingLambdaClientError();
+    throw err;
+  }
+}
+
+let shared:
+  | { client: import('@aws-sdk/client-lambda').LambdaClient; sdk: typeof import('@aws-sdk/client-lambda') }
+  | undefined;
+
+/**
+ * Starts invocations of a Lambda function (the worker's own, for fan-out) with asynchronous
+ * Invokes (`InvocationType: 'Event'`): Lambda queues them and answers 202 at once; its own
+ * concurrency limit (the function's reserved concurrency) and retries apply. Needs
+ * `lambda:InvokeFunction` on that function.
+ */
+export function lambdaStarter(functionName: string): InvocationStarter {
+  return {
+    async start(count) {
+      if (!shared) {
+        const sdk = await loadLambdaClient();
+        shared = { sdk, client: new sdk.LambdaClient({}) };
+      }
+      const { sdk, client } = shared;
+      const payload = new TextEncoder().encode(JSON.stringify(FAN_OUT_EVENT));
+      const results = await Promise.allSettled(
+        Array.from({ length: count }, () =>
+          client.send(new sdk.InvokeCommand({ FunctionName: functionName, InvocationType: 'Event', Payload: payload })),
+        ),
+      );
+      const failed = results.filter((r) => r.status === 'rejected').length;
+      if (failed > 0) {
+        const first = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+        const name = (first.reason as { name?: string }).name ?? 'Error';
+        throw new Error(`${failed} of ${count} asynchronous invokes of ${functionName} failed (${name})`);
+      }
+    },
+  };
+}
