@@ -67,7 +67,10 @@ describe('the packed package, installed into an app outside the repository', () 
       files.filter((f) => /^package\/(core|db|adapters|base|cli|testing|test|bench|chaos)\/.*\.ts$/.test(f)),
     ).toEqual([]);
     const manifest = JSON.parse(readFileSync(join(app, 'node_modules/skiplock/package.json'), 'utf8'));
-    expect(manifest.peerDependenciesMeta).toEqual({ '@aws-sdk/client-secrets-manager': { optional: true } });
+    expect(manifest.peerDependenciesMeta).toEqual({
+      '@aws-sdk/client-lambda': { optional: true },
+      '@aws-sdk/client-secrets-manager': { optional: true },
+    });
     expect(manifest.dependencies['@aws-sdk/client-secrets-manager']).toBeUndefined();
   });
 

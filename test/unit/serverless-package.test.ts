@@ -73,7 +73,7 @@ describe('serverless package (offline, no AWS credentials)', () => {
     expect(permissions.some((p) => p.FunctionName['Fn::GetAtt'][0] === 'ReplayLambdaFunction')).toBe(false);
   });
 
-  it('grants secretsmanager:GetSecretValue on the database secret and nothing broader', () => {
+  it('grants secretsmanager:GetSecretValue on the database secret, lambda:InvokeFunction on the workers, nothing broader', () => {
     const [, role] = ofType('AWS::IAM::Role')[0]!;
     const statements = (
       role.Properties.Policies as { PolicyDocument: { Statement: { Action: string[]; Resource: unknown }[] } }[]
@@ -86,9 +86,39 @@ describe('serverless package (offline, no AWS credentials)', () => {
         Resource: 'arn:aws:secretsmanager:us-east-1:000000000000:secret:skiplock/database',
       },
     ]);
+    // Fan-out: invoking the two worker functions, and no other function.
+    const invokes = statements.filter((s) => s.Action.some((a) => a.startsWith('lambda:')));
+    expect(invokes).toEqual([
+      {
+        Effect: 'Allow',
+        Action: ['lambda:InvokeFunction'],
+        Resource: ['worker', 'reportsWorker'].map((name) => ({
+          'Fn::Sub': `arn:\${AWS::Partition}:lambda:\${AWS::Region}:\${AWS::AccountId}:function:skiplock-ci-${name}`,
+        })),
+      },
+    ]);
     // The rest is the framework's own log-writing statement.
-    const others = statements.filter((s) => !secrets.includes(s)).flatMap((s) => s.Action);
+    const others = statements.filter((s) => !secrets.includes(s) && !invokes.includes(s)).flatMap((s) => s.Action);
     expect(others.every((a) => a.startsWith('logs:'))).toBe(true);
+  });
+
+  it("each worker's reserved concurrency equals its SKIPLOCK_MAX_INVOCATIONS; the other functions have no cap", () => {
+    const functions = Object.fromEntries(
+      ofType('AWS::Lambda::Function').map(([name, r]) => [
+        name,
+        r.Properties as { ReservedConcurrentExecutions?: number; Environment: { Variables: Record<string, string> } },
+      ]),
+    );
+    for (const [name, cap] of [
+      ['WorkerLambdaFunction', 10],
+      ['ReportsWorkerLambdaFunction', 4],
+    ] as const) {
+      expect(functions[name]?.ReservedConcurrentExecutions).toBe(cap);
+      expect(functions[name]?.Environment.Variables.SKIPLOCK_MAX_INVOCATIONS).toBe(String(cap));
+    }
+    for (const name of ['EnqueueLambdaFunction', 'ReplayLambdaFunction', 'MaintenanceLambdaFunction']) {
+      expect(functions[name]?.ReservedConcurrentExecutions).toBeUndefined();
+    }
   });
 
   it('ships example alarms on the EMF metrics: jobs dying, oldest job age, silent worker', () => {
