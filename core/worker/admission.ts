@@ -20,8 +20,6 @@ const FAN_OUT_CHECK_MS = 1_000;
  * check does not start them again before they have registered.
  */
 const ARRIVAL_MS = 10_000;
-/** Registering again after a slot was taken under us, while the count still leaves room. */
-const REGISTER_TRIES = 3;
 
 /**
  * The cap on running invocations of one worker and the fan-out above it. An invocation registers
@@ -50,10 +48,15 @@ export class Admission {
     this.#deadline = deadline;
   }
 
-  /** Takes a slot; false when every slot is held by a running invocation. */
+  /**
+   * Takes a slot; false when every slot is held by a running invocation. A try that finds its slot
+   * taken under it waited for that registrant to commit, so the next try sees one more slot held:
+   * after `max + 1` tries this invocation has a slot or has seen them all held — never a refusal
+   * while a slot is free.
+   */
   async register(): Promise<boolean> {
     const { db, schema, name, leaseGraceMs, clock } = this.#settings;
-    for (let tries = 0; tries < REGISTER_TRIES; tries++) {
+    for (let tries = 0; tries <= this.#max; tries++) {
       const registration = await this.#deadline.inTime(
         registerInvocation(db.db, schema, {
           worker: name,

@@ -26,7 +26,7 @@ describe(`invocation registrations (${testDriver()})`, () => {
         Array.from({ length: 16 }, async (_, i) => {
           const db = (connections[i % connections.length] as (typeof connections)[number]).db;
           // As the worker does: try again with a fresh look while the others' count leaves room.
-          for (let tries = 0; tries < 3; tries++) {
+          for (let tries = 0; tries <= 5; tries++) {
             const r = await registerInvocation(db, t.schema, {
               worker: 'w',
               invocationId: `inv-${i}`,
