@@ -4,15 +4,7 @@ import type { Logger } from '../logger.js';
 
 /** What a handler's context reads from the attempt behind it; the attempt itself stays out of reach. */
 export interface ContextSource {
-  readonly job: {
-    id: string;
-    kind: string;
-    queue: string;
-    attempt: number;
-    maxAttempts: number;
-    correlationId: string | null;
-    leaseToken: string;
-  };
+  readonly job: Pick<JobContext, 'id' | 'kind' | 'queue' | 'attempt' | 'maxAttempts' | 'correlationId' | 'leaseToken'>;
   signal(): AbortSignal;
   logger(): Logger;
   reportProgress(progress: unknown): Promise<boolean>;

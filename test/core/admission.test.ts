@@ -23,6 +23,18 @@ const registrations = async () =>
     )
   ).rows as { invocation_id: string; ttl_ms: string }[];
 
+/** A kind whose jobs each take 100 ms of `clock`: one invocation at concurrency 10 finishes 10 a second. */
+function slowOn(clock: ManualClock) {
+  return defineJob({
+    kind: 'slow',
+    payload: z.object({ n: z.number() }),
+    timeoutMs: 1_000,
+    handler: () => {
+      clock.advance(100);
+    },
+  });
+}
+
 /** A handler that waits until the test opens the gate: invocations that stay running on demand. */
 function gate() {
   let open!: () => void;
@@ -132,14 +144,7 @@ describe(`fan-out (${testDriver()})`, () => {
     // Each job takes 100 ms of the invocation's clock; 10 at a time, so one invocation finishes
     // 10 jobs a second: 50 in the 5 s target. 200 jobs need 4 invocations; this one is the first.
     const clock = new ManualClock();
-    const slow = defineJob({
-      kind: 'slow',
-      payload: z.object({ n: z.number() }),
-      timeoutMs: 1_000,
-      handler: () => {
-        clock.advance(100);
-      },
-    });
+    const slow = slowOn(clock);
     await q.enqueueMany(
       t.db,
       Array.from({ length: 200 }, (_, n) => slow.with({ n })),
@@ -165,14 +170,7 @@ describe(`fan-out (${testDriver()})`, () => {
 
   it('a backlog one invocation drains in the target time starts nothing; a failing start is logged, never fatal', async () => {
     const clock = new ManualClock();
-    const slow = defineJob({
-      kind: 'slow',
-      payload: z.object({ n: z.number() }),
-      timeoutMs: 1_000,
-      handler: () => {
-        clock.advance(100);
-      },
-    });
+    const slow = slowOn(clock);
     const warnings: string[] = [];
     const run = (fanOut: InvocationStarter) =>
       createWorker({
