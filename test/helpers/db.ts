@@ -93,6 +93,9 @@ export function useTestSchema(label: string, ready: (t: TestContext) => void): v
   });
   afterAll(() => ctx?.close());
   beforeEach(async () => {
-    if (ctx) await ctx.admin.query(`truncate "${ctx.schema}".jobs, "${ctx.schema}".completed_counts, "${ctx.schema}".invocations`);
+    if (ctx)
+      await ctx.admin.query(
+        `truncate "${ctx.schema}".jobs, "${ctx.schema}".completed_counts, "${ctx.schema}".invocations`,
+      );
   });
 }
