@@ -32,6 +32,8 @@ export interface SkiplockConfig {
   statementTimeoutMs: number;
   queryTimeoutMs: number;
   maxBodyBytes: number;
+  /** SKIPLOCK_NUDGE_FUNCTIONS: the worker function of each queue, started after an HTTP or invoked enqueue. */
+  nudgeFunctions: Record<string, string> | undefined;
   maxPayloadBytes: number;
   completedRetentionHours: number;
   deadRetentionHours: number;
@@ -40,6 +42,27 @@ export interface SkiplockConfig {
   metrics: 'none' | 'emf';
   /** Name of this deployment in metrics (the Service dimension). */
   serviceName: string;
+}
+
+const QUEUE_OR_ANY = /^(\*|[A-Za-z0-9][A-Za-z0-9_.:-]{0,63})$/;
+const FUNCTION_NAME = /^[A-Za-z0-9_:.-]{1,140}$/;
+
+/**
+ * `emails,webhooks=fn-a;reports=fn-b` → { emails: 'fn-a', webhooks: 'fn-a', reports: 'fn-b' };
+ * `*` names every other queue. Undefined when the text does not read that way.
+ */
+function parseNudgeFunctions(text: string): Record<string, string> | undefined {
+  const functions: Record<string, string> = {};
+  for (const part of text.split(';')) {
+    const [queues, name, extra] = part.split('=');
+    if (queues === undefined || name === undefined || extra !== undefined || !FUNCTION_NAME.test(name))
+      return undefined;
+    for (const queue of queues.split(',')) {
+      if (!QUEUE_OR_ANY.test(queue)) return undefined;
+      functions[queue] = name;
+    }
+  }
+  return functions;
 }
 
 /** Defaults of the settings only deployed functions have (the rest are the library's own). */
@@ -106,6 +129,18 @@ const VARIABLES = {
   SKIPLOCK_STATEMENT_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.statementTimeoutMs),
   SKIPLOCK_QUERY_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.queryTimeoutMs),
   SKIPLOCK_MAX_BODY_BYTES: int(1_024, 6_291_456).default(FUNCTION_DEFAULTS.maxBodyBytes),
+  SKIPLOCK_NUDGE_FUNCTIONS: z.preprocess(
+    (v) => (v === '' ? undefined : v),
+    z
+      .string()
+      .transform((text, ctx) => {
+        const functions = parseNudgeFunctions(text);
+        if (!functions) ctx.addIssue({ code: 'custom', message: 'must read queue,queue=function;queue=function' });
+        return functions ?? {};
+      })
+      .optional(),
+  ),
+
   SKIPLOCK_MAX_PAYLOAD_BYTES: int(1, 6_291_456).default(ENQUEUE_DEFAULTS.maxPayloadBytes),
   SKIPLOCK_COMPLETED_RETENTION_HOURS: int(0, 87_600).default(MAINTENANCE_DEFAULTS.completedRetentionMs / 3_600_000),
   SKIPLOCK_DEAD_RETENTION_HOURS: int(0, 87_600).default(MAINTENANCE_DEFAULTS.deadRetentionMs / 3_600_000),
@@ -150,7 +185,7 @@ export const PURPOSES = {
     'SKIPLOCK_COMPLETED_JOBS',
     'SKIPLOCK_MAX_DURATION_MS',
   ],
-  enqueue: ['SKIPLOCK_MAX_BODY_BYTES', 'SKIPLOCK_MAX_PAYLOAD_BYTES'],
+  enqueue: ['SKIPLOCK_MAX_BODY_BYTES', 'SKIPLOCK_MAX_PAYLOAD_BYTES', 'SKIPLOCK_NUDGE_FUNCTIONS'],
   replay: ['SKIPLOCK_MAX_BODY_BYTES'],
   maintenance: [
     'SKIPLOCK_COMPLETED_RETENTION_HOURS',
@@ -220,6 +255,7 @@ export class EnvironmentSettings {
       statementTimeoutMs: e.SKIPLOCK_STATEMENT_TIMEOUT_MS,
       queryTimeoutMs: e.SKIPLOCK_QUERY_TIMEOUT_MS,
       maxBodyBytes: e.SKIPLOCK_MAX_BODY_BYTES,
+      nudgeFunctions: e.SKIPLOCK_NUDGE_FUNCTIONS,
       maxPayloadBytes: e.SKIPLOCK_MAX_PAYLOAD_BYTES,
       completedRetentionHours: e.SKIPLOCK_COMPLETED_RETENTION_HOURS,
       deadRetentionHours: e.SKIPLOCK_DEAD_RETENTION_HOURS,

@@ -1,8 +1,13 @@
 import { ConfigError } from '../base/errors.js';
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/logger.js';
+import { createNudger, type Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker.js';
 
 /** The event a started worker receives: any event runs the worker; this one says why. */
 export const FAN_OUT_EVENT = { source: 'skiplock', reason: 'fan-out' } as const;
+/** The event a nudged worker receives. */
+export const NUDGE_EVENT = { source: 'skiplock', reason: 'nudge' } as const;
 
 /** The worker was asked to fan out, but the AWS SDK's Lambda client cannot be loaded. */
 export class MissingLambdaClientError extends ConfigError {
@@ -29,9 +34,20 @@ async function loadLambdaClient(): Promise<typeof import('@aws-sdk/client-lambda
   }
 }
 
-let shared:
-  | { client: import('@aws-sdk/client-lambda').LambdaClient; sdk: typeof import('@aws-sdk/client-lambda') }
-  | undefined;
+type Client = { client: import('@aws-sdk/client-lambda').LambdaClient; sdk: typeof import('@aws-sdk/client-lambda') };
+/** One client per container (per endpoint: AWS_ENDPOINT_URL_LAMBDA is read when a client is made). */
+const clients = new Map<string, Client>();
+
+async function lambdaClient(): Promise<Client> {
+  const endpoint = process.env.AWS_ENDPOINT_URL_LAMBDA ?? '';
+  let client = clients.get(endpoint);
+  if (!client) {
+    const sdk = await loadLambdaClient();
+    client = { sdk, client: new sdk.LambdaClient({}) };
+    clients.set(endpoint, client);
+  }
+  return client;
+}
 
 /**
  * Starts invocations of a Lambda function (the worker's own, for fan-out) with asynchronous
@@ -39,15 +55,11 @@ let shared:
  * concurrency limit (the function's reserved concurrency) and retries apply. Needs
  * `lambda:InvokeFunction` on that function.
  */
-export function lambdaStarter(functionName: string): InvocationStarter {
+export function lambdaStarter(functionName: string, event: object = FAN_OUT_EVENT): InvocationStarter {
   return {
     async start(count) {
-      if (!shared) {
-        const sdk = await loadLambdaClient();
-        shared = { sdk, client: new sdk.LambdaClient({}) };
-      }
-      const { sdk, client } = shared;
-      const payload = new TextEncoder().encode(JSON.stringify(FAN_OUT_EVENT));
+      const { sdk, client } = await lambdaClient();
+      const payload = new TextEncoder().encode(JSON.stringify(event));
       const results = await Promise.allSettled(
         Array.from({ length: count }, () =>
           client.send(new sdk.InvokeCommand({ FunctionName: functionName, InvocationType: 'Event', Payload: payload })),
@@ -61,4 +73,35 @@ export function lambdaStarter(functionName: string): InvocationStarter {
       }
     },
   };
+}
+
+/**
+ * Which worker function runs each queue, for nudges: `{ emails: 'app-prod-worker', '*': … }`
+ * (`*`: every queue not named). Read from SKIPLOCK_NUDGE_FUNCTIONS as
+ * `emails,webhooks=app-prod-worker;reports=app-prod-reportsWorker`.
+ */
+export type NudgeFunctions = Readonly<Record<string, string>>;
+
+/**
+ * A nudger that starts the worker function of each queue with an asynchronous Invoke, coalesced
+ * per function (see NudgerOptions.coalesceMs). Needs `lambda:InvokeFunction` on those functions.
+ */
+export function createLambdaNudger(
+  functions: NudgeFunctions,
+  options: { coalesceMs?: number; logger?: Logger; clock?: Clock } = {},
+): Nudger {
+  const starters = new Map<string, InvocationStarter>();
+  return createNudger({
+    ...options,
+    workerFor: (queue) => {
+      const name = functions[queue] ?? functions['*'];
+      if (!name) return undefined;
+      let starter = starters.get(name);
+      if (!starter) {
+        starter = lambdaStarter(name, NUDGE_EVENT);
+        starters.set(name, starter);
+      }
+      return starter;
+    },
+  });
 }

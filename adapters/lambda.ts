@@ -1,9 +1,10 @@
 import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
+import type { Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
-import { lambdaStarter } from './lambda-invoke.js';
+import { createLambdaNudger, lambdaStarter } from './lambda-invoke.js';
 import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
 
@@ -148,8 +149,35 @@ function toHttpApiResult(response: HttpResponse): HttpApiResult {
  * or by direct invoke (IAM-authorized; the event is the body). Body: `{ kind, payload,
  * options? }` or `{ jobs: [...] }`. Answers `{ results: [{ id, outcome }] }`.
  */
-export function createLambdaEnqueue(jobs: Kinds, options: { env?: Env } = {}) {
+export interface LambdaEnqueueOptions {
+  /** @defaultValue process.env */
+  env?: Env;
+  /**
+   * Starts the workers of the enqueued jobs' queues after each enqueue. @defaultValue
+   * asynchronous Invokes of the functions SKIPLOCK_NUDGE_FUNCTIONS names (none when unset)
+   */
+  nudger?: Nudger;
+  /** The nudges' clock (tests: the coalescing window). @defaultValue the system clock */
+  clock?: Clock;
+}
+
+export function createLambdaEnqueue(jobs: Kinds, options: LambdaEnqueueOptions = {}) {
   const registry = new JobRegistry(jobs);
+  // One nudger per container, so that nudges coalesce across warm invocations.
+  let nudgerFor: { functions: string; nudger: Nudger } | undefined;
+  const nudgerOf = (runtime: FunctionRuntime): Nudger | undefined => {
+    if (options.nudger) return options.nudger;
+    const functions = runtime.settings.require('enqueue').nudgeFunctions;
+    if (!functions) return undefined;
+    const key = JSON.stringify(functions);
+    if (nudgerFor?.functions !== key) {
+      nudgerFor = {
+        functions: key,
+        nudger: createLambdaNudger(functions, { logger: runtime.logger, clock: options.clock }),
+      };
+    }
+    return nudgerFor.nudger;
+  };
   return async (event: unknown): Promise<HttpApiResult | Record<string, unknown>> => {
     const http = isHttpEvent(event);
     const respond = (response: HttpResponse) =>
@@ -164,7 +192,7 @@ export function createLambdaEnqueue(jobs: Kinds, options: { env?: Env } = {}) {
         body = await readJson(request, sharedRuntime(env).settings.require('enqueue').maxBodyBytes);
       }
       const runtime = sharedRuntime(env);
-      return respond({ status: 200, body: await enqueueFromBody(runtime, registry, body) });
+      return respond({ status: 200, body: await enqueueFromBody(runtime, registry, body, nudgerOf(runtime)) });
     } catch (err) {
       return respond(errorResponse(err));
     }
@@ -198,6 +226,13 @@ export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
 }
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
-export { FAN_OUT_EVENT, lambdaStarter, MissingLambdaClientError } from './lambda-invoke.js';
+export {
+  createLambdaNudger,
+  FAN_OUT_EVENT,
+  lambdaStarter,
+  MissingLambdaClientError,
+  NUDGE_EVENT,
+  type NudgeFunctions,
+} from './lambda-invoke.js';
 export { emfMetrics, type MetricsSink } from './metrics.js';
 export { resetSharedRuntime } from './runtime.js';

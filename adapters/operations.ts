@@ -6,6 +6,7 @@ import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { describeIssues } from '../core/issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from '../core/jobs.js';
 import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
+import type { Nudger } from '../core/nudge.js';
 import { replay } from '../core/replay.js';
 import { createWorker, type InvocationStarter, type InvocationSummary } from '../core/worker.js';
 import { migrate } from '../db/migrate.js';
@@ -81,6 +82,7 @@ export async function enqueueFromBody(
   runtime: FunctionRuntime,
   registry: JobRegistry,
   body: unknown,
+  nudger?: Nudger,
 ): Promise<{ results: EnqueueResult[] }> {
   const input = parseBody(enqueueBodySchema, body);
   const items = 'jobs' in input ? input.jobs : [input];
@@ -92,6 +94,8 @@ export async function enqueueFromBody(
   const config = runtime.settings.require('enqueue');
   const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes });
   const results = await runtime.withDb((db) => enqueuer.enqueueMany(db, requests));
+  // Committed (one statement, no transaction of ours): start the workers of these queues now.
+  await nudger?.nudge(requests.map((r) => r.options.queue ?? r.job.queue));
   return { results };
 }
 

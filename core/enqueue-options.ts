@@ -28,6 +28,12 @@ export interface EnqueueOptions {
   dedupe?: DedupeOption;
   /** Carried into logs and the DLQ, e.g. the request id that caused the job. */
   correlationId?: string;
+  /**
+   * Start a worker for the job's queue as soon as this call returns, through the enqueuer's
+   * nudger (`createEnqueuer({ nudger })`). Only for calls outside a transaction: inside one, the
+   * job is not claimable before the commit, so call `nudge()` after it. @defaultValue false
+   */
+  nudge?: boolean;
 }
 
 const MAX_DELAY_MS = 366 * 24 * 3_600_000;
@@ -53,6 +59,7 @@ const optionsSchema = z
       ])
       .optional(),
     correlationId: z.string().max(255).optional(),
+    nudge: z.boolean().optional(),
   })
   .strict()
   .refine((o) => o.runAt === undefined || o.delayMs === undefined, {

@@ -1,6 +1,12 @@
 import type { SQL } from 'drizzle-orm';
 import type { z } from 'zod';
-import { ConfigError, PayloadTooLargeError, PayloadValidationError, SkiplockError } from '../base/errors.js';
+import {
+  ConfigError,
+  InvalidOptionsError,
+  PayloadTooLargeError,
+  PayloadValidationError,
+  SkiplockError,
+} from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
 import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
@@ -14,6 +20,7 @@ import {
 import { type EnqueueOptions, toInsertRow } from './enqueue-options.js';
 import { issuesOf } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
+import type { Nudger } from './nudge.js';
 import { unstorableInJson } from './text.js';
 
 export interface EnqueueConfig {
@@ -21,6 +28,11 @@ export interface EnqueueConfig {
   schema?: string;
   /** Largest accepted payload, in bytes of JSON. @defaultValue 262144 (256 KiB) */
   maxPayloadBytes?: number;
+  /**
+   * Starts workers for the queues of jobs enqueued with `nudge: true`, and for `nudge(queues)`
+   * (e.g. `createLambdaNudger` from skiplock/lambda). @defaultValue none: jobs wait for the cron tick
+   */
+  nudger?: Nudger;
 }
 
 export const ENQUEUE_DEFAULTS = { schema: DEFAULT_SCHEMA, maxPayloadBytes: 256 * 1024 } as const;
@@ -60,6 +72,12 @@ export interface Enqueuer {
    * then `p.read(raw)`. A deduplicated row whose holder the batch could not see has id null.
    */
   prepareEnqueue(requests: readonly JobRequest[]): PreparedEnqueue;
+  /**
+   * Starts workers for these queues now, through the configured nudger (nothing without one). Call
+   * it after your transaction (or neon-http batch) committed: `await nudge([sendEmail.queue])`.
+   * Never rejects: a failed nudge is logged and the cron tick runs the jobs.
+   */
+  nudge(queues: Iterable<string>): Promise<void>;
   /** Enqueue by kind name (HTTP, CLI): the kind must be in `registry`. */
   enqueueByKind(
     db: EnqueueTarget,
@@ -104,6 +122,10 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     // Validate everything before writing anything.
     const rows = requests.map((request, ord) => toRow(ord, request));
     if (rows.length === 0) return [];
+    const nudged = rows.filter((row) => requests[row.ord]?.options?.nudge === true).map((row) => row.queue);
+    if (nudged.length > 0 && !config.nudger) {
+      throw new InvalidOptionsError('nudge: true needs a nudger: createEnqueuer({ nudger })');
+    }
     const db = databaseOf(target);
     const results: (EnqueueResult | undefined)[] = new Array(rows.length);
     const supersededBy = supersededReplaceRows(rows);
@@ -150,6 +172,7 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     if (pending.length > 0) {
       throw new SkiplockError('dedupe_conflict', 'could not settle dedupe keys under heavy contention; retry');
     }
+    if (nudged.length > 0) await config.nudger?.nudge(nudged);
     return results as EnqueueResult[];
   };
 
@@ -175,6 +198,7 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
 
   return {
     prepareEnqueue,
+    nudge: async (queues) => config.nudger?.nudge(queues),
     enqueue: async (db, job, payload, options = {}) =>
       (await enqueueMany(db, [{ job, payload, options }]))[0] as EnqueueResult,
     enqueueMany,

@@ -61,6 +61,7 @@ export {
   type MaintenanceReport,
   runMaintenance,
 } from './maintenance.js';
+export { createNudger, NUDGE_DEFAULTS, type Nudger, type NudgerOptions } from './nudge.js';
 export { REPLAY_DEFAULTS, type ReplayOptions, replay } from './replay.js';
 export {
   createWorker,

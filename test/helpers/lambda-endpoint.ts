@@ -15,6 +15,7 @@ export interface RecordedInvoke {
  */
 export async function startLambdaEndpoint(handlers: Record<string, (event: unknown) => Promise<unknown>> = {}) {
   const invokes: RecordedInvoke[] = [];
+  const waiting: { count: number; resolve: () => void }[] = [];
   const background = new Set<Promise<unknown>>();
   let running = 0;
   let peak = 0;
@@ -32,6 +33,10 @@ export async function startLambdaEndpoint(handlers: Record<string, (event: unkno
       const text = Buffer.concat(chunks).toString('utf8');
       const payload = text ? (JSON.parse(text) as unknown) : null;
       invokes.push({ functionName, invocationType, payload });
+      for (const w of waiting.splice(0)) {
+        if (invokes.length >= w.count) w.resolve();
+        else waiting.push(w);
+      }
       const handler = handlers[functionName];
       if (invocationType === 'Event') {
         res.writeHead(202).end();
@@ -53,6 +58,12 @@ export async function startLambdaEndpoint(handlers: Record<string, (event: unkno
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     invokes,
+    /** Resolves once `count` invokes have arrived. */
+    invoked: (count: number) =>
+      new Promise<void>((resolve) => {
+        if (invokes.length >= count) resolve();
+        else waiting.push({ count, resolve });
+      }),
     /** Most handlers running at once. */
     peak: () => peak,
     /** Waits until every background run (and those they start) has ended. */

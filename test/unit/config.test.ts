@@ -67,4 +67,27 @@ describe('configuration from the environment', () => {
     expect(CONFIG_VARIABLES.filter((name) => !used.has(name))).toEqual(['AWS_LAMBDA_FUNCTION_NAME']);
     for (const name of used) expect(CONFIG_VARIABLES).toContain(name);
   });
+
+  it('SKIPLOCK_NUDGE_FUNCTIONS names the worker function of each queue; a malformed value disables only enqueue', () => {
+    const settings = new EnvironmentSettings({
+      DATABASE_URL: 'postgres://localhost/app',
+      SKIPLOCK_NUDGE_FUNCTIONS: 'emails,webhooks=app-prod-worker;reports=app-prod-reportsWorker;*=app-prod-worker',
+    });
+    expect(settings.require('enqueue').nudgeFunctions).toEqual({
+      emails: 'app-prod-worker',
+      webhooks: 'app-prod-worker',
+      reports: 'app-prod-reportsWorker',
+      '*': 'app-prod-worker',
+    });
+    for (const bad of ['emails', 'emails=', '=fn', 'a=b=c', 'bad queue=fn']) {
+      const broken = new EnvironmentSettings({
+        DATABASE_URL: 'postgres://localhost/app',
+        SKIPLOCK_NUDGE_FUNCTIONS: bad,
+      });
+      expect(broken.problems('enqueue')).toEqual([
+        'SKIPLOCK_NUDGE_FUNCTIONS must read queue,queue=function;queue=function',
+      ]);
+      expect(broken.problems('worker')).toEqual([]);
+    }
+  });
 });

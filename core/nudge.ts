@@ -1,0 +1,81 @@
+import { type Clock, systemClock } from './clock.js';
+import { type Logger, silentLogger } from './logger.js';
+import type { InvocationStarter } from './worker.js';
+
+/**
+ * Starts a worker for some queues right after their jobs committed, instead of waiting for the
+ * next cron tick. Never rejects: a nudge that fails is logged, and the tick runs the jobs later.
+ */
+export interface Nudger {
+  nudge(queues: Iterable<string>): Promise<void>;
+}
+
+export interface NudgerOptions {
+  /** The worker that runs a queue (e.g. an async Invoke of its function); undefined: not nudged. */
+  workerFor(queue: string): InvocationStarter | undefined;
+  /**
+   * At most one start per worker this often, per process: a burst of enqueues yields one start
+   * at once and, if more came meanwhile, one more when the window ends (so a job committed just
+   * after the started worker looked at its queue still starts soon). Across processes the
+   * workers' cap (maxInvocations) returns surplus invocations at once. @defaultValue 1000
+   */
+  coalesceMs?: number;
+  /** @defaultValue silentLogger */
+  logger?: Logger;
+  /** @defaultValue the system clock */
+  clock?: Clock;
+}
+
+export const NUDGE_DEFAULTS = { coalesceMs: 1_000 } as const;
+
+interface TargetState {
+  lastStart: number;
+  trailing: boolean;
+}
+
+/** A nudger that coalesces starts per worker (see NudgerOptions.coalesceMs). */
+export function createNudger(options: NudgerOptions): Nudger {
+  const coalesceMs = options.coalesceMs ?? NUDGE_DEFAULTS.coalesceMs;
+  const logger = options.logger ?? silentLogger;
+  const clock = options.clock ?? systemClock;
+  const states = new Map<InvocationStarter, TargetState>();
+
+  const start = async (worker: InvocationStarter) => {
+    try {
+      await worker.start(1);
+    } catch (err) {
+      logger.warn('nudge_failed', { error: err instanceof Error ? err.message : 'non-Error thrown' });
+    }
+  };
+
+  return {
+    async nudge(queues) {
+      const workers = new Set<InvocationStarter>();
+      for (const queue of queues) {
+        const worker = options.workerFor(queue);
+        if (worker) workers.add(worker);
+      }
+      const starts: Promise<void>[] = [];
+      for (const worker of workers) {
+        const state = states.get(worker);
+        const now = clock.now();
+        if (!state || now - state.lastStart >= coalesceMs) {
+          states.set(worker, { lastStart: now, trailing: false });
+          starts.push(start(worker));
+        } else if (!state.trailing) {
+          // One more start when the window ends, for what was enqueued meanwhile.
+          state.trailing = true;
+          clock.setTimer(
+            () => {
+              state.trailing = false;
+              state.lastStart = clock.now();
+              void start(worker);
+            },
+            state.lastStart + coalesceMs - now,
+          );
+        }
+      }
+      await Promise.all(starts);
+    },
+  };
+}
