@@ -3,6 +3,7 @@ import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
 import { createNudger, type Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker.js';
+import { importOptionalPeer } from './optional-peer.js';
 
 /** The event a started worker receives: any event runs the worker; this one says why. */
 export const FAN_OUT_EVENT = { source: 'skiplock', reason: 'fan-out' } as const;
@@ -24,14 +25,11 @@ export class MissingLambdaClientError extends ConfigError {
  * Node.js runtime ships it), so the package root and an app that never fans out never load it.
  * `AWS_ENDPOINT_URL_LAMBDA` points it elsewhere (a local Invoke endpoint), as for any SDK client.
  */
-async function loadLambdaClient(): Promise<typeof import('@aws-sdk/client-lambda')> {
-  try {
-    return await import('@aws-sdk/client-lambda');
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') throw new MissingLambdaClientError();
-    throw err;
-  }
+function loadLambdaClient(): Promise<typeof import('@aws-sdk/client-lambda')> {
+  return importOptionalPeer(
+    () => import('@aws-sdk/client-lambda'),
+    () => new MissingLambdaClientError(),
+  );
 }
 
 type Client = { client: import('@aws-sdk/client-lambda').LambdaClient; sdk: typeof import('@aws-sdk/client-lambda') };

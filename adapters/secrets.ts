@@ -1,5 +1,6 @@
 import { ConfigError } from '../base/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
+import { importOptionalPeer } from './optional-peer.js';
 
 /** Reads a secret's string; the default uses the AWS SDK's Secrets Manager client. */
 export type SecretFetcher = (secretId: string) => Promise<string>;
@@ -96,14 +97,11 @@ export function databaseUrlFromSecret(secretId: string, text: string): string {
  * dependency (the Lambda Node.js runtime ships it), so an app that never sets DATABASE_SECRET_ID
  * never needs it, and the package root never loads it.
  */
-async function loadSecretsManager(): Promise<typeof import('@aws-sdk/client-secrets-manager')> {
-  try {
-    return await import('@aws-sdk/client-secrets-manager');
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') throw new MissingSecretsManagerError();
-    throw err;
-  }
+function loadSecretsManager(): Promise<typeof import('@aws-sdk/client-secrets-manager')> {
+  return importOptionalPeer(
+    () => import('@aws-sdk/client-secrets-manager'),
+    () => new MissingSecretsManagerError(),
+  );
 }
 
 /** DATABASE_SECRET_ID is set but the AWS SDK's Secrets Manager client cannot be loaded. */

@@ -1,7 +1,7 @@
 // Fan-out on Lambda, with the real AWS SDK: a worker invocation that meets a backlog starts more
 // invocations of its own function with asynchronous Invokes, which a local Invoke endpoint runs
 // (as Lambda would), and the database's slots keep them within SKIPLOCK_MAX_INVOCATIONS.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLambdaWorker, type LambdaContext } from '../../adapters/lambda.js';
 import { FAN_OUT_EVENT } from '../../adapters/lambda-invoke.js';
@@ -12,7 +12,7 @@ import { ManualClock } from '../../testing/clock.js';
 import { scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
-import { startLambdaEndpoint } from '../helpers/lambda-endpoint.js';
+import { startLambdaEndpoint, useLocalAwsCredentials } from '../helpers/lambda-endpoint.js';
 
 let t: TestContext;
 useTestSchema('functions-fan-out', (ctx) => {
@@ -20,15 +20,8 @@ useTestSchema('functions-fan-out', (ctx) => {
 });
 
 const FUNCTION = 'skiplock-test-worker';
-const saved = { ...process.env };
-beforeAll(() => {
-  // The real SDK client, pointed at the local endpoint, with credentials it never needs to check.
-  Object.assign(process.env, { AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' });
-});
+useLocalAwsCredentials();
 afterEach(() => resetSharedRuntime());
-afterAll(() => {
-  process.env = saved;
-});
 
 /**
  * Runs `ticks` worker invocations at once over 300 jobs of 100 ms; fan-out does the rest. With

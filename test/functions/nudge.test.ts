@@ -1,7 +1,7 @@
 // Nudges on Lambda, with the real AWS SDK: the enqueue function starts the worker function of
 // the enqueued queues with an asynchronous Invoke, which a local Invoke endpoint runs as Lambda
 // would. The cron tick stays the safety net.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLambdaEnqueue, createLambdaWorker, type LambdaContext } from '../../adapters/lambda.js';
 import { NUDGE_EVENT } from '../../adapters/lambda-invoke.js';
@@ -13,7 +13,7 @@ import type { InvocationSummary } from '../../core/worker.js';
 import { ManualClock } from '../../testing/clock.js';
 import { httpApiEvent, scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
-import { startLambdaEndpoint } from '../helpers/lambda-endpoint.js';
+import { startLambdaEndpoint, useLocalAwsCredentials } from '../helpers/lambda-endpoint.js';
 
 let t: TestContext;
 useTestSchema('functions-nudge', (ctx) => {
@@ -22,14 +22,8 @@ useTestSchema('functions-nudge', (ctx) => {
 
 const WORKER = 'skiplock-test-worker';
 const TOKEN = 'enqueue-token-0123456789abcdef';
-const saved = { ...process.env };
-beforeAll(() => {
-  Object.assign(process.env, { AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' });
-});
+useLocalAwsCredentials();
 afterEach(() => resetSharedRuntime());
-afterAll(() => {
-  process.env = saved;
-});
 
 const ran: number[] = [];
 const ping = defineJob({

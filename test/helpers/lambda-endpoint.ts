@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
 
 export interface RecordedInvoke {
   functionName: string;
@@ -72,4 +73,18 @@ export async function startLambdaEndpoint(handlers: Record<string, (event: unkno
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * Registers hooks that give the real AWS SDK a region and credentials it never needs to check (the
+ * local endpoints accept anything), restoring the environment after the file.
+ */
+export function useLocalAwsCredentials(): void {
+  const saved = { ...process.env };
+  beforeAll(() => {
+    Object.assign(process.env, { AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' });
+  });
+  afterAll(() => {
+    process.env = saved;
+  });
 }
