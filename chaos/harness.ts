@@ -38,6 +38,14 @@ export interface ChaosOptions {
   faultPhaseLimitMs: number;
   /** The workers' completedJobs mode. @defaultValue 'keep' */
   completedJobs?: 'keep' | 'delete';
+  /**
+   * A cap on running invocations across the worker processes (0: none). With it, workers fan out
+   * and the harness nudges them; every start is dropped or duplicated at random. @defaultValue 0
+   */
+  maxInvocations?: number;
+  /** Chance a start (fan-out or nudge) is lost / delivered twice. @defaultValue 0.2 / 0.2 */
+  startDropShare?: number;
+  startDuplicateShare?: number;
   databaseUrl?: string;
   keepSchema?: boolean;
   progress?: (line: string) => void;
@@ -145,6 +153,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       killOnClaim: options.killOnClaim,
       killOnSettle: options.killOnSettle,
       completedJobs: options.completedJobs ?? 'keep',
+      maxInvocations: options.maxInvocations ?? 0,
+      startDropShare: options.startDropShare ?? 0.2,
+      startDuplicateShare: options.startDuplicateShare ?? 0.2,
     });
 
     let kills = 0;
@@ -152,8 +163,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const startWorker = () => {
       const child = spawn(process.execPath, [bundle], {
         env: { ...process.env, CHAOS_WORKER_CONFIG: workerConfig },
-        stdio: 'ignore',
+        // An IPC channel carries the nudges.
+        stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
       });
+      child.on('error', () => {}); // a nudge sent to a process that just died
       children.add(child);
       child.on('exit', (_code, signal) => {
         children.delete(child);
@@ -177,6 +190,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const now = Date.now();
       const faulting = now < faultPhaseEnds;
       if (!faulting) proxy.setFaults(false);
+      if ((options.maxInvocations ?? 0) > 0 && left > 0) {
+        // Nudges, as enqueues would send them: to a random worker process, now and then twice.
+        const live = [...children];
+        const target = live[Math.floor(Math.random() * live.length)];
+        if (target?.connected) target.send('nudge');
+        if (target?.connected && Math.random() < 0.2) target.send('nudge');
+      }
       if (faulting && kills < options.targetKills && now >= nextKill && left > 0) {
         const live = [...children];
         const victim = live[Math.floor(Math.random() * live.length)];

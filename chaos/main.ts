@@ -1,5 +1,6 @@
 /**
- * `npm run chaos [-- --quick] [--jobs N] [--processes N] [--kills N] [--concurrency N] [--keep] [--delete]`:
+ * `npm run chaos [-- --quick] [--jobs N] [--processes N] [--kills N] [--concurrency N] [--keep] [--delete]
+ * [--max-invocations N]`:
  * the chaos harness. Prints progress, a detail line and the final `chaos: …` line; exits 1 when any
  * job was lost, any write landed under a stale token, or any other check failed.
  */
@@ -21,6 +22,8 @@ const options = {
   keepSchema: args.includes('--keep'),
   // Workers delete completed jobs (completedJobs 'delete'); the audit records each deletion.
   completedJobs: args.includes('--delete') ? ('delete' as const) : ('keep' as const),
+  // A cap on running invocations, with fan-out and nudges (each start dropped or doubled at random).
+  maxInvocations: value('--max-invocations') ?? 0,
   databaseUrl: process.env.DATABASE_URL,
   progress: (line: string) => console.log(line),
 };

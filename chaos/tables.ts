@@ -2,8 +2,9 @@ import type pg from 'pg';
 
 /**
  * The harness's own bookkeeping, next to the jobs table: which jobs were enqueued (written
- * in the enqueue's transaction), every handler execution (job, lease token, process), and an
- * audit of every UPDATE of a job row (states, tokens, attempts before and after).
+ * in the enqueue's transaction), every handler execution (job, lease token, process), an
+ * audit of every UPDATE of a job row (states, tokens, attempts before and after), and every
+ * invocation that took a slot under a cap.
  */
 export async function createChaosTables(client: pg.Pool, schema: string): Promise<void> {
   const s = `"${schema}"`;
@@ -31,5 +32,14 @@ export async function createChaosTables(client: pg.Pool, schema: string): Promis
       return new;
     end $$;
     create trigger chaos_audit after update or delete on ${s}.jobs for each row execute function ${s}.chaos_audit_row();
+    -- Every slot taken by an invocation (runs with a cap): which invocations the starts really ran.
+    create table ${s}.chaos_registrations (invocation_id text not null, at timestamptz not null default clock_timestamp());
+    create function ${s}.chaos_register_row() returns trigger language plpgsql as $$
+    begin
+      insert into ${s}.chaos_registrations (invocation_id) values (new.invocation_id);
+      return new;
+    end $$;
+    create trigger chaos_register after insert or update on ${s}.invocations
+      for each row execute function ${s}.chaos_register_row();
   `);
 }

@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { silentLogger } from '../core/logger.js';
-import { createWorker } from '../core/worker.js';
+import { createWorker, type InvocationStarter } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { chaosJob } from './job.js';
 
@@ -21,10 +21,17 @@ interface WorkerConfig {
   killOnClaim: number;
   killOnSettle: number;
   completedJobs: 'keep' | 'delete';
+  /** A cap on running invocations across all processes (0: none), with fan-out and nudges. */
+  maxInvocations: number;
+  /** Chance a start (fan-out or nudge) is lost, and that it is delivered twice. */
+  startDropShare: number;
+  startDuplicateShare: number;
 }
 
 const config = JSON.parse(process.env.CHAOS_WORKER_CONFIG ?? '{}') as WorkerConfig;
 const die = () => process.kill(process.pid, 'SIGKILL');
+let tick = 0;
+let stopping = false;
 
 // Kill points on the wire: after a claim or a settle statement has been handed to the socket.
 const originalQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
@@ -64,6 +71,27 @@ const db = connect({
   queryTimeoutMs: 2_500,
   connectionTimeoutMs: 1_000,
 });
+/** Invocations started out of band (fan-out, nudges), as a platform would start them. */
+const started = new Set<Promise<unknown>>();
+const MAX_STARTED_PER_PROCESS = 8;
+const startInvocation = () => {
+  if (stopping || started.size >= MAX_STARTED_PER_PROCESS) return;
+  const run = worker
+    .runInvocation({ remainingMs: config.invocationMs, invocationId: `${process.pid}-s${tick++}` })
+    .finally(() => started.delete(run));
+  started.add(run);
+};
+// A start is a hint: lost or delivered twice at random, as an async Invoke may be.
+const starter: InvocationStarter = {
+  start: async (count) => {
+    for (let i = 0; i < count; i++) {
+      if (Math.random() < config.startDropShare) continue;
+      startInvocation();
+      if (Math.random() < config.startDuplicateShare) startInvocation();
+    }
+  },
+};
+const capped = config.maxInvocations > 0;
 const worker = createWorker({
   db,
   jobs: [job],
@@ -74,13 +102,17 @@ const worker = createWorker({
   leaseGraceMs: 300,
   logger: silentLogger,
   completedJobs: config.completedJobs,
+  name: 'chaos',
+  maxInvocations: capped ? config.maxInvocations : undefined,
+  fanOut: capped ? starter : undefined,
+  fanOutTargetMs: 1_000,
 });
+// A nudge from the harness (after an enqueue): start an invocation, or lose the nudge.
+process.on('message', () => void starter.start(1));
 
-let stopping = false;
 process.on('SIGTERM', () => {
   stopping = true;
 });
-let tick = 0;
 while (!stopping) {
   const ticks = Math.random() < config.duplicateTickShare ? 2 : 1;
   const summaries = await Promise.all(
@@ -90,6 +122,7 @@ while (!stopping) {
   );
   if (summaries.every((s) => s.claimed === 0)) await new Promise((resolve) => setTimeout(resolve, 50));
 }
+await Promise.allSettled([...started]);
 await db.close();
 await direct.end();
 process.exit(0);

@@ -107,3 +107,41 @@ describe('chaos (CI size), workers deleting completed jobs', () => {
     expect(rows[0]).toEqual({ kept: 0, counted: deleting.result.completed });
   });
 });
+
+describe('chaos (CI size), a cap on invocations with fan-out and nudges, each start dropped or duplicated at random', () => {
+  let capped: ChaosReport;
+  beforeAll(async () => {
+    capped = await runChaos({
+      ...QUICK,
+      jobs: 1_500,
+      processes: 3,
+      targetKills: 8,
+      killIntervalMs: 300,
+      maxInvocations: 4,
+      databaseUrl: inject('databaseUrl'),
+      keepSchema: true,
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await admin.query(`drop schema if exists "${capped?.schema}" cascade`);
+  });
+
+  it('loses no job and lets no write land under a stale token; started invocations did run', async () => {
+    expect(capped.result).toMatchObject({
+      enqueued: 1500,
+      lost: 0,
+      unexpected: 0,
+      staleWrites: 0,
+      unexplainedExecutions: 0,
+      duplicateTokenExecutions: 0,
+      attemptAccountingErrors: 0,
+    });
+    expect(capped.result.completed + capped.result.dead).toBe(1500);
+    const s = `"${capped.schema}"`;
+    // Invocations started out of band (fan-out, nudges) are named <pid>-s<n>: some took a slot.
+    const { rows } = await admin.query(
+      `select count(distinct invocation_id)::int as started from ${s}.chaos_registrations where invocation_id like '%-s%'`,
+    );
+    expect(rows[0].started).toBeGreaterThan(0);
+  });
+});
