@@ -133,7 +133,7 @@ export class Admission {
 
   /** Frees the slot and waits for a start still under way (both bounded by the deadline). */
   async close(): Promise<void> {
-    await this.#starting?.catch(() => {});
+    if (this.#starting) await this.#deadline.inTime(this.#starting).catch(() => {});
     if (!this.#registered) return;
     this.#registered = false;
     const { db, schema, name } = this.#settings;
