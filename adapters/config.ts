@@ -34,6 +34,10 @@ export interface SkiplockConfig {
   maxBodyBytes: number;
   /** SKIPLOCK_NUDGE_FUNCTIONS: the worker function of each queue, started after an HTTP or invoked enqueue. */
   nudgeFunctions: Record<string, string> | undefined;
+  /** SKIPLOCK_NUDGE_ROUTES: the worker route of each queue (a path or an absolute URL), requested after a Vercel enqueue. */
+  nudgeRoutes: Record<string, string> | undefined;
+  /** SKIPLOCK_BASE_URL: the origin Vercel routes are requested at for nudges and fan-out; else the request's own. */
+  baseUrl: string | undefined;
   maxPayloadBytes: number;
   completedRetentionHours: number;
   deadRetentionHours: number;
@@ -46,17 +50,19 @@ export interface SkiplockConfig {
 
 const QUEUE_OR_ANY = /^(\*|[A-Za-z0-9][A-Za-z0-9_.:-]{0,63})$/;
 const FUNCTION_NAME = /^[A-Za-z0-9_:.-]{1,140}$/;
+/** A route's path (`/api/worker`) or an absolute http(s) URL, without `;`, `,` or `=`. */
+const ROUTE = /^(\/[A-Za-z0-9_.~/-]*|https?:\/\/[^\s;,=]{1,2000})$/;
 
 /**
- * `emails,webhooks=fn-a;reports=fn-b` → { emails: 'fn-a', webhooks: 'fn-a', reports: 'fn-b' };
- * `*` names every other queue. Undefined when the text does not read that way.
+ * `emails,webhooks=fn-a;reports=fn-b` → { emails: 'fn-a', webhooks: 'fn-a', reports: 'fn-b' }
+ * (each target matching `target`: a function's name, a route); `*` names every other queue.
+ * Undefined when the text does not read that way.
  */
-function parseNudgeFunctions(text: string): Record<string, string> | undefined {
+function parseQueueTargets(text: string, target: RegExp): Record<string, string> | undefined {
   const functions: Record<string, string> = {};
   for (const part of text.split(';')) {
     const [queues, name, extra] = part.split('=');
-    if (queues === undefined || name === undefined || extra !== undefined || !FUNCTION_NAME.test(name))
-      return undefined;
+    if (queues === undefined || name === undefined || extra !== undefined || !target.test(name)) return undefined;
     for (const queue of queues.split(',')) {
       if (!QUEUE_OR_ANY.test(queue)) return undefined;
       functions[queue] = name;
@@ -96,6 +102,19 @@ const list = z.preprocess(
       : undefined,
   z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'must be a comma-separated list of names')).optional(),
 );
+/** `queue,queue=target;queue=target` read into a map, or one readable problem. */
+const queueTargets = (target: RegExp, shape: string) =>
+  z.preprocess(
+    (v) => (v === '' ? undefined : v),
+    z
+      .string()
+      .transform((text, ctx) => {
+        const targets = parseQueueTargets(text, target);
+        if (!targets) ctx.addIssue({ code: 'custom', message: `must read ${shape}` });
+        return targets ?? {};
+      })
+      .optional(),
+  );
 const optionalText = (max: number) => z.preprocess((v) => (v === '' ? undefined : v), z.string().max(max).optional());
 
 /**
@@ -129,15 +148,13 @@ const VARIABLES = {
   SKIPLOCK_STATEMENT_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.statementTimeoutMs),
   SKIPLOCK_QUERY_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.queryTimeoutMs),
   SKIPLOCK_MAX_BODY_BYTES: int(1_024, 6_291_456).default(FUNCTION_DEFAULTS.maxBodyBytes),
-  SKIPLOCK_NUDGE_FUNCTIONS: z.preprocess(
+  SKIPLOCK_NUDGE_FUNCTIONS: queueTargets(FUNCTION_NAME, 'queue,queue=function;queue=function'),
+  SKIPLOCK_NUDGE_ROUTES: queueTargets(ROUTE, 'queue,queue=/route/path;queue=https://host/path'),
+  SKIPLOCK_BASE_URL: z.preprocess(
     (v) => (v === '' ? undefined : v),
     z
-      .string()
-      .transform((text, ctx) => {
-        const functions = parseNudgeFunctions(text);
-        if (!functions) ctx.addIssue({ code: 'custom', message: 'must read queue,queue=function;queue=function' });
-        return functions ?? {};
-      })
+      .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL such as https://my-app.example.com' })
+      .transform((url) => new URL(url).origin)
       .optional(),
   ),
 
@@ -184,8 +201,15 @@ export const PURPOSES = {
     'SKIPLOCK_LEASE_GRACE_MS',
     'SKIPLOCK_COMPLETED_JOBS',
     'SKIPLOCK_MAX_DURATION_MS',
+    'SKIPLOCK_BASE_URL',
   ],
-  enqueue: ['SKIPLOCK_MAX_BODY_BYTES', 'SKIPLOCK_MAX_PAYLOAD_BYTES', 'SKIPLOCK_NUDGE_FUNCTIONS'],
+  enqueue: [
+    'SKIPLOCK_MAX_BODY_BYTES',
+    'SKIPLOCK_MAX_PAYLOAD_BYTES',
+    'SKIPLOCK_NUDGE_FUNCTIONS',
+    'SKIPLOCK_NUDGE_ROUTES',
+    'SKIPLOCK_BASE_URL',
+  ],
   replay: ['SKIPLOCK_MAX_BODY_BYTES'],
   maintenance: [
     'SKIPLOCK_COMPLETED_RETENTION_HOURS',
@@ -256,6 +280,8 @@ export class EnvironmentSettings {
       queryTimeoutMs: e.SKIPLOCK_QUERY_TIMEOUT_MS,
       maxBodyBytes: e.SKIPLOCK_MAX_BODY_BYTES,
       nudgeFunctions: e.SKIPLOCK_NUDGE_FUNCTIONS,
+      nudgeRoutes: e.SKIPLOCK_NUDGE_ROUTES,
+      baseUrl: e.SKIPLOCK_BASE_URL,
       maxPayloadBytes: e.SKIPLOCK_MAX_PAYLOAD_BYTES,
       completedRetentionHours: e.SKIPLOCK_COMPLETED_RETENTION_HOURS,
       deadRetentionHours: e.SKIPLOCK_DEAD_RETENTION_HOURS,

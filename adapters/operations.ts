@@ -124,6 +124,8 @@ export interface WorkerRun {
   clock?: Clock;
   /** Starts more invocations of this worker, used when SKIPLOCK_MAX_INVOCATIONS is set. @defaultValue none */
   fanOut?: InvocationStarter;
+  /** What the invocations are counted under; wins over SKIPLOCK_WORKER_NAME. @defaultValue the configured name */
+  name?: string;
 }
 
 /**
@@ -156,7 +158,7 @@ export async function runWorker(
         completedJobs: config.completedJobs,
         logger: runtime.logger,
         clock,
-        name: config.workerName,
+        name: run.name ?? config.workerName,
         maxInvocations: config.maxInvocations,
         fanOut: config.maxInvocations === undefined ? undefined : run.fanOut,
         fanOutTargetMs: config.fanOutTargetMs,

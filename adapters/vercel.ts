@@ -1,9 +1,20 @@
 import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
+import type { Nudger } from '../core/nudge.js';
+import type { InvocationStarter } from '../core/worker.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
-import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker } from './operations.js';
-import { sharedRuntime } from './runtime.js';
+import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker, type WorkerRun } from './operations.js';
+import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
+import {
+  createVercelNudger,
+  loadWaitUntil,
+  routeUrl,
+  START_HEADER,
+  START_REASONS,
+  type StartReason,
+  vercelRouteStarter,
+} from './vercel-start.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
@@ -23,6 +34,18 @@ export interface VercelWorkerOptions {
   kinds?: readonly string[];
   /** The invocation's clock (tests). @defaultValue the system clock */
   clock?: Clock;
+  /**
+   * What this route's invocations are counted under for SKIPLOCK_MAX_INVOCATIONS (Vercel's
+   * variables are project-wide, so each worker route gets its own cap by default).
+   * @defaultValue SKIPLOCK_WORKER_NAME, else the route's path with dots (`api.reports-worker`)
+   */
+  name?: string;
+  /**
+   * How more invocations start when SKIPLOCK_MAX_INVOCATIONS is set and the backlog needs them:
+   * `false` turns fan-out off (the cap still holds). @defaultValue requests of this route itself
+   * (bearer CRON_SECRET) at SKIPLOCK_BASE_URL, else at the origin this request came to
+   */
+  fanOut?: InvocationStarter | false;
 }
 export type RouteHandler = (request: Request) => Promise<Response>;
 
@@ -55,29 +78,70 @@ function toWebResponse(response: HttpResponse): Response {
 }
 
 /** Wraps a route: any failure becomes a JSON error response, never a stack. */
-function route(handle: (request: HttpRequest) => Promise<HttpResponse>): RouteHandler {
+function route(handle: (request: HttpRequest, url: URL) => Promise<HttpResponse>): RouteHandler {
   return async (request) => {
     try {
-      return toWebResponse(await handle(fromWebRequest(request)));
+      return toWebResponse(await handle(fromWebRequest(request), new URL(request.url)));
     } catch (err) {
       return toWebResponse(errorResponse(err));
     }
   };
 }
 
+const LABEL = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/;
+
+/** `/api/reports-worker` → `api.reports-worker` (a worker name); undefined when it cannot be one. */
+function nameOfRoute(pathname: string): string | undefined {
+  const name = pathname.replace(/^\/+|\/+$/g, '').replaceAll('/', '.');
+  return LABEL.test(name) ? name : undefined;
+}
+
+function startReasonOf(header: string | undefined): StartReason | undefined {
+  return START_REASONS.find((reason) => reason === header);
+}
+
+function fanOutOf(
+  option: InvocationStarter | false | undefined,
+  runtime: FunctionRuntime,
+  url: URL,
+  secret: string | undefined,
+): InvocationStarter | undefined {
+  if (option === false) return undefined;
+  if (option) return option;
+  const own = routeUrl(url.pathname, runtime.settings.require('worker').baseUrl ?? url.origin);
+  return vercelRouteStarter(own, { secret, reason: 'fan-out', logger: runtime.logger });
+}
+
 /**
  * Vercel cron → worker invocation. Vercel calls crons with GET and
- * `Authorization: Bearer $CRON_SECRET`; the budget is SKIPLOCK_MAX_DURATION_MS (keep it equal
- * to the function's maxDuration in vercel.json).
+ * `Authorization: Bearer $CRON_SECRET`; the budget is `maxDurationMs` (keep it equal to the
+ * function's maxDuration in vercel.json), else SKIPLOCK_MAX_DURATION_MS. A request that a nudge or
+ * a fan-out sent (START_HEADER) is accepted at once with 202, and its invocation runs after the
+ * response, kept alive with `waitUntil`; a cron's answers with the summary when it is done.
  */
 export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {}): RouteHandler {
-  return route(async (request) => {
+  return route(async (request, url) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
-    const remainingMs = options.maxDurationMs ?? runtime.settings.require('worker').maxDurationMs;
+    const config = runtime.settings.require('worker');
     const { queues, kinds, clock } = options;
-    return { status: 200, body: { ...(await runWorker(runtime, jobs, { remainingMs, queues, kinds, clock })) } };
+    const run: WorkerRun = {
+      remainingMs: options.maxDurationMs ?? config.maxDurationMs,
+      queues,
+      kinds,
+      clock,
+      name: options.name ?? (env.SKIPLOCK_WORKER_NAME ? undefined : nameOfRoute(url.pathname)),
+      fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(options.fanOut, runtime, url, env.CRON_SECRET),
+    };
+    const reason = startReasonOf(request.header(START_HEADER));
+    if (!reason) return { status: 200, body: { ...(await runWorker(runtime, jobs, run)) } };
+    const waitUntil = await loadWaitUntil();
+    const invocation = runWorker(runtime, jobs, run).catch((err: unknown) => {
+      runtime.logger.error('worker_failed', { error: publicMessage(err) });
+    });
+    waitUntil(invocation);
+    return { status: 202, body: { accepted: true, start: reason } };
   });
 }
 
@@ -92,15 +156,54 @@ export function createVercelMaintenance(options: { env?: Env; maxDurationMs?: nu
   });
 }
 
-/** POST enqueue route (bearer SKIPLOCK_ENQUEUE_TOKEN). */
-export function createVercelEnqueue(jobs: Kinds, options: { env?: Env } = {}): RouteHandler {
+export interface VercelEnqueueOptions {
+  /** @defaultValue process.env */
+  env?: Env;
+  /**
+   * Starts the workers of the enqueued jobs' queues after each enqueue. @defaultValue requests
+   * of the worker routes SKIPLOCK_NUDGE_ROUTES names (bearer CRON_SECRET), at SKIPLOCK_BASE_URL,
+   * else at the origin this request came to; none when unset
+   */
+  nudger?: Nudger;
+  /** The nudges' clock (tests: the coalescing window). @defaultValue the system clock */
+  clock?: Clock;
+}
+
+/** POST enqueue route (bearer SKIPLOCK_ENQUEUE_TOKEN); nudges the workers of the queues it wrote to. */
+export function createVercelEnqueue(jobs: Kinds, options: VercelEnqueueOptions = {}): RouteHandler {
   const registry = new JobRegistry(jobs);
-  return route(async (request) => {
+  // One nudger per instance, so that nudges coalesce across the requests it serves.
+  let nudgerFor: { key: string; nudger: Nudger } | undefined;
+  const nudgerOf = async (runtime: FunctionRuntime, env: Env, url: URL): Promise<Nudger | undefined> => {
+    if (options.nudger) return options.nudger;
+    const { nudgeRoutes, baseUrl } = runtime.settings.require('enqueue');
+    if (!nudgeRoutes) return undefined;
+    const origin = baseUrl ?? url.origin;
+    // Kept in memory only: a changed secret or origin gets a new nudger.
+    const key = JSON.stringify([nudgeRoutes, origin, env.CRON_SECRET ?? null]);
+    if (nudgerFor?.key !== key) {
+      // Not installed: the nudger's starts fail, each logged (nudge_failed); the enqueue never does.
+      const waitUntil = await loadWaitUntil().catch(() => undefined);
+      nudgerFor = {
+        key,
+        nudger: createVercelNudger(nudgeRoutes, {
+          origin,
+          secret: env.CRON_SECRET,
+          logger: runtime.logger,
+          clock: options.clock,
+          waitUntil,
+        }),
+      };
+    }
+    return nudgerFor.nudger;
+  };
+  return route(async (request, url) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.SKIPLOCK_ENQUEUE_TOKEN, 'SKIPLOCK_ENQUEUE_TOKEN');
     const runtime = sharedRuntime(env);
     const body = await readJson(request, runtime.settings.require('enqueue').maxBodyBytes);
-    return { status: 200, body: await enqueueFromBody(runtime, registry, body) };
+    const nudger = await nudgerOf(runtime, env, url);
+    return { status: 200, body: await enqueueFromBody(runtime, registry, body, nudger) };
   });
 }
 
@@ -119,3 +222,13 @@ export function createVercelReplay(jobs: Kinds, options: { env?: Env } = {}): Ro
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
 export { resetSharedRuntime } from './runtime.js';
+export {
+  createVercelNudger,
+  MissingVercelFunctionsError,
+  type NudgeRoutes,
+  START_HEADER,
+  VERCEL_START_DEFAULTS,
+  type VercelNudgerOptions,
+  type VercelStarterOptions,
+  vercelRouteStarter,
+} from './vercel-start.js';

@@ -70,6 +70,7 @@ describe('the packed package, installed into an app outside the repository', () 
     expect(manifest.peerDependenciesMeta).toEqual({
       '@aws-sdk/client-lambda': { optional: true },
       '@aws-sdk/client-secrets-manager': { optional: true },
+      '@vercel/functions': { optional: true },
     });
     expect(manifest.dependencies['@aws-sdk/client-secrets-manager']).toBeUndefined();
   });
