@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { ConfigError } from '../base/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { type Logger, silentLogger } from '../core/logger.js';
@@ -30,6 +31,8 @@ export class MissingVercelFunctionsError extends ConfigError {
 
 type WaitUntil = (promise: Promise<unknown>) => void;
 let loading: Promise<WaitUntil> | undefined;
+/** Once loaded, starts hand their requests to waitUntil in the caller's own turn (no await first). */
+let loaded: WaitUntil | undefined;
 
 /**
  * `waitUntil` of `@vercel/functions`, loaded on first use (an optional peer: an app that never
@@ -43,7 +46,10 @@ export function loadWaitUntil(): Promise<WaitUntil> {
     () => import('@vercel/functions'),
     () => new MissingVercelFunctionsError(),
   ).then(
-    (functions) => functions.waitUntil,
+    (functions) => {
+      loaded = functions.waitUntil;
+      return loaded;
+    },
     (err: unknown) => {
       loading = undefined; // installed later (a test, a hot reload): try again
       throw err;
@@ -127,7 +133,7 @@ export function vercelRouteStarter(url: URL, options: VercelStarterOptions): Inv
       if (url.protocol !== 'https:' && !(url.protocol === 'http:' && LOOPBACK.has(url.hostname))) {
         throw new Error(`refusing to send CRON_SECRET to ${target}: use https (plain http only to localhost)`);
       }
-      const waitUntil = await loadWaitUntil();
+      const waitUntil = loaded ?? (await loadWaitUntil());
       const headers: Record<string, string> = {
         authorization: `Bearer ${options.secret}`,
         [START_HEADER]: options.reason,
@@ -160,8 +166,9 @@ export interface VercelNudgerOptions {
 }
 
 /**
- * A clock whose timers keep the current request alive until they fire (through `waitUntil`):
- * the nudger's one more start at the end of its window must not wait for a frozen function.
+ * A clock whose timers keep the current request alive until they fire (through `waitUntil`), and
+ * fire in that request's context: the nudger's one more start at the end of its window must not
+ * wait for a frozen function, and its request is kept alive by the same request.
  */
 function keepingAlive(clock: Clock, waitUntil: WaitUntil): Clock {
   return {
@@ -173,9 +180,10 @@ function keepingAlive(clock: Clock, waitUntil: WaitUntil): Clock {
           fired = resolve;
         }),
       );
+      const inRequest = AsyncResource.bind(fn);
       const cancel = clock.setTimer(() => {
         try {
-          fn();
+          inRequest(); // a start hands its request to waitUntil before returning
         } finally {
           fired();
         }
