@@ -90,4 +90,39 @@ describe('configuration from the environment', () => {
       expect(broken.problems('worker')).toEqual([]);
     }
   });
+  it('SKIPLOCK_NUDGE_ROUTES names the worker route of each queue; a malformed value disables only enqueue', () => {
+    const settings = new EnvironmentSettings({
+      DATABASE_URL: 'postgres://localhost/app',
+      SKIPLOCK_NUDGE_ROUTES: 'emails,webhooks=/api/worker;reports=https://jobs.example.com/api/reports-worker',
+    });
+    expect(settings.require('enqueue').nudgeRoutes).toEqual({
+      emails: '/api/worker',
+      webhooks: '/api/worker',
+      reports: 'https://jobs.example.com/api/reports-worker',
+    });
+    for (const bad of ['emails', 'emails=api/worker', 'emails=ftp://x/y', '=/api/worker', 'bad queue=/api/worker']) {
+      const broken = new EnvironmentSettings({ DATABASE_URL: 'postgres://localhost/app', SKIPLOCK_NUDGE_ROUTES: bad });
+      expect(broken.problems('enqueue')).toEqual([
+        'SKIPLOCK_NUDGE_ROUTES must read queue,queue=/route/path;queue=https://host/path',
+      ]);
+      expect(broken.problems('worker')).toEqual([]);
+    }
+  });
+
+  it('SKIPLOCK_BASE_URL keeps only the origin; a bad one disables the worker and enqueue, not replay or maintenance', () => {
+    const settings = new EnvironmentSettings({
+      DATABASE_URL: 'postgres://localhost/app',
+      SKIPLOCK_BASE_URL: 'https://user:s3cret@my-app.example.com/ignored?x=1',
+    });
+    expect(settings.require('worker').baseUrl).toBe('https://my-app.example.com');
+    expect(loadConfig({ DATABASE_URL: 'postgres://localhost/app' }).baseUrl).toBeUndefined();
+    for (const bad of ['my-app.example.com', 'ftp://my-app.example.com', 'javascript:alert(1)']) {
+      const broken = new EnvironmentSettings({ DATABASE_URL: 'postgres://localhost/app', SKIPLOCK_BASE_URL: bad });
+      const problem = 'SKIPLOCK_BASE_URL must be an absolute http(s) URL such as https://my-app.example.com';
+      expect(broken.problems('worker')).toEqual([problem]);
+      expect(broken.problems('enqueue')).toEqual([problem]);
+      expect(broken.problems('replay')).toEqual([]);
+      expect(broken.problems('maintenance')).toEqual([]);
+    }
+  });
 });
