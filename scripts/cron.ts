@@ -46,3 +46,19 @@ export function cronMatches(fields: Set<number>[], date: Date): boolean {
     weekday.has(date.getUTCDay())
   );
 }
+
+/**
+ * An EventBridge `rate(…)` expression (`rate(1 minute)`, `rate(10 minutes)`, `rate(2 hours)`,
+ * `rate(1 day)`) → its interval in milliseconds, as serverless.yml's `schedule` events use them.
+ */
+export function parseRate(expression: string): number {
+  const match = /^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$/.exec(expression.trim());
+  const value = Number(match?.[1]);
+  if (!match || value < 1) throw new Error(`schedule "${expression}": expected rate(<n> minute(s)|hour(s)|day(s))`);
+  const unit = match[2] as string;
+  const unitMs = unit.startsWith('minute') ? 60_000 : unit.startsWith('hour') ? 3_600_000 : 86_400_000;
+  // EventBridge takes the singular for 1 and the plural otherwise, and refuses the rest.
+  if ((value === 1) !== !unit.endsWith('s'))
+    throw new Error(`schedule "${expression}": EventBridge wants a singular unit for 1, a plural one otherwise`);
+  return value * unitMs;
+}

@@ -1,8 +1,12 @@
 /**
- * `npm run dev`: the deployable functions on localhost. Serves the api/ routes
- * (POST /api/enqueue, POST /api/replay, GET /api/worker, …) on PORT (default 3000) and runs
- * the crons of vercel.json on their schedules (and once at start), against DATABASE_URL or an
- * embedded Postgres. Secrets that are not set are generated and printed.
+ * `npm run dev`: the deployable functions on localhost, against DATABASE_URL or an embedded
+ * Postgres. Secrets that are not set are generated and printed.
+ *
+ * - Vercel (the default): serves the api/ routes (POST /api/enqueue, POST /api/replay,
+ *   GET /api/worker, …) on PORT (default 3000) and runs the crons of vercel.json on their
+ *   schedules (and once at start), in this process.
+ * - Lambda (`npm run dev -- --lambda`): serverless.yml's functions, packaged and run by the local
+ *   Lambda emulator, each in its own process (scripts/local-lambda/dev.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -19,97 +23,115 @@ type Route = (request: Request) => Promise<Response>;
 
 const database = await resolveDevDatabase();
 process.env.DATABASE_URL = database.url;
-for (const name of ['CRON_SECRET', 'SKIPLOCK_ENQUEUE_TOKEN', 'SKIPLOCK_ADMIN_TOKEN']) {
-  if (!process.env[name]) {
-    process.env[name] = randomBytes(16).toString('hex');
-    console.log(`${name}=${process.env[name]}  (generated for this session)`);
+
+if (process.argv.includes('--lambda')) {
+  const { serveLambda } = await import('./local-lambda/dev.js');
+  const stop = await serveLambda(database, process.argv.slice(2));
+  const shutdown = async () => {
+    await stop();
+    await database.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+} else {
+  await serveVercel();
+}
+
+/** The Vercel mode: the routes in this process. */
+async function serveVercel() {
+  for (const name of ['CRON_SECRET', 'SKIPLOCK_ENQUEUE_TOKEN', 'SKIPLOCK_ADMIN_TOKEN']) {
+    if (!process.env[name]) {
+      process.env[name] = randomBytes(16).toString('hex');
+      console.log(`${name}=${process.env[name]}  (generated for this session)`);
+    }
   }
-}
-const db = connect({ connectionString: database.url });
-const migrated = await migrate(db, { schema: process.env.SKIPLOCK_SCHEMA });
-await db.close();
-console.log(
-  `database: ${database.embedded ? 'embedded Postgres' : 'DATABASE_URL'}, schema "${migrated.schema}" up to date`,
-);
+  const db = connect({ connectionString: database.url });
+  const migrated = await migrate(db, { schema: process.env.SKIPLOCK_SCHEMA });
+  await db.close();
+  console.log(
+    `database: ${database.embedded ? 'embedded Postgres' : 'DATABASE_URL'}, schema "${migrated.schema}" up to date`,
+  );
 
-const vercel = JSON.parse(readFileSync(new URL('../vercel.json', import.meta.url), 'utf8')) as {
-  functions: Record<string, unknown>;
-  crons: { path: string; schedule: string }[];
-};
-// The routes, imported after the environment is set (the job kinds read it).
-const routes = new Map<string, Record<string, Route>>();
-for (const file of Object.keys(vercel.functions)) {
-  const module = (await import(new URL(`../${file}`, import.meta.url).href)) as Record<string, Route>;
-  routes.set(`/${file.replace(/\.ts$/, '')}`, module);
-}
+  const vercel = JSON.parse(readFileSync(new URL('../vercel.json', import.meta.url), 'utf8')) as {
+    functions: Record<string, unknown>;
+    crons: { path: string; schedule: string }[];
+  };
+  // The routes, imported after the environment is set (the job kinds read it).
+  const routes = new Map<string, Record<string, Route>>();
+  for (const file of Object.keys(vercel.functions)) {
+    const module = (await import(new URL(`../${file}`, import.meta.url).href)) as Record<string, Route>;
+    routes.set(`/${file.replace(/\.ts$/, '')}`, module);
+  }
 
-function toRequest(req: IncomingMessage, origin: string): Request {
-  const headers = new Headers();
-  for (const [key, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(key, value);
-  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-  return new Request(new URL(req.url ?? '/', origin), {
-    method: req.method,
-    headers,
-    body: hasBody ? (Readable.toWeb(req) as ReadableStream) : undefined,
-    duplex: 'half',
-  } as RequestInit);
-}
+  function toRequest(req: IncomingMessage, origin: string): Request {
+    const headers = new Headers();
+    for (const [key, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(key, value);
+    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+    return new Request(new URL(req.url ?? '/', origin), {
+      method: req.method,
+      headers,
+      body: hasBody ? (Readable.toWeb(req) as ReadableStream) : undefined,
+      duplex: 'half',
+    } as RequestInit);
+  }
 
-const server = createServer(async (req, res) => {
-  const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-  const module = routes.get(path);
-  const handler = module?.[req.method ?? 'GET'];
-  if (!handler) {
-    res.writeHead(module ? 405 : 404, { 'content-type': 'application/json' });
-    res.end(
-      JSON.stringify({
-        error: { code: module ? 'method_not_allowed' : 'not_found', message: `${req.method} ${path}` },
-      }),
+  const server = createServer(async (req, res) => {
+    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    const module = routes.get(path);
+    const handler = module?.[req.method ?? 'GET'];
+    if (!handler) {
+      res.writeHead(module ? 405 : 404, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          error: { code: module ? 'method_not_allowed' : 'not_found', message: `${req.method} ${path}` },
+        }),
+      );
+      return;
+    }
+    const response = await handler(toRequest(req, `http://${req.headers.host ?? 'localhost'}`));
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    res.end(Buffer.from(await response.arrayBuffer()));
+  });
+  await new Promise<void>((resolve) => server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', resolve));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  console.log(`listening on ${origin}  (routes: ${[...routes.keys()].join(', ')})`);
+
+  const crons = vercel.crons.map((c) => ({ ...c, fields: parseCron(c.schedule) }));
+  const runCron = async (cron: { path: string }) => {
+    const route = routes.get(cron.path)?.GET;
+    if (!route) return;
+    const response = await route(
+      new Request(`${origin}${cron.path}`, { headers: { authorization: `Bearer ${process.env.CRON_SECRET}` } }),
     );
-    return;
-  }
-  const response = await handler(toRequest(req, `http://${req.headers.host ?? 'localhost'}`));
-  res.writeHead(response.status, Object.fromEntries(response.headers));
-  res.end(Buffer.from(await response.arrayBuffer()));
-});
-await new Promise<void>((resolve) => server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-console.log(`listening on ${origin}  (routes: ${[...routes.keys()].join(', ')})`);
+    console.log(`cron ${cron.path} → ${response.status} ${await response.text()}`);
+  };
+  const tick = async (now: Date) => {
+    for (const cron of crons) if (cronMatches(cron.fields, now)) await runCron(cron).catch(() => {});
+  };
+  console.log(`crons: ${crons.map((c) => `${c.path} "${c.schedule}"`).join(', ')}; running each once now`);
+  for (const cron of crons) await runCron(cron).catch(() => {});
+  // Fire on every minute boundary, like the platform's scheduler.
+  let timer: NodeJS.Timeout;
+  const schedule = () => {
+    timer = setTimeout(
+      async () => {
+        await tick(new Date());
+        schedule();
+      },
+      60_000 - (Date.now() % 60_000) + 50,
+    );
+  };
+  schedule();
 
-const crons = vercel.crons.map((c) => ({ ...c, fields: parseCron(c.schedule) }));
-const runCron = async (cron: { path: string }) => {
-  const route = routes.get(cron.path)?.GET;
-  if (!route) return;
-  const response = await route(
-    new Request(`${origin}${cron.path}`, { headers: { authorization: `Bearer ${process.env.CRON_SECRET}` } }),
-  );
-  console.log(`cron ${cron.path} → ${response.status} ${await response.text()}`);
-};
-const tick = async (now: Date) => {
-  for (const cron of crons) if (cronMatches(cron.fields, now)) await runCron(cron).catch(() => {});
-};
-console.log(`crons: ${crons.map((c) => `${c.path} "${c.schedule}"`).join(', ')}; running each once now`);
-for (const cron of crons) await runCron(cron).catch(() => {});
-// Fire on every minute boundary, like the platform's scheduler.
-let timer: NodeJS.Timeout;
-const schedule = () => {
-  timer = setTimeout(
-    async () => {
-      await tick(new Date());
-      schedule();
-    },
-    60_000 - (Date.now() % 60_000) + 50,
-  );
-};
-schedule();
-
-const shutdown = async () => {
-  clearTimeout(timer);
-  server.closeAllConnections();
-  server.close();
-  await resetSharedRuntime();
-  await database.stop();
-  process.exit(0);
-};
-process.on('SIGINT', shutdown);
-process.on('SIGTERM', shutdown);
+  const shutdown = async () => {
+    clearTimeout(timer);
+    server.closeAllConnections();
+    server.close();
+    await resetSharedRuntime();
+    await database.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+}
