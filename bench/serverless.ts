@@ -1,0 +1,141 @@
+/**
+ * `npm run bench:serverless [-- --quick] [-- --json]`: the serverless benchmark of issue 11 — how
+ * soon a nudged job starts, how fast fan-out drains a burst under the invocation cap, and how K
+ * concurrent invocations share the head of the queue. Writes bench/RESULTS.serverless.md (a
+ * --quick run: bench/RESULTS.serverless.quick.md, not committed), with the hand-written notes of
+ * bench/serverless/NOTES.md appended; with --json, prints one JSON object on stdout.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { resolveTestDatabase } from '../scripts/local-postgres.js';
+import { startLocalNeon } from '../testing/neon-local.js';
+import { dropDatabase, freshDatabase, withClient } from './db.js';
+import { type BurstParams, type BurstResult, type BurstVariant, measureBurstDrain } from './serverless/burst.js';
+import { workerColdImportMs } from './serverless/cold-start.js';
+import { progressLog } from './serverless/figures.js';
+import { measureNudgeLatency, type NudgeParams } from './serverless/nudge.js';
+import { measureProcess, processSettings } from './serverless/process.js';
+import { writeServerlessReport } from './serverless/report.js';
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const asJson = args.includes('--json');
+const log = progressLog(asJson);
+
+const PARAMS = quick
+  ? { nudge: { jobs: 60, warmup: 3, ticks: 10 }, processJobs: 10_000 }
+  : { nudge: { jobs: 300, warmup: 5, ticks: 50 }, processJobs: 50_000 };
+const NUDGE: NudgeParams = PARAMS.nudge;
+const BURST: BurstParams = {
+  jobs: 10_000,
+  jobMs: 100,
+  concurrency: 10,
+  maxInvocations: 20,
+  functionTimeoutMs: 60_000, // serverless.yml's worker
+  giveUpMs: 90_000,
+};
+const KS = [1, 4, 16, 32] as const;
+/** The benchmark's own database, dropped at the end (never the `test` database the tests share). */
+const DB = 'skiplock_bench_serverless';
+const NOTES = 'bench/serverless/NOTES.md';
+
+// A phase drops its database with (force): a pool that still holds a connection then gets 57P01.
+process.on('uncaughtException', (err) => {
+  if ((err as { code?: string }).code === '57P01') return;
+  console.error(err);
+  process.exit(1);
+});
+// The real AWS SDK needs a region and credentials; the local Invoke endpoint checks neither.
+Object.assign(process.env, {
+  AWS_REGION: 'us-east-1',
+  AWS_ACCESS_KEY_ID: 'skiplock-bench',
+  AWS_SECRET_ACCESS_KEY: 'skiplock-bench',
+});
+
+const database = await resolveTestDatabase();
+const server = database.url;
+const started = Date.now();
+const loadBefore = loadavg();
+const postgres = await withClient(server, async (c) =>
+  String((await c.query('show server_version')).rows[0].server_version),
+);
+
+try {
+  log(`phase 1: enqueue commit → handler start (${NUDGE.jobs} nudged jobs, ${NUDGE.ticks} ticks)`);
+  const nudge = await measureNudgeLatency(await freshDatabase(server, DB), NUDGE);
+  log(
+    `  nudge ${JSON.stringify(nudge.nudge)}; tick → handler ${JSON.stringify(nudge.claim)}; cron ${JSON.stringify(nudge.cron)}`,
+  );
+
+  log(`phase 2: burst drain (${BURST.jobs} jobs of ${BURST.jobMs} ms, ${BURST.maxInvocations} invocations at most)`);
+  const bursts: BurstResult[] = [];
+  const burst = async (variant: BurstVariant) => {
+    const result = await measureBurstDrain(await freshDatabase(server, DB), variant, BURST);
+    bursts.push(result);
+    log(
+      `  ${result.label}: ${result.seconds} s (ideal ${result.idealSeconds} s), ${result.invocationsStarted} invocations, at most ${result.maxConcurrentInvocations} at once (${result.maxSlotsHeld} slots), ${result.peakConnections.invocations} connections, lost ${result.lost}; ${JSON.stringify(result.load)}`,
+    );
+  };
+  await burst({ driver: 'pg', label: 'pg' });
+  const neon = await startLocalNeon();
+  try {
+    await burst({ driver: 'neon-http', label: 'neon-http', neon: neon.neon });
+  } finally {
+    await neon.close();
+  }
+  // Tried: a local queue of one more batch per invocation, so the claim's round trip overlaps the running jobs.
+  await burst({ driver: 'pg', label: 'pg, SKIPLOCK_BATCH_SIZE=20 (tried)', env: { SKIPLOCK_BATCH_SIZE: '20' } });
+  const coldImportMs = await workerColdImportMs();
+  log(`  worker bundle cold import ${coldImportMs} ms`);
+
+  log(`phase 3: K = ${KS.join(', ')} invocations on no-op jobs (${PARAMS.processJobs} jobs per run)`);
+  const processed = await measureProcess(server, DB, KS, PARAMS.processJobs, log);
+
+  const durationS = Math.round((Date.now() - started) / 1000);
+  const path = writeServerlessReport(
+    {
+      quick,
+      durationS,
+      machine: {
+        cores: cpus().length,
+        memoryGiB: Math.round(totalmem() / 2 ** 30),
+        postgres,
+        node: process.version,
+        loadBefore,
+        loadAfter: loadavg(),
+      },
+      nudgeParams: NUDGE,
+      nudge,
+      burstParams: BURST,
+      bursts,
+      coldImportMs,
+      processJobs: PARAMS.processJobs,
+      process: processed,
+      processSettings: processSettings(),
+    },
+    existsSync(NOTES) ? readFileSync(NOTES, 'utf8') : '',
+  );
+  const pgBurst = bursts[0] as BurstResult;
+  if (asJson) {
+    console.log(
+      JSON.stringify({
+        nudge_latency_ms: { p50: nudge.nudge.p50, p99: nudge.nudge.p99 },
+        cron_latency_ms: { p50: nudge.cron.p50 },
+        burst_drain: {
+          seconds: pgBurst.seconds,
+          ideal_seconds: pgBurst.idealSeconds,
+          invocations_started: pgBurst.invocationsStarted,
+          max_concurrent_invocations: pgBurst.maxConcurrentInvocations,
+          limit: pgBurst.limit,
+          lost: pgBurst.lost,
+        },
+        process: processed,
+      }),
+    );
+  }
+  log(`done in ${durationS} s: ${path}`);
+} finally {
+  await dropDatabase(server, DB);
+  await database.stop();
+}
+process.exit(0);

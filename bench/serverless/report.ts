@@ -1,0 +1,142 @@
+import { writeFileSync } from 'node:fs';
+import type { BurstParams, BurstResult } from './burst.js';
+import type { NudgeParams, NudgeResult } from './nudge.js';
+import type { ProcessRow } from './process.js';
+
+export interface ServerlessReport {
+  quick: boolean;
+  durationS: number;
+  machine: {
+    cores: number;
+    memoryGiB: number;
+    postgres: string;
+    node: string;
+    loadBefore: number[];
+    loadAfter: number[];
+  };
+  nudgeParams: NudgeParams;
+  nudge: NudgeResult;
+  burstParams: BurstParams;
+  bursts: BurstResult[];
+  /** Import of the packaged worker bundle in a fresh Node process, ms. */
+  coldImportMs: number;
+  processJobs: number;
+  process: Record<string, ProcessRow>;
+  processSettings: Record<string, unknown>;
+}
+
+const fmt = (n: number | undefined) => (n === undefined ? '–' : n.toLocaleString('en-US'));
+const yes = (ok: boolean) => (ok ? 'yes' : 'no');
+const ratio = (a: number | undefined, b: number | undefined) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
+
+/** One cold start, as far as it shows here: the bundle's import plus the first invocation's way to its first job. */
+export const coldStartMs = (report: ServerlessReport, burst: BurstResult) => report.coldImportMs + burst.firstJobMs;
+export const drainTargetS = (report: ServerlessReport, burst: BurstResult) =>
+  1.5 * burst.idealSeconds + coldStartMs(report, burst) / 1000;
+
+/** The file the figures go to: bench/RESULTS.serverless.md (a --quick run: …quick.md, not committed). */
+export function reportPath(quick: boolean): string {
+  return `bench/RESULTS.serverless${quick ? '.quick' : ''}.md`;
+}
+
+export function renderServerlessReport(report: ServerlessReport): string {
+  const { nudge, bursts, machine } = report;
+  const p = report.process;
+  const burstRow = (b: BurstResult) =>
+    `| ${b.label} | ${b.seconds} s | ${b.idealSeconds} s | ${(b.seconds / b.idealSeconds).toFixed(2)}× | ${b.invocationsStarted} (${b.saturated} saturated) | ${b.maxConcurrentInvocations} / ${b.limit} | ${b.maxSlotsHeld} | ${b.peakConnections.invocations} (all: ${b.peakConnections.total}) | ${b.containers} | ${b.firstJobMs} ms | ${b.perInvocationRate} | ${b.load.processCores} / ${b.load.machineBusyCores} of ${report.machine.cores} | ${b.load.loopDelayMs.p50} / ${b.load.loopDelayMs.p99} / ${b.load.loopDelayMs.max} ms | ${b.lost} |`;
+  const timeline = (b: BurstResult) =>
+    [
+      `- ${b.label}: fan-out decisions (ms after the tick: ready / running / arriving → starting): ${
+        b.fanOuts.map((f) => `${f.atMs} ms: ${f.ready} / ${f.running} / ${f.arriving} → ${f.starting}`).join('; ') ||
+        'none'
+      }.`,
+      `  Invocations arrived at (ms): ${b.arrivalsMs.join(', ')}.`,
+      `  Jobs finished per second of the drain: ${b.perSecond.join(', ')}.`,
+      ...(b.warnings.length > 0 ? [`  Worker warnings: ${b.warnings.slice(0, 5).join('; ')}`] : []),
+    ].join('\n');
+  const ks = Object.keys(p);
+  const k4 = p['4'];
+  const processRows = ks
+    .map((k) => {
+      const r = p[k] as ProcessRow;
+      return `| K = ${k} | ${fmt(r.skiplock)} | ${fmt(r['graphile-worker'])} | ${fmt(r.raw_floor)} | ${ratio(r.skiplock, r['graphile-worker'])} | ${ratio(r.skiplock, k4?.skiplock)} | ${ratio(r.raw_floor, k4?.raw_floor)} |`;
+    })
+    .join('\n');
+  const burstTargets = bursts
+    .map((b) => {
+      const target = drainTargetS(report, b);
+      return [
+        `| burst drain (${b.label}) ≤ 1.5× ideal + one cold start | ${b.seconds} s vs ${target.toFixed(2)} s (1.5 × ${b.idealSeconds} s + ${Math.round(coldStartMs(report, b))} ms) | ${yes(b.seconds <= target)} |`,
+        `| invocations never above the maximum (${b.label}) | peak ${b.maxConcurrentInvocations} running, ${b.maxSlotsHeld} slots held, limit ${b.limit} | ${yes(b.maxConcurrentInvocations <= b.limit && b.maxSlotsHeld <= b.limit)} |`,
+        `| no job lost (${b.label}) | ${b.lost} | ${yes(b.lost === 0)} |`,
+      ].join('\n');
+    })
+    .join('\n');
+  const kTargets = ['16', '32']
+    .filter((k) => p[k])
+    .map((k) => {
+      const r = p[k] as ProcessRow;
+      return `| K = ${k} ≥ K = 4 and ≥ graphile-worker at K = ${k} | ${fmt(r.skiplock)} vs ${fmt(k4?.skiplock)} (K = 4) and ${fmt(r['graphile-worker'])} | ${yes(r.skiplock >= (k4?.skiplock ?? 0) && r.skiplock >= r['graphile-worker'])} |`;
+    })
+    .join('\n');
+  const bp = report.burstParams;
+  return `# Serverless benchmark results (issue 11)
+
+Written by \`npm run bench:serverless\` (bench/serverless.ts; \`--json\` prints the figures as one object).
+Run: ${new Date().toISOString().slice(0, 10)}${report.quick ? ' (`--quick`)' : ''}, ${report.durationS} s.
+Machine: ${machine.cores} cores, ${machine.memoryGiB} GiB, PostgreSQL ${machine.postgres}, Node ${machine.node}; client, server, the Invoke endpoint and every invocation in one process on the same machine. Load average (1 min) ${machine.loadBefore[0]?.toFixed(2)} before, ${machine.loadAfter[0]?.toFixed(2)} after.
+
+> These figures come from a shared, busy machine (other test runs beside it): take them as a smoke test of the harness. Final figures come from a quiet machine.
+
+## 1. Enqueue commit → handler start
+
+| | p50 | p90 | p99 | max | samples |
+| --- | --- | --- | --- | --- | --- |
+| with a nudge | ${nudge.nudge.p50} ms | ${nudge.nudge.p90} ms | ${nudge.nudge.p99} ms | ${nudge.nudge.max} ms | ${nudge.nudge.samples}${nudge.nudge.missed ? ` (${nudge.nudge.missed} never started within 5 s)` : ''} |
+| cron only, a ${nudge.cron.tickMs / 1000} s tick (computed) | ${fmt(nudge.cron.p50)} ms | – | ${fmt(nudge.cron.p99)} ms | – | mean ${fmt(nudge.cron.mean)} ms |
+
+- With a nudge: the app enqueues one job with \`nudge: true\` through \`createEnqueuer({ nudger: createLambdaNudger(…) })\`; the nudger sends an asynchronous Invoke (\`InvocationType: 'Event'\`) through the real \`@aws-sdk/client-lambda\` to the in-process Invoke endpoint (bench/serverless/lambda-endpoint.ts), which answers 202 and runs the worker handler: registration in a slot (SKIPLOCK_MAX_INVOCATIONS=20), sweep, claim, handler. The clock starts when enqueue hands the committed job's queue to the nudger (its statement returned: the commit was acknowledged) and stops when the job's handler starts. ${nudge.nudge.samples} jobs after ${report.nudgeParams.warmup} not counted, one at a time, each ${nudge.pauseMs} ms after the previous nudge (the nudger's coalescing window) and after the previous invocation returned: each sample is a start of the worker while none runs, in a warm process (warm SDK client, warm container pool). ${nudge.invocations.nudged} invokes, ${nudge.invocations.saturated} saturated, ${nudge.invocations.containers} container(s).
+- Cron only: not waited for. A job committed at a uniformly random moment waits U(0, ${nudge.cron.tickMs / 1000} s) for the next tick — median and mean half a tick, p99 0.99 of it — plus the tick's own way from its start to the handler's start, measured on ${nudge.claim.samples} jobs already committed when the worker handler was called: p50 ${nudge.claim.p50} ms, p99 ${nudge.claim.p99} ms, mean ${nudge.claim.mean} ms. So p50 = ${nudge.cron.tickMs / 2} + ${nudge.claim.p50} ms (the sum's quantiles are taken as the sum of the parts' quantiles: the wait dominates).
+
+## 2. Burst drain
+
+${fmt(bp.jobs)} jobs that each wait ${bp.jobMs} ms (a real timer), concurrency ${bp.concurrency} per invocation, at most ${bp.maxInvocations} invocations (SKIPLOCK_MAX_INVOCATIONS=${bp.maxInvocations}), function timeout ${bp.functionTimeoutMs / 1000} s, the adapter's default pool (SKIPLOCK_POOL_MAX=5) per container. One tick (an asynchronous Invoke through the real SDK) starts the first invocation; fan-out (its defaults: \`fanOutTargetMs\` 5,000, a check at most once a second after a full batch) starts the rest through the real SDK and the in-process endpoint. Drain time: from the tick's invoke to the moment the database shows no job queued or running. Ideal: ${fmt(bp.jobs)} × ${bp.jobMs / 1000} s ÷ (${bp.concurrency} × ${bp.maxInvocations}).
+
+| run | drain | ideal | ÷ ideal | invocations started | most running at once / limit | most slots held | peak Postgres connections (invocations') | containers | tick → first job | jobs/s per invocation (ideal ${(bp.concurrency * 1000) / bp.jobMs}) | CPU cores: this process / whole machine | event-loop delay p50 / p99 / max | lost |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+${bursts.map(burstRow).join('\n')}
+
+${bursts.map(timeline).join('\n')}
+
+How it runs: bench/serverless/worker-function.ts plays the worker function with the adapter's configuration (\`loadConfig\` over the SKIPLOCK_* variables) and the options \`runWorker\` passes to \`createWorker\`, driven directly rather than through \`createLambdaWorker\`: the adapter keeps one pool per process, and this one process plays every container, so each concurrent invocation takes a container of its own (a warm idle one, else a new one with its own pool of 5). "Most running at once" is counted by the endpoint where the handlers run, with no concurrency limit applied there (a saturated invocation counts for the moment it takes to return); "slots held" and the connections are sampled from the database every ~100 ms. Over neon-http each statement is one HTTP request to the local SQL-over-HTTP endpoint (testing/neon-http-endpoint.ts, \`startLocalNeon()\`), whose own pool (at most 20) holds the Postgres connections: the invocations hold none. One cold start, as far as it shows here: the packaged worker bundle's import in a fresh Node process (${report.coldImportMs} ms) plus the tick's way to its first job (in the table); Lambda's own sandbox start is not in it.
+
+## 3. K concurrent invocations, no-op jobs (jobs/s)
+
+${fmt(report.processJobs)} jobs per run, one run per system and K, each on a fresh database (vacuumed and analysed), with \`npm run bench\`'s settings: skiplock K invocation loops, each with its own connection, batch = concurrency = 500; graphile-worker one runner of concurrency K (local queue 500); the raw floor K independent SKIP LOCKED claimers, batch 500, completion by UPDATE.
+
+| K | skiplock | graphile-worker | raw floor | skiplock ÷ graphile | skiplock ÷ its K = 4 | floor ÷ its K = 4 |
+| --- | --- | --- | --- | --- | --- | --- |
+${processRows}
+
+## Against the targets of issue 11 (this run)
+
+| target | result | met |
+| --- | --- | --- |
+| nudge p50 ≤ 250 ms | ${nudge.nudge.p50} ms | ${yes(nudge.nudge.p50 <= 250)} |
+| nudge p99 ≤ 1 s | ${nudge.nudge.p99} ms | ${yes(nudge.nudge.p99 <= 1_000)} |
+${burstTargets}
+${kTargets}
+
+## Settings (phase 3)
+
+\`\`\`json
+${JSON.stringify(report.processSettings, null, 2)}
+\`\`\`
+`;
+}
+
+export function writeServerlessReport(report: ServerlessReport, notes: string): string {
+  const path = reportPath(report.quick);
+  writeFileSync(path, renderServerlessReport(report) + (notes ? `\n${notes}` : ''));
+  return path;
+}
