@@ -3,7 +3,7 @@
  * into its own folder, and runtime.ts compiled to plain JavaScript beside them.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -13,7 +13,7 @@ import type { FunctionSpec } from './template.js';
 const run = promisify(execFile);
 
 /**
- * Unzips each function into `codeDir/<function name>` (emptied first) and returns those folders.
+ * Unzips each function into `codeDir/<function name>` and returns those folders.
  * `codeDir` must sit inside the project: the bundles leave `@aws-sdk/*` out (the Lambda runtime
  * ships it), and ESM resolves such bare imports only from node_modules folders above the
  * importing file — NODE_PATH does not apply to `import`.
@@ -22,7 +22,6 @@ export async function unpackFunctions(
   functions: readonly FunctionSpec[],
   codeDir: string,
 ): Promise<Map<string, string>> {
-  rmSync(codeDir, { recursive: true, force: true });
   const folders = new Map<string, string>();
   await Promise.all(
     functions.map(async (fn) => {

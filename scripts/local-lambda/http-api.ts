@@ -126,7 +126,13 @@ export async function startHttpApi(
 ): Promise<LocalHttpApi> {
   // Exact and parameterised routes first, then greedy ones, $default last.
   const compiled = routes.map(compile).sort((a, b) => Number(a.path.includes('+}')) - Number(b.path.includes('+}')));
-  const server = createServer(async (req, res) => {
+  const server = createServer((req, res) => {
+    serve(req, res).catch(() => {
+      if (res.headersSent) res.destroy();
+      else res.writeHead(500, { 'content-type': 'application/json' }).end('{"message":"Internal Server Error"}');
+    });
+  });
+  async function serve(req: IncomingMessage, res: ServerResponse) {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
@@ -142,7 +148,7 @@ export async function startHttpApi(
       return;
     }
     send(res, outcome.result);
-  });
+  }
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,

@@ -103,3 +103,5 @@ process.on('uncaughtException', (err) => void crash(err));
 process.on('unhandledRejection', (reason) => void crash(reason, 'Runtime.UnhandledPromiseRejection'));
 // The server went away (closed, or killed): never outlive it.
 process.on('disconnect', () => process.exit(0));
+// Ctrl-C in a terminal reaches the whole process group; the server stops its environments itself.
+process.on('SIGINT', () => {});

@@ -9,6 +9,7 @@
  * forever (dherault/serverless-offline#1896, fixed only for v4); and reservedConcurrency is
  * ignored — the three things the nudge and fan-out tests need.
  */
+import { mkdirSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildRuntime, unpackFunctions } from './code.js';
@@ -61,6 +62,8 @@ const LOCAL_ACCOUNT = '000000000000';
 
 export async function startLocalLambda(options: LocalLambdaOptions): Promise<LocalLambda> {
   const template = readPackagedTemplate(options.packageDir);
+  rmSync(options.codeDir, { recursive: true, force: true });
+  mkdirSync(options.codeDir, { recursive: true });
   const [folders, runtimeFile] = await Promise.all([
     unpackFunctions(template.functions, options.codeDir),
     buildRuntime(options.codeDir).catch((err: unknown) => {
@@ -88,7 +91,13 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
   };
   const onLog = options.onLog ?? ((name, line) => process.stdout.write(`[${name}] ${line}\n`));
 
-  const server = createServer((req, res) => void handle(req, res));
+  // A request that fails here (a client gone mid-body) fails alone, never the server.
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (res.headersSent) res.destroy();
+      else reply(res, 500, { Type: 'Service', message: String(err) }, 'ServiceException');
+    });
+  });
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
