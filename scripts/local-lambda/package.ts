@@ -8,7 +8,8 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-export async function packageService(options: { serviceDir: string; outDir: string; stage?: string }): Promise<void> {
+/** The environment `serverless package` runs in: offline, no telemetry, no AWS credentials at all. */
+export function offlineServerlessEnv(): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = {
     ...process.env,
     SLS_TELEMETRY_DISABLED: '1',
@@ -16,6 +17,11 @@ export async function packageService(options: { serviceDir: string; outDir: stri
   };
   for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE'])
     delete env[name];
+  return env;
+}
+
+export async function packageService(options: { serviceDir: string; outDir: string; stage?: string }): Promise<void> {
+  const env = offlineServerlessEnv();
   const args = ['serverless', 'package', '--package', options.outDir, '--stage', options.stage ?? 'dev'];
   try {
     await run('npx', args, { cwd: options.serviceDir, env, timeout: 180_000, maxBuffer: 16 * 1024 * 1024 });

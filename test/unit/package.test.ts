@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { offlineServerlessEnv } from '../helpers/serverless.js';
+import { offlineServerlessEnv } from '../../scripts/local-lambda/package.js';
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, '../..');

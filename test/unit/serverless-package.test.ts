@@ -7,7 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
-import { offlineServerlessEnv } from '../helpers/serverless.js';
+import { offlineServerlessEnv } from '../../scripts/local-lambda/package.js';
 
 const run = promisify(execFile);
 const out = mkdtempSync(join(tmpdir(), 'skiplock-sls-'));
