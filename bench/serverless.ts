@@ -73,7 +73,7 @@ try {
     const result = await measureBurstDrain(await freshDatabase(server, DB), variant, BURST);
     bursts.push(result);
     log(
-      `  ${result.label}: ${result.seconds} s (ideal ${result.idealSeconds} s), ${result.invocationsStarted} invocations, at most ${result.maxConcurrentInvocations} at once (${result.maxSlotsHeld} slots), ${result.peakConnections.invocations} connections, lost ${result.lost}; ${JSON.stringify(result.load)}`,
+      `  ${result.label}: ${result.seconds} s (ideal ${result.idealSeconds} s), ${result.invocationsStarted} invocations, at most ${result.maxConcurrentInvocations} at once (${result.maxSlotsHeld} slots), ${result.peakConnections.invocations} connections, lost ${result.lost}; ${result.statementsPerJob} statements per job; ${JSON.stringify(result.load)}`,
     );
   };
   await burst({ driver: 'pg', label: 'pg' });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as wait } from 'node:timers/promises';
@@ -63,12 +64,31 @@ export interface BurstResult {
   arrivalsMs: number[];
   /** Jobs completed per second of the drain (from the handlers' ends). */
   perSecond: number[];
+  /** Transactions the bench database committed per job during the drain (the monitor's own left out): statements per job, as every worker statement runs on its own. */
+  statementsPerJob: number;
   /** Jobs per second of each admitted invocation (completed ÷ its duration), mean; the ideal is concurrency ÷ the job's time. */
   perInvocationRate: number;
   /** During the drain: CPU this process used (in cores), the machine's cores busy (all processes), the event loop's delay. */
-  load: { processCores: number; machineBusyCores: number; loopDelayMs: { p50: number; p99: number; max: number } };
+  load: {
+    processCores: number;
+    machineBusyCores: number;
+    backendCores: number;
+    loopDelayMs: { p50: number; p99: number; max: number };
+  };
   warnings: string[];
 }
+
+/** CPU time a local process has used so far, in clock ticks (utime + stime); undefined once it is gone. */
+function processTicks(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return undefined;
+  }
+}
+/** Linux's USER_HZ: /proc's clock ticks per second. */
+const TICKS_PER_SECOND = 100;
 
 /** Busy and total CPU time of the machine so far (all cores), ms. */
 function machineCpu(): { busy: number; total: number } {
@@ -135,32 +155,56 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
   const monitor = new pg.Client({ connectionString: url, application_name: 'skiplock_bench_monitor' });
   await monitor.connect();
   const peak = { total: 0, invocations: 0, slots: 0 };
+  /** The monitor's own statements, left out of the database's count of transactions. */
+  let ownQueries = 0;
+  // The bench database's backends (Postgres runs on this machine): CPU ticks when first and last seen.
+  const backends = new Map<number, { first: number; last: number }>();
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
+      ownQueries++;
       const { rows } = await monitor.query(
         `select count(*)::int as total, count(*) filter (where application_name = $1)::int as invocations,
-           (select count(*)::int from skiplock.invocations where expires_at > now()) as slots
+           (select count(*)::int from skiplock.invocations where expires_at > now()) as slots,
+           coalesce(array_agg(pid), '{}') as pids
          from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`,
         [INVOCATION_APP],
       );
+      for (const pid of rows[0].pids as number[]) {
+        const ticks = processTicks(pid);
+        if (ticks === undefined) continue;
+        const seen = backends.get(pid);
+        if (seen) seen.last = ticks;
+        else backends.set(pid, { first: ticks, last: ticks });
+      }
       peak.total = Math.max(peak.total, rows[0].total);
       peak.invocations = Math.max(peak.invocations, rows[0].invocations);
       peak.slots = Math.max(peak.slots, rows[0].slots);
       await sleep(100);
     }
   })().catch(() => {}); // a failed sample only ends the sampling: the peaks so far stand
-  const remaining = async () =>
-    Number(
+  const commits = async () => {
+    ownQueries++;
+    const { rows } = await monitor.query(
+      'select xact_commit::bigint as n from pg_stat_database where datname = current_database()',
+    );
+    return Number(rows[0].n);
+  };
+  const remaining = async () => {
+    ownQueries++;
+    return Number(
       (await monitor.query(`select count(*)::int as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0]
         .n,
     );
+  };
 
   const loop = monitorEventLoopDelay({ resolution: 10 });
   try {
     loop.enable();
     const cpu0 = process.cpuUsage();
     const machine0 = machineCpu();
+    const commits0 = await commits();
+    const own0 = ownQueries;
     t0 = performance.now();
     await lambdaStarter(FUNCTION, scheduledEvent()).start(1); // the tick
     let drainedAt: number | undefined;
@@ -179,6 +223,11 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
     const load = {
       processCores: round((cpu.user + cpu.system) / 1000 / (seconds * 1000), 2),
       machineBusyCores: round(((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * cores, 2),
+      // A lower bound: a backend's CPU before it was first seen (≤ one sample) is not counted.
+      backendCores: round(
+        [...backends.values()].reduce((sum, b) => sum + b.last - b.first, 0) / TICKS_PER_SECOND / seconds,
+        2,
+      ),
       loopDelayMs: {
         p50: round(loop.percentile(50) / 1e6),
         p99: round(loop.percentile(99) / 1e6),
@@ -189,6 +238,8 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
     await endpoint.settled(params.functionTimeoutMs + 10_000);
     sampling = false;
     await sampler;
+    await sleep(1_500); // backends report their counts to the statistics at most once a second
+    const statements = (await commits()) - commits0 - (ownQueries - own0);
     const { rows } = await monitor.query(`select count(*)::int as n from skiplock.jobs where state <> 'completed'`);
     const fanOuts = fn.lines
       .filter((l) => l.msg === 'fan_out')
@@ -221,6 +272,7 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
       fanOuts,
       arrivalsMs: endpoint.invokes.map((i) => Math.round(i.at - t0)),
       perSecond: Array.from(perSecond, (n) => n ?? 0),
+      statementsPerJob: round(statements / params.jobs, 2),
       perInvocationRate: round(
         admitted.reduce((sum, s) => sum + s.completed / (s.durationMs / 1000), 0) / Math.max(1, admitted.length),
       ),

@@ -43,7 +43,7 @@ export function renderServerlessReport(report: ServerlessReport): string {
   const { nudge, bursts, machine } = report;
   const p = report.process;
   const burstRow = (b: BurstResult) =>
-    `| ${b.label} | ${b.seconds} s | ${b.idealSeconds} s | ${(b.seconds / b.idealSeconds).toFixed(2)}× | ${b.invocationsStarted} (${b.saturated} saturated) | ${b.maxConcurrentInvocations} / ${b.limit} | ${b.maxSlotsHeld} | ${b.peakConnections.invocations} (all: ${b.peakConnections.total}) | ${b.containers} | ${b.firstJobMs} ms | ${b.perInvocationRate} | ${b.load.processCores} / ${b.load.machineBusyCores} of ${report.machine.cores} | ${b.load.loopDelayMs.p50} / ${b.load.loopDelayMs.p99} / ${b.load.loopDelayMs.max} ms | ${b.lost} |`;
+    `| ${b.label} | ${b.seconds} s | ${b.idealSeconds} s | ${(b.seconds / b.idealSeconds).toFixed(2)}× | ${b.invocationsStarted} (${b.saturated} saturated) | ${b.maxConcurrentInvocations} / ${b.limit} | ${b.maxSlotsHeld} | ${b.peakConnections.invocations} (all: ${b.peakConnections.total}) | ${b.containers} | ${b.firstJobMs} ms | ${b.perInvocationRate} | ${b.statementsPerJob} | ${b.load.processCores} / ${b.load.backendCores} / ${b.load.machineBusyCores} of ${report.machine.cores} | ${b.load.loopDelayMs.p50} / ${b.load.loopDelayMs.p99} / ${b.load.loopDelayMs.max} ms | ${b.lost} |`;
   const timeline = (b: BurstResult) =>
     [
       `- ${b.label}: fan-out decisions (ms after the tick: ready / running / arriving → starting): ${
@@ -102,8 +102,8 @@ Machine: ${machine.cores} cores, ${machine.memoryGiB} GiB, PostgreSQL ${machine.
 
 ${fmt(bp.jobs)} jobs that each wait ${bp.jobMs} ms (a real timer), concurrency ${bp.concurrency} per invocation, at most ${bp.maxInvocations} invocations (SKIPLOCK_MAX_INVOCATIONS=${bp.maxInvocations}), function timeout ${bp.functionTimeoutMs / 1000} s, the adapter's default pool (SKIPLOCK_POOL_MAX=5) per container. One tick (an asynchronous Invoke through the real SDK) starts the first invocation; fan-out (its defaults: \`fanOutTargetMs\` 5,000, a check at most once a second after a full batch) starts the rest through the real SDK and the in-process endpoint. Drain time: from the tick's invoke to the moment the database shows no job queued or running. Ideal: ${fmt(bp.jobs)} × ${bp.jobMs / 1000} s ÷ (${bp.concurrency} × ${bp.maxInvocations}).
 
-| run | drain | ideal | ÷ ideal | invocations started | most running at once / limit | most slots held | peak Postgres connections (invocations') | containers | tick → first job | jobs/s per invocation (ideal ${(bp.concurrency * 1000) / bp.jobMs}) | CPU cores: this process / whole machine | event-loop delay p50 / p99 / max | lost |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| run | drain | ideal | ÷ ideal | invocations started | most running at once / limit | most slots held | peak Postgres connections (invocations') | containers | tick → first job | jobs/s per invocation (ideal ${(bp.concurrency * 1000) / bp.jobMs}) | statements per job | CPU cores: this process / the bench database's backends / whole machine | event-loop delay p50 / p99 / max | lost |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 ${bursts.map(burstRow).join('\n')}
 
 ${bursts.map(timeline).join('\n')}
