@@ -26,14 +26,16 @@ const ARRIVAL_MS = 10_000;
  * in one of `maxInvocations` slots before it claims (finding none, it returns at once: enough run
  * already), frees its slot as it returns, and while it claims full batches it reads the backlog
  * now and then: when the ready work could not drain within `fanOutTargetMs` at the rate it
- * measured, it starts the invocations that would (never past the cap: the slots decide).
+ * measured, it starts the invocations that would (never past the cap: the slots decide). Only
+ * the holder of the lowest slot starts others, so the decision is made once, not by each sibling.
  */
 export class Admission {
   readonly #settings: WorkerSettings;
   readonly #max: number;
   readonly #invocationId: string;
   readonly #deadline: Deadline;
-  #registered = false;
+  /** The slot this invocation holds, once registered. */
+  #slot: number | null = null;
   #lastCheck = Number.NEGATIVE_INFINITY;
   #starting: Promise<void> | undefined;
   /** When this invocation last started others, and how many it then expected to be running. */
@@ -67,7 +69,7 @@ export class Admission {
         }),
       );
       if (registration.slot !== null) {
-        this.#registered = true;
+        this.#slot = registration.slot;
         return true;
       }
       if (registration.running >= this.#max) return false;
@@ -106,6 +108,9 @@ export class Admission {
           cap: Math.min(1_000_000, Math.ceil(perInvocation * this.#max) + 1),
         }),
       );
+      // One invocation decides for all — the holder of the lowest slot — so that siblings that start
+      // together do not each start the same missing invocations (they cannot see each other's starts).
+      if (backlog.leaderSlot !== this.#slot) return;
       const needed = Math.min(this.#max, Math.ceil(backlog.ready / perInvocation));
       const now = this.#settings.clock.now();
       const last = this.#lastStart;
@@ -134,8 +139,8 @@ export class Admission {
   /** Frees the slot and waits for a start still under way (both bounded by the deadline). */
   async close(): Promise<void> {
     if (this.#starting) await this.#deadline.inTime(this.#starting).catch(() => {});
-    if (!this.#registered) return;
-    this.#registered = false;
+    if (this.#slot === null) return;
+    this.#slot = null;
     const { db, schema, name } = this.#settings;
     // Best effort: a slot not freed expires with the registration.
     await this.#deadline

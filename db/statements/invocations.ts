@@ -76,6 +76,8 @@ export interface Backlog {
   ready: number;
   /** Unexpired registrations of `worker`, this invocation's included. */
   running: number;
+  /** The lowest slot held: its holder is the one that fans out (null when none is held). */
+  leaderSlot: number | null;
 }
 
 /**
@@ -89,7 +91,7 @@ export async function readBacklog(
   request: { worker: string; kinds: readonly string[]; queues?: readonly string[]; cap: number; now?: Date },
 ): Promise<Backlog> {
   const queueFilter = request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``;
-  const rows = await queryRows<Backlog>(
+  const rows = await queryRows<{ ready: number; running: number; leader_slot: number | null }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now)
     select
@@ -100,8 +102,11 @@ export async function readBacklog(
         limit ${Math.max(1, Math.round(request.cap))}
       ) r)::int as ready,
       (select count(*) from ${invocationsRef(schema)} i
-        where i.worker = ${request.worker} and i.expires_at > (select now from clock))::int as running`,
+        where i.worker = ${request.worker} and i.expires_at > (select now from clock))::int as running,
+      (select min(i.slot) from ${invocationsRef(schema)} i
+        where i.worker = ${request.worker} and i.expires_at > (select now from clock))::int as leader_slot`,
     schema,
   );
-  return { ready: rows[0]?.ready ?? 0, running: rows[0]?.running ?? 0 };
+  const row = rows[0];
+  return { ready: row?.ready ?? 0, running: row?.running ?? 0, leaderSlot: row?.leader_slot ?? null };
 }

@@ -168,6 +168,33 @@ describe(`fan-out (${testDriver()})`, () => {
     expect(summary).toMatchObject({ claimed: 200, completed: 200, stoppedBecause: 'drained' });
   });
 
+  it('only the holder of the lowest slot fans out: a sibling that sees the same backlog starts nothing', async () => {
+    const clock = new ManualClock();
+    const slow = slowOn(clock);
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 200 }, (_, n) => slow.with({ n })),
+    );
+    // Slot 1 is held by another running invocation: it decides, this one does not.
+    await t.admin.query(
+      `insert into "${t.schema}".invocations (worker, slot, invocation_id, started_at, expires_at)
+       values ('worker', 1, 'leader', now(), now() + interval '1 hour')`,
+    );
+    const starts: number[] = [];
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [slow],
+      logger: silentLogger,
+      clock,
+      concurrency: 10,
+      maxInvocations: 8,
+      fanOut: { start: async (count) => void starts.push(count) },
+    }).runInvocation({ remainingMs: 600_000 });
+    expect(summary).toMatchObject({ claimed: 200, completed: 200, invocationsStarted: 0 });
+    expect(starts).toEqual([]);
+  });
+
   it('a backlog one invocation drains in the target time starts nothing; a failing start is logged, never fatal', async () => {
     const clock = new ManualClock();
     const slow = slowOn(clock);

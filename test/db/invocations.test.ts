@@ -95,15 +95,24 @@ describe(`invocation registrations (${testDriver()})`, () => {
       sendEmail.with({ to: 'x@example.com', subject: 's' }, { queue: 'elsewhere' }),
       sendEmail.with({ to: 'y@example.com', subject: 's' }, { delayMs: 3_600_000 }),
     ]);
-    await registerInvocation(t.db.db, t.schema, { worker: 'w', invocationId: 'a', max: 3, ttlMs: 60_000 });
+    const a = await registerInvocation(t.db.db, t.schema, { worker: 'w', invocationId: 'a', max: 3, ttlMs: 60_000 });
+    const b = await registerInvocation(t.db.db, t.schema, { worker: 'w', invocationId: 'b', max: 3, ttlMs: 60_000 });
+    // The holder of the lowest slot is the one that fans out.
+    const leaderSlot = Math.min(a.slot as number, b.slot as number);
     const read = (cap: number, queues?: string[]) =>
       readBacklog(t.db.db, t.schema, { worker: 'w', kinds: ['send-email'], queues, cap });
-    expect(await read(1000, ['emails'])).toEqual({ ready: 30, running: 1 });
-    expect(await read(10, ['emails'])).toEqual({ ready: 10, running: 1 });
-    expect(await read(1000)).toEqual({ ready: 31, running: 1 });
+    expect(await read(1000, ['emails'])).toEqual({ ready: 30, running: 2, leaderSlot });
+    expect(await read(10, ['emails'])).toEqual({ ready: 10, running: 2, leaderSlot });
+    expect(await read(1000)).toEqual({ ready: 31, running: 2, leaderSlot });
     expect(await readBacklog(t.db.db, t.schema, { worker: 'w', kinds: ['other-kind'], cap: 1000 })).toEqual({
       ready: 0,
-      running: 1,
+      running: 2,
+      leaderSlot,
+    });
+    expect(await readBacklog(t.db.db, t.schema, { worker: 'nobody', kinds: ['send-email'], cap: 1 })).toEqual({
+      ready: 1,
+      running: 0,
+      leaderSlot: null,
     });
   });
 });
