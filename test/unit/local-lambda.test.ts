@@ -255,7 +255,11 @@ describe('npm run dev -- --lambda', () => {
     const ready = new Promise<void>((resolve, reject) => {
       dev.stdout?.on('data', (chunk: Buffer) => {
         output += chunk.toString();
-        if (/schedule skiplock-test-maintenance → /.test(output)) resolve();
+        // The three schedules run at once at start; their lines come in any order.
+        const scheduled = ['worker', 'reportsWorker', 'maintenance'].every((name) =>
+          output.includes(`schedule skiplock-test-${name} → `),
+        );
+        if (scheduled) resolve();
       });
       dev.once('exit', (code) => reject(new Error(`dev exited with ${code}:\n${output}`)));
     });
