@@ -72,6 +72,8 @@ export class Invocation implements AttemptHost {
   #state: InvocationState;
   /** The cap on running invocations and fan-out (with maxInvocations). */
   readonly #admission: Admission | undefined;
+  /** Since when a slot has been free without a claim to fill it (see #mayRefill). */
+  #freeSince: number | undefined;
   /** Attempts that ended, and when the first claim went out: this invocation's rate. */
   #finished = 0;
   #firstClaimAt: number | undefined;
@@ -174,7 +176,7 @@ export class Invocation implements AttemptHost {
 
     if (this.#state !== 'deadline' && !this.#someKindFits()) this.#to('deadline');
     if (this.#state === 'draining' && this.#inflight === 0 && this.#waiting.length === 0) this.#to('running');
-    if (this.#state === 'running' && this.#waiting.length === 0 && this.#inflight < concurrency) {
+    if (this.#state === 'running' && this.#waiting.length === 0 && this.#mayRefill()) {
       if ((await this.#claim()) > 0) return;
     }
     if (this.#inflight === 0 && this.#waiting.length === 0) {
@@ -185,6 +187,23 @@ export class Invocation implements AttemptHost {
     }
     // Wait for a free slot (or, when claiming is over for now, for the rest to finish).
     await this.#nextChange();
+  }
+
+  /**
+   * Whether enough slots are free to claim. Claiming as soon as one slot frees splits the claims of a
+   * backlog into the one or two slots that came free (jobs end at staggered times), so each job costs
+   * a statement of its own (the serverless bench: 0.46 statements per job at concurrency 10 for
+   * 100 ms jobs, and 2 connections per invocation). With nothing running it claims at once; otherwise
+   * it waits until half a batch is free — but a freed slot never waits longer than flushIntervalMs
+   * (the flush timer wakes the loop then), so long jobs that end one by one keep their slots busy.
+   */
+  #mayRefill(): boolean {
+    const { concurrency, batchSize, flushIntervalMs, clock } = this.settings;
+    const free = concurrency - this.#inflight;
+    if (free <= 0) return false;
+    if (this.#inflight === 0) return true;
+    if (free >= Math.ceil(Math.min(batchSize, concurrency) / 2)) return true;
+    return this.#freeSince !== undefined && clock.now() - this.#freeSince >= flushIntervalMs;
   }
 
   /** Starts waiting jobs while slots are free; returns the ones to give back (they no longer fit). */
@@ -233,6 +252,7 @@ export class Invocation implements AttemptHost {
     const batch = buffer.take();
     this.#claimedAt = clock.now();
     this.#firstClaimAt ??= this.#claimedAt;
+    this.#freeSince = undefined;
     // Claim only what can start now (at most batchSize), unless a local queue was asked for
     // (batchSize > concurrency): a claimed job's lease runs from the claim, not from its start.
     const free = concurrency - this.#inflight;
@@ -292,6 +312,12 @@ export class Invocation implements AttemptHost {
       this.#watchdog.forget(attempt);
       this.#inflight--;
       this.#finished++;
+      if (this.#freeSince === undefined) {
+        // A slot came free: claim when half a batch is free, or when this one has waited enough
+        // (the timer wakes the loop even when no outcome is buffered, e.g. a transactional kind).
+        this.#freeSince = this.settings.clock.now();
+        this.settings.clock.setTimer(this.#notify, this.settings.flushIntervalMs);
+      }
       const { end } = attempt;
       if (end === 'committed') this.#ledger.committed(attempt.job);
       else if (end === 'lease_lost') this.#ledger.leaseLost(attempt.job);
