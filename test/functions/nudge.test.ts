@@ -2,17 +2,16 @@
 // the enqueued queues with an asynchronous Invoke, which a local Invoke endpoint runs as Lambda
 // would. The cron tick stays the safety net.
 import { afterEach, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { createLambdaEnqueue, createLambdaWorker, type LambdaContext } from '../../adapters/lambda.js';
 import { NUDGE_EVENT } from '../../adapters/lambda-invoke.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createEnqueuer } from '../../core/enqueue.js';
-import { defineJob } from '../../core/jobs.js';
 import { createNudger } from '../../core/nudge.js';
 import type { InvocationSummary } from '../../core/worker.js';
 import { ManualClock } from '../../testing/clock.js';
 import { httpApiEvent, scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { pingKind } from '../helpers/kinds.js';
 import { startLambdaEndpoint, useLocalAwsCredentials } from '../helpers/lambda-endpoint.js';
 
 let t: TestContext;
@@ -25,16 +24,7 @@ const TOKEN = 'enqueue-token-0123456789abcdef';
 useLocalAwsCredentials();
 afterEach(() => resetSharedRuntime());
 
-const ran: number[] = [];
-const ping = defineJob({
-  kind: 'ping',
-  queue: 'pings',
-  payload: z.object({ n: z.number() }),
-  timeoutMs: 1_000,
-  handler: (p) => {
-    ran.push(p.n);
-  },
-});
+const { ping, ran } = pingKind();
 const env = (extra: Record<string, string> = {}) => ({
   DATABASE_URL: databaseUrl(),
   SKIPLOCK_DRIVER: testDriver(),

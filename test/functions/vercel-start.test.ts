@@ -20,7 +20,7 @@ import {
   testDriver,
   useTestSchema,
 } from '../helpers/db.js';
-import { enqueuerFor } from '../helpers/kinds.js';
+import { enqueuerFor, pingKind } from '../helpers/kinds.js';
 import { captureStdout } from '../helpers/stdout.js';
 
 let t: TestContext;
@@ -149,16 +149,7 @@ const post = (origin: string, body: unknown, token = TOKEN) =>
     body: JSON.stringify(body),
   });
 
-const ran: number[] = [];
-const ping = defineJob({
-  kind: 'ping',
-  queue: 'pings',
-  payload: z.object({ n: z.number() }),
-  timeoutMs: 1_000,
-  handler: (p) => {
-    ran.push(p.n);
-  },
-});
+const { ping, ran } = pingKind();
 const baseEnv = (extra: Record<string, string | undefined> = {}): Record<string, string | undefined> => ({
   DATABASE_URL: databaseUrl(),
   SKIPLOCK_DRIVER: testDriver(),

@@ -23,3 +23,18 @@ export const blob = defineJob({
 export function enqueuerFor(schema: string, maxPayloadBytes?: number) {
   return createEnqueuer({ schema, maxPayloadBytes });
 }
+
+/** A kind on queue `pings` whose handler records each payload's `n` in `ran` (the nudge tests). */
+export function pingKind() {
+  const ran: number[] = [];
+  const ping = defineJob({
+    kind: 'ping',
+    queue: 'pings',
+    payload: z.object({ n: z.number() }),
+    timeoutMs: 1_000,
+    handler: (p) => {
+      ran.push(p.n);
+    },
+  });
+  return { ping, ran };
+}

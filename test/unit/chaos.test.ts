@@ -1,24 +1,40 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { checkRun } from '../../chaos/checker.js';
-import { type ChaosReport, QUICK, runChaos } from '../../chaos/harness.js';
+import { type ChaosOptions, type ChaosReport, QUICK, runChaos } from '../../chaos/harness.js';
 
 // A CI-sized chaos run: worker processes killed at random points, connections dropped and
 // left half-open, handlers that throw, hang and kill their own process, duplicate ticks.
+/** A CI-sized run: 3 worker processes, an outside kill every ~300 ms, the schema kept for the checks. */
+const ciRun = (extra: Partial<ChaosOptions>) =>
+  runChaos({
+    ...QUICK,
+    processes: 3,
+    killIntervalMs: 300,
+    databaseUrl: inject('databaseUrl'),
+    keepSchema: true,
+    ...extra,
+  });
+
+/** Every job ended completed or dead, none was lost, no write landed under a stale token. */
+function expectNothingLost(result: ChaosReport['result'], enqueued: number): void {
+  expect(result).toMatchObject({
+    enqueued,
+    lost: 0,
+    unexpected: 0,
+    staleWrites: 0,
+    unexplainedExecutions: 0,
+    attemptAccountingErrors: 0,
+  });
+  expect(result.completed + result.dead).toBe(enqueued);
+}
+
 let report: ChaosReport;
 let admin: pg.Pool;
 
 beforeAll(async () => {
   admin = new pg.Pool({ connectionString: inject('databaseUrl'), max: 2 });
-  report = await runChaos({
-    ...QUICK,
-    jobs: 1_500,
-    processes: 3,
-    targetKills: 12,
-    killIntervalMs: 300,
-    databaseUrl: inject('databaseUrl'),
-    keepSchema: true,
-  });
+  report = await ciRun({ jobs: 1_500, targetKills: 12 });
 }, 180_000);
 afterAll(async () => {
   await admin.query(`drop schema if exists "${report?.schema}" cascade`);
@@ -30,16 +46,8 @@ describe('chaos (CI size)', () => {
     expect(report.line).toMatch(
       /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+$/,
     );
-    expect(report.result).toMatchObject({
-      enqueued: 1500,
-      lost: 0,
-      unexpected: 0,
-      staleWrites: 0,
-      unexplainedExecutions: 0,
-      duplicateTokenExecutions: 0,
-      attemptAccountingErrors: 0,
-    });
-    expect(report.result.completed + report.result.dead).toBe(1500);
+    expectNothingLost(report.result, 1500);
+    expect(report.result.duplicateTokenExecutions).toBe(0);
     expect(report.failed).toBe(false);
   });
 
@@ -73,31 +81,14 @@ describe('chaos (CI size)', () => {
 describe('chaos (CI size), workers deleting completed jobs', () => {
   let deleting: ChaosReport;
   beforeAll(async () => {
-    deleting = await runChaos({
-      ...QUICK,
-      jobs: 1_000,
-      processes: 3,
-      targetKills: 8,
-      killIntervalMs: 300,
-      completedJobs: 'delete',
-      databaseUrl: inject('databaseUrl'),
-      keepSchema: true,
-    });
+    deleting = await ciRun({ jobs: 1_000, targetKills: 8, completedJobs: 'delete' });
   }, 180_000);
   afterAll(async () => {
     await admin.query(`drop schema if exists "${deleting?.schema}" cascade`);
   });
 
   it('loses no job: every missing row was deleted by its holder completing it', async () => {
-    expect(deleting.result).toMatchObject({
-      enqueued: 1000,
-      lost: 0,
-      unexpected: 0,
-      staleWrites: 0,
-      unexplainedExecutions: 0,
-      attemptAccountingErrors: 0,
-    });
-    expect(deleting.result.completed + deleting.result.dead).toBe(1000);
+    expectNothingLost(deleting.result, 1000);
     const s = `"${deleting.schema}"`;
     const { rows } = await admin.query(
       `select (select count(*)::int from ${s}.jobs where state = 'completed') as kept,
@@ -111,32 +102,15 @@ describe('chaos (CI size), workers deleting completed jobs', () => {
 describe('chaos (CI size), a cap on invocations with fan-out and nudges, each start dropped or duplicated at random', () => {
   let capped: ChaosReport;
   beforeAll(async () => {
-    capped = await runChaos({
-      ...QUICK,
-      jobs: 1_500,
-      processes: 3,
-      targetKills: 8,
-      killIntervalMs: 300,
-      maxInvocations: 4,
-      databaseUrl: inject('databaseUrl'),
-      keepSchema: true,
-    });
+    capped = await ciRun({ jobs: 1_500, targetKills: 8, maxInvocations: 4 });
   }, 180_000);
   afterAll(async () => {
     await admin.query(`drop schema if exists "${capped?.schema}" cascade`);
   });
 
   it('loses no job and lets no write land under a stale token; started invocations did run', async () => {
-    expect(capped.result).toMatchObject({
-      enqueued: 1500,
-      lost: 0,
-      unexpected: 0,
-      staleWrites: 0,
-      unexplainedExecutions: 0,
-      duplicateTokenExecutions: 0,
-      attemptAccountingErrors: 0,
-    });
-    expect(capped.result.completed + capped.result.dead).toBe(1500);
+    expectNothingLost(capped.result, 1500);
+    expect(capped.result.duplicateTokenExecutions).toBe(0);
     const s = `"${capped.schema}"`;
     // Invocations started out of band (fan-out, nudges) are named <pid>-s<n>: some took a slot.
     const { rows } = await admin.query(
