@@ -66,5 +66,12 @@ export const MIGRATIONS: readonly Migration[] = [
     "statements": [
       "CREATE TABLE \"skiplock\".\"invocations\" (\n\t\"worker\" text NOT NULL,\n\t\"slot\" smallint NOT NULL,\n\t\"invocation_id\" text NOT NULL,\n\t\"started_at\" timestamp with time zone NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL,\n\tCONSTRAINT \"invocations_worker_slot_pk\" PRIMARY KEY(\"worker\",\"slot\"),\n\tCONSTRAINT \"invocations_slot_check\" CHECK (\"skiplock\".\"invocations\".\"slot\" >= 1)\n);"
     ]
+  },
+  {
+    "tag": "0007_claim_lanes",
+    "hash": "09a531a7a148536daadd14f4d34aa0ff03afbd81c3dfb4d1ba0c4406b84c3ea0",
+    "statements": [
+      "CREATE INDEX \"jobs_claim_lane_idx\" ON \"skiplock\".\"jobs\" USING btree (((id / 64) % 16),\"priority\",\"run_at\",\"id\") WHERE state = 'queued';"
+    ]
   }
 ];

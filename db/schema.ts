@@ -93,6 +93,9 @@ export function jobsTableIn(schema: PgSchema<string>) {
       ),
       // Claiming reads only runnable rows, in the claim's sort order.
       index('jobs_claim_idx').on(t.priority, t.runAt, t.id).where(sql`state = 'queued'`),
+      // The same order within one of CLAIM_LANES lanes (runs of LANE_RUN consecutive ids): many
+      // concurrent invocations spread their claims over the lanes instead of all walking the head.
+      index('jobs_claim_lane_idx').on(sql`((id / 64) % 16)`, t.priority, t.runAt, t.id).where(sql`state = 'queued'`),
       // Rescue of expired leases reads only running rows, by expiry.
       index('jobs_lease_idx').on(t.leaseExpiresAt).where(sql`state = 'running'`),
       // DLQ listing, replay filters and retention pruning.

@@ -13,6 +13,8 @@ import type { BenchSystem } from './types.js';
 // An async no-op, as the peers' handlers are: the same promise per job for every system.
 const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: async () => {} });
 
+const MAX_INVOCATIONS = 64;
+
 /**
  * skiplock: K invocation loops, each with its own connection, batch = concurrency = BATCH.
  * `completion` is the worker's completedJobs: keep (the default) or delete.
@@ -29,6 +31,7 @@ export function skiplockSystem(batch = 100, completion: Completion = 'keep', con
       perLoop: { concurrency: batch, batchSize: batch, connections },
       logger: 'silent',
       completedJobs: completion,
+      maxInvocations: MAX_INVOCATIONS,
     },
     async setup(target) {
       url = target;
@@ -57,6 +60,9 @@ export function skiplockSystem(batch = 100, completion: Completion = 'keep', con
             batchSize: batch,
             logger: silentLogger,
             completedJobs: completion,
+            // Counted invocations, as deployed workers are (SKIPLOCK_MAX_INVOCATIONS): with more
+            // than a few running, each claims from its own lane.
+            maxInvocations: MAX_INVOCATIONS,
           });
           try {
             while (true) {

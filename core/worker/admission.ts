@@ -1,4 +1,5 @@
 import { scrubSecrets } from '../../db/execute.js';
+import { CLAIM_LANES } from '../../db/statements/claim.js';
 import { readBacklog, registerInvocation, unregisterInvocation } from '../../db/statements/invocations.js';
 import type { Deadline } from './deadline.js';
 import type { WorkerSettings } from './settings.js';
@@ -12,6 +13,12 @@ import type { WorkerSettings } from './settings.js';
 export interface InvocationStarter {
   start(count: number): Promise<void>;
 }
+
+/**
+ * An invocation that registers while at least this many others run claims from a lane (see
+ * CLAIM_LANES): the first few keep the strict claim order of the head, the many spread out.
+ */
+export const LANES_AFTER = 4;
 
 /** How often, at most, an invocation reads the backlog to decide on fan-out (its clock). */
 const FAN_OUT_CHECK_MS = 1_000;
@@ -36,6 +43,8 @@ export class Admission {
   readonly #deadline: Deadline;
   /** The slot this invocation holds, once registered. */
   #slot: number | null = null;
+  /** Other invocations running: at registration, then as each claim counts them. */
+  #others = 0;
   #lastCheck = Number.NEGATIVE_INFINITY;
   #starting: Promise<void> | undefined;
   /** When this invocation last started others, and how many it then expected to be running. */
@@ -70,11 +79,32 @@ export class Admission {
       );
       if (registration.slot !== null) {
         this.#slot = registration.slot;
+        this.#others = registration.running;
         return true;
       }
       if (registration.running >= this.#max) return false;
     }
     return false;
+  }
+
+  /**
+   * The lane of this invocation's `claims`-th claim, or undefined to claim from the head: with
+   * LANES_AFTER others running (at registration, then as the last claim counted), each claim takes the next lane from its slot on, so
+   * that siblings (distinct slots) start apart and every lane is visited.
+   */
+  lane(claims: number): number | undefined {
+    if (this.#slot === null || this.#others < LANES_AFTER) return undefined;
+    return (this.#slot + claims) % CLAIM_LANES;
+  }
+
+  /** The worker whose invocations each claim counts (siblings come and go), while registered. */
+  get countedAs(): string | undefined {
+    return this.#slot === null ? undefined : this.#settings.name;
+  }
+
+  /** What the last claim counted: `running` invocations of this worker, this one included. */
+  counted(running: number | undefined): void {
+    if (running !== undefined) this.#others = Math.max(0, running - 1);
   }
 
   /**

@@ -72,6 +72,8 @@ export class Invocation implements AttemptHost {
   #state: InvocationState;
   /** The cap on running invocations and fan-out (with maxInvocations). */
   readonly #admission: Admission | undefined;
+  /** Claims made so far (the lane of the next one follows from it). */
+  #claims = 0;
   /** Since when a slot has been free without a claim to fill it (see #mayRefill). */
   #freeSince: number | undefined;
   /** Attempts that ended, and when the first claim went out: this invocation's rate. */
@@ -270,6 +272,8 @@ export class Invocation implements AttemptHost {
           leases,
           queues,
           limit,
+          lane: this.#admission?.lane(this.#claims++),
+          countInvocationsOf: this.#admission?.countedAs,
           invocationId: this.invocationId,
           settle: outcomesOf(batch),
           completion,
@@ -280,6 +284,7 @@ export class Invocation implements AttemptHost {
     // gives them back instead of leaving them to their leases.
     if (claimed.status === 'fulfilled') {
       buffer.settled(batch, claimed.value.settled);
+      this.#admission?.counted(claimed.value.invocations);
       this.#ledger.claimed(claimed.value.jobs.length);
       this.#waiting.push(...claimed.value.jobs);
     } else {

@@ -3,7 +3,9 @@ import { z } from 'zod';
 import { ConfigError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
+import { LANES_AFTER } from '../../core/worker/admission.js';
 import { createWorker, type InvocationStarter, type WorkerOptions } from '../../core/worker.js';
+import { CLAIM_LANES, LANE_RUN } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
@@ -233,5 +235,54 @@ describe(`fan-out (${testDriver()})`, () => {
     });
     expect(failing).toMatchObject({ claimed: 200, completed: 200, stoppedBecause: 'drained' });
     expect(warnings).toContain('fan_out_failed');
+  });
+});
+
+describe(`claim lanes (${testDriver()})`, () => {
+  /** Runs one counted invocation (cap 5) beside `others` running ones; returns the ids of its claims, claim by claim. */
+  async function claimsBeside(others: number): Promise<string[][]> {
+    const started: string[] = [];
+    const noop = defineJob({
+      kind: 'noop',
+      payload: z.object({ n: z.number() }),
+      timeoutMs: 1_000,
+      handler: (_payload, ctx) => void started.push(ctx.id),
+    });
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: LANE_RUN * CLAIM_LANES }, (_, n) => noop.with({ n })),
+    );
+    for (let slot = 1; slot <= others; slot++) {
+      await t.admin.query(
+        `insert into "${t.schema}".invocations (worker, slot, invocation_id, started_at, expires_at)
+         values ('worker', $1, $2, now(), now() + interval '1 hour')`,
+        [slot, `other-${slot}`],
+      );
+    }
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [noop],
+      logger: silentLogger,
+      concurrency: 10,
+      batchSize: 10,
+      maxInvocations: 5,
+    }).runInvocation({ remainingMs: 60_000 });
+    expect(summary).toMatchObject({ claimed: LANE_RUN * CLAIM_LANES, stoppedBecause: 'drained' });
+    return Array.from({ length: 3 }, (_, i) => started.slice(i * 10, i * 10 + 10));
+  }
+  const laneOf = (id: string) => Number((BigInt(id) / BigInt(LANE_RUN)) % BigInt(CLAIM_LANES));
+  const lowestIds = async () =>
+    (await t.admin.query(`select id::text as id from "${t.schema}".jobs order by id limit 10`)).rows.map((r) => r.id);
+
+  it(`with ${LANES_AFTER} others running, each claim takes the next lane from the slot on`, async () => {
+    // Slots 1-4 are held, so this invocation holds slot 5: lanes 5, 6, 7 for its first three claims.
+    const claims = await claimsBeside(LANES_AFTER);
+    expect(claims.map((ids) => [...new Set(ids.map(laneOf))])).toEqual([[5], [6], [7]]);
+  });
+
+  it(`with fewer than ${LANES_AFTER} others running, it claims from the head in strict order`, async () => {
+    const claims = await claimsBeside(LANES_AFTER - 1);
+    expect(claims[0]).toEqual(await lowestIds());
   });
 });
