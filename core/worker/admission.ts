@@ -15,8 +15,8 @@ export interface InvocationStarter {
 }
 
 /**
- * An invocation that registers while at least this many others run claims from a lane (see
- * CLAIM_LANES): the first few keep the strict claim order of the head, the many spread out.
+ * With more than this many invocations of a worker running, theirs claim from lanes (see
+ * CLAIM_LANES); up to this many keep the strict claim order of the head.
  */
 export const LANES_AFTER = 4;
 
@@ -43,8 +43,6 @@ export class Admission {
   readonly #deadline: Deadline;
   /** The slot this invocation holds, once registered. */
   #slot: number | null = null;
-  /** Other invocations running: at registration, then as each claim counts them. */
-  #others = 0;
   #lastCheck = Number.NEGATIVE_INFINITY;
   #starting: Promise<void> | undefined;
   /** When this invocation last started others, and how many it then expected to be running. */
@@ -79,7 +77,6 @@ export class Admission {
       );
       if (registration.slot !== null) {
         this.#slot = registration.slot;
-        this.#others = registration.running;
         return true;
       }
       if (registration.running >= this.#max) return false;
@@ -88,23 +85,16 @@ export class Admission {
   }
 
   /**
-   * The lane of this invocation's `claims`-th claim, or undefined to claim from the head: with
-   * LANES_AFTER others running (at registration, then as the last claim counted), each claim takes the next lane from its slot on, so
-   * that siblings (distinct slots) start apart and every lane is visited.
+   * Where this invocation's `claims`-th claim looks first, once registered: the next lane from its
+   * slot on (siblings hold distinct slots, so they start apart and every lane is visited) — used only
+   * while more than LANES_AFTER invocations of this worker run, which the claim itself counts. Lane 0
+   * is the head instead: every CLAIM_LANES-th claim of each invocation takes the head in strict
+   * order, so an urgent job in any lane waits about one round of claims at most.
    */
-  lane(claims: number): number | undefined {
-    if (this.#slot === null || this.#others < LANES_AFTER) return undefined;
-    return (this.#slot + claims) % CLAIM_LANES;
-  }
-
-  /** The worker whose invocations each claim counts (siblings come and go), while registered. */
-  get countedAs(): string | undefined {
-    return this.#slot === null ? undefined : this.#settings.name;
-  }
-
-  /** What the last claim counted: `running` invocations of this worker, this one included. */
-  counted(running: number | undefined): void {
-    if (running !== undefined) this.#others = Math.max(0, running - 1);
+  lanePlan(claims: number): { lane: number; laneWhen: { worker: string; moreThan: number } } | undefined {
+    const lane = this.#slot === null ? 0 : (this.#slot + claims) % CLAIM_LANES;
+    if (lane === 0) return undefined;
+    return { lane, laneWhen: { worker: this.#settings.name, moreThan: LANES_AFTER } };
   }
 
   /**

@@ -20,6 +20,8 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
  * - `claiming`: a claim statement is out; the buffered outcomes ride along with it.
  * - `draining`: the last claim found fewer jobs than it asked for. No claim until everything in
  *   hand is done, then one more look (retries that came due, jobs the handlers enqueued).
+ * - `lingering`: (with lingerMs) the queue ran dry: the outcomes are written, and after
+ *   lingerPollMs the loop looks again, until lingerMs have passed with nothing found.
  * - `finishing`: drain is off and the one batch is claimed: it runs to its end, then the loop stops.
  * - `deadline`: no kind fits the time left. What runs finishes, or the watchdog aborts it; what
  *   waits locally is released; then the loop stops.
@@ -34,6 +36,7 @@ export type InvocationState =
   | 'running'
   | 'claiming'
   | 'draining'
+  | 'lingering'
   | 'finishing'
   | 'deadline'
   | 'settling'
@@ -45,7 +48,8 @@ const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
   sweeping: ['running', 'failing'],
   running: ['claiming', 'deadline', 'failing'],
   claiming: ['running', 'draining', 'finishing', 'failing'],
-  draining: ['running', 'deadline', 'settling', 'failing'],
+  draining: ['running', 'lingering', 'deadline', 'settling', 'failing'],
+  lingering: ['running', 'deadline', 'failing'],
   finishing: ['deadline', 'settling', 'failing'],
   deadline: ['settling', 'failing'],
   settling: ['stopped', 'failing'],
@@ -74,6 +78,9 @@ export class Invocation implements AttemptHost {
   readonly #admission: Admission | undefined;
   /** Claims made so far (the lane of the next one follows from it). */
   #claims = 0;
+  /** Since when claims have found nothing (lingering counts from there). */
+  #drySince: number | undefined;
+  #lingerLogged = false;
   /** Since when a slot has been free without a claim to fill it (see #mayRefill). */
   #freeSince: number | undefined;
   /** Attempts that ended, and when the first claim went out: this invocation's rate. */
@@ -181,6 +188,10 @@ export class Invocation implements AttemptHost {
     if (this.#state === 'running' && this.#waiting.length === 0 && this.#mayRefill()) {
       if ((await this.#claim()) > 0) return;
     }
+    if (this.#state === 'draining' && this.#inflight === 0 && this.#waiting.length === 0 && this.#mayLinger()) {
+      await this.#linger();
+      return;
+    }
     if (this.#inflight === 0 && this.#waiting.length === 0) {
       const stoppedBecause = STOPPED_BECAUSE[this.#state as keyof typeof STOPPED_BECAUSE];
       this.#to('settling'); // asserts the state was one of those
@@ -206,6 +217,32 @@ export class Invocation implements AttemptHost {
     if (this.#inflight === 0) return true;
     if (free >= Math.ceil(Math.min(batchSize, concurrency) / 2)) return true;
     return this.#freeSince !== undefined && clock.now() - this.#freeSince >= flushIntervalMs;
+  }
+
+  /** Whether to keep looking for work: lingerMs have not passed since claims started finding none. */
+  #mayLinger(): boolean {
+    const { lingerMs, clock } = this.settings;
+    if (lingerMs === 0) return false;
+    this.#drySince ??= clock.now();
+    return clock.now() - this.#drySince < lingerMs;
+  }
+
+  /** The queue ran dry: write the outcomes (they must not wait for the linger), wait, look again. */
+  async #linger(): Promise<void> {
+    this.#to('lingering');
+    const { clock, lingerMs, lingerPollMs } = this.settings;
+    await this.#buffer.flush();
+    // Never past the linger, nor past the time to stop claiming.
+    const until = Math.min((this.#drySince ?? clock.now()) + lingerMs, this.#deadline.stopClaimingAt);
+    const waitMs = Math.max(0, Math.min(lingerPollMs, until - clock.now()));
+    const woke = new Promise<void>((resolve) => clock.setTimer(resolve, waitMs));
+    // Once per dry spell, not per look.
+    if (!this.#lingerLogged) {
+      this.#lingerLogged = true;
+      this.settings.logger.info('lingering', { invocationId: this.invocationId, lingerMs, lingerPollMs });
+    }
+    await woke;
+    this.#to(this.#someKindFits() ? 'running' : 'deadline');
   }
 
   /** Starts waiting jobs while slots are free; returns the ones to give back (they no longer fit). */
@@ -272,8 +309,7 @@ export class Invocation implements AttemptHost {
           leases,
           queues,
           limit,
-          lane: this.#admission?.lane(this.#claims++),
-          countInvocationsOf: this.#admission?.countedAs,
+          ...this.#admission?.lanePlan(this.#claims++),
           invocationId: this.invocationId,
           settle: outcomesOf(batch),
           completion,
@@ -284,7 +320,6 @@ export class Invocation implements AttemptHost {
     // gives them back instead of leaving them to their leases.
     if (claimed.status === 'fulfilled') {
       buffer.settled(batch, claimed.value.settled);
-      this.#admission?.counted(claimed.value.invocations);
       this.#ledger.claimed(claimed.value.jobs.length);
       this.#waiting.push(...claimed.value.jobs);
     } else {
@@ -293,6 +328,10 @@ export class Invocation implements AttemptHost {
     if (settled.status === 'rejected') throw settled.reason;
     if (claimed.status === 'rejected') throw claimed.reason;
     const found = claimed.value.jobs.length;
+    if (found > 0) {
+      this.#drySince = undefined;
+      this.#lingerLogged = false;
+    }
     // A full batch: there may be more ready work than this invocation can finish in time.
     if (found === limit && drain) this.#admission?.consider(this.#finished, this.#firstClaimAt);
     this.#to(!drain ? 'finishing' : found < limit ? 'draining' : 'running');

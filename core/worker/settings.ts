@@ -36,6 +36,9 @@ export interface WorkerSettings {
   readonly maxInvocations: number | undefined;
   readonly fanOut: InvocationStarter | undefined;
   readonly fanOutTargetMs: number;
+  /** Keep looking this long after the queue ran dry, every lingerPollMs; 0: return at once. */
+  readonly lingerMs: number;
+  readonly lingerPollMs: number;
   /** The same kinds, as a list (looked through on every turn of the loop). */
   readonly kindList: readonly Kind[];
 }

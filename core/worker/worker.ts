@@ -68,6 +68,14 @@ export interface WorkerOptions {
    * measured (or within the time left, when less). @defaultValue 5000
    */
   fanOutTargetMs?: number;
+  /**
+   * After the queue runs dry, keep looking for this long (a claim every `lingerPollMs`) before
+   * returning: work enqueued meanwhile starts without a nudge or a tick, at the price of function
+   * time. With nudges it buys little (docs/performance.md has the figures). @defaultValue 0
+   */
+  lingerMs?: number;
+  /** How often a lingering invocation looks. @defaultValue 250 */
+  lingerPollMs?: number;
 }
 
 export const WORKER_DEFAULTS = {
@@ -79,6 +87,8 @@ export const WORKER_DEFAULTS = {
   completedJobs: 'keep',
   name: 'worker',
   fanOutTargetMs: 5_000,
+  lingerMs: 0,
+  lingerPollMs: 250,
 } as const;
 
 export interface Worker {
@@ -142,6 +152,10 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
   }
   const fanOutTargetMs = options.fanOutTargetMs ?? WORKER_DEFAULTS.fanOutTargetMs;
   if (!(fanOutTargetMs > 0)) throw new ConfigError('fanOutTargetMs must be > 0');
+  const lingerMs = options.lingerMs ?? WORKER_DEFAULTS.lingerMs;
+  const lingerPollMs = options.lingerPollMs ?? WORKER_DEFAULTS.lingerPollMs;
+  if (!(lingerMs >= 0 && lingerMs <= 900_000)) throw new ConfigError('lingerMs must be from 0 to 900000');
+  if (!(lingerPollMs >= 10 && lingerPollMs <= 60_000)) throw new ConfigError('lingerPollMs must be from 10 to 60000');
 
   const logger = options.logger ?? jsonLogger();
   return {
@@ -165,6 +179,8 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     maxInvocations,
     fanOut,
     fanOutTargetMs,
+    lingerMs,
+    lingerPollMs,
   };
 }
 

@@ -29,8 +29,12 @@ export interface ClaimRequest {
    * than `limit` ready jobs. Absent: from the head, in strict claim order.
    */
   lane?: number;
-  /** Also count the unexpired registrations of this worker (see registerInvocation). */
-  countInvocationsOf?: string;
+  /**
+   * Use `lane` only while more than `moreThan` invocations of `worker` are registered, counted by
+   * this statement (its snapshot sees the registrations committed when it starts, so siblings that
+   * registered a moment ago count — the invocation's own memory of them would not).
+   */
+  laneWhen?: { worker: string; moreThan: number };
 }
 
 /**
@@ -48,8 +52,6 @@ export interface ClaimResult {
   jobs: ClaimedJob[];
   /** What became of `request.settle`. */
   settled: SettleReport;
-  /** With `countInvocationsOf`: that worker's running invocations (this one included). */
-  invocations?: number;
 }
 
 /** The claim's one row: the claimed jobs and the settle report, each a JSON array of tuples. */
@@ -75,7 +77,6 @@ type ClaimRow = {
         runAtMs: number | null,
       ][]
     | null;
-  invocations: number | null;
 };
 
 /**
@@ -128,12 +129,19 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const laneExpr = sql.raw(`((j.id / ${LANE_RUN}) % ${CLAIM_LANES})`);
   // The lane's rows in claim order (jobs_claim_lane_idx); the head fills what the lane lacks, and
   // is read only then (the union below stops pulling once it has `limit` rows).
+  const when = request.laneWhen;
+  // A one-time condition (an InitPlan): when it is false, the lane yields nothing and the head serves.
+  const laneOn =
+    when === undefined
+      ? sql``
+      : sql`and (select count(*) from ${sql.identifier(schema)}.invocations i
+          where i.worker = ${when.worker} and i.expires_at > ${now}) > ${when.moreThan}`;
   const laneCte =
     lane === undefined
       ? sql``
       : sql`in_lane as (
       select j.id from ${jobs} j
-      where ${laneExpr} = ${lane}::bigint and ${runnable}
+      where ${laneExpr} = ${lane}::bigint and ${runnable} ${laneOn}
       order by ${laneExpr}, j.priority, j.run_at, j.id
       limit ${request.limit}
       for update skip locked
@@ -188,18 +196,11 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
       (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
           c.max_attempts, c.correlation_id) order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
-      ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report,
-      ${
-        request.countInvocationsOf === undefined
-          ? sql`null::int`
-          : sql`(select count(*) from ${sql.identifier(schema)}.invocations i
-          where i.worker = ${request.countInvocationsOf} and i.expires_at > ${now})::int`
-      } as invocations`,
+      ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report`,
     schema,
   );
   const result: ClaimResult = { jobs: [], settled: { lost: new Set(), changed: new Map() } };
-  const { jobs: claimed, report, invocations } = rows[0] ?? { jobs: null, report: null, invocations: null };
-  if (invocations !== null) result.invocations = invocations;
+  const { jobs: claimed, report } = rows[0] ?? { jobs: null, report: null };
   for (const [row_kind, id, state, dead_reason, run_at_ms] of report ?? []) {
     addToReport(result.settled, { row_kind, id, state, dead_reason, run_at_ms });
   }

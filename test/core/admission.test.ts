@@ -269,16 +269,22 @@ describe(`claim lanes (${testDriver()})`, () => {
       maxInvocations: 5,
     }).runInvocation({ remainingMs: 60_000 });
     expect(summary).toMatchObject({ claimed: LANE_RUN * CLAIM_LANES, stoppedBecause: 'drained' });
-    return Array.from({ length: 3 }, (_, i) => started.slice(i * 10, i * 10 + 10));
+    return Array.from({ length: 12 }, (_, i) => started.slice(i * 10, i * 10 + 10));
   }
   const laneOf = (id: string) => Number((BigInt(id) / BigInt(LANE_RUN)) % BigInt(CLAIM_LANES));
-  const lowestIds = async () =>
-    (await t.admin.query(`select id::text as id from "${t.schema}".jobs order by id limit 10`)).rows.map((r) => r.id);
+  const lowestIds = async (count = 10) =>
+    (await t.admin.query(`select j.id::text as id from "${t.schema}".jobs j order by j.id limit $1`, [count])).rows.map(
+      (r) => r.id as string,
+    );
 
   it(`with ${LANES_AFTER} others running, each claim takes the next lane from the slot on`, async () => {
     // Slots 1-4 are held, so this invocation holds slot 5: lanes 5, 6, 7 for its first three claims.
     const claims = await claimsBeside(LANES_AFTER);
-    expect(claims.map((ids) => [...new Set(ids.map(laneOf))])).toEqual([[5], [6], [7]]);
+    const all = (await lowestIds(LANE_RUN * CLAIM_LANES)).map(Number); // every job of this test, by id
+    expect(claims.slice(0, 3).map((ids) => [...new Set(ids.map(laneOf))])).toEqual([[5], [6], [7]]);
+    // Its 12th claim falls on lane 0, which means the head: the lowest ids not yet taken.
+    const taken = new Set(claims.slice(0, 11).flat().map(Number));
+    expect(claims[11]?.map(Number)).toEqual(all.filter((id) => !taken.has(id)).slice(0, 10));
   });
 
   it(`with fewer than ${LANES_AFTER} others running, it claims from the head in strict order`, async () => {

@@ -118,14 +118,28 @@ describe(`claim lanes (${testDriver()})`, () => {
     }
   });
 
-  it('counts the running invocations of a worker when asked, and only then', async () => {
-    await t.admin.query(
-      `insert into "${t.schema}".invocations (worker, slot, invocation_id, started_at, expires_at) values
-         ('w', 1, 'a', now(), now() + interval '1 minute'), ('w', 2, 'b', now(), now() + interval '1 minute'),
-         ('w', 3, 'gone', now() - interval '2 minutes', now() - interval '1 minute'),
-         ('other', 1, 'c', now(), now() + interval '1 minute')`,
-    );
-    expect((await claim({ countInvocationsOf: 'w' })).invocations).toBe(2);
-    expect((await claim()).invocations).toBeUndefined();
+  it('laneWhen: the lane only while more than `moreThan` invocations of the worker are registered', async () => {
+    await enqueue(LANE_RUN * CLAIM_LANES);
+    const head = (await queued())[0] as string;
+    const lane = (laneOf(head) + 1) % CLAIM_LANES;
+    const laneWhen = { worker: 'w', moreThan: 2 };
+    const register = (slot: number, expires: string) =>
+      t.admin.query(
+        `insert into "${t.schema}".invocations (worker, slot, invocation_id, started_at, expires_at)
+         values ($1, $2, $3, now() - interval '1 hour', now() + $4::interval)`,
+        [slot < 10 ? 'w' : 'other', slot, `inv-${slot}`, expires],
+      );
+    // Two live registrations of w, one expired, and others of another worker: not more than 2.
+    await register(1, '1 minute');
+    await register(2, '1 minute');
+    await register(3, '-1 minute');
+    await register(11, '1 minute');
+    await register(12, '1 minute');
+    const first = await claim({ lane, laneWhen, limit: 1 });
+    expect(first.jobs.map((j) => j.id)).toEqual([head]);
+    // A third live registration: the lane is used.
+    await register(4, '1 minute');
+    const second = await claim({ lane, laneWhen, limit: 1 });
+    expect(second.jobs.map((j) => laneOf(j.id))).toEqual([lane]);
   });
 });
