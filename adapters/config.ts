@@ -22,6 +22,8 @@ export interface SkiplockConfig {
   /** The name invocations are counted under. */
   workerName: string;
   fanOutTargetMs: number;
+  /** SKIPLOCK_LINGER_MS: keep looking this long after the queue ran dry. */
+  lingerMs: number;
   batchSize: number | undefined;
   safetyMarginMs: number;
   leaseGraceMs: number;
@@ -139,6 +141,7 @@ const VARIABLES = {
     .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'must be a name of letters, digits and _ . : -')
     .optional(),
   SKIPLOCK_FAN_OUT_TARGET_MS: int(100, 900_000).default(WORKER_DEFAULTS.fanOutTargetMs),
+  SKIPLOCK_LINGER_MS: int(0, 900_000).default(WORKER_DEFAULTS.lingerMs),
   SKIPLOCK_SAFETY_MARGIN_MS: int(0, 600_000).default(WORKER_DEFAULTS.safetyMarginMs),
   SKIPLOCK_LEASE_GRACE_MS: int(0, 3_600_000).default(WORKER_DEFAULTS.leaseGraceMs),
   SKIPLOCK_COMPLETED_JOBS: z.enum(['keep', 'delete']).default(WORKER_DEFAULTS.completedJobs),
@@ -197,6 +200,7 @@ export const PURPOSES = {
     'SKIPLOCK_MAX_INVOCATIONS',
     'SKIPLOCK_WORKER_NAME',
     'SKIPLOCK_FAN_OUT_TARGET_MS',
+    'SKIPLOCK_LINGER_MS',
     'SKIPLOCK_SAFETY_MARGIN_MS',
     'SKIPLOCK_LEASE_GRACE_MS',
     'SKIPLOCK_COMPLETED_JOBS',
@@ -269,6 +273,7 @@ export class EnvironmentSettings {
       maxInvocations: e.SKIPLOCK_MAX_INVOCATIONS,
       workerName: e.SKIPLOCK_WORKER_NAME ?? e.AWS_LAMBDA_FUNCTION_NAME ?? WORKER_DEFAULTS.name,
       fanOutTargetMs: e.SKIPLOCK_FAN_OUT_TARGET_MS,
+      lingerMs: e.SKIPLOCK_LINGER_MS,
       batchSize: e.SKIPLOCK_BATCH_SIZE,
       safetyMarginMs: e.SKIPLOCK_SAFETY_MARGIN_MS,
       leaseGraceMs: e.SKIPLOCK_LEASE_GRACE_MS,

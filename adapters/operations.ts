@@ -162,6 +162,7 @@ export async function runWorker(
         maxInvocations: config.maxInvocations,
         fanOut: config.maxInvocations === undefined ? undefined : run.fanOut,
         fanOutTargetMs: config.fanOutTargetMs,
+        lingerMs: config.lingerMs,
       }).runInvocation({ remainingMs: Math.max(0, deadlineAt - clock.now()), invocationId: run.invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );

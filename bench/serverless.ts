@@ -13,6 +13,7 @@ import { dropDatabase, freshDatabase, withClient } from './db.js';
 import { type BurstParams, type BurstResult, type BurstVariant, measureBurstDrain } from './serverless/burst.js';
 import { workerColdImportMs } from './serverless/cold-start.js';
 import { progressLog } from './serverless/figures.js';
+import { type LingerParams, type LingerResult, measureLinger } from './serverless/linger.js';
 import { measureNudgeLatency, type NudgeParams } from './serverless/nudge.js';
 import { measureProcess, processSettings } from './serverless/process.js';
 import { writeServerlessReport } from './serverless/report.js';
@@ -23,8 +24,8 @@ const asJson = args.includes('--json');
 const log = progressLog(asJson);
 
 const PARAMS = quick
-  ? { nudge: { jobs: 60, warmup: 3, ticks: 10 }, processJobs: 10_000 }
-  : { nudge: { jobs: 300, warmup: 5, ticks: 50 }, processJobs: 50_000 };
+  ? { nudge: { jobs: 60, warmup: 3, ticks: 10 }, processJobs: 10_000, linger: { jobs: 10, meanGapMs: 500 } }
+  : { nudge: { jobs: 300, warmup: 5, ticks: 50 }, processJobs: 50_000, linger: { jobs: 40, meanGapMs: 1_000 } };
 const NUDGE: NudgeParams = PARAMS.nudge;
 const BURST: BurstParams = {
   jobs: 10_000,
@@ -35,6 +36,13 @@ const BURST: BurstParams = {
   giveUpMs: 90_000,
 };
 const KS = [1, 4, 16, 32] as const;
+const LINGER: LingerParams = PARAMS.linger;
+const LINGER_VARIANTS = [
+  { label: 'nudge, no linger', lingerMs: 0, nudge: true },
+  { label: 'tick only, no linger', lingerMs: 0, nudge: false },
+  { label: 'tick, SKIPLOCK_LINGER_MS=1000', lingerMs: 1_000, nudge: false },
+  { label: 'tick, SKIPLOCK_LINGER_MS=5000', lingerMs: 5_000, nudge: false },
+];
 /** The benchmark's own database, dropped at the end (never the `test` database the tests share). */
 const DB = 'skiplock_bench_serverless';
 const NOTES = 'bench/serverless/NOTES.md';
@@ -91,6 +99,14 @@ try {
   log(`phase 3: K = ${KS.join(', ')} invocations on no-op jobs (${PARAMS.processJobs} jobs per run)`);
   const processed = await measureProcess(server, DB, KS, PARAMS.processJobs, log);
 
+  log(`phase 4: linger (${LINGER.jobs} jobs, mean gap ${LINGER.meanGapMs} ms)`);
+  const linger: LingerResult[] = [];
+  for (const variant of LINGER_VARIANTS) {
+    const result = await measureLinger(await freshDatabase(server, DB), variant, LINGER);
+    linger.push(result);
+    log(`  ${result.label}: ${JSON.stringify(result)}`);
+  }
+
   const durationS = Math.round((Date.now() - started) / 1000);
   const path = writeServerlessReport(
     {
@@ -112,6 +128,8 @@ try {
       processJobs: PARAMS.processJobs,
       process: processed,
       processSettings: processSettings(),
+      lingerParams: LINGER,
+      linger,
     },
     existsSync(NOTES) ? readFileSync(NOTES, 'utf8') : '',
   );
@@ -130,6 +148,12 @@ try {
           lost: pgBurst.lost,
         },
         process: processed,
+        linger: Object.fromEntries(
+          linger.map((l) => [
+            l.label,
+            { latency_ms: l.latencyMs, left_for_tick: l.leftForTick, function_seconds: l.functionSeconds },
+          ]),
+        ),
       }),
     );
   }

@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import type { BurstParams, BurstResult } from './burst.js';
+import type { LingerParams, LingerResult } from './linger.js';
 import type { NudgeParams, NudgeResult } from './nudge.js';
 import type { ProcessRow } from './process.js';
 
@@ -23,6 +24,8 @@ export interface ServerlessReport {
   processJobs: number;
   process: Record<string, ProcessRow>;
   processSettings: Record<string, unknown>;
+  lingerParams: LingerParams;
+  linger: LingerResult[];
 }
 
 const fmt = (n: number | undefined) => (n === undefined ? '–' : n.toLocaleString('en-US'));
@@ -112,11 +115,19 @@ How it runs: bench/serverless/worker-function.ts plays the worker function with 
 
 ## 3. K concurrent invocations, no-op jobs (jobs/s)
 
-${fmt(report.processJobs)} jobs per run, one run per system and K, each on a fresh database (vacuumed and analysed), with \`npm run bench\`'s settings: skiplock K invocation loops, each with its own connection, batch = concurrency = 500; graphile-worker one runner of concurrency K (local queue 500); the raw floor K independent SKIP LOCKED claimers, batch 500, completion by UPDATE.
+${fmt(report.processJobs)} jobs per run, one run per system and K, each on a fresh database (vacuumed and analysed), with \`npm run bench\`'s settings: skiplock K invocation loops, each with its own connection, batch = concurrency = 500, counted (\`maxInvocations\` 64) so that with four or more running the others claim from lanes; graphile-worker one runner of concurrency K (local queue 500); the raw floor K independent SKIP LOCKED claimers, batch 500, completion by UPDATE.
 
 | K | skiplock | graphile-worker | raw floor | skiplock ÷ graphile | skiplock ÷ its K = 4 | floor ÷ its K = 4 |
 | --- | --- | --- | --- | --- | --- | --- |
 ${processRows}
+
+## 4. Linger: what waiting for more work buys and costs
+
+${report.lingerParams.jobs} jobs enqueued one at a time at exponential gaps (mean ${report.lingerParams.meanGapMs} ms, the same arrivals for every row), in process on pg, at most one invocation at once. Without a nudge, one invocation starts with the first job (as a tick would), drains, then lingers: a job committed while it lingers starts at its next look (every 250 ms); a job committed while none runs is left for the next tick (a 60 s cron: 30 s on average). With a nudge, each enqueue starts an invocation (coalesced per second) and none lingers.
+
+| run | jobs started | commit → start p50 / p99 | left for the next tick | invocations | function time | per job run | of it lingering |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+${report.linger.map((l) => `| ${l.label} | ${l.started} | ${l.latencyMs.p50} / ${l.latencyMs.p99} ms | ${l.leftForTick} | ${l.invocations} | ${l.functionSeconds} s | ${fmt(l.functionMsPerJob)} ms | ${l.lingerSeconds} s |`).join('\n')}
 
 ## Against the targets of issue 11 (this run)
 

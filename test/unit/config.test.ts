@@ -25,6 +25,7 @@ describe('configuration from the environment', () => {
       safetyMarginMs: WORKER_DEFAULTS.safetyMarginMs,
       leaseGraceMs: WORKER_DEFAULTS.leaseGraceMs,
       completedJobs: WORKER_DEFAULTS.completedJobs,
+      lingerMs: WORKER_DEFAULTS.lingerMs,
       completedRetentionHours: MAINTENANCE_DEFAULTS.completedRetentionMs / 3_600_000,
       deadRetentionHours: MAINTENANCE_DEFAULTS.deadRetentionMs / 3_600_000,
       maxDurationMs: FUNCTION_DEFAULTS.maxDurationMs,
@@ -59,6 +60,14 @@ describe('configuration from the environment', () => {
       /SKIPLOCK_CONCURRENCY.*SKIPLOCK_MAX_BODY_BYTES.*SKIPLOCK_DEAD_RETENTION_HOURS/,
     );
     expect(settings.problems().join(' ')).not.toContain('s3cret');
+  });
+
+  it('SKIPLOCK_LINGER_MS reaches the worker; a bad value disables only the worker', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres://localhost/app', SKIPLOCK_LINGER_MS: '2000' }).lingerMs).toBe(2_000);
+    const settings = new EnvironmentSettings({ DATABASE_URL: 'postgres://localhost/app', SKIPLOCK_LINGER_MS: 'soon' });
+    expect(settings.problems('worker')).toEqual(['SKIPLOCK_LINGER_MS must be a whole number from 0 to 900000']);
+    expect(settings.problems('enqueue')).toEqual([]);
+    expect(settings.problems('maintenance')).toEqual([]);
   });
 
   it('every variable belongs to a purpose, and every purpose names only known variables', () => {
