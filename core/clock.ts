@@ -5,16 +5,20 @@
  */
 export interface Clock {
   now(): number;
-  /** Calls `fn` after `ms`; returns a function that cancels it. */
-  setTimer(fn: () => void, ms: number): () => void;
+  /**
+   * Calls `fn` after `ms`; returns a function that cancels it. The timer does not keep the process
+   * alive (a flush or watchdog timer must not hold a finished process open), unless `keepAlive`:
+   * for a wait that is all the invocation is doing, e.g. lingering.
+   */
+  setTimer(fn: () => void, ms: number, options?: { keepAlive?: boolean }): () => void;
 }
 
 export const systemClock: Clock = {
   // Monotonic: a wall-clock step (NTP) must not stretch or shrink an invocation's budget.
   now: () => performance.now(),
-  setTimer(fn, ms) {
+  setTimer(fn, ms, options) {
     const timer = setTimeout(fn, Math.max(0, ms));
-    timer.unref?.();
+    if (!options?.keepAlive) timer.unref?.();
     return () => clearTimeout(timer);
   },
 };

@@ -235,7 +235,8 @@ export class Invocation implements AttemptHost {
     // Never past the linger, nor past the time to stop claiming.
     const until = Math.min((this.#drySince ?? clock.now()) + lingerMs, this.#deadline.stopClaimingAt);
     const waitMs = Math.max(0, Math.min(lingerPollMs, until - clock.now()));
-    const woke = new Promise<void>((resolve) => clock.setTimer(resolve, waitMs));
+    // Kept alive: nothing else may be pending (an idle pool lets the process exit).
+    const woke = new Promise<void>((resolve) => clock.setTimer(resolve, waitMs, { keepAlive: true }));
     // Once per dry spell, not per look.
     if (!this.#lingerLogged) {
       this.#lingerLogged = true;
