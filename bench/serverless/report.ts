@@ -89,9 +89,7 @@ Written by \`npm run bench:serverless\` (bench/serverless.ts; \`--json\` prints 
 Run: ${new Date().toISOString().slice(0, 10)}${report.quick ? ' (`--quick`)' : ''}, ${report.durationS} s.
 Machine: ${machine.cores} cores, ${machine.memoryGiB} GiB, PostgreSQL ${machine.postgres}, Node ${machine.node}; client, server, the Invoke endpoint and every invocation in one process on the same machine. Load average (1 min) ${machine.loadBefore[0]?.toFixed(2)} before, ${machine.loadAfter[0]?.toFixed(2)} after.
 
-> These figures come from a shared, busy machine (other test runs beside it): take them as a smoke test of the harness. Final figures come from a quiet machine.
-
-## 1. Enqueue commit → handler start
+${(machine.loadBefore[0] ?? 0) >= 1 ? '> The machine was busy when this run began (load average 1 or more): take these figures as a smoke test of the harness; final figures come from a quiet machine.\n\n' : ''}## 1. Enqueue commit → handler start
 
 | | p50 | p90 | p99 | max | samples |
 | --- | --- | --- | --- | --- | --- |
@@ -115,7 +113,7 @@ How it runs: bench/serverless/worker-function.ts plays the worker function with 
 
 ## 3. K concurrent invocations, no-op jobs (jobs/s)
 
-${fmt(report.processJobs)} jobs per run, one run per system and K, each on a fresh database (vacuumed and analysed), with \`npm run bench\`'s settings: skiplock K invocation loops, each with its own connection, batch = concurrency = 500, counted (\`maxInvocations\` 64) so that with four or more running the others claim from lanes; graphile-worker one runner of concurrency K (local queue 500); the raw floor K independent SKIP LOCKED claimers, batch 500, completion by UPDATE.
+${fmt(report.processJobs)} jobs per run, one run per system and K, each on a fresh database (vacuumed and analysed), with \`npm run bench\`'s settings: skiplock K invocation loops, each with its own connection, batch = concurrency = 500, counted (\`maxInvocations\` 64), so that with more than four running their claims spread over the 16 lanes (every sixteenth claim of each from the head); graphile-worker one runner of concurrency K (local queue 500); the raw floor K independent SKIP LOCKED claimers, batch 500, completion by UPDATE.
 
 | K | skiplock | graphile-worker | raw floor | skiplock ÷ graphile | skiplock ÷ its K = 4 | floor ÷ its K = 4 |
 | --- | --- | --- | --- | --- | --- | --- |
