@@ -3,6 +3,7 @@ import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
 import type { Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker.js';
+import { controlFromBody } from './control.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
 import { createLambdaNudger, lambdaStarter } from './lambda-invoke.js';
 import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker } from './operations.js';
@@ -221,6 +222,33 @@ export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
     } catch (err) {
       const response = errorResponse(err);
       return { status: response.status, ...response.body };
+    }
+  };
+}
+
+/**
+ * Flow control on the deployed app: pause, resume and list (`{ action, queue | kind, reason?, by? }`).
+ * By direct invoke (IAM), or over an HTTP API route with `Authorization: Bearer
+ * $SKIPLOCK_ADMIN_TOKEN` (refused while the token is unset or shorter than 16 characters).
+ */
+export function createLambdaControl(options: { env?: Env } = {}) {
+  return async (event: unknown, context?: LambdaContext): Promise<HttpApiResult | Record<string, unknown>> => {
+    const http = isHttpEvent(event);
+    const respond = (response: HttpResponse) =>
+      http ? toHttpApiResult(response) : { status: response.status, ...response.body };
+    try {
+      const env = options.env ?? process.env;
+      let body: unknown = event;
+      if (http) {
+        const request = fromHttpApiEvent(event);
+        requireBearer(request, env.SKIPLOCK_ADMIN_TOKEN, 'SKIPLOCK_ADMIN_TOKEN');
+        body = await readJson(request, sharedRuntime(env).settings.require('replay').maxBodyBytes);
+      }
+      const runtime = sharedRuntime(env);
+      const by = http ? 'lambda:control-http' : `lambda:${context?.functionName ?? 'control'}`;
+      return respond({ status: 200, body: { ...(await controlFromBody(runtime, body, by)) } });
+    } catch (err) {
+      return respond(errorResponse(err));
     }
   };
 }

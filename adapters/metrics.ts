@@ -65,11 +65,12 @@ export function emfMetrics(
       // Per queue (kinds summed), plus one line without a queue for whole-service alarms.
       const byQueue = new Map<
         string,
-        { ready: number; retry: number; running: number; expired: number; dead: number; oldest: number }
+        { ready: number; paused: number; retry: number; running: number; expired: number; dead: number; oldest: number }
       >();
       for (const r of rows) {
-        const q = byQueue.get(r.queue) ?? { ready: 0, retry: 0, running: 0, expired: 0, dead: 0, oldest: 0 };
+        const q = byQueue.get(r.queue) ?? { ready: 0, paused: 0, retry: 0, running: 0, expired: 0, dead: 0, oldest: 0 };
         q.ready += r.ready;
+        if (r.paused) q.paused += r.ready;
         q.retry += r.retryWaiting;
         q.running += r.running;
         q.expired += r.leaseExpired;
@@ -77,10 +78,11 @@ export function emfMetrics(
         q.oldest = Math.max(q.oldest, r.oldestReadyAgeSeconds ?? 0);
         byQueue.set(r.queue, q);
       }
-      const all = { ready: 0, retry: 0, running: 0, expired: 0, dead: 0, oldest: 0 };
+      const all = { ready: 0, paused: 0, retry: 0, running: 0, expired: 0, dead: 0, oldest: 0 };
       for (const [queue, q] of byQueue) {
         write(emfLine({ Service: service, Queue: queue }, queueMetrics(q), now()));
         all.ready += q.ready;
+        all.paused += q.paused;
         all.retry += q.retry;
         all.running += q.running;
         all.expired += q.expired;
@@ -94,6 +96,7 @@ export function emfMetrics(
 
 function queueMetrics(q: {
   ready: number;
+  paused: number;
   retry: number;
   running: number;
   expired: number;
@@ -102,6 +105,8 @@ function queueMetrics(q: {
 }) {
   return {
     QueueReady: { value: q.ready, unit: 'Count' as const },
+    // Ready jobs no claim takes while their queue or kind is paused (included in QueueReady).
+    QueuePausedReady: { value: q.paused, unit: 'Count' as const },
     QueueRetryWaiting: { value: q.retry, unit: 'Count' as const },
     QueueRunning: { value: q.running, unit: 'Count' as const },
     QueueExpiredLeases: { value: q.expired, unit: 'Count' as const },

@@ -3,6 +3,7 @@ import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
 import type { Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker.js';
+import { controlFromBody } from './control.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
 import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker, type WorkerRun } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
@@ -217,6 +218,20 @@ export function createVercelReplay(jobs: Kinds, options: { env?: Env } = {}): Ro
     const body = await readJson(request, runtime.settings.require('replay').maxBodyBytes);
     const result = await replayFromBody(runtime, registry, body, 'vercel:replay');
     return { status: 200, body: { ...result } };
+  });
+}
+
+/**
+ * POST flow-control route, protected by SKIPLOCK_ADMIN_TOKEN: pause, resume and list
+ * (`{ action, queue | kind, reason?, by? }`).
+ */
+export function createVercelControl(options: { env?: Env } = {}): RouteHandler {
+  return route(async (request) => {
+    const env = options.env ?? process.env;
+    requireBearer(request, env.SKIPLOCK_ADMIN_TOKEN, 'SKIPLOCK_ADMIN_TOKEN');
+    const runtime = sharedRuntime(env);
+    const body = await readJson(request, runtime.settings.require('replay').maxBodyBytes);
+    return { status: 200, body: { ...(await controlFromBody(runtime, body, 'vercel:control')) } };
   });
 }
 

@@ -99,6 +99,8 @@ export interface QueueStatsRow {
   deadLastHour: number;
   cancelledLastHour: number;
   oldestReadyAgeSeconds: number | null;
+  /** Set while the queue or the kind is paused (the queue's pause first, when both are). */
+  paused: { scope: 'queue' | 'kind'; since: Date; by: string } | null;
 }
 
 export interface QueueActivityRow {

@@ -5,11 +5,13 @@ import type { JobRecord, JobState } from '../base/rows.js';
 import { activity, cancel, getJob, listJobs, retryNow, stats } from '../core/admin.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
+import { pauses } from '../core/flow-control.js';
 import type { JobRegistry } from '../core/jobs.js';
 import { maskPayload } from '../core/masking.js';
 import { replay } from '../core/replay.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
+import { pausesTable } from './flow-commands.js';
 import { age, table } from './format.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 
@@ -122,6 +124,7 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
           'done 1h': r.completedLastHour,
           'died 1h': r.deadLastHour,
           oldest: age(r.oldestReadyAgeSeconds),
+          paused: r.paused ? `${r.paused.scope} ${age((Date.now() - r.paused.since.getTime()) / 1000)}` : '',
         })),
         [
           'queue',
@@ -135,6 +138,7 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
           'done 1h',
           'died 1h',
           'oldest',
+          'paused',
         ],
       );
       const window = num(o, 'window') ?? 300;
@@ -151,10 +155,12 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
         ['queue', 'kind', 'completed', 'dead', 'jobs/s', 'error rate'],
       );
       if (o.watch && !json && io.tty) io.out('\u001b[2J\u001b[H');
-      const text = `${human}\n\nlast ${window} s:\n${activityTable}`;
+      const paused = await pauses(conn, { schema });
+      const text = `${human}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}`;
       emit(o.watch ? `${new Date().toISOString()}\n${text}` : text, {
         depth: rows,
         activity: { windowSeconds: window, rows: recent },
+        paused,
       });
       if (i + 1 < iterations) await new Promise((r) => setTimeout(r, interval));
     }

@@ -14,6 +14,7 @@ export const TEMPLATES = {
     'functions/worker.ts',
     'functions/enqueue.ts',
     'functions/replay.ts',
+    'functions/control.ts',
     'functions/maintenance.ts',
   ],
   vercel: [
@@ -23,6 +24,7 @@ export const TEMPLATES = {
     'api/reports-worker.ts',
     'api/enqueue.ts',
     'api/replay.ts',
+    'api/control.ts',
     'api/maintenance.ts',
   ],
 } as const;

@@ -5,6 +5,7 @@ import { ConfigError, DatabaseError, InvalidOptionsError, NotMigratedError, Skip
 import { type JobDefinition, JobRegistry } from '../core/jobs.js';
 import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
 import { COMMANDS, type CommandContext } from './commands.js';
+import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 
@@ -32,6 +33,13 @@ commands:
       [--dry-run] [--limit n] [--keep-attempts] [--by name]
   cancel <id...>                        cancel queued or running jobs
   retry <id...>                         run waiting jobs now
+  queues pause <queue> [--reason text] [--by name]
+                                        no invocation claims the queue's jobs from the next claim on;
+                                        running jobs finish; nothing else changes
+  queues resume <queue>                 its jobs are claimable again at once
+  kinds pause <kind> [--reason text] [--by name]
+  kinds resume <kind>                   the same, for one kind in every queue
+  pauses                                what is paused, since when, by whom and why
 
 global options:
   --json                  machine-readable output (one JSON document)
@@ -98,7 +106,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const emit = (human: string, data: unknown) => io.out(json ? JSON.stringify(data, null, 2) : human);
   if (command === 'init') return init(rest, o.dir ?? '.', io, json);
   const sub = SUBCOMMANDS.has(command);
-  const handler = COMMANDS[sub ? `${command} ${rest[0] ?? ''}` : command];
+  const key = sub ? `${command} ${rest[0] ?? ''}` : command;
+  const handler = COMMANDS[key] ?? FLOW_COMMANDS[key];
   if (!handler) {
     io.err(
       `unknown command "${[command, ...(sub ? rest.slice(0, 1) : [])].join(' ')}"\nrun \`skiplock --help\` for usage`,
@@ -164,7 +173,7 @@ function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): n
   return EXIT.ok;
 }
 
-const SUBCOMMANDS = new Set(['jobs', 'dlq']);
+const SUBCOMMANDS = new Set(['jobs', 'dlq', ...FLOW_SUBCOMMANDS]);
 
 async function loadRegistry(module: string | undefined): Promise<JobRegistry | undefined> {
   if (!module) return undefined;

@@ -6,6 +6,7 @@ import type { SkiplockDb } from '../db/connect.js';
 import { cancelJobs, retryNow as retryNowStatement } from '../db/statements/commands.js';
 import { getJobs, type JobFilter, listJobs as listJobsStatement } from '../db/statements/jobs-read.js';
 import { expireDeadlines as expireDeadlinesStatement } from '../db/statements/maintenance.js';
+import { listPauses } from '../db/statements/pauses.js';
 import { queueActivity, queueStats } from '../db/statements/stats.js';
 
 /**
@@ -80,7 +81,13 @@ export async function listJobs(conn: SkiplockDb, options: ListJobsOptions = {}):
 
 /** Depth per queue and kind (ready, scheduled, retry-waiting, running, expired leases, dead, …). */
 export async function stats(conn: SkiplockDb, options: SchemaOption = {}): Promise<QueueStatsRow[]> {
-  return queueStats(conn.db, schemaOf(options));
+  const schema = schemaOf(options);
+  const [rows, paused] = await Promise.all([queueStats(conn.db, schema), listPauses(conn.db, schema)]);
+  const find = (scope: 'queue' | 'kind', name: string) => paused.find((p) => p.scope === scope && p.name === name);
+  return rows.map((row) => {
+    const p = find('queue', row.queue) ?? find('kind', row.kind);
+    return { ...row, paused: p ? { scope: p.scope, since: p.pausedAt, by: p.pausedBy } : null };
+  });
 }
 
 /** Throughput and error rate per queue and kind over the last `windowSeconds` (default 300). */

@@ -44,6 +44,15 @@ export {
 } from './enqueue.js';
 export type { DedupeOption, EnqueueOptions } from './enqueue-options.js';
 export {
+  type FlowControlOptions,
+  type Pause,
+  type PauseScope,
+  type PauseTarget,
+  pause,
+  pauses,
+  resume,
+} from './flow-control.js';
+export {
   defineJob,
   JOB_DEFAULTS,
   type JobContext,

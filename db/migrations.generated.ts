@@ -73,5 +73,12 @@ export const MIGRATIONS: readonly Migration[] = [
     "statements": [
       "CREATE INDEX \"jobs_claim_lane_idx\" ON \"skiplock\".\"jobs\" USING btree (((id / 64) % 16),\"priority\",\"run_at\",\"id\") WHERE state = 'queued';"
     ]
+  },
+  {
+    "tag": "0008_pauses",
+    "hash": "57c16422b493cdc589518bbe523418dc839698494392d54b5baaeb4651e09fa0",
+    "statements": [
+      "CREATE TABLE \"skiplock\".\"pauses\" (\n\t\"scope\" text NOT NULL,\n\t\"name\" text NOT NULL,\n\t\"paused_at\" timestamp with time zone NOT NULL,\n\t\"paused_by\" text NOT NULL,\n\t\"reason\" text,\n\tCONSTRAINT \"pauses_scope_name_pk\" PRIMARY KEY(\"scope\",\"name\"),\n\tCONSTRAINT \"pauses_scope_check\" CHECK (\"skiplock\".\"pauses\".\"scope\" in ('queue', 'kind'))\n);"
+    ]
   }
 ];

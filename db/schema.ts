@@ -158,11 +158,33 @@ export function invocationsTableIn(schema: PgSchema<string>) {
   );
 }
 
+/**
+ * Paused queues and kinds: a claim takes no job whose queue or kind has a row here (flow control,
+ * enforced by the database for every invocation). A row is the pause: deleting it resumes.
+ */
+export function pausesTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'pauses',
+    {
+      scope: text('scope').notNull(),
+      name: text('name').notNull(),
+      pausedAt: timestamp('paused_at', tz).notNull(),
+      pausedBy: text('paused_by').notNull(),
+      reason: text('reason'),
+    },
+    (t) => [
+      primaryKey({ columns: [t.scope, t.name] }),
+      check('pauses_scope_check', sql`${t.scope} in ('queue', 'kind')`),
+    ],
+  );
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
 export const completedCounts = completedCountsTableIn(skiplockSchema);
 export const invocations = invocationsTableIn(skiplockSchema);
+export const pauses = pausesTableIn(skiplockSchema);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 

@@ -14,6 +14,8 @@ GRANT SELECT ON "skiplock".job_status, "skiplock".queue_stats TO skiplock_worker
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".completed_counts TO skiplock_worker;
 -- Registrations of running invocations (a cap on how many run at once).
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".invocations TO skiplock_worker;
+-- Pauses: every claim reads them; the control function (worker credentials) sets and clears them.
+GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".pauses TO skiplock_worker;
 -- A claim must never wait on a lock for long, and a worker never sits idle in a transaction.
 ALTER ROLE skiplock_worker SET statement_timeout = '10s';
 ALTER ROLE skiplock_worker SET idle_in_transaction_session_timeout = '60s';

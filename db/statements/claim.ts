@@ -5,6 +5,7 @@ import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, jobsRef, nowExpr } from './common.js';
+import { notPaused } from './pauses.js';
 import { addToReport, type SettleReportRow, settleCtes, settleOutcomes, settleReportRows } from './settle.js';
 
 export interface ClaimRequest {
@@ -119,7 +120,8 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   // holds no such lock, and a claim never waits (SKIP LOCKED): no cycle.
   const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
   const now = sql`(select now from clock)`;
-  const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
+  // Paused queues and kinds are never claimed, rescues included (a rescue starts an attempt).
+  const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter} and ${notPaused(schema)}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   const lane = request.lane;
   if (lane !== undefined && !(Number.isInteger(lane) && lane >= 0 && lane < CLAIM_LANES)) {

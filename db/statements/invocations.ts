@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { jobsRef, nowExpr } from './common.js';
+import { notPaused } from './pauses.js';
 
 const invocationsRef = (schema: string) => sql`${sql.identifier(schema)}.invocations`;
 
@@ -98,7 +99,7 @@ export async function readBacklog(
       (select count(*) from (
         select 1 from ${jobsRef(schema)} j
         where j.state = 'queued' and j.run_at <= (select now from clock)
-          and j.kind = any(${sql.param(request.kinds)}::text[]) ${queueFilter}
+          and j.kind = any(${sql.param(request.kinds)}::text[]) ${queueFilter} and ${notPaused(schema)}
         limit ${Math.max(1, Math.round(request.cap))}
       ) r)::int as ready,
       (select count(*) from ${invocationsRef(schema)} i

@@ -29,6 +29,7 @@ export async function queueStats(db: AnyPgDatabase, schema: string): Promise<Que
     deadLastHour: r.dead_1h as number,
     cancelledLastHour: r.cancelled_1h as number,
     oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
+    paused: null,
   }));
 }
 

@@ -45,6 +45,12 @@ export async function serveLambda(database: { url: string; embedded: boolean }, 
     process.env.SKIPLOCK_ENQUEUE_TOKEN = randomBytes(16).toString('hex');
     console.log(`SKIPLOCK_ENQUEUE_TOKEN=${process.env.SKIPLOCK_ENQUEUE_TOKEN}  (generated for this session)`);
   }
+  if (!process.env.SKIPLOCK_ADMIN_TOKEN) {
+    process.env.SKIPLOCK_ADMIN_TOKEN = randomBytes(16).toString('hex');
+    console.log(
+      `SKIPLOCK_ADMIN_TOKEN=${process.env.SKIPLOCK_ADMIN_TOKEN}  (generated for this session: POST /control)`,
+    );
+  }
   // The functions' schema: the shell's, else the one serverless.yml gives them.
   const schema =
     process.env.SKIPLOCK_SCHEMA ??
@@ -60,6 +66,7 @@ export async function serveLambda(database: { url: string; embedded: boolean }, 
     DATABASE_URL: database.url,
     SKIPLOCK_SCHEMA: migrated.schema,
     SKIPLOCK_ENQUEUE_TOKEN: process.env.SKIPLOCK_ENQUEUE_TOKEN,
+    SKIPLOCK_ADMIN_TOKEN: process.env.SKIPLOCK_ADMIN_TOKEN,
   };
   for (const name of PASSED_THROUGH) {
     const value = process.env[name];

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  createVercelControl,
   createVercelEnqueue,
   createVercelMaintenance,
   createVercelReplay,
@@ -40,6 +41,13 @@ export const ROUTES: RouteSpec[] = [
     make: (env) => createVercelReplay([sendEmail], { env }),
     method: 'POST',
     body: { all: true, dryRun: true },
+  },
+  {
+    name: 'control',
+    secret: 'SKIPLOCK_ADMIN_TOKEN',
+    make: (env) => createVercelControl({ env }),
+    method: 'POST',
+    body: { action: 'list' },
   },
   { name: 'worker cron', secret: 'CRON_SECRET', make: (env) => createVercelWorker([tick], { env }), method: 'GET' },
   { name: 'maintenance cron', secret: 'CRON_SECRET', make: (env) => createVercelMaintenance({ env }), method: 'GET' },

@@ -22,10 +22,18 @@ async function cli(...argv: string[]) {
 const JOBS = ['--jobs', 'test/helpers/cli-jobs.ts'];
 const card = { orderId: 7, apiKey: 'sk_live_SECRET123', card: { number: '4242424242424242', last4: '4242' } };
 
+let db: ReturnType<typeof connect> | undefined;
+/** A connection for claiming directly, as a worker would. */
+const conn = () => {
+  db ??= connect({ connectionString: inject('databaseUrl') });
+  return db;
+};
+
 beforeAll(async () => {
   admin = new pg.Pool({ connectionString: inject('databaseUrl'), max: 2 });
 });
 afterAll(async () => {
+  await db?.close();
   await admin.query(`drop schema if exists "${schema}" cascade`);
   await admin.end();
 });
@@ -146,6 +154,45 @@ describe('skiplock CLI against a real database', () => {
 });
 
 describe('skiplock stats --watch', () => {
+  it('queues pause / resume, kinds pause, pauses: held back for every claim, shown by stats, usage errors exit 2', async () => {
+    const paused = await cli('queues', 'pause', 'payments', '--reason', 'card processor down');
+    expect(paused).toMatchObject({ code: EXIT.ok });
+    expect(paused.out).toMatch(/paused queue payments: no invocation claims its jobs/);
+    expect((await cli('queues', 'pause', 'payments')).out).toMatch(/was already paused, since .* by cli:tester/);
+    const claimable = async () =>
+      (
+        await claimJobs(conn().db, schema, {
+          leases: [{ kind: 'charge-card', leaseMs: 30_000 }],
+          limit: 10,
+          invocationId: 'cli-test',
+        })
+      ).jobs.length;
+    expect(await claimable()).toBe(0);
+    const human = await cli('stats');
+    expect(human.out).toMatch(/payments\s+charge-card\s+1\s.*queue \d+s/);
+    expect(human.out).toMatch(/queue\s+payments\s+.*cli:tester\s+card processor down/);
+    const { paused: list } = JSON.parse((await cli('stats', '--json')).out);
+    expect(list).toEqual([expect.objectContaining({ scope: 'queue', name: 'payments', pausedBy: 'cli:tester' })]);
+    expect((await cli('kinds', 'pause', 'ping', '--by', 'alice')).code).toBe(EXIT.ok);
+    const all = JSON.parse((await cli('pauses', '--json')).out) as { scope: string; name: string; pausedBy: string }[];
+    expect(all.map((p) => [p.scope, p.name, p.pausedBy])).toEqual([
+      ['queue', 'payments', 'cli:tester'],
+      ['kind', 'ping', 'alice'],
+    ]);
+    expect((await cli('queues', 'resume', 'payments')).out).toMatch(/resumed queue payments \(paused since/);
+    expect((await cli('queues', 'resume', 'payments')).out).toMatch(/queue payments was not paused/);
+    expect((await cli('kinds', 'resume', 'ping')).code).toBe(EXIT.ok);
+    expect((await cli('pauses')).out).toBe('nothing paused');
+    expect(await claimable()).toBe(1);
+    const noName = await cli('queues', 'pause');
+    expect(noName).toMatchObject({ code: EXIT.usage });
+    expect(noName.err).toMatch(/needs exactly one queue name/);
+    const badName = await cli('queues', 'pause', 'no spaces');
+    expect(badName).toMatchObject({ code: EXIT.usage });
+    expect(badName.err).toMatch(/invalid queue name "no spaces"/);
+    expect((await cli('queues', 'drop', 'payments')).code).toBe(EXIT.usage);
+  });
+
   it('stats --watch redraws until told to stop', async () => {
     const out: string[] = [];
     const code = await runCli(['stats', '--watch', '--iterations', '2', '--interval', '1'], {

@@ -267,7 +267,9 @@ describe('npm run dev -- --lambda', () => {
     const token = /SKIPLOCK_ENQUEUE_TOKEN=([0-9a-f]{32})/.exec(output)?.[1];
     expect(token).toBeDefined();
     expect(output).toContain(`Invoke API on http://127.0.0.1:${lambdaPort}`);
-    expect(output).toContain(`listening on http://127.0.0.1:${port}  (routes: POST /jobs → skiplock-test-enqueue)`);
+    expect(output).toContain(
+      `listening on http://127.0.0.1:${port}  (routes: POST /jobs → skiplock-test-enqueue, POST /control → skiplock-test-control)`,
+    );
     expect(output).toMatch(/schedule skiplock-test-worker → \{"invocationId"/);
 
     const response = await fetch(`http://127.0.0.1:${port}/jobs`, {

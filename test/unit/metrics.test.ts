@@ -64,17 +64,36 @@ describe('CloudWatch Embedded Metric Format', () => {
     };
     sink.queues(
       [
-        { queue: 'emails', kind: 'a', ...row, oldestReadyAgeSeconds: 30 },
-        { queue: 'emails', kind: 'b', ...row, oldestReadyAgeSeconds: 90.4 },
-        { queue: 'reports', kind: 'c', ...row, oldestReadyAgeSeconds: null },
+        { queue: 'emails', kind: 'a', ...row, oldestReadyAgeSeconds: 30, paused: null },
+        {
+          queue: 'emails',
+          kind: 'b',
+          ...row,
+          oldestReadyAgeSeconds: 90.4,
+          paused: { scope: 'kind', since: new Date(0), by: 'ops' },
+        },
+        { queue: 'reports', kind: 'c', ...row, oldestReadyAgeSeconds: null, paused: null },
       ],
       'app-prod-maintenance',
     );
     const docs = lines.splice(0).map((l) => JSON.parse(l));
     expect(docs).toHaveLength(3);
-    expect(docs[0]).toMatchObject({ Queue: 'emails', QueueReady: 4, DeadJobs: 6, OldestReadyAge: 90 });
+    expect(docs[0]).toMatchObject({
+      Queue: 'emails',
+      QueueReady: 4,
+      QueuePausedReady: 2,
+      DeadJobs: 6,
+      OldestReadyAge: 90,
+    });
+    expect(docs[1]).toMatchObject({ Queue: 'reports', QueuePausedReady: 0 });
     expect(docs[0]._aws.CloudWatchMetrics[0].Dimensions).toEqual([['Service', 'Queue']]);
-    expect(docs[2]).toMatchObject({ Service: 'app-prod-maintenance', QueueReady: 6, DeadJobs: 9, OldestReadyAge: 90 });
+    expect(docs[2]).toMatchObject({
+      Service: 'app-prod-maintenance',
+      QueueReady: 6,
+      QueuePausedReady: 2,
+      DeadJobs: 9,
+      OldestReadyAge: 90,
+    });
     expect(docs[2].Queue).toBeUndefined();
   });
 });

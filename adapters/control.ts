@@ -1,0 +1,61 @@
+import * as z from 'zod';
+import { type Pause, pause, pauses, resume } from '../core/flow-control.js';
+import { describeIssues } from '../core/issues.js';
+import { HttpError } from './http.js';
+import type { FunctionRuntime } from './runtime.js';
+
+/**
+ * The control function's body: flow control an operator changes on a deployed app (pauses today;
+ * the same route will carry limits). One action per request.
+ */
+const target = { queue: z.string().optional(), kind: z.string().optional() };
+export const controlBodySchema = z.discriminatedUnion('action', [
+  z
+    .object({
+      action: z.literal('pause'),
+      ...target,
+      reason: z.string().max(1000).optional(),
+      by: z.string().max(255).optional(),
+    })
+    .strict(),
+  z.object({ action: z.literal('resume'), ...target, by: z.string().max(255).optional() }).strict(),
+  z.object({ action: z.literal('list') }).strict(),
+]);
+
+export type ControlResult =
+  | { action: 'pause'; paused: Pause; changed: boolean }
+  | { action: 'resume'; resumed: boolean; pause: Pause | null }
+  | { action: 'list'; paused: Pause[] };
+
+/**
+ * Validates a control body and applies it; each change is logged with who made it
+ * (`queue_paused` / `queue_resumed`, or `kind_…`). `by` defaults to the caller's label.
+ */
+export async function controlFromBody(
+  runtime: FunctionRuntime,
+  body: unknown,
+  defaultBy: string,
+): Promise<ControlResult> {
+  const parsed = controlBodySchema.safeParse(body);
+  if (!parsed.success) {
+    throw new HttpError(400, 'invalid_request', `invalid request: ${describeIssues(parsed.error, 'body')}`);
+  }
+  const input = parsed.data;
+  const { schema } = runtime.settings.require('database');
+  const { logger } = runtime;
+  if (input.action === 'list') return { action: 'list', paused: await runtime.withDb((db) => pauses(db, { schema })) };
+  const to = input.queue !== undefined ? { queue: input.queue } : { kind: input.kind as string };
+  if ((input.queue === undefined) === (input.kind === undefined)) {
+    throw new HttpError(400, 'invalid_request', 'invalid request: name exactly one of queue or kind');
+  }
+  const scope = input.queue !== undefined ? 'queue' : 'kind';
+  const by = input.by ?? defaultBy;
+  if (input.action === 'pause') {
+    const result = await runtime.withDb((db) => pause(db, to, { schema, by, reason: input.reason }));
+    if (result.changed) logger.info(`${scope}_paused`, { [scope]: result.pause.name, by, reason: input.reason });
+    return { action: 'pause', paused: result.pause, changed: result.changed };
+  }
+  const ended = await runtime.withDb((db) => resume(db, to, { schema }));
+  if (ended) logger.info(`${scope}_resumed`, { [scope]: ended.name, by, pausedSince: ended.pausedAt.toISOString() });
+  return { action: 'resume', resumed: ended !== null, pause: ended };
+}

@@ -1,0 +1,124 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLambdaControl } from '../../adapters/lambda.js';
+import { resetSharedRuntime } from '../../adapters/runtime.js';
+import { createVercelControl } from '../../adapters/vercel.js';
+import { claimJobs } from '../../db/statements/claim.js';
+import { httpApiEvent, lambdaContext } from '../../testing/events.js';
+import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { enqueuerFor, sendEmail } from '../helpers/kinds.js';
+import { SECRETS } from '../helpers/vercel-routes.js';
+
+let t: TestContext;
+useTestSchema('functions-control', (ctx) => {
+  t = ctx;
+});
+afterEach(() => resetSharedRuntime());
+
+const env = (extra: Record<string, string | undefined> = {}) => ({
+  DATABASE_URL: databaseUrl(),
+  SKIPLOCK_DRIVER: testDriver(),
+  SKIPLOCK_SCHEMA: t.schema,
+  SKIPLOCK_LOG_LEVEL: 'info',
+  ...SECRETS,
+  ...extra,
+});
+const adminAuth = { authorization: `Bearer ${SECRETS.SKIPLOCK_ADMIN_TOKEN}` };
+const claimEmails = async () =>
+  (
+    await claimJobs(t.db.db, t.schema, {
+      leases: [{ kind: 'send-email', leaseMs: 30_000 }],
+      limit: 10,
+      invocationId: 'inv',
+    })
+  ).jobs.map((j) => j.queue);
+const vercel = (body: unknown, headers: Record<string, string> = adminAuth, extraEnv = {}) =>
+  createVercelControl({ env: env(extraEnv) })(
+    new Request('https://app.example.com/api/control', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    }),
+  );
+
+describe(`the control function (${testDriver()})`, () => {
+  it('Vercel: pause holds a queue back for every claim, list shows it, resume releases it', async () => {
+    await enqueuerFor(t.schema).enqueueMany(t.db, [
+      sendEmail.with({ to: 'a@example.com', subject: 's' }, { queue: 'webhooks' }),
+      sendEmail.with({ to: 'b@example.com', subject: 's' }, { queue: 'emails' }),
+    ]);
+    const paused = await vercel({ action: 'pause', queue: 'webhooks', reason: 'partner down', by: 'ada' });
+    expect(paused.status).toBe(200);
+    expect(await paused.json()).toMatchObject({
+      action: 'pause',
+      changed: true,
+      paused: { scope: 'queue', name: 'webhooks', pausedBy: 'ada', reason: 'partner down' },
+    });
+    expect(await claimEmails()).toEqual(['emails']);
+    const listed = (await (await vercel({ action: 'list' })).json()) as { paused: { name: string }[] };
+    expect(listed.paused.map((p) => p.name)).toEqual(['webhooks']);
+    const resumed = await vercel({ action: 'resume', queue: 'webhooks' });
+    expect(await resumed.json()).toMatchObject({ action: 'resume', resumed: true, pause: { name: 'webhooks' } });
+    expect(await claimEmails()).toEqual(['webhooks']);
+  });
+
+  it.each([
+    ['no action', {}, /invalid request/],
+    ['an unknown action', { action: 'drop', queue: 'q' }, /invalid request/],
+    ['both queue and kind', { action: 'pause', queue: 'q', kind: 'k' }, /exactly one of queue or kind/],
+    ['neither', { action: 'resume' }, /exactly one of queue or kind/],
+    ['a bad queue name', { action: 'pause', queue: 'no spaces' }, /invalid queue name/],
+    ['an unknown field', { action: 'list', queue: 'q' }, /invalid request/],
+  ])('Vercel: 400 for %s, nothing changed', async (_label, body, message) => {
+    const response = await vercel(body);
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toMatch(message);
+    const { rows } = await t.admin.query(`select count(*)::int as n from "${t.schema}".pauses`);
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('Vercel: 401 without the admin token, and refused while SKIPLOCK_ADMIN_TOKEN is unset', async () => {
+    expect((await vercel({ action: 'list' }, {})).status).toBe(401);
+    expect((await vercel({ action: 'list' }, { authorization: 'Bearer wrong-token-0123456789' })).status).toBe(401);
+    const unset = await vercel({ action: 'list' }, adminAuth, { SKIPLOCK_ADMIN_TOKEN: undefined });
+    expect(unset.status).toBeGreaterThanOrEqual(401);
+    expect(JSON.stringify(await unset.json())).not.toContain(databaseUrl());
+  });
+
+  it('Lambda: by invoke (IAM) and over HTTP with the admin token; the change is logged with who made it', async () => {
+    const lines: string[] = [];
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string) => {
+      lines.push(String(chunk));
+      return true;
+    }) as typeof process.stdout.write;
+    let invoked: Record<string, unknown>;
+    try {
+      const handler = createLambdaControl({ env: env() });
+      invoked = (await handler(
+        { action: 'pause', kind: 'send-email' },
+        lambdaContext(10_000, 'app-prod-control'),
+      )) as Record<string, unknown>;
+    } finally {
+      process.stdout.write = write;
+    }
+    expect(invoked).toMatchObject({ status: 200, action: 'pause', changed: true, paused: { scope: 'kind' } });
+    expect((invoked.paused as { pausedBy: string }).pausedBy).toBe('lambda:app-prod-control');
+    const parsed = lines.flatMap((line) => {
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+    const logged = parsed.find((l) => l.msg === 'kind_paused');
+    expect(logged).toMatchObject({ kind: 'send-email', by: 'lambda:app-prod-control' });
+
+    const handler = createLambdaControl({ env: env() });
+    const http = (headers: Record<string, string>) =>
+      handler(httpApiEvent({ headers, body: JSON.stringify({ action: 'resume', kind: 'send-email' }) }));
+    expect(await http({})).toMatchObject({ statusCode: 401 });
+    const resumed = (await http(adminAuth)) as { statusCode: number; body: string };
+    expect(resumed.statusCode).toBe(200);
+    expect(JSON.parse(resumed.body)).toMatchObject({ action: 'resume', resumed: true });
+  });
+});
