@@ -24,7 +24,11 @@ export function notPaused(schema: string): SQL {
   // coalesce(...) makes the array an expression: `<> all((select …))` would compare with each row.
   const names = (scope: PauseScope) =>
     sql`coalesce((select array_agg(p.name) from ${pausesRef(schema)} p where p.scope = ${scope}), '{}'::text[])`;
-  return sql`j.queue <> all(${names('queue')}) and j.kind <> all(${names('kind')})`;
+  // `|| ''` hides the columns' statistics from the planner: with one queue (or kind) in the table,
+  // `j.queue <> <unknown>` is estimated to keep no row, and the claim's ordered index scan under
+  // LIMIT turned into a bitmap scan and sort of the whole backlog (34 ms instead of 0.7 ms for 500
+  // of 50,000 ready jobs). As expressions they get the default estimate: nearly every row kept.
+  return sql`(j.queue || '') <> all(${names('queue')}) and (j.kind || '') <> all(${names('kind')})`;
 }
 
 type PauseRow = { scope: PauseScope; name: string; paused_at_ms: number; paused_by: string; reason: string | null };
