@@ -1,5 +1,8 @@
 import type pg from 'pg';
 
+/** The queue the harness pauses and resumes while the run goes on (a quarter of the jobs). */
+export const PAUSED_QUEUE = 'chaos-paused';
+
 export interface CheckResult {
   enqueued: number;
   /** Enqueue committed, but the job is missing or did not end completed, dead or cancelled. */
@@ -19,6 +22,11 @@ export interface CheckResult {
   duplicateTokenExecutions: number;
   /** Dead by max_attempts or lease_expired without exactly max_attempts attempts. */
   attemptAccountingErrors: number;
+  /**
+   * Attempts started (a claim or a rescue) on a job of the paused queue by a statement that began
+   * after a pause was known committed and before its resume was sent.
+   */
+  pauseViolations: number;
 }
 
 /**
@@ -71,6 +79,11 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
   const attemptAccountingErrors = await one(`
     select count(*) as n from ${s}.jobs
     where state = 'dead' and dead_reason in ('max_attempts', 'lease_expired') and attempt <> max_attempts`);
+  const pauseViolations = await one(`
+    select count(*) as n from ${s}.chaos_audit a
+    join ${s}.chaos_enqueued e on e.job_id = a.job_id and e.queue = '${PAUSED_QUEUE}'
+    join ${s}.chaos_pauses p on a.stmt_at > p.confirmed_at and a.stmt_at < coalesce(p.resume_sent_at, 'infinity')
+    where a.new_state = 'running' and a.new_attempt = a.old_attempt + 1`);
   return {
     enqueued,
     lost,
@@ -83,6 +96,7 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     unexplainedExecutions,
     duplicateTokenExecutions,
     attemptAccountingErrors,
+    pauseViolations,
   };
 }
 
@@ -93,6 +107,7 @@ export function runFailed(result: CheckResult): boolean {
     result.unexpected > 0 ||
     result.unexplainedExecutions > 0 ||
     result.duplicateTokenExecutions > 0 ||
-    result.attemptAccountingErrors > 0
+    result.attemptAccountingErrors > 0 ||
+    result.pauseViolations > 0
   );
 }

@@ -8,12 +8,13 @@ import { sql } from 'drizzle-orm';
 import { build } from 'esbuild';
 import pg from 'pg';
 import { createEnqueuer } from '../core/enqueue.js';
+import { pause, resume } from '../core/flow-control.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
-import { type CheckResult, checkRun, runFailed } from './checker.js';
+import { type CheckResult, checkRun, PAUSED_QUEUE, runFailed } from './checker.js';
 import { startFaultProxy } from './fault-proxy.js';
 import { chaosJob, drawBehavior } from './job.js';
 import { createChaosTables } from './tables.js';
@@ -103,18 +104,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await migrate(direct, { schema });
     await createChaosTables(admin, schema);
 
-    // Enqueue, recording each id in the same transaction: committed ⇔ recorded.
+    // Enqueue, recording each id in the same transaction: committed ⇔ recorded. A quarter of the
+    // jobs go to the queue the run pauses and resumes.
     const enqueuer = createEnqueuer({ schema });
     const recorder = chaosJob({ record: async () => {}, die: () => {}, dieSoon: () => {} });
+    const queueOf = (n: number) => (n % 4 === 0 ? PAUSED_QUEUE : 'chaos');
     for (let from = 0; from < options.jobs; from += 1000) {
       const size = Math.min(1000, options.jobs - from);
       await direct.db.transaction(async (tx) => {
+        const ns = Array.from({ length: size }, (_, i) => from + i);
         const results = await enqueuer.enqueueMany(
           tx,
-          Array.from({ length: size }, (_, i) => recorder.with({ n: from + i, behavior: drawBehavior(Math.random) })),
+          ns.map((n) => recorder.with({ n, behavior: drawBehavior(Math.random) }, { queue: queueOf(n) })),
         );
         await tx.execute(
-          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id) select unnest(${sql.param(results.map((r) => r.id))}::bigint[])`,
+          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue)
+            select unnest(${sql.param(results.map((r) => r.id))}::bigint[]), unnest(${sql.param(ns.map(queueOf))}::text[])`,
         );
       });
     }
@@ -181,6 +186,31 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         (await admin.query(`select count(*) as n from "${schema}".jobs where state in ('queued', 'running')`)).rows[0]
           .n,
       );
+    // Pause and resume the paused queue while the run goes on (~300 ms each way). A pause counts
+    // from when it is known committed (a statement after it returned reads the clock) until its
+    // resume is sent: every claim that began in between must have seen it.
+    let pausedSince: number | undefined;
+    let pauseId: string | undefined;
+    let nextToggle = Date.now() + 300;
+    let pauses = 0;
+    const pauseNow = async () => {
+      await pause(direct, { queue: PAUSED_QUEUE }, { schema, by: 'chaos' });
+      const { rows } = await admin.query(
+        `insert into "${schema}".chaos_pauses (confirmed_at) values (clock_timestamp()) returning id`,
+      );
+      pauseId = String(rows[0].id);
+      pausedSince = Date.now();
+      pauses++;
+    };
+    const resumeNow = async () => {
+      if (pauseId === undefined) return;
+      await admin.query(`update "${schema}".chaos_pauses set resume_sent_at = clock_timestamp() where id = $1`, [
+        pauseId,
+      ]);
+      await resume(direct, { queue: PAUSED_QUEUE }, { schema });
+      pauseId = undefined;
+      pausedSince = undefined;
+    };
     let left = options.jobs;
     let nextKill = Date.now() + options.killIntervalMs;
     let lastReport = 0;
@@ -196,6 +226,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const target = live[Math.floor(Math.random() * live.length)];
         if (target?.connected) target.send('nudge');
         if (target?.connected && Math.random() < 0.2) target.send('nudge');
+      }
+      if (now >= nextToggle) {
+        if (pausedSince === undefined && faulting && left > 0) await pauseNow();
+        else await resumeNow();
+        nextToggle = Date.now() + 200 + Math.random() * 200;
       }
       if (faulting && kills < options.targetKills && now >= nextKill && left > 0) {
         const live = [...children];
@@ -214,7 +249,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     }
 
-    // Stop the workers; then drain whatever their deaths left behind, with no faults.
+    // Stop the workers; then drain whatever their deaths left behind, with no faults (and no pause).
+    await resumeNow();
     stopping = true;
     proxy.setFaults(false);
     await Promise.all(
@@ -260,8 +296,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const result = await checkRun(admin, schema);
     const connFaults = proxy.faults();
     const durationMs = Date.now() - started;
-    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions}`;
-    const detail = `chaos-detail: completed=${result.completed} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
+    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} pause_violations=${result.pauseViolations}`;
+    const detail = `chaos-detail: completed=${result.completed} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
     return { schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
   } finally {
     for (const child of children) child.kill('SIGKILL');

@@ -3,13 +3,16 @@ import type pg from 'pg';
 /**
  * The harness's own bookkeeping, next to the jobs table: which jobs were enqueued (written
  * in the enqueue's transaction), every handler execution (job, lease token, process), an
- * audit of every UPDATE of a job row (states, tokens, attempts before and after), and every
- * invocation that took a slot under a cap.
+ * audit of every UPDATE of a job row (states, tokens, attempts before and after, and when the
+ * statement that made it began), every invocation that took a slot under a cap, and every pause of
+ * the paused queue (from when the pause was known committed to when its resume was sent).
  */
 export async function createChaosTables(client: pg.Pool, schema: string): Promise<void> {
   const s = `"${schema}"`;
   await client.query(`
-    create table ${s}.chaos_enqueued (job_id bigint primary key);
+    create table ${s}.chaos_enqueued (job_id bigint primary key, queue text not null);
+    create table ${s}.chaos_pauses (
+      id bigserial primary key, confirmed_at timestamptz not null, resume_sent_at timestamptz);
     create table ${s}.chaos_executions (
       id bigserial primary key, job_id bigint not null, lease_token uuid not null,
       attempt int not null, pid int not null, at timestamptz not null default clock_timestamp());
@@ -17,7 +20,9 @@ export async function createChaosTables(client: pg.Pool, schema: string): Promis
     create table ${s}.chaos_audit (
       id bigserial primary key, job_id bigint not null,
       old_state text not null, new_state text not null, old_token uuid, new_token uuid,
-      old_attempt int not null, new_attempt int not null, at timestamptz not null default clock_timestamp());
+      old_attempt int not null, new_attempt int not null, at timestamptz not null default clock_timestamp(),
+      -- The writing statement's start: a claim that began after a pause committed must have seen it.
+      stmt_at timestamptz not null default statement_timestamp());
     create index on ${s}.chaos_audit (old_token);
     create function ${s}.chaos_audit_row() returns trigger language plpgsql as $$
     begin

@@ -44,15 +44,20 @@ afterAll(async () => {
 describe('chaos (CI size)', () => {
   it('loses no job and lets no write land under a stale lease token', () => {
     expect(report.line).toMatch(
-      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+$/,
+      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ pause_violations=0$/,
     );
     expectNothingLost(report.result, 1500);
     expect(report.result.duplicateTokenExecutions).toBe(0);
     expect(report.failed).toBe(false);
   });
 
-  it('really injected faults: processes died and jobs ran again', () => {
+  it('really injected faults: processes died and jobs ran again; the paused queue was paused and resumed', async () => {
     expect(report.kills).toBeGreaterThanOrEqual(5);
+    const pauses = await admin.query(
+      `select count(*)::int as n, count(resume_sent_at)::int as resumed from "${report.schema}".chaos_pauses`,
+    );
+    expect(pauses.rows[0].n).toBeGreaterThanOrEqual(2);
+    expect(pauses.rows[0].resumed).toBe(pauses.rows[0].n);
     expect(report.result.reExecuted).toBeGreaterThan(0);
     // Poison jobs (always throw) end dead with exactly max attempts.
     expect(report.result.dead).toBeGreaterThan(0);
@@ -66,7 +71,13 @@ describe('chaos (CI size)', () => {
     );
     // A committed enqueue whose job disappeared, and a job that never finished.
     await admin.query(`delete from ${s}.jobs where id = (select max(id) from ${s}.jobs where state = 'completed')`);
-    await admin.query(`insert into ${s}.chaos_enqueued (job_id) values (999999999)`);
+    await admin.query(`insert into ${s}.chaos_enqueued (job_id, queue) values (999999999, 'chaos')`);
+    // A claim of a paused-queue job by a statement that began while the queue was paused.
+    await admin.query(
+      `insert into ${s}.chaos_pauses (confirmed_at, resume_sent_at) values ('2000-01-01', '2000-01-02');
+       insert into ${s}.chaos_audit (job_id, old_state, new_state, old_attempt, new_attempt, stmt_at)
+       select job_id, 'queued', 'running', 0, 1, '2000-01-01 12:00' from ${s}.chaos_enqueued where queue = 'chaos-paused' limit 1`,
+    );
     // An execution under a lease that never ended.
     await admin.query(
       `insert into ${s}.chaos_executions (job_id, lease_token, attempt, pid) values (1, gen_random_uuid(), 1, 1)`,
@@ -75,6 +86,7 @@ describe('chaos (CI size)', () => {
     expect(tampered.staleWrites).toBe(1);
     expect(tampered.lost).toBe(2);
     expect(tampered.unexplainedExecutions).toBeGreaterThanOrEqual(1);
+    expect(tampered.pauseViolations).toBe(1);
   });
 });
 
