@@ -17,7 +17,8 @@ const TIMESTAMPS = [
   'replayed_at',
 ] as const;
 
-const COLUMNS = sql`j.id::text as id, j.kind, j.queue, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
+// Built per call, never at module load: a bundled function initialises drizzle lazily, after this module.
+const columns = () => sql`j.id::text as id, j.kind, j.queue, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
   j.dedupe_key, j.dedupe_mode, j.lease_token::text as lease_token, j.locked_by, j.last_error, j.errors,
   j.dead_reason, j.progress, j.correlation_id, j.replay_count, j.replayed_by,
   ${sql.join(
@@ -30,7 +31,7 @@ export async function getJobs(db: AnyPgDatabase, schema: string, ids: readonly s
   if (ids.length === 0) return [];
   const rows = await queryRows<Record<string, unknown>>(
     db,
-    sql`select ${COLUMNS} from ${jobsRef(schema)} j where j.id = any(${sql.param(ids)}::bigint[]) order by j.id`,
+    sql`select ${columns()} from ${jobsRef(schema)} j where j.id = any(${sql.param(ids)}::bigint[]) order by j.id`,
     schema,
   );
   return rows.map(toJobRecord);
@@ -59,7 +60,7 @@ export async function listJobs(db: AnyPgDatabase, schema: string, filter: JobFil
     conditions.push(sql`coalesce(j.finished_at, j.created_at) >= ${filter.since.toISOString()}::timestamptz`);
   const rows = await queryRows<Record<string, unknown>>(
     db,
-    sql`select ${COLUMNS} from ${jobsRef(schema)} j where ${sql.join(conditions, sql` and `)}
+    sql`select ${columns()} from ${jobsRef(schema)} j where ${sql.join(conditions, sql` and `)}
       order by j.id desc limit ${filter.limit ?? 50}`,
     schema,
   );
