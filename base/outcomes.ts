@@ -4,8 +4,13 @@ import type { JobState } from './rows.js';
  * failure record it stores, and what settle, cancel, retry-now and replay report back.
  */
 
-/** What became of one attempt, as the worker reports it. */
-export type Outcome =
+/**
+ * What became of one attempt, as the worker reports it. `orderingKey` (the job's, when it has one)
+ * lets the statement that writes the outcome release the next job of the key.
+ */
+export type Outcome = OutcomeOf & { orderingKey?: string };
+
+type OutcomeOf =
   | { id: string; leaseToken: string; outcome: 'completed' }
   | {
       id: string;

@@ -28,6 +28,8 @@ export interface JobInsertRow {
   dedupe_mode: 'skip' | 'replace' | 'window' | null;
   window_ms: number | null;
   correlation_id: string | null;
+  ordering_key: string | null;
+  ordering_hold: boolean;
 }
 
 export interface ClaimedJob {
@@ -41,6 +43,8 @@ export interface ClaimedJob {
   /** The claim's lease token, shared by every job the statement claimed. */
   leaseToken: string;
   correlationId: string | null;
+  /** Its ordering key: the next job of the key is released when this one ends. */
+  orderingKey?: string | null;
 }
 
 /** Rows moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */
@@ -91,6 +95,8 @@ export interface QueueStatsRow {
   ready: number;
   scheduled: number;
   retryWaiting: number;
+  /** Jobs of an ordering key waiting for the job before them to end. */
+  waiting: number;
   running: number;
   leaseExpired: number;
   /** The DLQ: every dead job still kept. */

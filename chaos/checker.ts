@@ -27,6 +27,11 @@ export interface CheckResult {
    * after a pause was known committed and before its resume was sent.
    */
   pauseViolations: number;
+  /**
+   * Jobs of an ordering key first claimed before a job of the same key enqueued earlier (lower id),
+   * or claimed while another job of the key was running (by the audit's claim and end records).
+   */
+  orderViolations: number;
 }
 
 /**
@@ -84,6 +89,30 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     join ${s}.chaos_enqueued e on e.job_id = a.job_id and e.queue = '${PAUSED_QUEUE}'
     join ${s}.chaos_pauses p on a.stmt_at > p.confirmed_at and a.stmt_at < coalesce(p.resume_sent_at, 'infinity')
     where a.new_state = 'running' and a.new_attempt = a.old_attempt + 1`);
+  // First claim of each keyed job, in id order per key: never earlier than the one before it.
+  const outOfOrder = await one(`
+    select count(*) as n from (
+      select e.ordering_key, e.job_id, min(a.at) as first_claim,
+        lag(min(a.at)) over (partition by e.ordering_key order by e.job_id) as previous_claim
+      from ${s}.chaos_enqueued e join ${s}.chaos_audit a on a.job_id = e.job_id
+      where e.ordering_key is not null and a.old_state = 'queued' and a.new_state = 'running'
+      group by e.ordering_key, e.job_id) c
+    where c.first_claim < c.previous_claim`);
+  // A claim of a keyed job while another job of its key held a lease that had not ended: the
+  // claim's time against each other job's lease intervals (claim → the next transition out of it).
+  const overlapping = await one(`
+    with claims as (
+      select a.job_id, e.ordering_key, a.at, a.new_token as token from ${s}.chaos_audit a
+      join ${s}.chaos_enqueued e on e.job_id = a.job_id
+      where e.ordering_key is not null and a.new_state = 'running' and a.new_attempt = a.old_attempt + 1),
+    leases as (
+      select c.job_id, c.ordering_key, c.at as from_at,
+        (select min(x.at) from ${s}.chaos_audit x where x.job_id = c.job_id and x.old_token = c.token
+           and x.at >= c.at and (x.new_state <> 'running' or x.new_token is distinct from c.token)) as to_at
+      from claims c)
+    select count(*) as n from claims c join leases l
+      on l.ordering_key = c.ordering_key and l.job_id <> c.job_id and c.at > l.from_at and c.at < l.to_at`);
+  const orderViolations = outOfOrder + overlapping;
   return {
     enqueued,
     lost,
@@ -97,6 +126,7 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     duplicateTokenExecutions,
     attemptAccountingErrors,
     pauseViolations,
+    orderViolations,
   };
 }
 
@@ -108,6 +138,7 @@ export function runFailed(result: CheckResult): boolean {
     result.unexplainedExecutions > 0 ||
     result.duplicateTokenExecutions > 0 ||
     result.attemptAccountingErrors > 0 ||
-    result.pauseViolations > 0
+    result.pauseViolations > 0 ||
+    result.orderViolations > 0
   );
 }

@@ -109,17 +109,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const enqueuer = createEnqueuer({ schema });
     const recorder = chaosJob({ record: async () => {}, die: () => {}, dieSoon: () => {} });
     const queueOf = (n: number) => (n % 4 === 0 ? PAUSED_QUEUE : 'chaos');
+    // Another quarter carry one of 500 ordering keys (a run of 50,000: 25 jobs in a row per key).
+    const keyOf = (n: number) => (n % 4 === 1 ? `key-${n % 2000}` : undefined);
     for (let from = 0; from < options.jobs; from += 1000) {
       const size = Math.min(1000, options.jobs - from);
       await direct.db.transaction(async (tx) => {
         const ns = Array.from({ length: size }, (_, i) => from + i);
         const results = await enqueuer.enqueueMany(
           tx,
-          ns.map((n) => recorder.with({ n, behavior: drawBehavior(Math.random) }, { queue: queueOf(n) })),
+          ns.map((n) =>
+            recorder.with({ n, behavior: drawBehavior(Math.random) }, { queue: queueOf(n), orderingKey: keyOf(n) }),
+          ),
         );
         await tx.execute(
-          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue)
-            select unnest(${sql.param(results.map((r) => r.id))}::bigint[]), unnest(${sql.param(ns.map(queueOf))}::text[])`,
+          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue, ordering_key)
+            select unnest(${sql.param(results.map((r) => r.id))}::bigint[]), unnest(${sql.param(ns.map(queueOf))}::text[]),
+              unnest(${sql.param(ns.map((n) => keyOf(n) ?? null))}::text[])`,
         );
       });
     }
@@ -296,7 +301,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const result = await checkRun(admin, schema);
     const connFaults = proxy.faults();
     const durationMs = Date.now() - started;
-    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} pause_violations=${result.pauseViolations}`;
+    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} pause_violations=${result.pauseViolations}`;
     const detail = `chaos-detail: completed=${result.completed} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
     return { schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
   } finally {

@@ -29,6 +29,11 @@ export interface EnqueueOptions {
   /** Carried into logs and the DLQ, e.g. the request id that caused the job. */
   correlationId?: string;
   /**
+   * At most one job per key runs at a time, in enqueue order (1-255 characters). @defaultValue the
+   * kind's `orderingKey(payload)`, else none
+   */
+  orderingKey?: string;
+  /**
    * Start a worker for the job's queue as soon as this call returns, through the enqueuer's
    * nudger (`createEnqueuer({ nudger })`). Only for calls outside a transaction: inside one, the
    * job is not claimable before the commit, so call `nudge()` after it. @defaultValue false
@@ -59,6 +64,7 @@ const optionsSchema = z
       ])
       .optional(),
     correlationId: z.string().max(255).optional(),
+    orderingKey: z.string().min(1).max(255).optional(),
     nudge: z.boolean().optional(),
   })
   .strict()
@@ -66,11 +72,16 @@ const optionsSchema = z
     message: 'give runAt or delayMs, not both',
   });
 
+const orderingKeySchema = z.string().min(1).max(255);
+
 export interface KindDefaults {
   kind: string;
   queue: string;
   priority: number;
   maxAttempts: number;
+  // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
+  orderingKey?: ((payload: any) => string | undefined) | undefined;
+  orderingOnDead?: 'continue' | 'hold';
 }
 
 /** Validates options (every problem in one message) and merges them over the kind's defaults. */
@@ -98,6 +109,23 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
   if (o.deadline && o.deadline.getTime() <= now) problems.push('deadline has already passed');
   const start = o.runAt?.getTime() ?? now + (o.delayMs ?? 0);
   if (o.deadline && o.deadline.getTime() <= start) problems.push('deadline is not after the time the job would run');
+  let orderingKey: string | undefined;
+  try {
+    orderingKey = o.orderingKey ?? kind.orderingKey?.(payload);
+  } catch (err) {
+    problems.push(`the kind's orderingKey(payload) threw: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (orderingKey !== undefined && !orderingKeySchema.safeParse(orderingKey).success) {
+    problems.push("the kind's orderingKey(payload) must return a string of 1-255 characters");
+  }
+  // A replace would rewrite a parked follower's run_at and release it ahead of its turn; a delay
+  // would reorder the key (as in SQS FIFO, where messages of a group have no delay of their own).
+  if (orderingKey !== undefined && o.dedupe?.mode === 'replace') {
+    problems.push("an ordering key cannot be combined with dedupe mode 'replace'");
+  }
+  if (orderingKey !== undefined && (o.runAt !== undefined || o.delayMs !== undefined)) {
+    problems.push('an ordering key cannot be combined with runAt or delayMs');
+  }
   if (problems.length > 0) {
     throw new InvalidOptionsError(`invalid enqueue options for ${kind.kind}: ${problems.join('; ')}`);
   }
@@ -124,5 +152,7 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
     dedupe_mode: o.dedupe ? (o.dedupe.mode ?? 'skip') : null,
     window_ms: o.dedupe?.mode === 'window' ? o.dedupe.windowMs : null,
     correlation_id: o.correlationId ?? null,
+    ordering_key: orderingKey ?? null,
+    ordering_hold: orderingKey !== undefined && kind.orderingOnDead === 'hold',
   };
 }

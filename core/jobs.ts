@@ -60,6 +60,17 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
   handler?: JobHandler<z.output<S>, Tx>;
   /** Payload fields shown as *** wherever a payload is displayed (dot paths, `*` wildcards). @defaultValue [] */
   sensitive?: readonly string[];
+  /**
+   * The ordering key of a job from its payload (e.g. the order id): at most one job per key runs at
+   * a time, in enqueue order. An `orderingKey` enqueue option wins. @defaultValue none
+   */
+  orderingKey?: (payload: z.output<S>) => string | undefined;
+  /**
+   * What a job of this kind that ends dead does to its key: `continue` — the next job of the key
+   * runs (SQS FIFO after a redrive); `hold` — the key waits until the dead job is replayed (it then
+   * runs first). @defaultValue 'continue'
+   */
+  orderingOnDead?: 'continue' | 'hold';
 }
 
 /** A job request for enqueueMany(): a kind, a payload and options. */
@@ -82,6 +93,10 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   readonly handler: JobHandler<z.output<S>, Tx> | undefined;
   /** Payload paths masked wherever a payload is shown. */
   readonly sensitive: readonly string[];
+  /** The ordering key of a payload, when the kind names one. */
+  // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
+  readonly orderingKey: ((payload: any) => string | undefined) | undefined;
+  readonly orderingOnDead: 'continue' | 'hold';
   /** A typed request for enqueueMany(). */
   with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
 }
@@ -117,9 +132,17 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
     transactional: (options.transactional ?? false) as Tx,
     handler: options.handler,
     sensitive: options.sensitive ?? [],
+    orderingKey: options.orderingKey,
+    orderingOnDead: orderingOnDead(kind, options.orderingOnDead),
     with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
   };
   return definition;
+}
+
+function orderingOnDead(kind: string, value: unknown): 'continue' | 'hold' {
+  if (value === undefined) return 'continue';
+  if (value === 'continue' || value === 'hold') return value;
+  throw new ConfigError(`${kind}: orderingOnDead must be 'continue' or 'hold'`);
 }
 
 /** Looks kinds up by name, for enqueue by name (HTTP, CLI) and for the worker. */

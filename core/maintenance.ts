@@ -3,6 +3,7 @@ import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { compactCompletedCounts, expireDeadlines, pruneFinished } from '../db/statements/maintenance.js';
+import { releaseParked } from '../db/statements/ordering.js';
 import { queueStats } from '../db/statements/stats.js';
 import { type Clock, systemClock } from './clock.js';
 
@@ -27,6 +28,8 @@ export interface MaintenanceReport {
   prunedDead: number;
   /** False when the time budget ran out before every old row was pruned. */
   pruneFinished: boolean;
+  /** Parked jobs released whose ordering key was free (a cancelled head, a missed release). */
+  releasedParked: number;
   stats: QueueStatsRow[];
 }
 
@@ -70,12 +73,15 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
   // Completion counts (workers that delete completed jobs) live as long as completed rows
   // would, and at least the hour the stats read; finished minutes are rolled up.
   await compactCompletedCounts(conn.db, schema, Math.max(o.completedRetentionMs, 3_600_000));
+  // After pruning: a dead job that held its key and aged out of retention no longer holds it.
+  const released = await releaseParked(conn.db, schema, { limit: 10_000 });
   return {
     expiredDeadlines,
     prunedCompleted: completed.total,
     prunedCancelled: cancelled.total,
     prunedDead: dead.total,
     pruneFinished: completed.done && cancelled.done && dead.done,
+    releasedParked: released.length,
     stats: await queueStats(conn.db, schema),
   };
 }

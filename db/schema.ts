@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import {
   bigint,
+  boolean,
   check,
   index,
   integer,
@@ -43,6 +44,11 @@ export function jobsTableIn(schema: PgSchema<string>) {
       dedupeKey: text('dedupe_key'),
       dedupeMode: text('dedupe_mode', { enum: DEDUPE_MODES }),
       dedupeWindow: timestamp('dedupe_window', tz),
+      // Ordering key: at most one job of a key runs at a time, in id order. A follower waits
+      // "parked" (run_at = infinity) until the job before it ends.
+      orderingKey: text('ordering_key'),
+      // Whether a dead job of this key holds the key until it is replayed (kind option orderingOnDead).
+      orderingHold: boolean('ordering_hold').notNull().default(false),
       // Replaceable by `replace` dedupe while the job waits.
       queue: text('queue').notNull().default('default'),
       priority: smallint('priority').notNull().default(0),
@@ -96,6 +102,17 @@ export function jobsTableIn(schema: PgSchema<string>) {
       // The same order within one of CLAIM_LANES lanes (runs of LANE_RUN consecutive ids): many
       // concurrent invocations spread their claims over the lanes instead of all walking the head.
       index('jobs_claim_lane_idx').on(sql`((id / 64) % 16)`, t.priority, t.runAt, t.id).where(sql`state = 'queued'`),
+      // Ordering keys: the live jobs of a key in id order (the claim's predecessor check); at most
+      // one running per key, enforced by the database even when two heads race; parked followers.
+      index('jobs_ordering_idx')
+        .on(t.orderingKey, t.id)
+        .where(sql`ordering_key is not null and state in ('queued', 'running', 'dead')`),
+      uniqueIndex('jobs_ordering_running_uq')
+        .on(t.orderingKey)
+        .where(sql`ordering_key is not null and state = 'running'`),
+      index('jobs_parked_idx')
+        .on(t.orderingKey, t.id)
+        .where(sql`ordering_key is not null and state = 'queued' and run_at = 'infinity'`),
       // Rescue of expired leases reads only running rows, by expiry.
       index('jobs_lease_idx').on(t.leaseExpiresAt).where(sql`state = 'running'`),
       // DLQ listing, replay filters and retention pruning.

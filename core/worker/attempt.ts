@@ -162,7 +162,7 @@ export class Attempt implements ContextSource {
     this.#finish({
       job,
       startedAt: this.startedAt,
-      outcome: { id: job.id, leaseToken: job.leaseToken, outcome: 'completed' },
+      outcome: { id: job.id, leaseToken: job.leaseToken, outcome: 'completed', ...keyOf(job) },
       reason: undefined,
     });
   }
@@ -214,7 +214,7 @@ export class Attempt implements ContextSource {
 function failureOutcome(attempt: Attempt, thrown: unknown): PendingOutcome {
   const { job, startedAt } = attempt;
   const decision = decideFailure(thrown, job.attempt);
-  const base = { id: job.id, leaseToken: job.leaseToken };
+  const base = { id: job.id, leaseToken: job.leaseToken, ...keyOf(job) };
   const reason = decision.error.message;
   if (decision.outcome === 'retry') {
     let delayMs: number;
@@ -253,3 +253,8 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 }
 
 const FALLBACK_BACKOFF = toBackoff(undefined);
+
+/** The job's ordering key as an outcome field, when it has one. */
+function keyOf(job: ClaimedJob): { orderingKey?: string } {
+  return job.orderingKey ? { orderingKey: job.orderingKey } : {};
+}

@@ -56,6 +56,8 @@ export class OutcomeBuffer {
       this.#cancelTimer = this.#settings.clock.setTimer(this.#timerFired, this.#settings.flushIntervalMs);
     }
     this.#items.push(item);
+    // The next job of its ordering key waits for this outcome: write it now, not within flushIntervalMs.
+    if (item.job.orderingKey && !this.#due) this.#timerFired();
   }
 
   /** Empties the buffer into a batch for one statement. Give it to `settled` or `putBack`. */

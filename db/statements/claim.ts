@@ -3,8 +3,9 @@ import { sql } from 'drizzle-orm';
 import type { Completion, Outcome, SettleReport } from '../../base/outcomes.js';
 import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
-import { queryRows } from '../execute.js';
+import { queryRows, sqlStateOf } from '../execute.js';
 import { appendCapped, jobsRef, nowExpr } from './common.js';
+import { releaseParkedCtes } from './ordering.js';
 import { notPaused } from './pauses.js';
 import { addToReport, type SettleReportRow, settleCtes, settleOutcomes, settleReportRows } from './settle.js';
 
@@ -67,6 +68,7 @@ type ClaimRow = {
         attempt: number,
         maxAttempts: number,
         correlationId: string | null,
+        orderingKey: string | null,
       ][]
     | null;
   report:
@@ -121,7 +123,15 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
   const now = sql`(select now from clock)`;
   // Paused queues and kinds are never claimed, rescues included (a rescue starts an attempt).
-  const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter} and ${notPaused(schema)}`;
+  // A job with an ordering key runs only while no other job of its key runs and no earlier one
+  // waits to run (a retrying head blocks its key) or, dead, holds it. Parked followers (run_at =
+  // infinity) are waiting for this very job and do not count.
+  const inTurn = sql`(j.ordering_key is null or not exists (
+    select 1 from ${jobs} o
+    where o.ordering_key = j.ordering_key and o.id <> j.id and o.state in ('queued', 'running', 'dead')
+      and (o.state = 'running' or (o.id < j.id and (
+        (o.state = 'queued' and o.run_at <> 'infinity') or (o.state = 'dead' and o.ordering_hold))))))`;
+  const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter} and ${notPaused(schema)} and ${inTurn}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   const lane = request.lane;
   if (lane !== undefined && !(Number.isInteger(lane) && lane >= 0 && lane < CLAIM_LANES)) {
@@ -151,9 +161,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const fromLane = lane === undefined ? sql`` : sql`select id from in_lane union all `;
   // The head meets the lane's rows too, and locks them again (they are ours): not twice.
   const notInLane = lane === undefined ? sql`` : sql`and j.id not in (select id from in_lane)`;
-  const rows = await queryRows<ClaimRow>(
-    db,
-    sql`with clock as (select ${nowExpr(request.now)} as now),
+  const statement = sql`with clock as (select ${nowExpr(request.now)} as now),
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
     ${laneCte}
     ready as (
@@ -190,23 +198,32 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
       -- Rescues first (a backlog must not starve them), then the lane, then the head.
       from (select id from expired union all ${fromLane}select id from ready limit ${request.limit}) p
       where j.id = p.id
-      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at
+      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
+        j.ordering_key
     )
     -- One row with two JSON arrays: the driver parses each with one JSON.parse instead of a dozen
     -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
       (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id) order by c.priority, c.run_at, c.id)
+          c.max_attempts, c.correlation_id, c.ordering_key) order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
-      ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report`,
-    schema,
-  );
+      ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report`;
+  // Two heads of one ordering key can both be ready when their enqueues raced (neither saw the
+  // other); the unique index on running rows then refuses the second claim's update. The whole
+  // statement rolled back (its settle too): run it once more, with a snapshot that sees the winner.
+  let rows: ClaimRow[];
+  try {
+    rows = await queryRows<ClaimRow>(db, statement, schema);
+  } catch (err) {
+    if (sqlStateOf(err) !== '23505') throw err;
+    rows = await queryRows<ClaimRow>(db, statement, schema);
+  }
   const result: ClaimResult = { jobs: [], settled: { lost: new Set(), changed: new Map() } };
   const { jobs: claimed, report } = rows[0] ?? { jobs: null, report: null };
   for (const [row_kind, id, state, dead_reason, run_at_ms] of report ?? []) {
     addToReport(result.settled, { row_kind, id, state, dead_reason, run_at_ms });
   }
-  for (const [id, kind, queue, payload, priority, attempt, maxAttempts, correlationId] of claimed ?? []) {
+  for (const [id, kind, queue, payload, priority, attempt, maxAttempts, correlationId, orderingKey] of claimed ?? []) {
     result.jobs.push({
       id,
       kind,
@@ -217,6 +234,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
       maxAttempts,
       leaseToken,
       correlationId,
+      ...(orderingKey === null ? {} : { orderingKey }),
     });
   }
   return result;
@@ -255,6 +273,10 @@ export async function buryDoomed(
   }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
+    -- Ordering keys whose release was missed (a follower committed beside its predecessor's end, a
+    -- cancelled head): their next jobs become claimable. Rows this statement buries release theirs
+    -- at the next invocation (this statement's snapshot still sees them live).
+    ${releaseParkedCtes(schema, { limit: 1000 })},
     by_deadline as (
       select j.id from ${jobs} j
       where j.state = 'queued' and j.deadline is not null and j.deadline <= ${now} and ${kindFilter}

@@ -69,7 +69,8 @@ export async function retryNow(
     schema,
     ids,
     ['queued'],
-    sql`run_at = ${nowExpr(now)}, updated_at = ${nowExpr(now)}`,
+    // A job parked behind its ordering key's running job keeps waiting for its turn.
+    sql`run_at = case when run_at = 'infinity' then run_at else ${nowExpr(now)} end, updated_at = ${nowExpr(now)}`,
   );
   return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, retried: o.changed }));
 }

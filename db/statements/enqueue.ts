@@ -42,27 +42,42 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
   const plain = rows.filter((r) => r.dedupe_mode !== 'replace');
   // Only when both kinds are present does each part pick its rows out of the input.
   const mixed = replacing && plain.length > 0;
+  // A job with an ordering key waits parked (run_at = infinity: the claim index passes over it
+  // without visiting the row) while an earlier job of its key is live — queued, running, or dead
+  // and holding the key — or comes earlier in this same call. The statement that ends its
+  // predecessor releases it (releaseParked). Only calls that carry keys pay for the check.
+  const keyed = rows.some((r) => r.ordering_key !== null);
+  const runAt = sql`coalesce(r.run_at, n.now + r.delay_ms * interval '1 millisecond', n.now)`;
+  const effectiveRunAt = keyed
+    ? sql`case when r.ordering_key is not null and (
+          exists (select 1 from ${jobs} o where o.ordering_key = r.ordering_key
+            and (o.state in ('queued', 'running') or (o.state = 'dead' and o.ordering_hold)))
+          or exists (select 1 from jsonb_to_recordset(${JSON.stringify(rows.map((x) => ({ ord: x.ord, k: x.ordering_key })))}::jsonb)
+            as e(ord int, k text) where e.k = r.ordering_key and e.ord < r.ord))
+        then 'infinity'::timestamptz else ${runAt} end`
+    : runAt;
   const input = sql`input as (
     select
       nextval(${`"${schema}".jobs_id_seq`}::regclass) as id,
       r.*,
-      coalesce(r.run_at, n.now + r.delay_ms * interval '1 millisecond', n.now) as effective_run_at,
+      ${effectiveRunAt} as effective_run_at,
       case when r.window_ms is not null
         then to_timestamp(floor(extract(epoch from n.now) * 1000 / r.window_ms) * r.window_ms / 1000.0)
       end as dedupe_window
     from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(
       ord int, kind text, queue text, payload jsonb, priority smallint, run_at timestamptz,
       delay_ms bigint, max_attempts int, deadline timestamptz, dedupe_key text,
-      dedupe_mode text, window_ms bigint, correlation_id text
+      dedupe_mode text, window_ms bigint, correlation_id text, ordering_key text, ordering_hold boolean
     )
     cross join (select clock_timestamp() as now) n
   )`;
+  const keyColumns = keyed ? sql`, ordering_key, ordering_hold` : sql``;
   const insert = (where: SQL) => sql`insert into ${jobs} (
       id, kind, queue, payload, priority, run_at, max_attempts, deadline,
-      dedupe_key, dedupe_mode, dedupe_window, correlation_id
+      dedupe_key, dedupe_mode, dedupe_window, correlation_id ${keyColumns}
     )
     select id, kind, queue, payload, priority, effective_run_at, max_attempts, deadline,
-      dedupe_key, dedupe_mode, dedupe_window, correlation_id
+      dedupe_key, dedupe_mode, dedupe_window, correlation_id ${keyColumns}
     from input ${where} order by ord`;
   const ctes: SQL[] = [input];
   const results: SQL[] = [];

@@ -63,7 +63,12 @@ export async function replayDead(db: AnyPgDatabase, schema: string, request: Rep
           state = 'queued',
           dead_reason = null,
           finished_at = null,
-          run_at = ${now},
+          -- A job of an ordering key goes back to the head of its key's line: it waits parked while
+          -- another job of the key runs or is queued to run, and is the next one released.
+          run_at = case when j.ordering_key is not null and exists (
+              select 1 from ${jobs} o where o.ordering_key = j.ordering_key and o.id <> j.id
+                and o.state in ('queued', 'running') and (o.state = 'running' or o.run_at <> 'infinity'))
+            then 'infinity'::timestamptz else ${now} end,
           attempt = case when ${request.resetAttempts} then 0 else j.attempt end,
           max_attempts = coalesce(${override.maxAttempts ?? null}::int,
             case when ${request.resetAttempts} then j.max_attempts else greatest(j.max_attempts, j.attempt + 1) end),

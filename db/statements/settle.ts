@@ -73,10 +73,11 @@ export function addToReport(report: SettleReport, row: SettleReportRow): void {
  * for use after a `clock` CTE; claimJobs runs them in the same statement as the next claim.
  */
 export function settleCtes(schema: string, outcomes: readonly Outcome[], completion: Completion = 'keep'): SQL {
+  const release = releaseNextCtes(schema, outcomes);
   const input = sql`settle_input as (${settleInput(outcomes)})`;
   if (completion === 'keep') {
     return sql`${input}, settled as (${settleUpdate(schema, outcomes)}),
-      settle_done as (select count(*) as n from settled)`;
+      settle_done as (select count(*) as n from settled)${release}`;
   }
   // 'delete': completed rows go, except those holding a dedupe window (their row is the window).
   // What remains of them is a count per minute, queue and kind, for the stats.
@@ -103,7 +104,42 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
     select d.id, 'completed'::text as state, null::text as dead_reason, null::timestamptz as run_at from deleted d
     union all select * from kept ${others.length > 0 ? sql`union all select * from others` : sql``})`);
   parts.push(sql`settle_done as (select (select count(*) from settled) + (select count(*) from counted) as n)`);
-  return sql.join(parts, sql`, `);
+  return sql`${sql.join(parts, sql`, `)}${release}`;
+}
+
+/**
+ * When outcomes of jobs with ordering keys are written, the same statement releases the next job of
+ * each key whose job ended (completed, cancelled, or dead without holding the key): its oldest
+ * parked follower, if no other job of the key is live. The settled rows still look live to this
+ * statement's snapshot, so they are left out of that check by id (a retried one stays live: its
+ * key is not among those that ended). Nothing is added when no outcome has a key.
+ */
+function releaseNextCtes(schema: string, outcomes: readonly Outcome[]): SQL {
+  const keys = [...new Set(outcomes.flatMap((o) => (o.orderingKey ? [o.orderingKey] : [])))];
+  if (keys.length === 0) return sql``;
+  const jobs = jobsRef(schema);
+  return sql`, ended_keys as (
+      select distinct j.ordering_key from settled s join ${jobs} j on j.id = s.id
+      where j.ordering_key = any(${sql.param(keys)}::text[])
+        and (s.state in ('completed', 'cancelled') or (s.state = 'dead' and not j.ordering_hold))
+    ),
+    next_heads as (
+      select distinct on (p.ordering_key) p.id, p.ordering_key from ${jobs} p
+      where p.ordering_key in (select ordering_key from ended_keys) and p.state = 'queued' and p.run_at = 'infinity'
+      order by p.ordering_key, p.id
+    ),
+    released_next as (
+      update ${jobs} w set run_at = (select now from clock), updated_at = (select now from clock)
+      from next_heads h
+      where w.id = h.id and w.state = 'queued' and w.run_at = 'infinity'
+        and not exists (
+          select 1 from ${jobs} o
+          where o.ordering_key = h.ordering_key and o.id <> h.id and o.state in ('queued', 'running', 'dead')
+            and o.id not in (select s.id from settled s where s.state <> 'queued')
+            and ((o.state = 'queued' and o.run_at <> 'infinity') or o.state = 'running'
+              or (o.state = 'dead' and o.ordering_hold and o.id < h.id)))
+      returning w.id
+    )`;
 }
 
 /**

@@ -11,7 +11,7 @@ import { jobsRef } from './common.js';
 export async function queueStats(db: AnyPgDatabase, schema: string): Promise<QueueStatsRow[]> {
   const rows = await queryRows<Record<string, unknown>>(
     db,
-    sql`select queue, kind, ready::int, scheduled::int, retry_waiting::int, running::int, lease_expired::int,
+    sql`select queue, kind, ready::int, scheduled::int, retry_waiting::int, waiting::int, running::int, lease_expired::int,
         dead::int, completed_1h::int, dead_1h::int, cancelled_1h::int, oldest_ready_age_seconds
       from ${sql.identifier(schema)}.queue_stats order by queue, kind`,
     schema,
@@ -22,6 +22,7 @@ export async function queueStats(db: AnyPgDatabase, schema: string): Promise<Que
     ready: r.ready as number,
     scheduled: r.scheduled as number,
     retryWaiting: r.retry_waiting as number,
+    waiting: r.waiting as number,
     running: r.running as number,
     leaseExpired: r.lease_expired as number,
     dead: r.dead as number,

@@ -62,6 +62,14 @@ describe(`least-privilege roles from docs/roles.sql (${testDriver()})`, () => {
         outcome: 'replaced',
       });
       await q.enqueue(db, task, { n: 6 }, { dedupe: { key: 'w', mode: 'window', windowMs: 60_000 } });
+      // Ordering keys: the second job of a key is parked behind the first.
+      await q.enqueue(db, task, { n: 7 }, { orderingKey: 'order-1' });
+      await q.enqueue(db, task, { n: 8 }, { orderingKey: 'order-1' });
+      const parked = await t.admin.query(
+        `select count(*)::int as n from "${t.schema}".jobs where ordering_key = 'order-1' and run_at = 'infinity'`,
+      );
+      expect(parked.rows[0].n).toBe(1);
+      await t.admin.query(`delete from "${t.schema}".jobs where ordering_key = 'order-1'`); // the worker tests count the rest
       for (const forbidden of [
         sql`select lease_token, last_error from ${sql.identifier(t.schema)}.jobs`,
         sql`update ${sql.identifier(t.schema)}.jobs set state = 'running'`,

@@ -44,7 +44,7 @@ afterAll(async () => {
 describe('chaos (CI size)', () => {
   it('loses no job and lets no write land under a stale lease token', () => {
     expect(report.line).toMatch(
-      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ pause_violations=0$/,
+      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 pause_violations=0$/,
     );
     expectNothingLost(report.result, 1500);
     expect(report.result.duplicateTokenExecutions).toBe(0);
@@ -82,9 +82,16 @@ describe('chaos (CI size)', () => {
     await admin.query(
       `insert into ${s}.chaos_executions (job_id, lease_token, attempt, pid) values (1, gen_random_uuid(), 1, 1)`,
     );
+    // Two jobs of one ordering key, the later one claimed first.
+    await admin.query(
+      `insert into ${s}.chaos_enqueued (job_id, queue, ordering_key) values (999999990, 'chaos', 'tamper'), (999999991, 'chaos', 'tamper');
+       insert into ${s}.chaos_audit (job_id, old_state, new_state, old_attempt, new_attempt, at)
+       values (999999991, 'queued', 'running', 0, 1, '2000-01-01'), (999999990, 'queued', 'running', 0, 1, '2000-01-02')`,
+    );
     const tampered = await checkRun(admin, report.schema);
     expect(tampered.staleWrites).toBe(1);
-    expect(tampered.lost).toBe(2);
+    expect(tampered.lost).toBe(4); // the two tampering rows of the key are lost too
+    expect(tampered.orderViolations).toBe(1);
     expect(tampered.unexplainedExecutions).toBeGreaterThanOrEqual(1);
     expect(tampered.pauseViolations).toBe(1);
   });

@@ -55,6 +55,7 @@ describe('CloudWatch Embedded Metric Format', () => {
       ready: 2,
       scheduled: 0,
       retryWaiting: 1,
+      waiting: 0,
       running: 1,
       leaseExpired: 0,
       dead: 3,
