@@ -48,6 +48,11 @@ export interface ClaimRequest {
  * on few heap pages. The expression is the index's: change both together (a migration).
  */
 export const CLAIM_LANES = 16;
+/**
+ * Keys the sweep at an invocation's start looks at for a missed release: the ones with the oldest
+ * parked jobs first. Every parked follower whose key is busy is looked at too, so keep it small.
+ */
+const SWEEP_KEYS = 50;
 export const LANE_RUN = 64;
 
 export interface ClaimResult {
@@ -126,11 +131,16 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   // A job with an ordering key runs only while no other job of its key runs and no earlier one
   // waits to run (a retrying head blocks its key) or, dead, holds it. Parked followers (run_at =
   // infinity) are waiting for this very job and do not count.
-  const inTurn = sql`(j.ordering_key is null or not exists (
-    select 1 from ${jobs} o
-    where o.ordering_key = j.ordering_key and o.id <> j.id and o.state in ('queued', 'running', 'dead')
-      and (o.state = 'running' or (o.id < j.id and (
-        (o.state = 'queued' and o.run_at <> 'infinity') or (o.state = 'dead' and o.ordering_hold))))))`;
+  // Two probes, each on its own index (one OR'd probe was planned on the lease index and read
+  // every running row for each candidate).
+  const inTurn = sql`(j.ordering_key is null or (
+    not exists (
+      select 1 from ${jobs} o
+      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
+    and not exists (
+      select 1 from ${jobs} o
+      where o.ordering_key = j.ordering_key and o.id < j.id and o.state in ('queued', 'running', 'dead')
+        and ((o.state = 'queued' and o.run_at <> 'infinity') or (o.state = 'dead' and o.ordering_hold)))))`;
   const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter} and ${notPaused(schema)} and ${inTurn}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   const lane = request.lane;
@@ -276,7 +286,7 @@ export async function buryDoomed(
     -- Ordering keys whose release was missed (a follower committed beside its predecessor's end, a
     -- cancelled head): their next jobs become claimable. Rows this statement buries release theirs
     -- at the next invocation (this statement's snapshot still sees them live).
-    ${releaseParkedCtes(schema, { limit: 1000 })},
+    ${releaseParkedCtes(schema, { limit: SWEEP_KEYS })},
     by_deadline as (
       select j.id from ${jobs} j
       where j.state = 'queued' and j.deadline is not null and j.deadline <= ${now} and ${kindFilter}
