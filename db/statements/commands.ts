@@ -4,6 +4,7 @@ import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import type { JobState } from '../schema.js';
 import { jobsRef, nowExpr } from './common.js';
+import { releaseAfterCtes } from './ordering.js';
 
 /**
  * Cancels queued or running jobs (JobCancelMany). A running job's holder keeps running
@@ -22,6 +23,8 @@ export async function cancelJobs(
     ['queued', 'running'],
     sql`state = 'cancelled',
     finished_at = ${nowExpr(now)}, lease_expires_at = null, updated_at = ${nowExpr(now)}`,
+    // A cancelled job of an ordering key hands its key to the next job at once.
+    releaseAfterCtes(schema, sql`select id, 'cancelled'::text as state from changed`),
   );
   return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, cancelled: o.changed }));
 }
@@ -36,19 +39,21 @@ async function changeByIds(
   ids: readonly string[],
   states: readonly JobState[],
   set: SQL,
+  after?: SQL,
 ): Promise<{ id: string; previousState: JobState | null; changed: boolean }[]> {
   if (ids.length === 0) return [];
   const jobs = jobsRef(schema);
   const rows = await queryRows<{ id: string; state: JobState; changed: boolean }>(
     db,
-    sql`with target as (
+    sql`with clock as (select ${nowExpr(undefined)} as now),
+    target as (
       select j.id, j.state from ${jobs} j where j.id = any(${sql.param(ids)}::bigint[]) for update
     ),
     changed as (
       update ${jobs} j set ${set}
       from target t where j.id = t.id and t.state = any(${sql.param(states)}::text[])
       returning j.id
-    )
+    )${after ? sql`, ${after}` : sql``}
     select t.id::text as id, t.state, c.id is not null as changed
     from target t left join changed c on c.id = t.id`,
     schema,

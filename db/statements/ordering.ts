@@ -50,3 +50,38 @@ export function releaseParkedCtes(schema: string, request: { keys?: readonly str
       returning j.id
     )`;
 }
+
+/**
+ * CTEs (`ended_keys`, `next_heads`, `released_next`, after a `clock` CTE) that release the next
+ * job of each ordering key whose job the same statement ended: `ended` selects (id, state) of the
+ * rows it changed — completed, cancelled, or dead without holding the key end the key's turn (a
+ * retried job, back in `queued`, does not). Those rows still look live to the statement's snapshot,
+ * so the check that no other job of the key is live leaves them out by id. `keys`, when given,
+ * narrows the look-up to those keys.
+ */
+export function releaseAfterCtes(schema: string, ended: SQL, keys?: readonly string[]): SQL {
+  const jobs = jobsRef(schema);
+  const only = keys ? sql`and j.ordering_key = any(${sql.param(keys)}::text[])` : sql`and j.ordering_key is not null`;
+  return sql`ended_rows as (${ended}),
+    ended_keys as (
+      select distinct j.ordering_key from ended_rows e join ${jobs} j on j.id = e.id
+      where (e.state in ('completed', 'cancelled') or (e.state = 'dead' and not j.ordering_hold)) ${only}
+    ),
+    next_heads as (
+      select distinct on (p.ordering_key) p.id, p.ordering_key from ${jobs} p
+      where p.ordering_key in (select ordering_key from ended_keys) and p.state = 'queued' and p.run_at = 'infinity'
+      order by p.ordering_key, p.id
+    ),
+    released_next as (
+      update ${jobs} w set run_at = (select now from clock), updated_at = (select now from clock)
+      from next_heads h
+      where w.id = h.id and w.state = 'queued' and w.run_at = 'infinity'
+        and not exists (
+          select 1 from ${jobs} o
+          where o.ordering_key = h.ordering_key and o.id <> h.id and o.state in ('queued', 'running', 'dead')
+            and o.id not in (select e.id from ended_rows e where e.state <> 'queued')
+            and ((o.state = 'queued' and o.run_at <> 'infinity') or o.state = 'running'
+              or (o.state = 'dead' and o.ordering_hold and o.id < h.id)))
+      returning w.id
+    )`;
+}

@@ -3,6 +3,7 @@ import type { Completion, Outcome, SettledJob, SettleReport } from '../../base/o
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
+import { releaseAfterCtes } from './ordering.js';
 
 /**
  * Writes the outcomes of a whole batch in ONE statement (JobSetStateIfRunningMany).
@@ -107,39 +108,11 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
   return sql`${sql.join(parts, sql`, `)}${release}`;
 }
 
-/**
- * When outcomes of jobs with ordering keys are written, the same statement releases the next job of
- * each key whose job ended (completed, cancelled, or dead without holding the key): its oldest
- * parked follower, if no other job of the key is live. The settled rows still look live to this
- * statement's snapshot, so they are left out of that check by id (a retried one stays live: its
- * key is not among those that ended). Nothing is added when no outcome has a key.
- */
+/** The release of the next jobs of the keys whose jobs this settle ended; nothing without keys. */
 function releaseNextCtes(schema: string, outcomes: readonly Outcome[]): SQL {
   const keys = [...new Set(outcomes.flatMap((o) => (o.orderingKey ? [o.orderingKey] : [])))];
   if (keys.length === 0) return sql``;
-  const jobs = jobsRef(schema);
-  return sql`, ended_keys as (
-      select distinct j.ordering_key from settled s join ${jobs} j on j.id = s.id
-      where j.ordering_key = any(${sql.param(keys)}::text[])
-        and (s.state in ('completed', 'cancelled') or (s.state = 'dead' and not j.ordering_hold))
-    ),
-    next_heads as (
-      select distinct on (p.ordering_key) p.id, p.ordering_key from ${jobs} p
-      where p.ordering_key in (select ordering_key from ended_keys) and p.state = 'queued' and p.run_at = 'infinity'
-      order by p.ordering_key, p.id
-    ),
-    released_next as (
-      update ${jobs} w set run_at = (select now from clock), updated_at = (select now from clock)
-      from next_heads h
-      where w.id = h.id and w.state = 'queued' and w.run_at = 'infinity'
-        and not exists (
-          select 1 from ${jobs} o
-          where o.ordering_key = h.ordering_key and o.id <> h.id and o.state in ('queued', 'running', 'dead')
-            and o.id not in (select s.id from settled s where s.state <> 'queued')
-            and ((o.state = 'queued' and o.run_at <> 'infinity') or o.state = 'running'
-              or (o.state = 'dead' and o.ordering_hold and o.id < h.id)))
-      returning w.id
-    )`;
+  return sql`, ${releaseAfterCtes(schema, sql`select id, state from settled`, keys)}`;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { stats } from '../../core/admin.js';
+import { cancel, stats } from '../../core/admin.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
@@ -158,6 +158,21 @@ describe(`ordering keys (${testDriver()})`, () => {
     expect((await claim()).jobs).toEqual([]); // step 2 still runs
     await complete(second);
     expect(steps((await claim()).jobs)).toEqual([1]); // the replayed head, before step 3
+  });
+
+  it('cancelling the job of a key hands the key to the next job at once; cancelling a waiting one changes nothing else', async () => {
+    await enqueueSteps(event, '5', 3);
+    const [head] = (await claim()).jobs;
+    const waiting = await t.admin.query(
+      `select id::text from "${t.schema}".jobs where ordering_key = 'order-5' and run_at = 'infinity' order by id`,
+    );
+    const [second, third] = waiting.rows.map((r) => r.id as string);
+    // The third (parked) is cancelled: step 1 still runs alone, step 2 still waits.
+    expect((await cancel(t.db, [third as string], { schema: t.schema }))[0]?.cancelled).toBe(true);
+    expect((await claim()).jobs).toEqual([]);
+    // The running head is cancelled: step 2 is released by the same statement.
+    expect((await cancel(t.db, [head?.id as string], { schema: t.schema }))[0]?.cancelled).toBe(true);
+    expect((await claim()).jobs.map((j) => j.id)).toEqual([second]);
   });
 
   it('enqueue refuses what would reorder a key, with a clear error', async () => {
