@@ -5,7 +5,7 @@ import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows, sqlStateOf } from '../execute.js';
 import { appendCapped, jobsRef, nowExpr } from './common.js';
-import { releaseParkedCtes } from './ordering.js';
+import { releaseAfterCtes, releaseParkedCtes } from './ordering.js';
 import { notPaused } from './pauses.js';
 import { addToReport, type SettleReportRow, settleCtes, settleOutcomes, settleReportRows } from './settle.js';
 
@@ -283,9 +283,9 @@ export async function buryDoomed(
   }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
-    -- Ordering keys whose release was missed (a follower committed beside its predecessor's end, a
-    -- cancelled head): their next jobs become claimable. Rows this statement buries release theirs
-    -- at the next invocation (this statement's snapshot still sees them live).
+    -- Ordering keys whose release was missed (a follower committed beside its predecessor's end):
+    -- their next jobs become claimable. The keys of the rows this statement buries are released
+    -- below (released_next).
     ${releaseParkedCtes(schema, { limit: SWEEP_KEYS })},
     by_deadline as (
       select j.id from ${jobs} j
@@ -299,7 +299,8 @@ export async function buryDoomed(
         and (j.attempt >= j.max_attempts or j.deadline <= ${now}) and ${kindFilter}
       limit ${request.limit}
       for update skip locked
-    )
+    ),
+    buried as (
     update ${jobs} j set
       state = 'dead',
       dead_reason = case when j.deadline <= ${now} then 'deadline_exceeded' else 'lease_expired' end,
@@ -310,7 +311,10 @@ export async function buryDoomed(
       updated_at = ${now}
     from (select id from by_deadline union all select id from by_lease) d
     where j.id = d.id
-    returning j.id::text as id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id`,
+    returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
+    ),
+    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}
+    select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`,
     schema,
   );
   return rows.map((r) => ({

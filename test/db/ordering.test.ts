@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { cancel, stats } from '../../core/admin.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
-import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
+import { buryDoomed, type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { releaseParked } from '../../db/statements/ordering.js';
 import { replayDead } from '../../db/statements/replay.js';
 import { settleJobs } from '../../db/statements/settle.js';
@@ -173,6 +173,33 @@ describe(`ordering keys (${testDriver()})`, () => {
     // The running head is cancelled: step 2 is released by the same statement.
     expect((await cancel(t.db, [head?.id as string], { schema: t.schema }))[0]?.cancelled).toBe(true);
     expect((await claim()).jobs.map((j) => j.id)).toEqual([second]);
+  });
+
+  it('a head buried when its last lease expired keeps its key when its kind holds it', async () => {
+    await enqueuer().enqueueMany(t.db, [
+      held.with({ orderId: '3', step: 1 }, { orderingKey: 'bury-3' }),
+      plain.with({ n: 2 }, { orderingKey: 'bury-3' }),
+    ]);
+    const [head] = (await claim()).jobs; // held-event: one attempt, so an expired lease buries it
+    expect(head?.kind).toBe('held-event');
+    const later = new Date(Date.now() + 120_000);
+    const buried = await buryDoomed(t.db.db, t.schema, { kinds: ['held-event', 'plain'], limit: 10, now: later });
+    expect(buried.map((b) => [b.id, b.reason])).toEqual([[head?.id, 'lease_expired']]);
+    // The buried head's kind holds its key when dead ('hold'): the next job waits for a replay.
+    expect((await claim({ now: later })).jobs).toEqual([]);
+  });
+
+  it('a head buried without holding its key releases the next job in the same statement', async () => {
+    await enqueuer().enqueueMany(t.db, [
+      plain.with({ n: 1 }, { orderingKey: 'bury-4' }),
+      plain.with({ n: 2 }, { orderingKey: 'bury-4' }),
+    ]);
+    const [head] = (await claim()).jobs;
+    await t.admin.query(`update "${t.schema}".jobs set max_attempts = 1 where id = $1`, [head?.id]);
+    const later = new Date(Date.now() + 120_000);
+    const buried = await buryDoomed(t.db.db, t.schema, { kinds: ['plain'], limit: 10, now: later });
+    expect(buried.map((b) => b.id)).toEqual([head?.id]);
+    expect((await claim({ now: later })).jobs.map((j) => (j.payload as { n: number }).n)).toEqual([2]);
   });
 
   it('enqueue refuses what would reorder a key, with a clear error', async () => {
