@@ -179,21 +179,37 @@ export function createLambdaEnqueue(jobs: Kinds, options: LambdaEnqueueOptions =
     }
     return nudgerFor.nudger;
   };
-  return async (event: unknown): Promise<HttpApiResult | Record<string, unknown>> => {
+  return invokeOrHttp(options.env, 'SKIPLOCK_ENQUEUE_TOKEN', 'enqueue', async (runtime, body) => ({
+    status: 200,
+    body: await enqueueFromBody(runtime, registry, body, nudgerOf(runtime)),
+  }));
+}
+
+/**
+ * A function taken by direct invoke (IAM) or over an HTTP API route with a bearer token: the event
+ * is the body, or the request's JSON once the token is checked. Answers an invoke with
+ * `{ status, ...body }`, an HTTP event with an HTTP API result.
+ */
+function invokeOrHttp(
+  envOption: Env | undefined,
+  tokenName: 'SKIPLOCK_ENQUEUE_TOKEN' | 'SKIPLOCK_ADMIN_TOKEN',
+  purpose: 'enqueue' | 'replay',
+  handle: (runtime: FunctionRuntime, body: unknown, http: boolean, context?: LambdaContext) => Promise<HttpResponse>,
+) {
+  return async (event: unknown, context?: LambdaContext): Promise<HttpApiResult | Record<string, unknown>> => {
     const http = isHttpEvent(event);
     const respond = (response: HttpResponse) =>
       http ? toHttpApiResult(response) : { status: response.status, ...response.body };
     try {
-      const env = options.env ?? process.env;
+      const env = envOption ?? process.env;
       let body: unknown = event;
       if (http) {
         // Authenticate before anything else: no configuration detail reaches an anonymous caller.
         const request = fromHttpApiEvent(event);
-        requireBearer(request, env.SKIPLOCK_ENQUEUE_TOKEN, 'SKIPLOCK_ENQUEUE_TOKEN');
-        body = await readJson(request, sharedRuntime(env).settings.require('enqueue').maxBodyBytes);
+        requireBearer(request, env[tokenName], tokenName);
+        body = await readJson(request, sharedRuntime(env).settings.require(purpose).maxBodyBytes);
       }
-      const runtime = sharedRuntime(env);
-      return respond({ status: 200, body: await enqueueFromBody(runtime, registry, body, nudgerOf(runtime)) });
+      return respond(await handle(sharedRuntime(env), body, http, context));
     } catch (err) {
       return respond(errorResponse(err));
     }
@@ -232,25 +248,10 @@ export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
  * $SKIPLOCK_ADMIN_TOKEN` (refused while the token is unset or shorter than 16 characters).
  */
 export function createLambdaControl(options: { env?: Env } = {}) {
-  return async (event: unknown, context?: LambdaContext): Promise<HttpApiResult | Record<string, unknown>> => {
-    const http = isHttpEvent(event);
-    const respond = (response: HttpResponse) =>
-      http ? toHttpApiResult(response) : { status: response.status, ...response.body };
-    try {
-      const env = options.env ?? process.env;
-      let body: unknown = event;
-      if (http) {
-        const request = fromHttpApiEvent(event);
-        requireBearer(request, env.SKIPLOCK_ADMIN_TOKEN, 'SKIPLOCK_ADMIN_TOKEN');
-        body = await readJson(request, sharedRuntime(env).settings.require('replay').maxBodyBytes);
-      }
-      const runtime = sharedRuntime(env);
-      const by = http ? 'lambda:control-http' : `lambda:${context?.functionName ?? 'control'}`;
-      return respond({ status: 200, body: { ...(await controlFromBody(runtime, body, by)) } });
-    } catch (err) {
-      return respond(errorResponse(err));
-    }
-  };
+  return invokeOrHttp(options.env, 'SKIPLOCK_ADMIN_TOKEN', 'replay', async (runtime, body, http, context) => {
+    const by = http ? 'lambda:control-http' : `lambda:${context?.functionName ?? 'control'}`;
+    return { status: 200, body: { ...(await controlFromBody(runtime, body, by)) } };
+  });
 }
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';

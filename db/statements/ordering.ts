@@ -38,17 +38,7 @@ export function releaseParkedCtes(schema: string, request: { keys?: readonly str
       order by p.ordering_key, p.id
       limit ${Math.max(1, Math.round(request.limit))}
     ),
-    released as (
-      update ${jobs} j set run_at = (select now from clock), updated_at = (select now from clock)
-      from parked_heads h
-      where j.id = h.id and j.state = 'queued' and j.run_at = 'infinity'
-        and not exists (
-          select 1 from ${jobs} o
-          where o.ordering_key = h.ordering_key and o.id <> h.id and o.state in ('queued', 'running', 'dead')
-            and ((o.state = 'queued' and o.run_at <> 'infinity') or o.state = 'running'
-              or (o.state = 'dead' and o.ordering_hold and o.id < h.id)))
-      returning j.id
-    )`;
+    released as (${releaseHeads(jobs, 'parked_heads', sql``)})`;
 }
 
 /**
@@ -72,16 +62,26 @@ export function releaseAfterCtes(schema: string, ended: SQL, keys?: readonly str
       where p.ordering_key in (select ordering_key from ended_keys) and p.state = 'queued' and p.run_at = 'infinity'
       order by p.ordering_key, p.id
     ),
-    released_next as (
-      update ${jobs} w set run_at = (select now from clock), updated_at = (select now from clock)
-      from next_heads h
+    released_next as (${releaseHeads(
+      jobs,
+      'next_heads',
+      sql`and o.id not in (select e.id from ended_rows e where e.state <> 'queued')`,
+    )})`;
+}
+
+/**
+ * Releases the parked heads in the CTE `heads` (id, ordering_key) whose key has no other live job:
+ * none running, none queued to run, no earlier dead one holding the key. `ignore` leaves rows out
+ * of that check (the ones the same statement ended, still live to its snapshot).
+ */
+function releaseHeads(jobs: SQL, heads: string, ignore: SQL): SQL {
+  return sql`update ${jobs} w set run_at = (select now from clock), updated_at = (select now from clock)
+      from ${sql.raw(heads)} h
       where w.id = h.id and w.state = 'queued' and w.run_at = 'infinity'
         and not exists (
           select 1 from ${jobs} o
-          where o.ordering_key = h.ordering_key and o.id <> h.id and o.state in ('queued', 'running', 'dead')
-            and o.id not in (select e.id from ended_rows e where e.state <> 'queued')
+          where o.ordering_key = h.ordering_key and o.id <> h.id and o.state in ('queued', 'running', 'dead') ${ignore}
             and ((o.state = 'queued' and o.run_at <> 'infinity') or o.state = 'running'
               or (o.state = 'dead' and o.ordering_hold and o.id < h.id)))
-      returning w.id
-    )`;
+      returning w.id`;
 }
