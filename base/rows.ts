@@ -30,6 +30,7 @@ export interface JobInsertRow {
   correlation_id: string | null;
   ordering_key: string | null;
   ordering_hold: boolean;
+  concurrency_key: string | null;
 }
 
 export interface ClaimedJob {

@@ -34,6 +34,12 @@ export interface EnqueueOptions {
    */
   orderingKey?: string;
   /**
+   * The job's concurrency key, e.g. a tenant (1-255 characters): keyed jobs are claimed key by key
+   * (fair share), and the queue's per-key limit caps the running jobs of each key. @defaultValue
+   * the kind's `concurrencyKey(payload)`, else none
+   */
+  concurrencyKey?: string;
+  /**
    * Start a worker for the job's queue as soon as this call returns, through the enqueuer's
    * nudger (`createEnqueuer({ nudger })`). Only for calls outside a transaction: inside one, the
    * job is not claimable before the commit, so call `nudge()` after it. @defaultValue false
@@ -65,6 +71,7 @@ const optionsSchema = z
       .optional(),
     correlationId: z.string().max(255).optional(),
     orderingKey: z.string().min(1).max(255).optional(),
+    concurrencyKey: z.string().min(1).max(255).optional(),
     nudge: z.boolean().optional(),
   })
   .strict()
@@ -72,7 +79,7 @@ const optionsSchema = z
     message: 'give runAt or delayMs, not both',
   });
 
-const orderingKeySchema = z.string().min(1).max(255);
+const keySchema = z.string().min(1).max(255);
 
 export interface KindDefaults {
   kind: string;
@@ -82,6 +89,31 @@ export interface KindDefaults {
   // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
   orderingKey?: ((payload: any) => string | undefined) | undefined;
   orderingOnDead?: 'continue' | 'hold';
+  // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
+  concurrencyKey?: ((payload: any) => string | undefined) | undefined;
+}
+
+/** The key an option names, else the kind's function of the payload; a problem is pushed when it fails. */
+function keyOf(
+  name: 'orderingKey' | 'concurrencyKey',
+  given: string | undefined,
+  // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
+  fromPayload: ((payload: any) => string | undefined) | undefined,
+  payload: unknown,
+  problems: string[],
+): string | undefined {
+  let key: string | undefined;
+  try {
+    key = given ?? fromPayload?.(payload);
+  } catch (err) {
+    problems.push(`the kind's ${name}(payload) threw: ${err instanceof Error ? err.message : String(err)}`);
+    return undefined;
+  }
+  if (key !== undefined && !keySchema.safeParse(key).success) {
+    problems.push(`the kind's ${name}(payload) must return a string of 1-255 characters`);
+    return undefined;
+  }
+  return key;
 }
 
 /** Validates options (every problem in one message) and merges them over the kind's defaults. */
@@ -109,15 +141,8 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
   if (o.deadline && o.deadline.getTime() <= now) problems.push('deadline has already passed');
   const start = o.runAt?.getTime() ?? now + (o.delayMs ?? 0);
   if (o.deadline && o.deadline.getTime() <= start) problems.push('deadline is not after the time the job would run');
-  let orderingKey: string | undefined;
-  try {
-    orderingKey = o.orderingKey ?? kind.orderingKey?.(payload);
-  } catch (err) {
-    problems.push(`the kind's orderingKey(payload) threw: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  if (orderingKey !== undefined && !orderingKeySchema.safeParse(orderingKey).success) {
-    problems.push("the kind's orderingKey(payload) must return a string of 1-255 characters");
-  }
+  const orderingKey = keyOf('orderingKey', o.orderingKey, kind.orderingKey, payload, problems);
+  const concurrencyKey = keyOf('concurrencyKey', o.concurrencyKey, kind.concurrencyKey, payload, problems);
   // A replace would rewrite a parked follower's run_at and release it ahead of its turn; a delay
   // would reorder the key (as in SQS FIFO, where messages of a group have no delay of their own).
   if (orderingKey !== undefined && o.dedupe?.mode === 'replace') {
@@ -154,5 +179,6 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
     correlation_id: o.correlationId ?? null,
     ordering_key: orderingKey ?? null,
     ordering_hold: orderingKey !== undefined && kind.orderingOnDead === 'hold',
+    concurrency_key: concurrencyKey ?? null,
   };
 }

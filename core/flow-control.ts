@@ -2,6 +2,13 @@ import { InvalidOptionsError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { SkiplockDb } from '../db/connect.js';
 import {
+  clearLimit as clearLimitStatement,
+  type LimitOverride,
+  type LimitScope,
+  listLimits,
+  setLimit as setLimitStatement,
+} from '../db/statements/limits.js';
+import {
   listPauses,
   type Pause,
   type PauseScope,
@@ -72,4 +79,69 @@ export async function pauses(conn: SkiplockDb, options: FlowControlOptions = {})
   return listPauses(conn.db, schemaOf(options));
 }
 
-export type { Pause, PauseScope };
+/**
+ * What a limit counts: `{ queue }` — running jobs in the queue; `{ kind }` — running jobs of the
+ * kind; `{ queue, perKey: true }` — running jobs of each concurrency key in the queue.
+ */
+export type LimitTarget =
+  | { queue: string; kind?: never; perKey?: boolean }
+  | { kind: string; queue?: never; perKey?: never };
+
+function limitTargetOf(target: LimitTarget): { scope: LimitScope; name: string } {
+  const perKey = (target as { perKey?: unknown }).perKey;
+  if (perKey !== undefined && typeof perKey !== 'boolean') throw new InvalidOptionsError('perKey must be a boolean');
+  const { scope, name } = targetOf({ queue: target.queue, kind: target.kind } as PauseTarget);
+  if (perKey && scope === 'kind') throw new InvalidOptionsError('perKey limits are set on a queue');
+  return { scope: perKey ? 'key' : scope, name };
+}
+
+/**
+ * Sets a concurrency limit at run time: from the next claim on, no invocation starts a job that
+ * would make more than `maxRunning` run in the target; running jobs are not stopped. It overrides
+ * the limit the code declares for the same target until clearLimit(). Returns the limit and the
+ * override it replaced (null when there was none).
+ */
+export async function setLimit(
+  conn: SkiplockDb,
+  target: LimitTarget,
+  maxRunning: number,
+  options: FlowControlOptions & { by: string; reason?: string },
+): Promise<{ limit: LimitOverride; previous: number | null }> {
+  const by = typeof options.by === 'string' ? options.by.trim() : '';
+  if (by.length === 0 || by.length > 255)
+    throw new InvalidOptionsError('by must name who sets the limit (1-255 characters)');
+  if (!Number.isInteger(maxRunning) || maxRunning < 1 || maxRunning > 100_000) {
+    throw new InvalidOptionsError('a limit must be an integer from 1 to 100000 (pause a queue to run none)');
+  }
+  if (options.reason !== undefined && (typeof options.reason !== 'string' || options.reason.length > 1000)) {
+    throw new InvalidOptionsError('reason must be a string of at most 1000 characters');
+  }
+  return setLimitStatement(conn.db, schemaOf(options), {
+    ...limitTargetOf(target),
+    maxRunning,
+    by,
+    reason: options.reason,
+  });
+}
+
+/** Removes a run-time limit: the code's limit for the target, if any, applies again from the next claim. */
+export async function clearLimit(
+  conn: SkiplockDb,
+  target: LimitTarget,
+  options: FlowControlOptions = {},
+): Promise<LimitOverride | null> {
+  return clearLimitStatement(conn.db, schemaOf(options), limitTargetOf(target));
+}
+
+/**
+ * The run-time limits, each with how many jobs run in its target now (for a per-key limit: the
+ * busiest key and its count). Limits declared only in code are not stored: the worker applies them.
+ */
+export async function limits(
+  conn: SkiplockDb,
+  options: FlowControlOptions = {},
+): Promise<(LimitOverride & { running: number; busiestKey: string | null })[]> {
+  return listLimits(conn.db, schemaOf(options));
+}
+
+export type { LimitOverride, LimitScope, Pause, PauseScope };

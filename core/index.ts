@@ -44,16 +44,23 @@ export {
 } from './enqueue.js';
 export type { DedupeOption, EnqueueOptions } from './enqueue-options.js';
 export {
+  clearLimit,
   type FlowControlOptions,
+  type LimitOverride,
+  type LimitScope,
+  type LimitTarget,
+  limits,
   type Pause,
   type PauseScope,
   type PauseTarget,
   pause,
   pauses,
   resume,
+  setLimit,
 } from './flow-control.js';
 export {
   defineJob,
+  defineQueue,
   JOB_DEFAULTS,
   type JobContext,
   type JobDefinition,
@@ -61,6 +68,8 @@ export {
   type JobKindOptions,
   JobRegistry,
   type JobRequest,
+  type QueueDefinition,
+  type QueueOptions,
   type TransactionalJobContext,
 } from './jobs.js';
 export { jsonLogger, type Logger, silentLogger } from './logger.js';

@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { ConfigError, UnknownKindError } from '../base/errors.js';
 import { assertLabel } from '../base/identifiers.js';
 import type { AnyPgDatabase } from '../db/connect.js';
+import type { DeclaredLimit } from '../db/statements/limits.js';
 import { type BackoffFn, type BackoffOption, toBackoff } from './backoff.js';
 import type { EnqueueOptions } from './enqueue-options.js';
 import type { Logger } from './logger.js';
@@ -44,8 +45,8 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
   kind: string;
   /** zod schema of the payload; enqueue validates against it before inserting. */
   payload: S;
-  /** @defaultValue 'default' */
-  queue?: string;
+  /** Its queue: a name, or a definition that also declares the queue's limits. @defaultValue 'default' */
+  queue?: string | QueueDefinition;
   /** Lower runs first, -1000..1000. @defaultValue 0 */
   priority?: number;
   /** Attempts before the job goes to the DLQ with reason `max_attempts`. @defaultValue 25 */
@@ -71,6 +72,55 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
    * runs first). @defaultValue 'continue'
    */
   orderingOnDead?: 'continue' | 'hold';
+  /**
+   * At most this many jobs of the kind run at once, across every invocation (changeable at run
+   * time: `skiplock kinds limit`). @defaultValue no limit
+   */
+  concurrency?: number;
+  /**
+   * The concurrency key of a job from its payload, e.g. the tenant: keyed jobs are claimed key by
+   * key, so one key's backlog does not starve the others, and the queue's `keyConcurrency` caps
+   * the running jobs of each key. A `concurrencyKey` enqueue option wins. @defaultValue none
+   */
+  concurrencyKey?: (payload: z.output<S>) => string | undefined;
+}
+
+export interface QueueOptions {
+  /** The queue's name. */
+  name: string;
+  /** At most this many of its jobs run at once, across every invocation. @defaultValue no limit */
+  concurrency?: number;
+  /** At most this many of its jobs with the same concurrency key run at once. @defaultValue no limit */
+  keyConcurrency?: number;
+}
+
+export interface QueueDefinition {
+  readonly name: string;
+  readonly concurrency: number | undefined;
+  readonly keyConcurrency: number | undefined;
+}
+
+/**
+ * Defines a queue with limits, for kinds' `queue` option. The limits are declared in code: the
+ * worker of these kinds applies them at every claim; `skiplock queues limit` overrides them at
+ * run time.
+ */
+export function defineQueue(options: QueueOptions): QueueDefinition {
+  const name = assertLabel('queue', options.name);
+  return {
+    name,
+    concurrency: limitOption(`queue ${name}`, 'concurrency', options.concurrency),
+    keyConcurrency: limitOption(`queue ${name}`, 'keyConcurrency', options.keyConcurrency),
+  };
+}
+
+/** A concurrency limit: a whole number from 1 to 100,000, or absent. */
+export function limitOption(owner: string, name: string, value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 100_000) {
+    throw new ConfigError(`${owner}: ${name} must be an integer from 1 to 100000`);
+  }
+  return value;
 }
 
 /** A job request for enqueueMany(): a kind, a payload and options. */
@@ -97,6 +147,13 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
   readonly orderingKey: ((payload: any) => string | undefined) | undefined;
   readonly orderingOnDead: 'continue' | 'hold';
+  /** The queue's definition, when the kind was given one (its limits). */
+  readonly queueDefinition: QueueDefinition | undefined;
+  /** At most this many jobs of the kind run at once. */
+  readonly concurrency: number | undefined;
+  /** The concurrency key of a payload, when the kind names one. */
+  // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
+  readonly concurrencyKey: ((payload: any) => string | undefined) | undefined;
   /** A typed request for enqueueMany(). */
   with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
 }
@@ -108,7 +165,11 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
   options: JobKindOptions<S, Tx>,
 ): JobDefinition<S, Tx> {
   const kind = assertLabel('kind', options.kind);
-  const queue = assertLabel('queue', options.queue ?? JOB_DEFAULTS.queue);
+  const queueDefinition = typeof options.queue === 'object' && options.queue !== null ? options.queue : undefined;
+  const queue = assertLabel(
+    'queue',
+    queueDefinition ? queueDefinition.name : ((options.queue as string | undefined) ?? JOB_DEFAULTS.queue),
+  );
   const priority = options.priority ?? JOB_DEFAULTS.priority;
   const maxAttempts = options.maxAttempts ?? JOB_DEFAULTS.maxAttempts;
   const timeoutMs = options.timeoutMs ?? JOB_DEFAULTS.timeoutMs;
@@ -134,6 +195,9 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
     sensitive: options.sensitive ?? [],
     orderingKey: options.orderingKey,
     orderingOnDead: orderingOnDead(kind, options.orderingOnDead),
+    queueDefinition,
+    concurrency: limitOption(kind, 'concurrency', options.concurrency),
+    concurrencyKey: options.concurrencyKey,
     with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
   };
   return definition;
@@ -143,6 +207,30 @@ function orderingOnDead(kind: string, value: unknown): 'continue' | 'hold' {
   if (value === undefined) return 'continue';
   if (value === 'continue' || value === 'hold') return value;
   throw new ConfigError(`${kind}: orderingOnDead must be 'continue' or 'hold'`);
+}
+
+/**
+ * The concurrency limits a set of kinds declares: each kind's `concurrency`, and the limits of the
+ * queue definitions they name. Two definitions of one queue must agree.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+export function declaredLimits(definitions: readonly JobDefinition<any, any>[]): DeclaredLimit[] {
+  const limits: DeclaredLimit[] = [];
+  const queues = new Map<string, QueueDefinition>();
+  for (const d of definitions) {
+    if (d.concurrency !== undefined) limits.push({ scope: 'kind', name: d.kind, maxRunning: d.concurrency });
+    const q = d.queueDefinition;
+    if (!q) continue;
+    const seen = queues.get(q.name);
+    if (seen && (seen.concurrency !== q.concurrency || seen.keyConcurrency !== q.keyConcurrency)) {
+      throw new ConfigError(`queue ${q.name} is defined twice with different limits`);
+    }
+    if (seen) continue;
+    queues.set(q.name, q);
+    if (q.concurrency !== undefined) limits.push({ scope: 'queue', name: q.name, maxRunning: q.concurrency });
+    if (q.keyConcurrency !== undefined) limits.push({ scope: 'key', name: q.name, maxRunning: q.keyConcurrency });
+  }
+  return limits;
 }
 
 /** Looks kinds up by name, for enqueue by name (HTTP, CLI) and for the worker. */

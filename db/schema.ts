@@ -49,6 +49,9 @@ export function jobsTableIn(schema: PgSchema<string>) {
       orderingKey: text('ordering_key'),
       // Whether a dead job of this key holds the key until it is replayed (kind option orderingOnDead).
       orderingHold: boolean('ordering_hold').notNull().default(false),
+      // Concurrency key (e.g. a tenant): keyed jobs are claimed key by key (fair share), and a queue's
+      // per-key limit counts the running jobs of one key in that queue.
+      concurrencyKey: text('concurrency_key'),
       // Replaceable by `replace` dedupe while the job waits.
       queue: text('queue').notNull().default('default'),
       priority: smallint('priority').notNull().default(0),
@@ -97,11 +100,22 @@ export function jobsTableIn(schema: PgSchema<string>) {
           and (${t.dedupeMode} is null or ${t.dedupeMode} in ('skip', 'replace', 'window'))
           and (${t.dedupeWindow} is not null) = (coalesce(${t.dedupeMode}, '') = 'window')`,
       ),
-      // Claiming reads only runnable rows, in the claim's sort order.
-      index('jobs_claim_idx').on(t.priority, t.runAt, t.id).where(sql`state = 'queued'`),
+      // Claiming reads only runnable rows, in the claim's sort order. Jobs with a concurrency key are
+      // not here: a claim reaches them key by key (jobs_keyed_idx), so one key's backlog is never
+      // walked row by row to find another key's jobs.
+      index('jobs_claim_idx').on(t.priority, t.runAt, t.id).where(sql`state = 'queued' and concurrency_key is null`),
       // The same order within one of CLAIM_LANES lanes (runs of LANE_RUN consecutive ids): many
       // concurrent invocations spread their claims over the lanes instead of all walking the head.
-      index('jobs_claim_lane_idx').on(sql`((id / 64) % 16)`, t.priority, t.runAt, t.id).where(sql`state = 'queued'`),
+      index('jobs_claim_lane_idx')
+        .on(sql`((id / 64) % 16)`, t.priority, t.runAt, t.id)
+        .where(sql`state = 'queued' and concurrency_key is null`),
+      // Keyed jobs by key, in a hashed key order (a claim starts its walk over the keys at a random
+      // hash: every key gets its turn), then in claim order within the key.
+      index('jobs_keyed_idx')
+        .on(sql`hashtext(concurrency_key)`, t.queue, t.concurrencyKey, t.priority, t.runAt, t.id)
+        .where(sql`state = 'queued' and concurrency_key is not null`),
+      // Running jobs per queue, key and kind: what a concurrency limit counts.
+      index('jobs_running_idx').on(t.queue, t.concurrencyKey, t.kind).where(sql`state = 'running'`),
       // Ordering keys: the live jobs of a key in id order (the claim's predecessor check); at most
       // one running per key, enforced by the database even when two heads race; parked followers.
       index('jobs_ordering_idx')
@@ -196,12 +210,37 @@ export function pausesTableIn(schema: PgSchema<string>) {
   );
 }
 
+/**
+ * Concurrency limits set at run time (CLI, API, control route): each overrides the limit the code
+ * declares for the same scope. `queue` — running jobs in the queue; `kind` — running jobs of the
+ * kind; `key` — running jobs of one concurrency key in the queue `name`.
+ */
+export function limitsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'limits',
+    {
+      scope: text('scope').notNull(),
+      name: text('name').notNull(),
+      maxRunning: integer('max_running').notNull(),
+      setAt: timestamp('set_at', tz).notNull(),
+      setBy: text('set_by').notNull(),
+      reason: text('reason'),
+    },
+    (t) => [
+      primaryKey({ columns: [t.scope, t.name] }),
+      check('limits_scope_check', sql`${t.scope} in ('queue', 'kind', 'key')`),
+      check('limits_max_running_check', sql`${t.maxRunning} >= 1`),
+    ],
+  );
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
 export const completedCounts = completedCountsTableIn(skiplockSchema);
 export const invocations = invocationsTableIn(skiplockSchema);
 export const pauses = pausesTableIn(skiplockSchema);
+export const limits = limitsTableIn(skiplockSchema);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 

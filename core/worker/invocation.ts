@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { InvocationDeadlineError } from '../../base/errors.js';
 import type { ClaimedJob } from '../../base/rows.js';
-import { buryDoomed, claimJobs } from '../../db/statements/claim.js';
+import { buryDoomed } from '../../db/statements/bury.js';
+import { claimJobs } from '../../db/statements/claim.js';
 import { releaseJobs } from '../../db/statements/settle.js';
 import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
@@ -314,12 +315,15 @@ export class Invocation implements AttemptHost {
           invocationId: this.invocationId,
           settle: outcomesOf(batch),
           completion,
+          limits: this.settings.limits,
+          flow: this.settings.claimShape.flow,
         }),
       ),
     ]);
     // Jobs claimed are taken in even if the settle beside the claim failed: the error path then
     // gives them back instead of leaving them to their leases.
     if (claimed.status === 'fulfilled') {
+      this.settings.claimShape.flow = claimed.value.flow;
       buffer.settled(batch, claimed.value.settled);
       this.#ledger.claimed(claimed.value.jobs.length);
       this.#waiting.push(...claimed.value.jobs);

@@ -1,5 +1,6 @@
 import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
+import type { DeclaredLimit } from '../../db/statements/limits.js';
 import type { Clock } from '../clock.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
 import type { Logger } from '../logger.js';
@@ -41,4 +42,11 @@ export interface WorkerSettings {
   readonly lingerPollMs: number;
   /** The same kinds, as a list (looked through on every turn of the loop). */
   readonly kindList: readonly Kind[];
+  /** The concurrency limits the kinds and their queue definitions declare. */
+  readonly limits: readonly DeclaredLimit[];
+  /**
+   * What the last claim said of the next (`flow`): a warm instance's next invocation starts with
+   * the claim shape its last one ended with. The only state shared between invocations.
+   */
+  readonly claimShape: { flow: boolean };
 }

@@ -3,7 +3,7 @@ import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../../base/identi
 import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
 import { type Clock, systemClock } from '../clock.js';
-import type { JobDefinition, JobHandler } from '../jobs.js';
+import { declaredLimits, type JobDefinition, type JobHandler } from '../jobs.js';
 import { jsonLogger, type Logger } from '../logger.js';
 import type { InvocationStarter } from './admission.js';
 import { Invocation } from './invocation.js';
@@ -175,6 +175,8 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     infoLogs: logger.isEnabled?.('info') ?? true,
     kinds,
     kindList: [...kinds.values()],
+    limits: declaredLimits(options.jobs),
+    claimShape: { flow: false },
     name,
     maxInvocations,
     fanOut,

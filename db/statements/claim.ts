@@ -1,12 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { Completion, Outcome, SettleReport } from '../../base/outcomes.js';
-import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
+import type { ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows, sqlStateOf } from '../execute.js';
 import { appendCapped, jobsRef, nowExpr } from './common.js';
-import { releaseAfterCtes, releaseParkedCtes } from './ordering.js';
-import { notPaused } from './pauses.js';
+import {
+  type DeclaredLimit,
+  effectiveLimitsCte,
+  flowNeeded,
+  heldCte,
+  keyedCtes,
+  notHeld,
+  withinLimitsCtes,
+} from './limits.js';
+import { notPaused, pausedNames } from './pauses.js';
 import { addToReport, type SettleReportRow, settleCtes, settleOutcomes, settleReportRows } from './settle.js';
 
 export interface ClaimRequest {
@@ -37,6 +45,19 @@ export interface ClaimRequest {
    * registered a moment ago count — the invocation's own memory of them would not).
    */
   laneWhen?: { worker: string; moreThan: number };
+  /**
+   * Concurrency limits the code declares for this claimer's queues and kinds; the limits table
+   * overrides them and adds its own. @defaultValue none
+   */
+  limits?: readonly DeclaredLimit[];
+  /** Test hook: the hash at which the walk over concurrency keys starts. @defaultValue random */
+  keyStart?: number;
+  /**
+   * Send the flow claim first (what the last claim's `flow` said). A plain claim that finds a limit
+   * or a keyed job claims nothing and the flow claim follows at once, so this only saves that
+   * round trip. @defaultValue false (true when `limits` declares any)
+   */
+  flow?: boolean;
 }
 
 /**
@@ -48,17 +69,18 @@ export interface ClaimRequest {
  * on few heap pages. The expression is the index's: change both together (a migration).
  */
 export const CLAIM_LANES = 16;
-/**
- * Keys the sweep at an invocation's start looks at for a missed release: the ones with the oldest
- * parked jobs first. Every parked follower whose key is busy is looked at too, so keep it small.
- */
-const SWEEP_KEYS = 50;
 export const LANE_RUN = 64;
+/** Concurrency keys one claim visits at most (twice its batch, up to this). */
+const MAX_KEYS_WALKED = 500;
+
+const randomInt32 = () => Math.floor(Math.random() * 2 ** 32) - 2 ** 31;
 
 export interface ClaimResult {
   jobs: ClaimedJob[];
   /** What became of `request.settle`. */
   settled: SettleReport;
+  /** Whether the next claim needs the flow claim (a limit applies, or keyed jobs wait): pass it as `flow`. */
+  flow: boolean;
 }
 
 /** The claim's one row: the claimed jobs and the settle report, each a JSON array of tuples. */
@@ -85,19 +107,28 @@ type ClaimRow = {
         runAtMs: number | null,
       ][]
     | null;
+  /** A limit applies to this claimer, or a job with a concurrency key waits. */
+  flow: boolean;
 };
 
 /**
  * Claims up to `limit` jobs in ONE statement (JobClaimMany), and writes the outcomes of the
  * previous batch in the same statement when given.
  *
- * Candidates come from two SKIP LOCKED subqueries — runnable queued rows in claim order,
- * and running rows whose lease expired with attempts left (rescue) — each with its own
- * LIMIT, which is the fence that stops the planner from locking more rows than we take. The
- * predicates are re-checked on each row's latest version when it is locked, so every picked
+ * Candidates come from SKIP LOCKED subqueries — runnable queued rows in claim order (a lane's
+ * first, when given), and running rows whose lease expired with attempts left (rescue) — each with
+ * its own LIMIT, which is the fence that stops the planner from locking more rows than we take.
+ * The predicates are re-checked on each row's latest version when it is locked, so every picked
  * row runs: the claim's lease token, a lease on the database clock, one more attempt. Rows past
- * their deadline and rescues with no attempts left are never picked; buryDoomed() moves them
- * to the DLQ (the worker runs it at the start of every invocation).
+ * their deadline and rescues with no attempts left are never picked; buryDoomed() moves them to
+ * the DLQ (the worker runs it at the start of every invocation).
+ *
+ * Two shapes. The plain claim is the above. The flow claim (JobClaimFlow) is taken when a
+ * concurrency limit applies to the claimer's queues or kinds, or jobs with a concurrency key wait:
+ * keyed jobs come from a walk over their keys (fair share, see keyedCtes), and claim_room decides
+ * race-free which candidates fit their limits. The plain claim checks for both first, and when it
+ * finds either it claims nothing (its settle still writes) and the flow claim follows at once; the
+ * flow claim costs about 3 ms more to plan, which a claim that needs neither never pays.
  *
  * One lease token per claim, not per job: the token fences a holder, and a job claimed again
  * is claimed by another statement, so it gets another token. The worker sends the token once
@@ -106,118 +137,29 @@ type ClaimRow = {
 export async function claimJobs(db: AnyPgDatabase, schema: string, request: ClaimRequest): Promise<ClaimResult> {
   const settle = request.settle ?? [];
   if (request.limit < 1 || request.leases.length === 0) {
-    return { jobs: [], settled: await settleOutcomes(db, schema, settle, request.now, request.completion) };
+    const settled = await settleOutcomes(db, schema, settle, request.now, request.completion);
+    return { jobs: [], settled, flow: request.flow ?? false };
   }
-  const jobs = jobsRef(schema);
-  const leaseToken = randomUUID();
-  const kinds = request.leases.map((l) => l.kind);
-  const rescueError = sql`jsonb_build_object('class', 'lease_expired',
-    'message', 'the lease expired before its holder finished (the invocation died or overran)',
-    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))`;
-  const leaseMs = request.leases.map((l) => Math.max(1, Math.round(l.leaseMs)));
-  const queueFilter = request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``;
-  const hasSettle = settle.length > 0;
-  // A row this statement settles must not also be rescued by it (one row, one write).
-  const notSettling = hasSettle ? sql`and j.id not in (select id from settle_input)` : sql``;
-  // The outcomes are written before the claim locks anything. A locking scan that meets a row
-  // another claim just updated locks its newest version before re-checking it (and keeps that
-  // lock to the end of its statement), so it can hold one of OUR running rows; if our settle
-  // waited on it while our own scan held one of ITS rows, the two statements would deadlock
-  // (seen at 16 concurrent invocations). Settling first, a statement only ever waits while it
-  // holds no such lock, and a claim never waits (SKIP LOCKED): no cycle.
-  const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
-  const now = sql`(select now from clock)`;
-  // Paused queues and kinds are never claimed, rescues included (a rescue starts an attempt).
-  // A job with an ordering key runs only while no other job of its key runs and no earlier one
-  // waits to run (a retrying head blocks its key) or, dead, holds it. Parked followers (run_at =
-  // infinity) are waiting for this very job and do not count.
-  // Two probes, each on its own index (one OR'd probe was planned on the lease index and read
-  // every running row for each candidate).
-  const inTurn = sql`(j.ordering_key is null or (
-    not exists (
-      select 1 from ${jobs} o
-      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
-    and not exists (
-      select 1 from ${jobs} o
-      where o.ordering_key = j.ordering_key and o.id < j.id and o.state in ('queued', 'running', 'dead')
-        and ((o.state = 'queued' and o.run_at <> 'infinity') or (o.state = 'dead' and o.ordering_hold)))))`;
-  const kindFilter = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter} and ${notPaused(schema)} and ${inTurn}`;
-  const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   const lane = request.lane;
   if (lane !== undefined && !(Number.isInteger(lane) && lane >= 0 && lane < CLAIM_LANES)) {
     throw new RangeError(`lane must be an integer from 0 to ${CLAIM_LANES - 1}`);
   }
-  const runnable = sql`j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${kindFilter} ${afterSettle}`;
-  const laneExpr = sql.raw(`((j.id / ${LANE_RUN}) % ${CLAIM_LANES})`);
-  // The lane's rows in claim order (jobs_claim_lane_idx); the head fills what the lane lacks, and
-  // is read only then (the union below stops pulling once it has `limit` rows).
-  const when = request.laneWhen;
-  // A one-time condition (an InitPlan): when it is false, the lane yields nothing and the head serves.
-  const laneOn =
-    when === undefined
-      ? sql``
-      : sql`and (select count(*) from ${sql.identifier(schema)}.invocations i
-          where i.worker = ${when.worker} and i.expires_at > ${now}) > ${when.moreThan}`;
-  const laneCte =
-    lane === undefined
-      ? sql``
-      : sql`in_lane as (
-      select j.id from ${jobs} j
-      where ${laneExpr} = ${lane}::bigint and ${runnable} ${laneOn}
-      order by ${laneExpr}, j.priority, j.run_at, j.id
-      limit ${request.limit}
-      for update skip locked
-    ),`;
-  const fromLane = lane === undefined ? sql`` : sql`select id from in_lane union all `;
-  // The head meets the lane's rows too, and locks them again (they are ours): not twice.
-  const notInLane = lane === undefined ? sql`` : sql`and j.id not in (select id from in_lane)`;
-  const statement = sql`with clock as (select ${nowExpr(request.now)} as now),
-    ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
-    ${laneCte}
-    ready as (
-      select j.id from ${jobs} j
-      where ${runnable} ${notInLane}
-      order by j.priority, j.run_at, j.id
-      limit ${request.limit}
-      for update skip locked
-    ),
-    expired as (
-      -- Rescue: a lease that ran out (its holder died or overran) with attempts left.
-      select j.id from ${jobs} j
-      where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
-        and ${notPastDeadline} and ${kindFilter} ${notSettling} ${afterSettle}
-      order by j.lease_expires_at
-      limit ${request.limit}
-      for update skip locked
-    ),
-    claimed as (
-      -- The row is locked and the predicates above were re-checked on its latest version,
-      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
-      update ${jobs} j set
-        state = 'running',
-        attempt = j.attempt + 1,
-        lease_token = ${leaseToken}::uuid,
-        lease_expires_at = ${now} + (${sql.param(leaseMs)}::int[])[array_position(${sql.param(kinds)}::text[], j.kind)]
-          * interval '1 millisecond',
-        locked_by = ${request.invocationId},
-        started_at = coalesce(j.started_at, ${now}),
-        attempted_at = ${now},
-        updated_at = ${now},
-        last_error = case when j.state = 'running' then ${rescueError} else j.last_error end,
-        errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
-      -- Rescues first (a backlog must not starve them), then the lane, then the head.
-      from (select id from expired union all ${fromLane}select id from ready limit ${request.limit}) p
-      where j.id = p.id
-      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
-        j.ordering_key
-    )
-    -- One row with two JSON arrays: the driver parses each with one JSON.parse instead of a dozen
-    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
-    select
-      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id, c.ordering_key) order by c.priority, c.run_at, c.id)
-        from claimed c) as jobs,
-      ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report`;
+  const flowFirst = request.flow === true || (request.limits?.length ?? 0) > 0;
+  const first = await runClaim(db, schema, request, flowFirst ? 'flow' : 'plain');
+  if (flowFirst || !first.flow) return first;
+  // The plain claim found a limit or a keyed job and claimed nothing; its settle is written.
+  const second = await runClaim(db, schema, { ...request, settle: [] }, 'flow');
+  return { ...second, settled: first.settled };
+}
+
+async function runClaim(
+  db: AnyPgDatabase,
+  schema: string,
+  request: ClaimRequest,
+  shape: 'plain' | 'flow',
+): Promise<ClaimResult> {
+  const leaseToken = randomUUID();
+  const statement = claimStatement(schema, request, shape, leaseToken);
   // Two heads of one ordering key can both be ready when their enqueues raced (neither saw the
   // other); the unique index on running rows then refuses the second claim's update. The whole
   // statement rolled back (its settle too): run it once more, with a snapshot that sees the winner.
@@ -228,12 +170,12 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
     if (sqlStateOf(err) !== '23505') throw err;
     rows = await queryRows<ClaimRow>(db, statement, schema);
   }
-  const result: ClaimResult = { jobs: [], settled: { lost: new Set(), changed: new Map() } };
-  const { jobs: claimed, report } = rows[0] ?? { jobs: null, report: null };
-  for (const [row_kind, id, state, dead_reason, run_at_ms] of report ?? []) {
+  const row = rows[0] ?? { jobs: null, report: null, flow: false };
+  const result: ClaimResult = { jobs: [], settled: { lost: new Set(), changed: new Map() }, flow: row.flow };
+  for (const [row_kind, id, state, dead_reason, run_at_ms] of row.report ?? []) {
     addToReport(result.settled, { row_kind, id, state, dead_reason, run_at_ms });
   }
-  for (const [id, kind, queue, payload, priority, attempt, maxAttempts, correlationId, orderingKey] of claimed ?? []) {
+  for (const [id, kind, queue, payload, priority, attempt, maxAttempts, correlationId, orderingKey] of row.jobs ?? []) {
     result.jobs.push({
       id,
       kind,
@@ -250,79 +192,145 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   return result;
 }
 
-/**
- * Moves to the DLQ the rows a claim must never run (JobBuryDoomedMany): queued jobs past their
- * deadline (deadline_exceeded) and running jobs whose lease expired with no attempt left, or
- * past their deadline (lease_expired / deadline_exceeded). Each part reads only its own
- * partial index; cheap enough to run at the start of every invocation.
- */
-export async function buryDoomed(
-  db: AnyPgDatabase,
-  schema: string,
-  request: { kinds: readonly string[]; queues?: readonly string[]; limit: number; now?: Date },
-): Promise<ClaimDeadJob[]> {
+function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 'flow', leaseToken: string): SQL {
+  const settle = request.settle ?? [];
+  const limit = request.limit;
   const jobs = jobsRef(schema);
-  const now = sql`(select now from clock)`;
-  const kindFilter = sql`j.kind = any(${sql.param(request.kinds)}::text[]) ${
-    request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``
-  }`;
+  const kinds = request.leases.map((l) => l.kind);
   const rescueError = sql`jsonb_build_object('class', 'lease_expired',
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
-    'attempt', j.attempt, 'holder', j.locked_by, 'at', ${now})`;
-  const error = sql`(case when j.deadline <= ${now}
-    then jsonb_build_object('class', 'deadline_exceeded',
-      'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${now})
-    else ${rescueError} end)`;
-  const rows = await queryRows<{
-    id: string;
-    kind: string;
-    queue: string;
-    attempt: number;
-    dead_reason: string;
-    correlation_id: string | null;
-  }>(
-    db,
-    sql`with clock as (select ${nowExpr(request.now)} as now),
-    -- Ordering keys whose release was missed (a follower committed beside its predecessor's end):
-    -- their next jobs become claimable. The keys of the rows this statement buries are released
-    -- below (released_next).
-    ${releaseParkedCtes(schema, { limit: SWEEP_KEYS })},
-    by_deadline as (
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))`;
+  const leaseMs = request.leases.map((l) => Math.max(1, Math.round(l.leaseMs)));
+  const queueFilter = request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``;
+  const hasSettle = settle.length > 0;
+  // A row this statement settles must not also be rescued by it (one row, one write).
+  const notSettling = hasSettle ? sql`and j.id not in (select id from settle_input)` : sql``;
+  // The outcomes are written before the claim locks anything. A locking scan that meets a row
+  // another claim just updated locks its newest version before re-checking it (and keeps that
+  // lock to the end of its statement), so it can hold one of OUR running rows; if our settle
+  // waited on it while our own scan held one of ITS rows, the two statements would deadlock
+  // (seen at 16 concurrent invocations). Settling first, a statement only ever waits while it
+  // holds no such lock, and a claim never waits (SKIP LOCKED): no cycle. (claim_room's advisory
+  // locks are taken after the settle too, in one global order.)
+  const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
+  const now = sql`(select now from clock)`;
+  // A job with an ordering key runs only while no other job of its key runs and no earlier one
+  // waits to run (a retrying head blocks its key) or, dead, holds it. Parked followers (run_at =
+  // infinity) are waiting for this very job and do not count.
+  // Two probes, each on its own index (one OR'd probe was planned on the lease index and read
+  // every running row for each candidate).
+  const inTurn = sql`(j.ordering_key is null or (
+    not exists (
+      select 1 from ${jobs} o
+      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
+    and not exists (
+      select 1 from ${jobs} o
+      where o.ordering_key = j.ordering_key and o.id < j.id and o.state in ('queued', 'running', 'dead')
+        and ((o.state = 'queued' and o.run_at <> 'infinity') or (o.state = 'dead' and o.ordering_hold)))))`;
+  const mine = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
+  const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
+  // Paused queues and kinds are never claimed, rescues included (a rescue starts an attempt). The
+  // flow claim also leaves out the queues and kinds a limit fills — not for rescues, which start
+  // no new job.
+  const runnable = sql`j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${mine}
+    and ${shape === 'flow' ? notHeld() : notPaused(schema)} and ${inTurn} ${afterSettle}`;
+  const lane = request.lane;
+  const laneExpr = sql.raw(`((j.id / ${LANE_RUN}) % ${CLAIM_LANES})`);
+  // The lane's rows in claim order (jobs_claim_lane_idx); the head fills what the lane lacks, and
+  // is read only then (the union below stops pulling once it has `limit` rows).
+  const when = request.laneWhen;
+  // A one-time condition (an InitPlan): when it is false, the lane yields nothing and the head serves.
+  const laneOn =
+    when === undefined
+      ? sql``
+      : sql`and (select count(*) from ${sql.identifier(schema)}.invocations i
+          where i.worker = ${when.worker} and i.expires_at > ${now}) > ${when.moreThan}`;
+  const laneCte =
+    lane === undefined
+      ? sql``
+      : sql`in_lane as (
       select j.id from ${jobs} j
-      where j.state = 'queued' and j.deadline is not null and j.deadline <= ${now} and ${kindFilter}
-      limit ${request.limit}
+      where ${laneExpr} = ${lane}::bigint and ${runnable} and j.concurrency_key is null ${laneOn}
+      order by ${laneExpr}, j.priority, j.run_at, j.id
+      limit ${limit}
+      for update skip locked
+    ),`;
+  const fromLane = lane === undefined ? sql`` : sql`select id from in_lane union all `;
+  // The head meets the lane's rows too, and locks them again (they are ours): not twice.
+  const notInLane = lane === undefined ? sql`` : sql`and j.id not in (select id from in_lane)`;
+  const flowCtes =
+    shape === 'plain'
+      ? sql``
+      : sql`${keyedCtes(schema, {
+          limit,
+          maxKeys: Math.min(2 * limit, MAX_KEYS_WALKED),
+          start: request.keyStart ?? randomInt32(),
+          runnable,
+        })},
+    cands as (
+      ${lane === undefined ? sql`` : sql`select id, 1 as src from in_lane union all`}
+      select id, 2 as src from ready union all select id, 2 from keyed
+    ),
+    ${withinLimitsCtes(schema, { limit, gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true` })},`;
+  // Rescues first (a backlog must not starve them), then the lane, then the head. The plain claim
+  // takes nothing when the flow claim is needed (a one-time condition: nothing below it runs).
+  const picked =
+    shape === 'plain'
+      ? sql`(select id from expired union all ${fromLane}select id from ready limit ${limit}) p
+        where not (select f.needed from flow f) and j.id = p.id`
+      : sql`(select id from expired union all select id from within limit ${limit}) p where j.id = p.id`;
+  return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
+    ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
+    flow as (select ${flowNeeded(schema, { kinds, queues: request.queues })} as needed),
+    ${
+      shape === 'flow'
+        ? sql`${effectiveLimitsCte(schema, { declared: request.limits ?? [], kinds, queues: request.queues })},
+    ${heldCte(schema, (scope) => pausedNames(schema, scope))},`
+        : sql``
+    }
+    ${laneCte}
+    ready as (
+      select j.id from ${jobs} j
+      where ${runnable} and j.concurrency_key is null ${notInLane}
+      order by j.priority, j.run_at, j.id
+      limit ${limit}
       for update skip locked
     ),
-    by_lease as (
+    expired as (
+      -- Rescue: a lease that ran out (its holder died or overran) with attempts left.
       select j.id from ${jobs} j
-      where j.state = 'running' and j.lease_expires_at <= ${now}
-        and (j.attempt >= j.max_attempts or j.deadline <= ${now}) and ${kindFilter}
-      limit ${request.limit}
+      where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
+        and ${notPastDeadline} and ${mine} and ${notPaused(schema)} and ${inTurn} ${notSettling} ${afterSettle}
+      order by j.lease_expires_at
+      limit ${limit}
       for update skip locked
     ),
-    buried as (
-    update ${jobs} j set
-      state = 'dead',
-      dead_reason = case when j.deadline <= ${now} then 'deadline_exceeded' else 'lease_expired' end,
-      finished_at = ${now},
-      lease_expires_at = null,
-      last_error = ${error},
-      errors = ${appendCapped(sql`j.errors`, error)},
-      updated_at = ${now}
-    from (select id from by_deadline union all select id from by_lease) d
-    where j.id = d.id
-    returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
-    ),
-    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}
-    select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`,
-    schema,
-  );
-  return rows.map((r) => ({
-    id: r.id,
-    kind: r.kind,
-    queue: r.queue,
-    attempt: r.attempt,
-    reason: r.dead_reason as ClaimDeadJob['reason'],
-    correlationId: r.correlation_id,
-  }));
+    ${flowCtes}
+    claimed as (
+      -- The row is locked and the predicates above were re-checked on its latest version,
+      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
+      update ${jobs} j set
+        state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = ${leaseToken}::uuid,
+        lease_expires_at = ${now} + (${sql.param(leaseMs)}::int[])[array_position(${sql.param(kinds)}::text[], j.kind)]
+          * interval '1 millisecond',
+        locked_by = ${request.invocationId},
+        started_at = coalesce(j.started_at, ${now}),
+        attempted_at = ${now},
+        updated_at = ${now},
+        last_error = case when j.state = 'running' then ${rescueError} else j.last_error end,
+        errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
+      from ${picked}
+      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
+        j.ordering_key
+    )
+    -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
+    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
+    select
+      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
+          c.max_attempts, c.correlation_id, c.ordering_key) order by c.priority, c.run_at, c.id)
+        from claimed c) as jobs,
+      ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report,
+      (select f.needed from flow f) as flow`;
 }

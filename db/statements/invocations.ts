@@ -92,14 +92,17 @@ export async function readBacklog(
   request: { worker: string; kinds: readonly string[]; queues?: readonly string[]; cap: number; now?: Date },
 ): Promise<Backlog> {
   const queueFilter = request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``;
+  const ready = sql`j.state = 'queued' and j.run_at <= (select now from clock)
+    and j.kind = any(${sql.param(request.kinds)}::text[]) ${queueFilter} and ${notPaused(schema)}`;
   const rows = await queryRows<{ ready: number; running: number; leader_slot: number | null }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now)
     select
       (select count(*) from (
-        select 1 from ${jobsRef(schema)} j
-        where j.state = 'queued' and j.run_at <= (select now from clock)
-          and j.kind = any(${sql.param(request.kinds)}::text[]) ${queueFilter} and ${notPaused(schema)}
+        -- Jobs without a concurrency key through the claim index, then keyed ones through theirs.
+        select 1 from ${jobsRef(schema)} j where ${ready} and j.concurrency_key is null
+        union all
+        select 1 from ${jobsRef(schema)} j where ${ready} and j.concurrency_key is not null
         limit ${Math.max(1, Math.round(request.cap))}
       ) r)::int as ready,
       (select count(*) from ${invocationsRef(schema)} i

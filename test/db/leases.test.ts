@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buryDoomed, type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
+import { buryDoomed } from '../../db/statements/bury.js';
+import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { extendLease, releaseJobs, reportProgress, settleJobs } from '../../db/statements/settle.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';

@@ -1,0 +1,89 @@
+import { sql } from 'drizzle-orm';
+import type { ClaimDeadJob } from '../../base/rows.js';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import { appendCapped, jobsRef, nowExpr } from './common.js';
+import { releaseAfterCtes, releaseParkedCtes } from './ordering.js';
+
+/**
+ * Keys the sweep at an invocation's start looks at for a missed release: the ones with the oldest
+ * parked jobs first. Every parked follower whose key is busy is looked at too, so keep it small.
+ */
+const SWEEP_KEYS = 50;
+
+/**
+ * Moves to the DLQ the rows a claim must never run (JobBuryDoomedMany): queued jobs past their
+ * deadline (deadline_exceeded) and running jobs whose lease expired with no attempt left, or
+ * past their deadline (lease_expired / deadline_exceeded). Each part reads only its own
+ * partial index; cheap enough to run at the start of every invocation.
+ */
+export async function buryDoomed(
+  db: AnyPgDatabase,
+  schema: string,
+  request: { kinds: readonly string[]; queues?: readonly string[]; limit: number; now?: Date },
+): Promise<ClaimDeadJob[]> {
+  const jobs = jobsRef(schema);
+  const now = sql`(select now from clock)`;
+  const kindFilter = sql`j.kind = any(${sql.param(request.kinds)}::text[]) ${
+    request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``
+  }`;
+  const rescueError = sql`jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', ${now})`;
+  const error = sql`(case when j.deadline <= ${now}
+    then jsonb_build_object('class', 'deadline_exceeded',
+      'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${now})
+    else ${rescueError} end)`;
+  const rows = await queryRows<{
+    id: string;
+    kind: string;
+    queue: string;
+    attempt: number;
+    dead_reason: string;
+    correlation_id: string | null;
+  }>(
+    db,
+    sql`with clock as (select ${nowExpr(request.now)} as now),
+    -- Ordering keys whose release was missed (a follower committed beside its predecessor's end):
+    -- their next jobs become claimable. The keys of the rows this statement buries are released
+    -- below (released_next).
+    ${releaseParkedCtes(schema, { limit: SWEEP_KEYS })},
+    by_deadline as (
+      select j.id from ${jobs} j
+      where j.state = 'queued' and j.deadline is not null and j.deadline <= ${now} and ${kindFilter}
+      limit ${request.limit}
+      for update skip locked
+    ),
+    by_lease as (
+      select j.id from ${jobs} j
+      where j.state = 'running' and j.lease_expires_at <= ${now}
+        and (j.attempt >= j.max_attempts or j.deadline <= ${now}) and ${kindFilter}
+      limit ${request.limit}
+      for update skip locked
+    ),
+    buried as (
+    update ${jobs} j set
+      state = 'dead',
+      dead_reason = case when j.deadline <= ${now} then 'deadline_exceeded' else 'lease_expired' end,
+      finished_at = ${now},
+      lease_expires_at = null,
+      last_error = ${error},
+      errors = ${appendCapped(sql`j.errors`, error)},
+      updated_at = ${now}
+    from (select id from by_deadline union all select id from by_lease) d
+    where j.id = d.id
+    returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
+    ),
+    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}
+    select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`,
+    schema,
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    queue: r.queue,
+    attempt: r.attempt,
+    reason: r.dead_reason as ClaimDeadJob['reason'],
+    correlationId: r.correlation_id,
+  }));
+}

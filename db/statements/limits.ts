@@ -1,0 +1,276 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import { epochMs, nowExpr, toDate } from './common.js';
+
+/**
+ * What a concurrency limit counts: `queue` — running jobs in the queue `name`; `kind` — running
+ * jobs of the kind `name`; `key` — running jobs of each concurrency key in the queue `name`.
+ */
+export type LimitScope = 'queue' | 'kind' | 'key';
+
+/** A limit as the code declares it (queue definitions and kind options). */
+export interface DeclaredLimit {
+  scope: LimitScope;
+  name: string;
+  maxRunning: number;
+}
+
+/** A limit set at run time: it overrides the code's limit of the same scope and name. */
+export interface LimitOverride extends DeclaredLimit {
+  setAt: Date;
+  setBy: string;
+  reason: string | null;
+}
+
+const limitsRef = (schema: string) => sql`${sql.identifier(schema)}.limits`;
+
+/**
+ * The condition that limit row `l` (scope, name) applies to a claimer of `kinds` in `queues`.
+ */
+function appliesTo(request: { kinds: readonly string[]; queues?: readonly string[] }): SQL {
+  return request.queues
+    ? sql`((l.scope = 'kind' and l.name = any(${sql.param(request.kinds)}::text[]))
+        or (l.scope <> 'kind' and l.name = any(${sql.param(request.queues)}::text[])))`
+    : sql`(l.scope <> 'kind' or l.name = any(${sql.param(request.kinds)}::text[]))`;
+}
+
+/**
+ * The claim's CTE `lim` (scope, name, max_running): the limits that apply to this claimer — the
+ * declared ones, each replaced by the table's override of the same scope and name, and the table's
+ * other limits on the claimer's queues and kinds. Read once per statement, from a table of a few rows.
+ */
+export function effectiveLimitsCte(
+  schema: string,
+  request: { declared: readonly DeclaredLimit[]; kinds: readonly string[]; queues?: readonly string[] },
+): SQL {
+  const d = request.declared;
+  if (d.length === 0) {
+    return sql`lim as (select l.scope, l.name, l.max_running from ${limitsRef(schema)} l where ${appliesTo(request)})`;
+  }
+  return sql`lim as (
+      select l.scope, l.name, l.max_running from (
+        select coalesce(t.scope, c.scope) as scope, coalesce(t.name, c.name) as name,
+          coalesce(t.max_running, c.max_running) as max_running
+        from unnest(${sql.param(d.map((l) => l.scope))}::text[], ${sql.param(d.map((l) => l.name))}::text[],
+            ${sql.param(d.map((l) => l.maxRunning))}::int[]) as c(scope, name, max_running)
+          full join ${limitsRef(schema)} t on t.scope = c.scope and t.name = c.name
+      ) l
+      where ${appliesTo(request)}
+    )`;
+}
+
+/**
+ * Whether this claimer needs the flow claim: a limit applies to its queues or kinds (none is
+ * declared: the caller sends the flow claim when the code declares one), or a job with a
+ * concurrency key waits. Two probes of a few index entries.
+ */
+export function flowNeeded(schema: string, request: { kinds: readonly string[]; queues?: readonly string[] }): SQL {
+  return sql`(exists (select 1 from ${limitsRef(schema)} l where ${appliesTo(request)})
+    or exists (select 1 from ${sql.identifier(schema)}.jobs j where j.state = 'queued' and j.concurrency_key is not null))`;
+}
+
+/**
+ * The claim's CTE `held` (queues, kinds): the names its candidate scans leave out — paused ones,
+ * and those a limit already fills as far as the claim's snapshot sees, so that a full queue's
+ * backlog never crowds another queue out of a batch (the decision itself is claim_room's). One
+ * row, computed once: each candidate is compared with two small arrays.
+ */
+export function heldCte(schema: string, paused: (scope: 'queue' | 'kind') => SQL): SQL {
+  const full = (scope: 'queue' | 'kind') => sql`coalesce((select array_agg(l.name) from lim l
+      where l.scope = ${scope} and (select count(*) from (select 1 from ${sql.identifier(schema)}.jobs r
+        where r.state = 'running' and r.${sql.raw(scope)} = l.name limit l.max_running) x) >= l.max_running), '{}'::text[])`;
+  return sql`held as (
+      select ${paused('queue')} || ${full('queue')} as queues, ${paused('kind')} || ${full('kind')} as kinds
+    )`;
+}
+
+/**
+ * The condition that job `j` is in no held queue and of no held kind. `|| ''` hides the columns'
+ * statistics from the planner, as in notPaused (pauses.ts). A function: a sql`` built at import
+ * time breaks a bundled function (see pauses.ts).
+ */
+export const notHeld = () => sql`(j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
+  and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[]))`;
+
+/**
+ * CTEs `key_walk_a`, `key_walk_b` and `keyed`: the claim's candidates that have a concurrency key,
+ * key by key. The walk steps from key to key along jobs_keyed_idx (one index probe per key, however
+ * many jobs a key holds), in hash order from `start`, wrapping round, for at most `maxKeys` keys;
+ * from each it takes up to its share of the batch (`limit` / keys found, rounded up), fewer when
+ * the queue's per-key limit leaves the key less room. So a key with 100,000 ready jobs takes one
+ * share like a key with ten, and a claim never walks one key's backlog row by row.
+ * `runnable` is the claim's condition on `j`.
+ */
+export function keyedCtes(
+  schema: string,
+  request: { limit: number; maxKeys: number; start: number; runnable: SQL },
+): SQL {
+  const jobs = sql`${sql.identifier(schema)}.jobs`;
+  const keyCols = sql`hashtext(j.concurrency_key), j.queue, j.concurrency_key`;
+  const keyed = sql`j.state = 'queued' and j.concurrency_key is not null`;
+  const step = (from: SQL) => sql`select x.h, x.q, x.k, w.n + 1 from ${from} w cross join lateral (
+        select ${keyCols} from ${jobs} j
+        where ${keyed} and (${keyCols}) > (w.h, w.q, w.k)
+        order by ${keyCols} limit 1) x(h, q, k)`;
+  const maxKeys = Math.max(1, Math.round(request.maxKeys));
+  return sql`key_walk_a(h, q, k, n) as (
+      (select ${keyCols}, 1 from ${jobs} j
+        where ${keyed} and hashtext(j.concurrency_key) >= ${request.start}::int
+        order by ${keyCols} limit 1)
+      union all
+      ${step(sql`key_walk_a`)} where w.n < ${maxKeys}
+    ),
+    key_walk_b(h, q, k, n) as (
+      (select ${keyCols}, (select count(*) from key_walk_a)::int + 1 from ${jobs} j
+        where ${keyed} and hashtext(j.concurrency_key) < ${request.start}::int
+          and (select count(*) from key_walk_a) < ${maxKeys}
+        order by ${keyCols} limit 1)
+      union all
+      ${step(sql`key_walk_b`)} where w.n < ${maxKeys} and x.h < ${request.start}::int
+    ),
+    walked as (select h, q, k from key_walk_a union all select h, q, k from key_walk_b),
+    keyed as (
+      select c.id from walked w
+      cross join lateral (
+        select coalesce((select greatest(l.max_running - (select count(*) from (
+            select 1 from ${jobs} r
+            where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k limit l.max_running) x), 0)
+          from lim l where l.scope = 'key' and l.name = w.q), ${request.limit}) as room
+      ) kr
+      cross join lateral (
+        select j.id from ${jobs} j
+        where ${keyed} and hashtext(j.concurrency_key) = w.h and j.queue = w.q and j.concurrency_key = w.k
+          and ${request.runnable}
+        order by j.priority, j.run_at, j.id
+        limit least(kr.room, ceil(${request.limit}::numeric / greatest((select count(*) from walked), 1))::bigint)
+        for update skip locked
+      ) c
+    )`;
+}
+
+/**
+ * CTEs `cinfo`, `need`, `room` and `within` after the candidate CTEs: which candidates (`cands`:
+ * id, src — 1 lane, 2 head or keyed) fit their limits. claim_room locks every limited scope the
+ * candidates touch and counts its running jobs afresh (see migration 0012); a candidate is taken
+ * when, in each of its scopes, fewer candidates come before it than the scope has room. `gate`
+ * makes the count wait for the statement's own settle (so jobs it just ended free their places).
+ */
+export function withinLimitsCtes(schema: string, request: { limit: number; gate: SQL }): SQL {
+  const jobs = sql`${sql.identifier(schema)}.jobs`;
+  const order = sql`c.src, c.priority, c.run_at, c.id`;
+  return sql`cinfo as (
+      select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at
+      from cands c join ${jobs} j on j.id = c.id
+    ),
+    need as (
+      select l.scope, l.name, null::text as key, l.max_running from lim l
+      where l.scope <> 'key' and ${request.gate}
+        and exists (select 1 from cinfo c where (case l.scope when 'queue' then c.queue else c.kind end) = l.name)
+      union all
+      select 'key', c.queue, c.ck, l.max_running from cinfo c join lim l on l.scope = 'key' and l.name = c.queue
+      where c.ck is not null and ${request.gate}
+      group by c.queue, c.ck, l.max_running
+    ),
+    room as (
+      select * from ${sql.identifier(schema)}.claim_room(
+        (select coalesce(array_agg(scope), '{}') from need), (select coalesce(array_agg(name), '{}') from need),
+        (select coalesce(array_agg(key), '{}') from need), (select coalesce(array_agg(max_running), '{}') from need))
+    ),
+    within as (
+      select r.id from (
+        select c.*,
+          row_number() over (partition by c.queue order by ${order}) as in_queue,
+          row_number() over (partition by c.kind order by ${order}) as in_kind,
+          row_number() over (partition by c.queue, c.ck order by ${order}) as in_key
+        from cinfo c
+      ) r
+      left join room q on q.limit_scope = 'queue' and q.limit_name = r.queue
+      left join room k on k.limit_scope = 'kind' and k.limit_name = r.kind
+      left join room y on y.limit_scope = 'key' and y.limit_name = r.queue and y.limit_key = r.ck
+      where r.in_queue <= coalesce(q.room, r.in_queue) and r.in_kind <= coalesce(k.room, r.in_kind)
+        and (r.ck is null or r.in_key <= coalesce(y.room, r.in_key))
+      order by r.src, r.priority, r.run_at, r.id
+      limit ${request.limit}
+    )`;
+}
+
+type LimitRow = {
+  scope: LimitScope;
+  name: string;
+  max_running: number;
+  set_at_ms: number;
+  set_by: string;
+  reason: string | null;
+};
+const toOverride = (r: LimitRow): LimitOverride => ({
+  scope: r.scope,
+  name: r.name,
+  maxRunning: r.max_running,
+  setAt: toDate(r.set_at_ms) as Date,
+  setBy: r.set_by,
+  reason: r.reason,
+});
+// A function, not a constant (see pauses.ts: bundles initialise drizzle lazily).
+const returning = () => sql`scope, name, max_running, ${epochMs(sql`set_at`)} as set_at_ms, set_by, reason`;
+
+/** Sets a run-time limit (LimitSet), replacing any earlier one of the same scope and name. */
+export async function setLimit(
+  db: AnyPgDatabase,
+  schema: string,
+  request: DeclaredLimit & { by: string; reason?: string; now?: Date },
+): Promise<{ limit: LimitOverride; previous: number | null }> {
+  const rows = await queryRows<LimitRow & { previous: number | null }>(
+    db,
+    sql`with old as (select max_running from ${limitsRef(schema)} where scope = ${request.scope} and name = ${request.name})
+    insert into ${limitsRef(schema)} as l (scope, name, max_running, set_at, set_by, reason)
+      values (${request.scope}, ${request.name}, ${request.maxRunning}, ${nowExpr(request.now)}, ${request.by},
+        ${request.reason ?? null})
+      on conflict (scope, name) do update
+        set max_running = excluded.max_running, set_at = excluded.set_at, set_by = excluded.set_by, reason = excluded.reason
+      returning ${returning()}, (select max_running from old) as previous`,
+    schema,
+  );
+  const row = rows[0] as LimitRow & { previous: number | null };
+  return { limit: toOverride(row), previous: row.previous };
+}
+
+/** Removes a run-time limit (LimitClear): the code's limit, if any, applies again. Returns the one removed, or null. */
+export async function clearLimit(
+  db: AnyPgDatabase,
+  schema: string,
+  request: { scope: LimitScope; name: string },
+): Promise<LimitOverride | null> {
+  const rows = await queryRows<LimitRow>(
+    db,
+    sql`delete from ${limitsRef(schema)} where scope = ${request.scope} and name = ${request.name} returning ${returning()}`,
+    schema,
+  );
+  return rows[0] ? toOverride(rows[0]) : null;
+}
+
+/** The run-time limits, each with how many jobs its scope runs now (LimitList). */
+export async function listLimits(
+  db: AnyPgDatabase,
+  schema: string,
+): Promise<(LimitOverride & { running: number; busiestKey: string | null })[]> {
+  const jobs = sql`${sql.identifier(schema)}.jobs`;
+  const rows = await queryRows<LimitRow & { running: number; busiest_key: string | null }>(
+    db,
+    sql`select ${returning()}, r.running, r.busiest_key from ${limitsRef(schema)} l
+      cross join lateral (
+        select case l.scope
+            when 'queue' then (select count(*) from ${jobs} j where j.state = 'running' and j.queue = l.name)
+            when 'kind' then (select count(*) from ${jobs} j where j.state = 'running' and j.kind = l.name)
+            else coalesce((select count(*) from ${jobs} j where j.state = 'running' and j.queue = l.name
+              and j.concurrency_key is not null group by j.concurrency_key order by count(*) desc limit 1), 0)
+          end::int as running,
+          case when l.scope = 'key' then (select j.concurrency_key from ${jobs} j
+            where j.state = 'running' and j.queue = l.name and j.concurrency_key is not null
+            group by j.concurrency_key order by count(*) desc, j.concurrency_key limit 1) end as busiest_key
+      ) r
+      order by l.scope, l.name`,
+    schema,
+  );
+  return rows.map((r) => ({ ...toOverride(r), running: r.running, busiestKey: r.busiest_key }));
+}
