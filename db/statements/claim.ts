@@ -146,7 +146,8 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   }
   const flowFirst = request.flow === true || (request.limits?.length ?? 0) > 0;
   const first = await runClaim(db, schema, request, flowFirst ? 'flow' : 'plain');
-  if (flowFirst || !first.flow) return first;
+  if (flowFirst) return { ...first, flow: first.flow || (request.limits?.length ?? 0) > 0 };
+  if (!first.flow) return first;
   // The plain claim found a limit or a keyed job and claimed nothing; its settle is written.
   const second = await runClaim(db, schema, { ...request, settle: [] }, 'flow');
   return { ...second, settled: first.settled };
@@ -212,6 +213,8 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
   // (seen at 16 concurrent invocations). Settling first, a statement only ever waits while it
   // holds no such lock, and a claim never waits (SKIP LOCKED): no cycle. (claim_room's advisory
   // locks are taken after the settle too, in one global order.)
+  // The limits' estimates leave out the running rows this statement ends.
+  const notEnding = hasSettle ? sql`and r.id not in (select id from settle_input)` : sql``;
   const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
   const now = sql`(select now from clock)`;
   // A job with an ordering key runs only while no other job of its key runs and no earlier one
@@ -266,6 +269,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
           maxKeys: Math.min(2 * limit, MAX_KEYS_WALKED),
           start: request.keyStart ?? randomInt32(),
           runnable,
+          notEnding,
         })},
     cands as (
       ${lane === undefined ? sql`` : sql`select id, 1 as src from in_lane union all`}
@@ -285,7 +289,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
     ${
       shape === 'flow'
         ? sql`${effectiveLimitsCte(schema, { declared: request.limits ?? [], kinds, queues: request.queues })},
-    ${heldCte(schema, (scope) => pausedNames(schema, scope))},`
+    ${heldCte(schema, (scope) => pausedNames(schema, scope), notEnding)},`
         : sql``
     }
     ${laneCte}

@@ -74,12 +74,14 @@ export function flowNeeded(schema: string, request: { kinds: readonly string[]; 
  * The claim's CTE `held` (queues, kinds): the names its candidate scans leave out — paused ones,
  * and those a limit already fills as far as the claim's snapshot sees, so that a full queue's
  * backlog never crowds another queue out of a batch (the decision itself is claim_room's). One
- * row, computed once: each candidate is compared with two small arrays.
+ * row, computed once: each candidate is compared with two small arrays. `notEnding` leaves out the
+ * running rows `r` the statement itself ends (its settle), which its snapshot still sees running.
  */
-export function heldCte(schema: string, paused: (scope: 'queue' | 'kind') => SQL): SQL {
+export function heldCte(schema: string, paused: (scope: 'queue' | 'kind') => SQL, notEnding: SQL): SQL {
   const full = (scope: 'queue' | 'kind') => sql`coalesce((select array_agg(l.name) from lim l
       where l.scope = ${scope} and (select count(*) from (select 1 from ${sql.identifier(schema)}.jobs r
-        where r.state = 'running' and r.${sql.raw(scope)} = l.name limit l.max_running) x) >= l.max_running), '{}'::text[])`;
+        where r.state = 'running' and r.${sql.raw(scope)} = l.name ${notEnding} limit l.max_running) x) >= l.max_running),
+      '{}'::text[])`;
   return sql`held as (
       select ${paused('queue')} || ${full('queue')} as queues, ${paused('kind')} || ${full('kind')} as kinds
     )`;
@@ -104,7 +106,7 @@ export const notHeld = () => sql`(j.queue || '') <> all(coalesce((select h.queue
  */
 export function keyedCtes(
   schema: string,
-  request: { limit: number; maxKeys: number; start: number; runnable: SQL },
+  request: { limit: number; maxKeys: number; start: number; runnable: SQL; notEnding: SQL },
 ): SQL {
   const jobs = sql`${sql.identifier(schema)}.jobs`;
   const keyCols = sql`hashtext(j.concurrency_key), j.queue, j.concurrency_key`;
@@ -135,7 +137,8 @@ export function keyedCtes(
       cross join lateral (
         select coalesce((select greatest(l.max_running - (select count(*) from (
             select 1 from ${jobs} r
-            where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k limit l.max_running) x), 0)
+            where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k ${request.notEnding}
+            limit l.max_running) x), 0)
           from lim l where l.scope = 'key' and l.name = w.q), ${request.limit}) as room
       ) kr
       cross join lateral (

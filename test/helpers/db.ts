@@ -83,7 +83,7 @@ export async function setupTestSchema(label: string): Promise<TestContext> {
 
 /**
  * Registers the usual hooks of a test file: a fresh schema before all tests (handed to
- * `ready`), its removal after, and an emptied jobs table before each test.
+ * `ready`), its removal after, and emptied tables (jobs, pauses, limits…) before each test.
  */
 export function useTestSchema(label: string, ready: (t: TestContext) => void): void {
   let ctx: TestContext | undefined;
@@ -95,7 +95,8 @@ export function useTestSchema(label: string, ready: (t: TestContext) => void): v
   beforeEach(async () => {
     if (ctx)
       await ctx.admin.query(
-        `truncate "${ctx.schema}".jobs, "${ctx.schema}".completed_counts, "${ctx.schema}".invocations`,
+        `truncate "${ctx.schema}".jobs, "${ctx.schema}".completed_counts, "${ctx.schema}".invocations,
+          "${ctx.schema}".pauses, "${ctx.schema}".limits`,
       );
   });
 }
