@@ -1,12 +1,22 @@
 import * as z from 'zod';
-import { type Pause, pause, pauses, resume } from '../core/flow-control.js';
+import {
+  clearLimit,
+  type LimitOverride,
+  type LimitTarget,
+  limits,
+  type Pause,
+  pause,
+  pauses,
+  resume,
+  setLimit,
+} from '../core/flow-control.js';
 import { describeIssues } from '../core/issues.js';
 import { HttpError } from './http.js';
 import type { FunctionRuntime } from './runtime.js';
 
 /**
- * The control function's body: flow control an operator changes on a deployed app (pauses today;
- * the same route will carry limits). One action per request.
+ * The control function's body: flow control an operator changes on a deployed app — pauses and
+ * concurrency limits. One action per request.
  */
 const target = { queue: z.string().optional(), kind: z.string().optional() };
 export const controlBodySchema = z.discriminatedUnion('action', [
@@ -20,12 +30,34 @@ export const controlBodySchema = z.discriminatedUnion('action', [
     .strict(),
   z.object({ action: z.literal('resume'), ...target, by: z.string().max(255).optional() }).strict(),
   z.object({ action: z.literal('list') }).strict(),
+  z
+    .object({
+      action: z.literal('limit'),
+      ...target,
+      perKey: z.boolean().optional(),
+      maxRunning: z.number().int().min(1).max(100_000),
+      reason: z.string().max(1000).optional(),
+      by: z.string().max(255).optional(),
+    })
+    .strict(),
+  z
+    .object({
+      action: z.literal('unlimit'),
+      ...target,
+      perKey: z.boolean().optional(),
+      by: z.string().max(255).optional(),
+    })
+    .strict(),
+  z.object({ action: z.literal('limits') }).strict(),
 ]);
 
 export type ControlResult =
   | { action: 'pause'; paused: Pause; changed: boolean }
   | { action: 'resume'; resumed: boolean; pause: Pause | null }
-  | { action: 'list'; paused: Pause[] };
+  | { action: 'list'; paused: Pause[] }
+  | { action: 'limit'; limit: LimitOverride; previous: number | null }
+  | { action: 'unlimit'; cleared: boolean; limit: LimitOverride | null }
+  | { action: 'limits'; limits: (LimitOverride & { running: number; busiestKey: string | null })[] };
 
 /**
  * Validates a control body and applies it; each change is logged with who made it
@@ -44,12 +76,37 @@ export async function controlFromBody(
   const { schema } = runtime.settings.require('database');
   const { logger } = runtime;
   if (input.action === 'list') return { action: 'list', paused: await runtime.withDb((db) => pauses(db, { schema })) };
+  if (input.action === 'limits')
+    return { action: 'limits', limits: await runtime.withDb((db) => limits(db, { schema })) };
   const to = input.queue !== undefined ? { queue: input.queue } : { kind: input.kind as string };
   if ((input.queue === undefined) === (input.kind === undefined)) {
     throw new HttpError(400, 'invalid_request', 'invalid request: name exactly one of queue or kind');
   }
   const scope = input.queue !== undefined ? 'queue' : 'kind';
   const by = input.by ?? defaultBy;
+  if (input.action === 'limit' || input.action === 'unlimit') {
+    if (input.perKey && input.kind !== undefined) {
+      throw new HttpError(400, 'invalid_request', 'invalid request: perKey limits are set on a queue');
+    }
+    const limitTo: LimitTarget =
+      input.queue !== undefined ? { queue: input.queue, perKey: input.perKey } : { kind: input.kind as string };
+    const what = { [scope]: input.queue ?? input.kind, perKey: input.perKey ?? false, by };
+    if (input.action === 'limit') {
+      const result = await runtime.withDb((db) =>
+        setLimit(db, limitTo, input.maxRunning, { schema, by, reason: input.reason }),
+      );
+      logger.info('limit_set', {
+        ...what,
+        maxRunning: input.maxRunning,
+        previous: result.previous,
+        reason: input.reason,
+      });
+      return { action: 'limit', ...result };
+    }
+    const cleared = await runtime.withDb((db) => clearLimit(db, limitTo, { schema }));
+    if (cleared) logger.info('limit_cleared', { ...what, was: cleared.maxRunning });
+    return { action: 'unlimit', cleared: cleared !== null, limit: cleared };
+  }
   if (input.action === 'pause') {
     const result = await runtime.withDb((db) => pause(db, to, { schema, by, reason: input.reason }));
     if (result.changed) logger.info(`${scope}_paused`, { [scope]: result.pause.name, by, reason: input.reason });

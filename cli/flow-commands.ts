@@ -1,6 +1,18 @@
-// Flow-control commands: pause and resume queues and kinds, through the same core functions as the API.
+// Flow-control commands: pause and resume queues and kinds, set and clear concurrency limits,
+// through the same core functions as the API.
 
-import { type Pause, type PauseTarget, pause, pauses, resume } from '../core/flow-control.js';
+import {
+  clearLimit,
+  type LimitTarget,
+  limits,
+  type Pause,
+  type PauseTarget,
+  pause,
+  pauses,
+  resume,
+  setLimit,
+} from '../core/flow-control.js';
+import { declaredLimits } from '../core/jobs.js';
 import type { CommandContext } from './commands.js';
 import { age, table } from './format.js';
 import { EXIT, UsageError } from './io.js';
@@ -56,7 +68,90 @@ function resumeCommand(scope: 'queue' | 'kind') {
   };
 }
 
+function limitTarget(scope: 'queue' | 'kind', ctx: CommandContext, name: string | undefined): LimitTarget {
+  if (!name) throw new UsageError(`needs a ${scope} name`);
+  if (scope === 'kind') {
+    if (ctx.o['per-key']) throw new UsageError('--per-key is for queues');
+    return { kind: name };
+  }
+  return { queue: name, perKey: ctx.o['per-key'] === true };
+}
+
+const scopeText = (scope: string, name: string) =>
+  scope === 'key' ? `each concurrency key of queue ${name}` : `${scope} ${name}`;
+
+function limitCommand(scope: 'queue' | 'kind') {
+  return async (ctx: CommandContext) => {
+    const [name, value, extra] = ctx.rest;
+    if (value === undefined || extra !== undefined) throw new UsageError(`needs a ${scope} name and a number`);
+    const n = Number(value);
+    if (!Number.isInteger(n)) throw new UsageError('the limit must be a whole number');
+    const { limit, previous } = await setLimit(ctx.conn, limitTarget(scope, ctx, name), n, {
+      schema: ctx.schema,
+      by: operator(ctx),
+      reason: str(ctx.o.reason),
+    });
+    ctx.emit(
+      `at most ${limit.maxRunning} running for ${scopeText(limit.scope, limit.name)} from the next claim on` +
+        `${previous === null ? '' : ` (was ${previous})`}; running jobs are not stopped`,
+      { limit, previous },
+    );
+    return EXIT.ok;
+  };
+}
+
+function unlimitCommand(scope: 'queue' | 'kind') {
+  return async (ctx: CommandContext) => {
+    const [name, extra] = ctx.rest;
+    if (extra !== undefined) throw new UsageError(`needs exactly one ${scope} name`);
+    const ended = await clearLimit(ctx.conn, limitTarget(scope, ctx, name), { schema: ctx.schema });
+    const what = scopeText(ctx.o['per-key'] ? 'key' : scope, name as string);
+    ctx.emit(
+      ended
+        ? `cleared the run-time limit of ${what} (was ${ended.maxRunning}); the code's limit, if any, applies again`
+        : `${what} had no run-time limit`,
+      { cleared: ended !== null, limit: ended },
+    );
+    return EXIT.ok;
+  };
+}
+
 export const FLOW_COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
+  'queues limit': limitCommand('queue'),
+  'queues unlimit': unlimitCommand('queue'),
+  'kinds limit': limitCommand('kind'),
+  'kinds unlimit': unlimitCommand('kind'),
+  async limits({ conn, schema, emit, registry }) {
+    const set = await limits(conn, { schema });
+    const declared = registry ? declaredLimits(registry.all()) : [];
+    const rows = [
+      ...set.map((l) => ({
+        limit: l.scope === 'key' ? 'per key' : l.scope,
+        name: l.name,
+        max: String(l.maxRunning),
+        running: l.scope === 'key' ? `${l.running}${l.busiestKey ? ` (${l.busiestKey})` : ''}` : String(l.running),
+        source: 'run time',
+        'set by': `${l.setBy} ${age((Date.now() - l.setAt.getTime()) / 1000)} ago${l.reason ? `: ${l.reason}` : ''}`,
+      })),
+      ...declared
+        .filter((d) => !set.some((l) => l.scope === d.scope && l.name === d.name))
+        .map((d) => ({
+          limit: d.scope === 'key' ? 'per key' : d.scope,
+          name: d.name,
+          max: String(d.maxRunning),
+          running: '',
+          source: 'code',
+          'set by': '',
+        })),
+    ];
+    emit(
+      rows.length === 0
+        ? `no run-time limits${registry ? ' and none in the code' : ' (pass --jobs to list the limits the code declares)'}`
+        : table(rows, ['limit', 'name', 'max', 'running', 'source', 'set by']),
+      { runTime: set, declared },
+    );
+    return EXIT.ok;
+  },
   'queues pause': pauseCommand('queue'),
   'queues resume': resumeCommand('queue'),
   'kinds pause': pauseCommand('kind'),

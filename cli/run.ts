@@ -40,6 +40,14 @@ commands:
   kinds pause <kind> [--reason text] [--by name]
   kinds resume <kind>                   the same, for one kind in every queue
   pauses                                what is paused, since when, by whom and why
+  queues limit <queue> <n> [--per-key] [--reason text] [--by name]
+                                        at most n of its jobs (with --per-key: of each concurrency key)
+                                        run at once, from the next claim on; overrides the code's limit
+  queues unlimit <queue> [--per-key]    clear that run-time limit: the code's limit applies again
+  kinds limit <kind> <n> [--reason text] [--by name]
+  kinds unlimit <kind>                  the same, for one kind
+  limits                                the run-time limits and what runs under them (with --jobs:
+                                        also the limits the code declares)
 
 global options:
   --json                  machine-readable output (one JSON document)
@@ -85,6 +93,7 @@ const OPTIONS = {
   'keep-attempts': { type: 'boolean' },
   by: { type: 'string' },
   dir: { type: 'string' },
+  'per-key': { type: 'boolean' },
 } as const;
 
 /** Runs one CLI command; returns the exit code. Never throws. */

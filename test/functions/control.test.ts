@@ -61,6 +61,42 @@ describe(`the control function (${testDriver()})`, () => {
     expect(await claimEmails()).toEqual(['webhooks']);
   });
 
+  it('Vercel: limit caps a queue for every claim from the next one, limits lists it with what runs, unlimit clears it', async () => {
+    await enqueuerFor(t.schema).enqueueMany(
+      t.db,
+      Array.from({ length: 5 }, (_, i) =>
+        sendEmail.with({ to: `u${i}@example.com`, subject: 's' }, { queue: 'webhooks' }),
+      ),
+    );
+    const set = await vercel({ action: 'limit', queue: 'webhooks', maxRunning: 2, reason: 'partner rate', by: 'ada' });
+    expect(set.status).toBe(200);
+    expect(await set.json()).toMatchObject({
+      action: 'limit',
+      previous: null,
+      limit: { scope: 'queue', name: 'webhooks', maxRunning: 2, setBy: 'ada', reason: 'partner rate' },
+    });
+    expect(await claimEmails()).toEqual(['webhooks', 'webhooks']);
+    const listed = (await (await vercel({ action: 'limits' })).json()) as { limits: unknown[] };
+    expect(listed.limits).toEqual([expect.objectContaining({ name: 'webhooks', maxRunning: 2, running: 2 })]);
+    const perKey = await vercel({ action: 'limit', queue: 'webhooks', perKey: true, maxRunning: 1 });
+    expect(await perKey.json()).toMatchObject({ limit: { scope: 'key', name: 'webhooks', maxRunning: 1 } });
+    const cleared = await vercel({ action: 'unlimit', queue: 'webhooks' });
+    expect(await cleared.json()).toMatchObject({ action: 'unlimit', cleared: true, limit: { maxRunning: 2 } });
+    expect(await claimEmails()).toEqual(['webhooks', 'webhooks', 'webhooks']);
+  });
+
+  it.each([
+    ['a limit of 0', { action: 'limit', queue: 'q', maxRunning: 0 }, /invalid request/],
+    ['a limit that is not a number', { action: 'limit', queue: 'q', maxRunning: '5' }, /invalid request/],
+    ['a per-key limit on a kind', { action: 'limit', kind: 'k', perKey: true, maxRunning: 2 }, /set on a queue/],
+  ])('Vercel: 400 for %s, no limit stored', async (_label, body, message) => {
+    const response = await vercel(body);
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toMatch(message);
+    const { rows } = await t.admin.query(`select count(*)::int as n from "${t.schema}".limits`);
+    expect(rows[0].n).toBe(0);
+  });
+
   it.each([
     ['no action', {}, /invalid request/],
     ['an unknown action', { action: 'drop', queue: 'q' }, /invalid request/],

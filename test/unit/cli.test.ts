@@ -193,6 +193,39 @@ describe('skiplock stats --watch', () => {
     expect((await cli('queues', 'drop', 'payments')).code).toBe(EXIT.usage);
   });
 
+  it('queues limit / unlimit, kinds limit, limits: set for every claim, listed with what runs, bad input exits 2', async () => {
+    const set = await cli('queues', 'limit', 'payments', '3', '--reason', 'processor rate');
+    expect(set).toMatchObject({ code: EXIT.ok });
+    expect(set.out).toMatch(/at most 3 running for queue payments from the next claim on/);
+    expect((await cli('queues', 'limit', 'payments', '2')).out).toMatch(/\(was 3\)/);
+    expect((await cli('queues', 'limit', 'payments', '5', '--per-key')).out).toMatch(
+      /at most 5 running for each concurrency key of queue payments/,
+    );
+    expect((await cli('kinds', 'limit', 'ping', '4', '--by', 'alice')).code).toBe(EXIT.ok);
+    const listed = JSON.parse((await cli('limits', '--json')).out) as { runTime: { scope: string; name: string }[] };
+    expect(listed.runTime.map((l) => [l.scope, l.name])).toEqual([
+      ['key', 'payments'],
+      ['kind', 'ping'],
+      ['queue', 'payments'],
+    ]);
+    const table = (await cli('limits', ...JOBS)).out;
+    expect(table).toMatch(/per key\s+payments\s+5/);
+    expect(table).toMatch(/run time/);
+    expect((await cli('queues', 'unlimit', 'payments')).out).toMatch(
+      /cleared the run-time limit of queue payments \(was 2\)/,
+    );
+    expect((await cli('queues', 'unlimit', 'payments')).out).toMatch(/queue payments had no run-time limit/);
+    expect((await cli('queues', 'limit', 'payments')).code).toBe(EXIT.usage);
+    expect((await cli('queues', 'limit', 'payments', 'many')).code).toBe(EXIT.usage);
+    expect((await cli('kinds', 'limit', 'ping', '2', '--per-key')).code).toBe(EXIT.usage);
+    const zero = await cli('queues', 'limit', 'payments', '0');
+    expect(zero.code).not.toBe(EXIT.ok);
+    expect(zero.err).toMatch(/integer from 1 to 100000/);
+    await cli('queues', 'unlimit', 'payments', '--per-key');
+    await cli('kinds', 'unlimit', 'ping');
+    expect((await cli('limits')).out).toMatch(/no run-time limits/);
+  });
+
   it('stats --watch redraws until told to stop', async () => {
     const out: string[] = [];
     const code = await runCli(['stats', '--watch', '--iterations', '2', '--interval', '1'], {
