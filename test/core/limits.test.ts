@@ -33,7 +33,7 @@ describe(`limits declared in code, across concurrent invocations (${testDriver()
         for (const n of names) live.set(n, (live.get(n) ?? 0) - 1);
       }
     };
-    const turn = () => new Promise((resolve) => setImmediate(resolve));
+    const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
     const sync = defineJob({
       kind: 'sync',
       queue: tenants,
