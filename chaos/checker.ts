@@ -2,6 +2,8 @@ import type pg from 'pg';
 
 /** The queue the harness pauses and resumes while the run goes on (a quarter of the jobs). */
 export const PAUSED_QUEUE = 'chaos-paused';
+/** The queue the run limits at run time: at most LIMITED.queue running, LIMITED.perKey per key. */
+export const LIMITED = { queue: 'chaos-limited', maxRunning: 6, perKey: 2, keys: 8 } as const;
 
 export interface CheckResult {
   enqueued: number;
@@ -32,6 +34,12 @@ export interface CheckResult {
    * or claimed while another job of the key was running (by the audit's claim and end records).
    */
   orderViolations: number;
+  /**
+   * Claims in the limited queue that made more of its jobs hold a lease than its limit, or than
+   * the per-key limit for their key, from the recorded history (lease intervals: claim → the next
+   * transition out of that lease).
+   */
+  limitViolations: number;
 }
 
 /**
@@ -113,6 +121,27 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     select count(*) as n from claims c join leases l
       on l.ordering_key = c.ordering_key and l.job_id <> c.job_id and c.at > l.from_at and c.at < l.to_at`);
   const orderViolations = outOfOrder + overlapping;
+  // A sweep over the limited queue's lease intervals: +1 at each claim, -1 at each end (ends first
+  // at equal times); a claim that brings the running count past the limit is a violation.
+  const limitViolations = await one(`
+    with claims as (
+      select a.job_id, e.concurrency_key as ck, a.at, a.new_token as token from ${s}.chaos_audit a
+      join ${s}.chaos_enqueued e on e.job_id = a.job_id
+      where e.queue = '${LIMITED.queue}' and a.new_state = 'running' and a.new_attempt = a.old_attempt + 1),
+    leases as (
+      select c.ck, c.at as from_at,
+        (select min(x.at) from ${s}.chaos_audit x where x.job_id = c.job_id and x.old_token = c.token
+           and x.at >= c.at and (x.new_state <> 'running' or x.new_token is distinct from c.token)) as to_at
+      from claims c),
+    events as (
+      select from_at as t, 1 as d, ck from leases
+      union all select to_at, -1, ck from leases where to_at is not null),
+    live as (
+      select d, sum(d) over (order by t, d rows unbounded preceding) as in_queue,
+        sum(d) over (partition by ck order by t, d rows unbounded preceding) as in_key
+      from events)
+    select count(*) as n from live
+    where d = 1 and (in_queue > ${LIMITED.maxRunning} or in_key > ${LIMITED.perKey})`);
   return {
     enqueued,
     lost,
@@ -127,6 +156,7 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     attemptAccountingErrors,
     pauseViolations,
     orderViolations,
+    limitViolations,
   };
 }
 
@@ -139,6 +169,7 @@ export function runFailed(result: CheckResult): boolean {
     result.duplicateTokenExecutions > 0 ||
     result.attemptAccountingErrors > 0 ||
     result.pauseViolations > 0 ||
-    result.orderViolations > 0
+    result.orderViolations > 0 ||
+    result.limitViolations > 0
   );
 }

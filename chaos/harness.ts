@@ -8,13 +8,13 @@ import { sql } from 'drizzle-orm';
 import { build } from 'esbuild';
 import pg from 'pg';
 import { createEnqueuer } from '../core/enqueue.js';
-import { pause, resume } from '../core/flow-control.js';
+import { pause, resume, setLimit } from '../core/flow-control.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
-import { type CheckResult, checkRun, PAUSED_QUEUE, runFailed } from './checker.js';
+import { type CheckResult, checkRun, LIMITED, PAUSED_QUEUE, runFailed } from './checker.js';
 import { startFaultProxy } from './fault-proxy.js';
 import { chaosJob, drawBehavior } from './job.js';
 import { createChaosTables } from './tables.js';
@@ -108,9 +108,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // jobs go to the queue the run pauses and resumes.
     const enqueuer = createEnqueuer({ schema });
     const recorder = chaosJob({ record: async () => {}, die: () => {}, dieSoon: () => {} });
-    const queueOf = (n: number) => (n % 4 === 0 ? PAUSED_QUEUE : 'chaos');
-    // Another quarter carry one of 500 ordering keys (a run of 50,000: 25 jobs in a row per key).
+    // Another quarter carry one of 500 ordering keys (a run of 50,000: 25 jobs in a row per key), and
+    // a quarter go to a queue with a limit and a per-key limit, set at run time (8 keys).
+    const queueOf = (n: number) => (n % 4 === 0 ? PAUSED_QUEUE : n % 4 === 2 ? LIMITED.queue : 'chaos');
     const keyOf = (n: number) => (n % 4 === 1 ? `key-${n % 2000}` : undefined);
+    const tenantOf = (n: number) => (n % 4 === 2 ? `tenant-${n % LIMITED.keys}` : undefined);
+    await setLimit(direct, { queue: LIMITED.queue }, LIMITED.maxRunning, { schema, by: 'chaos' });
+    await setLimit(direct, { queue: LIMITED.queue, perKey: true }, LIMITED.perKey, { schema, by: 'chaos' });
     for (let from = 0; from < options.jobs; from += 1000) {
       const size = Math.min(1000, options.jobs - from);
       await direct.db.transaction(async (tx) => {
@@ -118,13 +122,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const results = await enqueuer.enqueueMany(
           tx,
           ns.map((n) =>
-            recorder.with({ n, behavior: drawBehavior(Math.random) }, { queue: queueOf(n), orderingKey: keyOf(n) }),
+            recorder.with(
+              { n, behavior: drawBehavior(Math.random) },
+              { queue: queueOf(n), orderingKey: keyOf(n), concurrencyKey: tenantOf(n) },
+            ),
           ),
         );
         await tx.execute(
-          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue, ordering_key)
+          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue, ordering_key, concurrency_key)
             select unnest(${sql.param(results.map((r) => r.id))}::bigint[]), unnest(${sql.param(ns.map(queueOf))}::text[]),
-              unnest(${sql.param(ns.map((n) => keyOf(n) ?? null))}::text[])`,
+              unnest(${sql.param(ns.map((n) => keyOf(n) ?? null))}::text[]),
+              unnest(${sql.param(ns.map((n) => tenantOf(n) ?? null))}::text[])`,
         );
       });
     }
@@ -301,7 +309,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const result = await checkRun(admin, schema);
     const connFaults = proxy.faults();
     const durationMs = Date.now() - started;
-    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} pause_violations=${result.pauseViolations}`;
+    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations}`;
     const detail = `chaos-detail: completed=${result.completed} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
     return { schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
   } finally {

@@ -10,7 +10,8 @@ import type pg from 'pg';
 export async function createChaosTables(client: pg.Pool, schema: string): Promise<void> {
   const s = `"${schema}"`;
   await client.query(`
-    create table ${s}.chaos_enqueued (job_id bigint primary key, queue text not null, ordering_key text);
+    create table ${s}.chaos_enqueued (
+      job_id bigint primary key, queue text not null, ordering_key text, concurrency_key text);
     create table ${s}.chaos_pauses (
       id bigserial primary key, confirmed_at timestamptz not null, resume_sent_at timestamptz);
     create table ${s}.chaos_executions (
