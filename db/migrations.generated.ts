@@ -102,14 +102,14 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     "tag": "0011_concurrency_limits",
-    "hash": "f6d6f2792c554358b9b667bec3a9dc27e4ce630c553cea9d78b8d2b24e7e8de9",
+    "hash": "14c7425df57161a0511ec9c44fab6ab9f30268027f42a892af81d430dd4c0087",
     "statements": [
       "CREATE TABLE \"skiplock\".\"limits\" (\n\t\"scope\" text NOT NULL,\n\t\"name\" text NOT NULL,\n\t\"max_running\" integer NOT NULL,\n\t\"set_at\" timestamp with time zone NOT NULL,\n\t\"set_by\" text NOT NULL,\n\t\"reason\" text,\n\tCONSTRAINT \"limits_scope_name_pk\" PRIMARY KEY(\"scope\",\"name\"),\n\tCONSTRAINT \"limits_scope_check\" CHECK (\"skiplock\".\"limits\".\"scope\" in ('queue', 'kind', 'key')),\n\tCONSTRAINT \"limits_max_running_check\" CHECK (\"skiplock\".\"limits\".\"max_running\" >= 1)\n);",
       "DROP INDEX \"skiplock\".\"jobs_claim_idx\";",
       "DROP INDEX \"skiplock\".\"jobs_claim_lane_idx\";",
       "ALTER TABLE \"skiplock\".\"jobs\" ADD COLUMN \"concurrency_key\" text;",
       "CREATE INDEX \"jobs_keyed_idx\" ON \"skiplock\".\"jobs\" USING btree (hashtext(concurrency_key),\"queue\",\"concurrency_key\",\"priority\",\"run_at\",\"id\") WHERE state = 'queued' and concurrency_key is not null;",
-      "CREATE INDEX \"jobs_running_idx\" ON \"skiplock\".\"jobs\" USING btree (\"queue\",\"concurrency_key\",\"kind\") WHERE state = 'running';",
+      "CREATE INDEX \"jobs_running_keyed_idx\" ON \"skiplock\".\"jobs\" USING btree (\"queue\",\"concurrency_key\") WHERE state = 'running' and concurrency_key is not null;",
       "CREATE INDEX \"jobs_claim_idx\" ON \"skiplock\".\"jobs\" USING btree (\"priority\",\"run_at\",\"id\") WHERE state = 'queued' and concurrency_key is null;",
       "CREATE INDEX \"jobs_claim_lane_idx\" ON \"skiplock\".\"jobs\" USING btree (((id / 64) % 16),\"priority\",\"run_at\",\"id\") WHERE state = 'queued' and concurrency_key is null;"
     ]

@@ -114,8 +114,12 @@ export function jobsTableIn(schema: PgSchema<string>) {
       index('jobs_keyed_idx')
         .on(sql`hashtext(concurrency_key)`, t.queue, t.concurrencyKey, t.priority, t.runAt, t.id)
         .where(sql`state = 'queued' and concurrency_key is not null`),
-      // Running jobs per queue, key and kind: what a concurrency limit counts.
-      index('jobs_running_idx').on(t.queue, t.concurrencyKey, t.kind).where(sql`state = 'running'`),
+      // Running keyed jobs per queue and key: what a per-key limit counts. Only keyed rows: an index
+      // every claim writes the same key into made 16 concurrent claimers 20 % slower. Queue and kind
+      // limits count the running rows through jobs_lease_idx.
+      index('jobs_running_keyed_idx')
+        .on(t.queue, t.concurrencyKey)
+        .where(sql`state = 'running' and concurrency_key is not null`),
       // Ordering keys: the live jobs of a key in id order (the claim's predecessor check); at most
       // one running per key, enforced by the database even when two heads race; parked followers.
       index('jobs_ordering_idx')
