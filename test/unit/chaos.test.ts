@@ -44,7 +44,7 @@ afterAll(async () => {
 describe('chaos (CI size)', () => {
   it('loses no job and lets no write land under a stale lease token', () => {
     expect(report.line).toMatch(
-      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 pause_violations=0$/,
+      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 limit_violations=0 pause_violations=0$/,
     );
     expectNothingLost(report.result, 1500);
     expect(report.result.duplicateTokenExecutions).toBe(0);
