@@ -260,18 +260,18 @@ export async function listLimits(
   const jobs = sql`${sql.identifier(schema)}.jobs`;
   const rows = await queryRows<LimitRow & { running: number; busiest_key: string | null }>(
     db,
-    sql`select ${returning()}, r.running, r.busiest_key from ${limitsRef(schema)} l
-      cross join lateral (
-        select case l.scope
-            when 'queue' then (select count(*) from ${jobs} j where j.state = 'running' and j.queue = l.name)
-            when 'kind' then (select count(*) from ${jobs} j where j.state = 'running' and j.kind = l.name)
-            else coalesce((select count(*) from ${jobs} j where j.state = 'running' and j.queue = l.name
-              and j.concurrency_key is not null group by j.concurrency_key order by count(*) desc limit 1), 0)
-          end::int as running,
-          case when l.scope = 'key' then (select j.concurrency_key from ${jobs} j
-            where j.state = 'running' and j.queue = l.name and j.concurrency_key is not null
-            group by j.concurrency_key order by count(*) desc, j.concurrency_key limit 1) end as busiest_key
-      ) r
+    sql`select ${returning()}, coalesce(r.running, 0)::int as running, r.busiest_key from ${limitsRef(schema)} l
+      left join lateral (
+        -- The scope's running jobs; for a per-key limit, those of its busiest key.
+        select count(*) as running, case when l.scope = 'key' then j.concurrency_key end as busiest_key
+        from ${jobs} j
+        where j.state = 'running'
+          and case l.scope when 'queue' then j.queue = l.name when 'kind' then j.kind = l.name
+            else j.queue = l.name and j.concurrency_key is not null end
+        group by case when l.scope = 'key' then j.concurrency_key end
+        order by count(*) desc, 2
+        limit 1
+      ) r on true
       order by l.scope, l.name`,
     schema,
   );
