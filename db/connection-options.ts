@@ -27,6 +27,14 @@ export interface ConnectOptions {
   /** Close idle pooled connections after this long (pg, neon-ws). @defaultValue 10000 */
   idleTimeoutMs?: number;
   /**
+   * Whether the server may JIT-compile statements on these connections (pg, neon-ws). Off unless
+   * true: each new connection first runs `SET jit = off`. A claim over a large backlog is estimated
+   * above the server's jit_above_cost, and compiling it took 300–400 ms for a statement that runs
+   * in a few. neon-http has no session: set it on the role (`ALTER ROLE … SET jit = off`, as
+   * roles.sql does). @defaultValue false
+   */
+  jit?: boolean;
+  /**
    * Settings for Neon's drivers (neon-ws, neon-http). Against Neon itself none are needed. They
    * are applied to the `neonConfig` of the copy of `@neondatabase/serverless` skiplock uses, which
    * Neon's driver keeps process-wide. To reach a plain Postgres through a WebSocket proxy and a
@@ -74,6 +82,8 @@ export interface PoolSettings {
   idleTimeoutMillis: number;
   allowExitOnIdle: boolean;
   neon: NeonOptions | undefined;
+  /** false: each new connection runs `SET jit = off` first. */
+  jit: boolean;
 }
 
 export const CONNECT_DEFAULTS = {
@@ -83,6 +93,7 @@ export const CONNECT_DEFAULTS = {
   queryTimeoutMs: 15_000,
   connectionTimeoutMs: 5_000,
   idleTimeoutMs: 10_000,
+  jit: false,
 } as const satisfies Omit<Required<ConnectOptions>, 'connectionString' | 'neon'>;
 
 /** Validates the options (never echoing the connection string) and turns them into pool settings. */
@@ -116,6 +127,7 @@ export function poolSettings(options: ConnectOptions): { driver: Driver; setting
       idleTimeoutMillis: opts.idleTimeoutMs,
       allowExitOnIdle: true,
       neon: opts.neon,
+      jit: opts.jit === true,
     },
   };
 }

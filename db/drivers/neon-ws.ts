@@ -2,6 +2,7 @@ import { neonConfig, Pool } from '@neondatabase/serverless';
 import { drizzle } from 'drizzle-orm/neon-serverless';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
 import { applyNeonOptions } from './neon-config.js';
+import { jitOff } from './session.js';
 
 /**
  * Neon's WebSocket Pool: interactive transactions over WebSockets (Neon, or a wsproxy).
@@ -12,8 +13,8 @@ export function neonWsDatabase(settings: PoolSettings, webSocket?: unknown): Ski
   if (!neonConfig.webSocketConstructor && typeof globalThis.WebSocket === 'undefined' && webSocket) {
     Object.assign(neonConfig, { webSocketConstructor: webSocket });
   }
-  const { neon: _neon, ...poolSettings } = settings;
-  const pool = new Pool(poolSettings);
+  const { neon: _neon, jit, ...poolSettings } = settings;
+  const pool = new Pool({ ...poolSettings, ...(jit ? {} : { onConnect: jitOff }) });
   pool.on('error', () => {});
   return { driver: 'neon-ws', db: drizzle({ client: pool }), interactiveTransactions: true, close: () => pool.end() };
 }

@@ -1,11 +1,12 @@
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
+import { jitOff } from './session.js';
 
 /** node-postgres Pool: any Postgres, PgBouncer in transaction mode. */
 export function pgDatabase(settings: PoolSettings): SkiplockDb {
-  const { neon: _neon, ...poolSettings } = settings;
-  const pool = new pg.Pool(poolSettings);
+  const { neon: _neon, jit, ...poolSettings } = settings;
+  const pool = new pg.Pool({ ...poolSettings, ...(jit ? {} : { onConnect: jitOff }) });
   // An idle client's error (server restart, network drop) must not crash the process.
   pool.on('error', () => {});
   return { driver: 'pg', db: drizzle({ client: pool }), interactiveTransactions: true, close: () => pool.end() };

@@ -34,6 +34,23 @@ describe(`connections (${testDriver()})`, () => {
     expect((error as DatabaseError).sqlState).toBe('57014');
   });
 
+  it('turns JIT off on its sessions unless jit: true (pg, neon-ws); neon-http keeps the server setting', async () => {
+    const jitOf = async (handle: { db: typeof db.db }) =>
+      (await queryRows<{ jit: string }>(handle.db, sql`show jit`, 'skiplock'))[0]?.jit;
+    const server = 'on'; // the test server's postgresql.conf default
+    const withJit = openDb({ jit: true });
+    const fresh = openDb();
+    try {
+      expect(await jitOf(withJit)).toBe(server);
+      // The very first statement on a new connection already runs without JIT, and so do the next.
+      const expected = testDriver() === 'neon-http' ? server : 'off';
+      expect(await Promise.all([jitOf(fresh), jitOf(fresh), jitOf(fresh)])).toEqual([expected, expected, expected]);
+    } finally {
+      await withJit.close();
+      await fresh.close();
+    }
+  });
+
   it('an unreachable database gives a DatabaseError without the password or the URL', async () => {
     const down = openDb({ connectionString: unreachableUrl(), connectionTimeoutMs: 2_000 });
     try {
