@@ -1,6 +1,7 @@
 /**
  * Dev probe: EXPLAIN (ANALYZE, BUFFERS) of the claim statement in its plain and flow shapes
- * (`npx tsx bench/probe-flow.ts [plain|limit|keyed|big]`).
+ * (`npx tsx bench/probe-flow.ts [plain|limit|keyed|big|ordering]`); `ordering`: 50,000 jobs over
+ * 1,000 ordering keys (a ready head and 49 parked followers each), claimed 500 at a time.
  */
 import pg from 'pg';
 import * as z from 'zod';
@@ -31,10 +32,18 @@ if (mode === 'keyed' || mode === 'big') {
     Array.from({ length: 5000 }, (_, n) => noop.with({ n }, { concurrencyKey: `t${n % 100}` })),
   );
 }
-await enq.enqueueMany(
-  db,
-  Array.from({ length: 5000 }, (_, n) => noop.with({ n })),
-);
+if (mode === 'ordering') {
+  for (let b = 0; b < 50; b++)
+    await enq.enqueueMany(
+      db,
+      Array.from({ length: 1000 }, (_, n) => noop.with({ n }, { orderingKey: `k${n}` })),
+    );
+} else {
+  await enq.enqueueMany(
+    db,
+    Array.from({ length: 5000 }, (_, n) => noop.with({ n })),
+  );
+}
 await vacuumAnalyze(url);
 const leases = [{ kind: 'noop', leaseMs: 60_000 }];
 type Statement = { text: string; values: unknown[] };
@@ -53,7 +62,12 @@ const limits =
     : mode === 'plain'
       ? []
       : [{ scope: 'key' as const, name: 'default', maxRunning: 5 }];
-const first = await claimJobs(db.db, 'skiplock', { leases, limit: 100, invocationId: 'probe', limits });
+const first = await claimJobs(db.db, 'skiplock', {
+  leases,
+  limit: mode === 'ordering' ? 500 : 100,
+  invocationId: 'probe',
+  limits,
+});
 console.log(
   'claimed',
   first.jobs.length,
@@ -65,7 +79,7 @@ const client = new pg.Client({ connectionString: url });
 await client.connect();
 const q = captured[0] as Statement;
 await client.query('begin');
-const plan = await client.query(`explain (analyze, buffers, costs off) ${q.text}`, q.values);
+const plan = await client.query(`explain (analyze, buffers) ${q.text}`, q.values);
 await client.query('rollback');
 console.log(plan.rows.map((r: { 'QUERY PLAN': string }) => r['QUERY PLAN']).join('\n'));
 await client.end();

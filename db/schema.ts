@@ -125,14 +125,29 @@ export function jobsTableIn(schema: PgSchema<string>) {
       index('jobs_ordering_idx')
         .on(t.orderingKey, t.id)
         .where(sql`ordering_key is not null and state in ('queued', 'running', 'dead')`),
+      // The jobs that hold their key — running, queued to run (ready or retrying), or dead and holding
+      // it — by key and id: the claim's and the release's "is anything ahead of this job?" reads
+      // a key's few holders here, not its backlog of parked followers. Written without `state` so
+      // that those look-ups match this index alone (no other index's predicate follows from it).
+      index('jobs_ordering_blockers_idx')
+        .on(t.orderingKey, t.id)
+        .where(
+          sql`ordering_key is not null and ((finished_at is null and run_at <> 'infinity') or (dead_reason is not null and ordering_hold))`,
+        ),
       uniqueIndex('jobs_ordering_running_uq')
         .on(t.orderingKey)
         .where(sql`ordering_key is not null and state = 'running'`),
       index('jobs_parked_idx')
         .on(t.orderingKey, t.id)
         .where(sql`ordering_key is not null and state = 'queued' and run_at = 'infinity'`),
-      // Rescue of expired leases reads only running rows, by expiry.
-      index('jobs_lease_idx').on(t.leaseExpiresAt).where(sql`state = 'running'`),
+      // Rescue of expired leases reads only running rows, by expiry; so do the counts of all running
+      // rows of a queue or kind, which must say `lease_expires_at is not null` too (runningRow()).
+      // That second condition keeps this index out of look-ups on the other indexes of running rows
+      // (ordering key, concurrency key): their predicates alone imply `state = 'running'`, and when
+      // the statistics last saw no running row every such index costs the same, so the planner
+      // walked all running rows here for each candidate (a claim of 500 over 1,000 ordering keys:
+      // 380 ms instead of a few).
+      index('jobs_lease_idx').on(t.leaseExpiresAt).where(sql`state = 'running' and lease_expires_at is not null`),
       // DLQ listing, replay filters and retention pruning.
       index('jobs_finished_idx').on(t.state, t.finishedAt).where(sql`finished_at is not null`),
       index('jobs_deadline_idx').on(t.deadline).where(sql`state = 'queued' and deadline is not null`),

@@ -4,7 +4,7 @@ import type { Completion, Outcome, SettleReport } from '../../base/outcomes.js';
 import type { ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows, sqlStateOf } from '../execute.js';
-import { appendCapped, jobsRef, nowExpr } from './common.js';
+import { appendCapped, holdsKey, jobsRef, nowExpr } from './common.js';
 import {
   type DeclaredLimit,
   effectiveLimitsCte,
@@ -218,18 +218,17 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
   const afterSettle = hasSettle ? sql`and (select n from settle_done) >= 0` : sql``;
   const now = sql`(select now from clock)`;
   // A job with an ordering key runs only while no other job of its key runs and no earlier one
-  // waits to run (a retrying head blocks its key) or, dead, holds it. Parked followers (run_at =
-  // infinity) are waiting for this very job and do not count.
-  // Two probes, each on its own index (one OR'd probe was planned on the lease index and read
-  // every running row for each candidate).
+  // holds the key: waits to run (a retrying head blocks its key) or, dead, holds it. Parked
+  // followers (run_at = infinity) are waiting for this very job and do not count.
+  // Two probes, each on its own index: the running one (jobs_ordering_running_uq) and the earlier
+  // holder (jobs_ordering_blockers_idx, a key's few holders, never its parked backlog).
   const inTurn = sql`(j.ordering_key is null or (
     not exists (
       select 1 from ${jobs} o
       where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
     and not exists (
       select 1 from ${jobs} o
-      where o.ordering_key = j.ordering_key and o.id < j.id and o.state in ('queued', 'running', 'dead')
-        and ((o.state = 'queued' and o.run_at <> 'infinity') or (o.state = 'dead' and o.ordering_hold)))))`;
+      where o.ordering_key = j.ordering_key and o.id < j.id and ${holdsKey('o')})))`;
   const mine = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   // Paused queues and kinds are never claimed, rescues included (a rescue starts an attempt). The

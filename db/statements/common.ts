@@ -6,6 +6,26 @@ export function jobsRef(schema: string): SQL {
 }
 
 /**
+ * `<alias>` is a running job — for a scan of all running rows of a queue or kind, which only
+ * jobs_lease_idx serves: its predicate also requires lease_expires_at (set on every running row),
+ * so that it never competes with the indexes of running keyed rows (see db/schema.ts).
+ */
+export function runningRow(alias: string): SQL {
+  return sql.raw(`${alias}.state = 'running' and ${alias}.lease_expires_at is not null`);
+}
+
+/**
+ * `<alias>` holds its ordering key: running, queued to run (ready or retrying), or dead and holding
+ * the key — jobs_ordering_blockers_idx's predicate, spelled the same way so that a look-up by key
+ * that says it can only use that index (a key's parked followers are not in it).
+ */
+export function holdsKey(alias: string): SQL {
+  return sql.raw(
+    `((${alias}.finished_at is null and ${alias}.run_at <> 'infinity') or (${alias}.dead_reason is not null and ${alias}.ordering_hold))`,
+  );
+}
+
+/**
  * The statement's notion of "now": the database clock, read with clock_timestamp() so a
  * long caller transaction does not freeze it. Tests pass `now` to move time without sleeping.
  */

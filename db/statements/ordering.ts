@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
-import { jobsRef, nowExpr } from './common.js';
+import { holdsKey, jobsRef, nowExpr } from './common.js';
 
 /**
  * Releases the next job of each ordering key whose turn has come (OrderingRelease): the oldest
@@ -58,9 +58,13 @@ export function releaseAfterCtes(schema: string, ended: SQL, keys?: readonly str
       where (e.state in ('completed', 'cancelled') or (e.state = 'dead' and not j.ordering_hold)) ${only}
     ),
     next_heads as (
-      select distinct on (p.ordering_key) p.id, p.ordering_key from ${jobs} p
-      where p.ordering_key in (select ordering_key from ended_keys) and p.state = 'queued' and p.run_at = 'infinity'
-      order by p.ordering_key, p.id
+      -- Each key's oldest parked follower: one entry of jobs_parked_idx per key.
+      select p.id, k.ordering_key from ended_keys k
+      cross join lateral (
+        select p.id from ${jobs} p
+        where p.ordering_key = k.ordering_key and p.state = 'queued' and p.run_at = 'infinity'
+        order by p.id limit 1
+      ) p
     ),
     released_next as (${releaseHeads(
       jobs,
@@ -79,9 +83,10 @@ function releaseHeads(jobs: SQL, heads: string, ignore: SQL): SQL {
       from ${sql.raw(heads)} h
       where w.id = h.id and w.state = 'queued' and w.run_at = 'infinity'
         and not exists (
+          -- Any other holder of the key (jobs_ordering_blockers_idx): queued to run or running, or an
+          -- earlier dead one that holds it.
           select 1 from ${jobs} o
-          where o.ordering_key = h.ordering_key and o.id <> h.id and o.state in ('queued', 'running', 'dead') ${ignore}
-            and ((o.state = 'queued' and o.run_at <> 'infinity') or o.state = 'running'
-              or (o.state = 'dead' and o.ordering_hold and o.id < h.id)))
+          where o.ordering_key = h.ordering_key and o.id <> h.id and ${holdsKey('o')} ${ignore}
+            and (o.dead_reason is null or o.id < h.id))
       returning w.id`;
 }
