@@ -85,6 +85,7 @@ pg-boss at K = 4 with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs
 
 Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its default completion mode): ${ratio(k4, floor)}. The same minimal SQL on skiplock's own table (its indexes and CHECKs, the columns skiplock writes, the completion fenced on the token): ${fmt(schemaFloor)} jobs/s, ${ratio(schemaFloor, floor)} of the bare floor (what the schema costs); skiplock runs at ${ratio(k4, schemaFloor)} of it (what the library's statement shape and Node cost). The UPDATE floor at K = 16: ${fmt(floor16)} jobs/s (${ratio(floor16, floor)} of its K = 4) — what 16 independent SKIP LOCKED claimers cost with no library at all.
 
+${flowSection(r)}
 ## Round trips, scale, WAL, cold start
 
 - Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state (above 128 outcomes the settle goes first in a statement of its own: two per batch).
@@ -110,6 +111,26 @@ ${history}`;
   const suffix = input.quick ? '.quick' : '';
   writeFileSync(`bench/RESULTS${suffix}.md`, md);
   writeFileSync(`bench/process${suffix}.svg`, chart(r));
+}
+
+/** Phase 8 (issue 12): ordering keys and a per-key limit beside each peer's nearest mechanism. */
+function flowSection(r: Record<string, unknown>): string {
+  const flow = r.flow_k4 as
+    | { keys: number; per_key: number; ordering?: BySystem; per_key_limit?: BySystem }
+    | undefined;
+  if (!flow) return '';
+  const plain = (r.process_k4 as BySystem | undefined)?.skiplock;
+  const row = (label: string, v: BySystem | undefined) =>
+    `| ${label} | ${SYSTEMS.map((s) => fmt(v?.[s])).join(' | ')} | ${ratio(v?.skiplock, v?.['graphile-worker'])} | ${ratio(v?.skiplock, v?.['pg-boss'])} | ${ratio(v?.skiplock, plain)} |`;
+  return `## Flow control (K = 4)
+
+Every job carries one of ${fmt(flow.keys)} keys (round robin). **Ordering**: at most one running job per key, in enqueue order — skiplock \`orderingKey\`, graphile-worker named queues (\`queueName\`), pg-boss a \`key_strict_fifo\` queue with a \`singletonKey\` per job. **Per-key limit**: at most ${flow.per_key} running per key across every worker — skiplock \`keyConcurrency\` with a \`concurrencyKey\`, pg-boss \`group\` with \`groupConcurrency\` (its database-tracked, cross-node limit); graphile-worker has no limit above one per key (–). The last column compares with skiplock's own K = 4 row above, which uses neither.
+
+| jobs/s | skiplock | graphile-worker | pg-boss | skiplock ÷ graphile | skiplock ÷ pg-boss | ÷ skiplock without keys |
+| --- | --- | --- | --- | --- | --- | --- |
+${row(`${fmt(flow.keys)} ordering keys`, flow.ordering)}
+${row(`${fmt(flow.keys)} keys, ${flow.per_key} running per key`, flow.per_key_limit)}
+`;
 }
 
 /** Jobs/s at `k` ('k4') for a system, delete mode included (kept under `skiplock_delete`). */

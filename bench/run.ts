@@ -23,7 +23,7 @@ import { pgBossSystem } from './systems/pgboss.js';
 import { rawSystem } from './systems/raw.js';
 import { rawSchemaSystem } from './systems/raw-schema.js';
 import { skiplockSystem } from './systems/skiplock.js';
-import type { BenchSystem } from './systems/types.js';
+import type { BenchSystem, Flow } from './systems/types.js';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -188,6 +188,35 @@ for (const k of KS) {
 log(
   `  raw floor K=4: update ${results.raw_floor_k4}, delete ${results.raw_floor_delete_k4}, on skiplock's table ${results.raw_schema_floor_k4}; K=16: update ${results.raw_floor_k16}; pg-boss batch 100: ${results.pgboss_batch100_k4}`,
 );
+
+// 8. Flow control (issue 12) at K = 4: 1,000 ordering keys, and 1,000 keys limited to 5 running each,
+// beside each peer's nearest mechanism (pg-boss key_strict_fifo and groupConcurrency,
+// graphile-worker named queues; graphile-worker has no per-key limit above one).
+log('phase 8: flow control (K = 4)');
+const FLOW_KEYS = 1_000;
+const flows: Record<string, Flow> = {
+  ordering: { mode: 'ordering', keys: FLOW_KEYS },
+  per_key_limit: { mode: 'perKey', keys: FLOW_KEYS, perKey: 5 },
+};
+const flowMakers = (flow: Flow): Record<string, () => BenchSystem> => ({
+  skiplock: () => skiplockSystem(SKIPLOCK_BATCH, 'keep', 1, flow),
+  ...(flow.mode === 'ordering' ? { 'graphile-worker': () => graphileSystem(flow) } : {}),
+  'pg-boss': () => pgBossSystem(500, flow),
+});
+const flowResults: Record<string, Record<string, number>> = {};
+for (const [label, flow] of Object.entries(flows)) {
+  const runs: Record<string, number[]> = {};
+  const flowing = flowMakers(flow);
+  const order = Object.keys(flowing);
+  for (let rep = 0; rep < PARAMS.reps; rep++) {
+    for (const name of order.map((_, i) => order[(i + rep) % order.length] as string)) {
+      record(runs, name, await processRate(flowing[name] as () => BenchSystem, 4));
+    }
+  }
+  flowResults[label] = Object.fromEntries(order.map((n) => [n, median(runs[n] ?? [])]));
+  log(`  ${label}: ${JSON.stringify(flowResults[label])}`);
+}
+results.flow_k4 = { keys: FLOW_KEYS, per_key: 5, ...flowResults };
 
 // 3. Round trips per job (counted at the driver).
 log('phase 3: round trips');

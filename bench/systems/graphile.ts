@@ -1,15 +1,17 @@
 import { Logger, makeWorkerUtils, run, type WorkerUtils } from 'graphile-worker';
 import pg from 'pg';
 import { waitUntilZero } from '../db.js';
-import type { BenchSystem } from './types.js';
+import { type BenchSystem, type Flow, flowKey } from './types.js';
 
 const silent = new Logger(() => () => {});
 
 /**
  * graphile-worker 0.18 configured as its performance page recommends: a local queue that
  * fetches in batches, batched completion and failure, prepared statements.
+ * Flow: ordering keys as named queues (`queueName`, one job at a time per queue). graphile-worker
+ * has no limit above one per key, so it takes no `perKey` flow.
  */
-export function graphileSystem(): BenchSystem {
+export function graphileSystem(flow?: Flow & { mode: 'ordering' }): BenchSystem {
   let url = '';
   let utils: WorkerUtils | undefined;
   let utilsPool: pg.Pool | undefined;
@@ -24,6 +26,7 @@ export function graphileSystem(): BenchSystem {
   return {
     name: 'graphile-worker',
     settings: {
+      ...(flow ? { queueName: `one of ${flow.keys}` } : {}),
       concurrency: 'K',
       maxPoolSize: 'K + 2',
       preset: { worker },
@@ -37,12 +40,17 @@ export function graphileSystem(): BenchSystem {
       await utils.migrate();
     },
     async enqueueSingle(n) {
-      for (let i = 0; i < n; i++) await (utils as WorkerUtils).addJob('noop', { n: i });
+      const queue = (j: number) => (flow ? { queueName: flowKey(flow, j) } : {});
+      for (let i = 0; i < n; i++) await (utils as WorkerUtils).addJob('noop', { n: i }, queue(i));
     },
     async enqueueBulk(n, size) {
       for (let i = 0; i < n; i += size) {
         await (utils as WorkerUtils).addJobs(
-          Array.from({ length: Math.min(size, n - i) }, (_, j) => ({ identifier: 'noop', payload: { n: i + j } })),
+          Array.from({ length: Math.min(size, n - i) }, (_, j) => ({
+            identifier: 'noop',
+            payload: { n: i + j },
+            ...(flow ? { queueName: flowKey(flow, i + j) } : {}),
+          })),
         );
       }
     },

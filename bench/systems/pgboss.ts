@@ -1,16 +1,28 @@
 import pg from 'pg';
 import { PgBoss } from 'pg-boss';
 import { waitUntilZero } from '../db.js';
-import type { BenchSystem } from './types.js';
+import { type BenchSystem, type Flow, flowKey } from './types.js';
 
-/** pg-boss 12.38: batch fetch with burstWhenBatchFull, batch completion (a batch handler). */
-export function pgBossSystem(batchSize = 500): BenchSystem {
+/**
+ * pg-boss 12.38: batch fetch with burstWhenBatchFull, batch completion (a batch handler).
+ * Flow: ordering keys as a `key_strict_fifo` queue with a singletonKey per job; a per-key limit
+ * as a group per job with `groupConcurrency` (its limit across all nodes, tracked in the database).
+ */
+export function pgBossSystem(batchSize = 500, flow?: Flow): BenchSystem {
   let url = '';
   let boss: PgBoss | undefined;
+  const keyed = (n: number) =>
+    flow === undefined
+      ? {}
+      : flow.mode === 'ordering'
+        ? { singletonKey: flowKey(flow, n) }
+        : { group: { id: flowKey(flow, n) } };
+  const groups = flow?.mode === 'perKey' ? { groupConcurrency: flow.perKey } : {};
   return {
     name: 'pg-boss',
     settings: {
-      work: { localConcurrency: 'K', batchSize, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 },
+      ...(flow?.mode === 'ordering' ? { policy: 'key_strict_fifo' } : {}),
+      work: { localConcurrency: 'K', batchSize, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5, ...groups },
       schedule: false,
       supervise: false,
     },
@@ -19,16 +31,16 @@ export function pgBossSystem(batchSize = 500): BenchSystem {
       boss = new PgBoss({ connectionString: url, schedule: false, supervise: false, max: 20 });
       boss.on('error', () => {});
       await boss.start();
-      await boss.createQueue('noop');
+      await boss.createQueue('noop', flow?.mode === 'ordering' ? { policy: 'key_strict_fifo' } : {});
     },
     async enqueueSingle(n) {
-      for (let i = 0; i < n; i++) await (boss as PgBoss).send('noop', { n: i });
+      for (let i = 0; i < n; i++) await (boss as PgBoss).send('noop', { n: i }, keyed(i));
     },
     async enqueueBulk(n, size) {
       for (let i = 0; i < n; i += size) {
         await (boss as PgBoss).insert(
           'noop',
-          Array.from({ length: Math.min(size, n - i) }, (_, j) => ({ data: { n: i + j } })),
+          Array.from({ length: Math.min(size, n - i) }, (_, j) => ({ data: { n: i + j }, ...keyed(i + j) })),
         );
       }
     },
@@ -38,7 +50,7 @@ export function pgBossSystem(batchSize = 500): BenchSystem {
       const b = boss as PgBoss;
       await b.work(
         'noop',
-        { batchSize, localConcurrency: k, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 },
+        { batchSize, localConcurrency: k, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5, ...groups },
         async () => {},
       );
       await waitUntilZero(async () =>

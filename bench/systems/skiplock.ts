@@ -2,16 +2,24 @@ import pg from 'pg';
 import * as z from 'zod';
 import type { Completion } from '../../base/outcomes.js';
 import { createEnqueuer } from '../../core/enqueue.js';
-import { defineJob } from '../../core/jobs.js';
+import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
 import { connect, type SkiplockDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { waitUntilZero } from '../db.js';
-import type { BenchSystem } from './types.js';
+import { type BenchSystem, type Flow, flowKey } from './types.js';
 
 // An async no-op, as the peers' handlers are: the same promise per job for every system.
 const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: async () => {} });
+/** The same job in a queue with a per-key limit (the flow phase's `perKey`). */
+const limited = (perKey: number) =>
+  defineJob({
+    kind: 'noop',
+    queue: defineQueue({ name: 'bench', keyConcurrency: perKey }),
+    payload: z.object({ n: z.number() }),
+    handler: async () => {},
+  });
 
 const MAX_INVOCATIONS = 64;
 
@@ -19,13 +27,26 @@ const MAX_INVOCATIONS = 64;
  * skiplock: K invocation loops, each with its own connection, batch = concurrency = BATCH.
  * `completion` is the worker's completedJobs: keep (the default) or delete.
  */
-export function skiplockSystem(batch = 100, completion: Completion = 'keep', connections = 1): BenchSystem {
+export function skiplockSystem(
+  batch = 100,
+  completion: Completion = 'keep',
+  connections = 1,
+  flow?: Flow,
+): BenchSystem {
   let url = '';
   let db: SkiplockDb | undefined;
   const enqueuer = createEnqueuer();
+  const job = flow?.mode === 'perKey' ? limited(flow.perKey) : noop;
+  const keyed = (n: number) =>
+    flow === undefined
+      ? {}
+      : flow.mode === 'ordering'
+        ? { orderingKey: flowKey(flow, n) }
+        : { concurrencyKey: flowKey(flow, n) };
   return {
     name: completion === 'keep' ? 'skiplock' : 'skiplock (delete)',
     settings: {
+      ...(flow ? { flow } : {}),
       driver: 'pg',
       loops: 'K',
       perLoop: { concurrency: batch, batchSize: batch, connections },
@@ -39,13 +60,13 @@ export function skiplockSystem(batch = 100, completion: Completion = 'keep', con
       await migrate(db);
     },
     async enqueueSingle(n) {
-      for (let i = 0; i < n; i++) await enqueuer.enqueue(db as SkiplockDb, noop, { n: i });
+      for (let i = 0; i < n; i++) await enqueuer.enqueue(db as SkiplockDb, job, { n: i }, keyed(i));
     },
     async enqueueBulk(n, size) {
       for (let i = 0; i < n; i += size) {
         await enqueuer.enqueueMany(
           db as SkiplockDb,
-          Array.from({ length: Math.min(size, n - i) }, (_, j) => noop.with({ n: i + j })),
+          Array.from({ length: Math.min(size, n - i) }, (_, j) => job.with({ n: i + j }, keyed(i + j))),
         );
       }
     },
@@ -55,7 +76,7 @@ export function skiplockSystem(batch = 100, completion: Completion = 'keep', con
           const own = connect({ connectionString: url, max: connections });
           const worker = createWorker({
             db: own,
-            jobs: [noop],
+            jobs: [job],
             concurrency: batch,
             batchSize: batch,
             logger: silentLogger,

@@ -12,3 +12,10 @@ export interface BenchSystem {
   process(k: number): Promise<void>;
   teardown(): Promise<void>;
 }
+
+/**
+ * Issue 12's flow-control phase: every job carries one of `keys` keys (job n gets key n % keys).
+ * `ordering`: at most one running per key, in enqueue order; `perKey`: at most `perKey` running per key.
+ */
+export type Flow = { mode: 'ordering'; keys: number } | { mode: 'perKey'; keys: number; perKey: number };
+export const flowKey = (flow: Flow, n: number) => `k${n % flow.keys}`;
