@@ -22,6 +22,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".limits TO skiplock_worker;
 -- A claim must never wait on a lock for long, and a worker never sits idle in a transaction.
 ALTER ROLE skiplock_worker SET statement_timeout = '10s';
 ALTER ROLE skiplock_worker SET idle_in_transaction_session_timeout = '60s';
+-- No JIT compilation: a claim over a large keyed backlog is estimated above jit_above_cost and
+-- compiling it takes longer than running it. connect() turns it off on its own sessions; this
+-- covers neon-http, which has none.
+ALTER ROLE skiplock_worker SET jit = off;
 
 CREATE ROLE skiplock_enqueuer LOGIN PASSWORD 'change-me-enqueuer';
 GRANT USAGE ON SCHEMA "skiplock" TO skiplock_enqueuer;
