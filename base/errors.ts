@@ -167,6 +167,21 @@ export class RetryAfterError extends SkiplockError {
 }
 
 /**
+ * The destination failed (it is down, unreachable, answering garbage): retried with the kind's
+ * backoff like a RetryError, and counted against the destination's circuit breaker. 5xx answers,
+ * timeouts and connection errors count without it; throw it for what skiplock cannot see (a 200
+ * with an error page, a partner's maintenance flag). `destination` names another destination than
+ * the job's (@defaultValue the job's destination).
+ */
+export class DestinationError extends RetryError {
+  readonly destination: string | undefined;
+  constructor(message: string, options: HandlerErrorOptions & { destination?: string } = {}) {
+    super(message, options);
+    this.destination = options.destination;
+  }
+}
+
+/**
  * Permanent failure: the job goes to the dead-letter queue at once, without retries.
  * `reason` classifies it in the DLQ (e.g. `http_4xx`, `validation_error`).
  */

@@ -8,7 +8,32 @@ import type { JobState } from './rows.js';
  * What became of one attempt, as the worker reports it. `orderingKey` (the job's, when it has one)
  * lets the statement that writes the outcome release the next job of the key.
  */
-export type Outcome = OutcomeOf & { orderingKey?: string };
+export type Outcome = OutcomeOf & { orderingKey?: string; destination?: DestinationOutcomeOf };
+
+/** What an attempt did to its destination (recorded for the destination's circuit breaker). */
+export interface DestinationOutcomeOf {
+  name: string;
+  /** It counted against the destination: a 5xx, a timeout, a connection error, a DestinationError. */
+  failed: boolean;
+  /** A Retry-After that defers the whole destination, in ms; null for none. */
+  deferMs: number | null;
+  /** The breaker's thresholds, as the job's kind (or the worker, for this destination) sets them. */
+  breaker: { failures: number; failureRate: number; windowMs: number; coolDownMs: number; maxCoolDownMs: number };
+}
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+/** A breaker that changed state (for the log line and the metric). */
+export interface BreakerMove {
+  destination: string;
+  from: BreakerState;
+  to: BreakerState;
+  /** open: when the next probe may go. */
+  openUntil: Date | null;
+  /** Failures and attempts over the rolling window when it moved. */
+  failures: number;
+  calls: number;
+}
 
 type OutcomeOf =
   | { id: string; leaseToken: string; outcome: 'completed' }
@@ -52,6 +77,8 @@ export interface SettledJob {
 export interface SettleReport {
   lost: Set<string>;
   changed: Map<string, SettledJob>;
+  /** Breakers the outcomes moved. */
+  moves?: BreakerMove[];
 }
 
 /**

@@ -31,6 +31,7 @@ export interface JobInsertRow {
   ordering_key: string | null;
   ordering_hold: boolean;
   concurrency_key: string | null;
+  destination: string | null;
 }
 
 export interface ClaimedJob {
@@ -46,6 +47,8 @@ export interface ClaimedJob {
   correlationId: string | null;
   /** Its ordering key: the next job of the key is released when this one ends. */
   orderingKey?: string | null;
+  /** Its destination: what the attempt did to it is recorded for its breaker. */
+  destination?: string | null;
 }
 
 /** Rows moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */

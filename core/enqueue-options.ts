@@ -2,6 +2,7 @@ import * as z from 'zod';
 import { InvalidIdentifierError, InvalidOptionsError } from '../base/errors.js';
 import { assertLabel } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
+import { MAX_DESTINATION_LENGTH } from './destinations.js';
 import { describeIssues } from './issues.js';
 
 export type DedupeOption =
@@ -40,6 +41,12 @@ export interface EnqueueOptions {
    */
   concurrencyKey?: string;
   /**
+   * The job's destination, e.g. a partner's host (1-200 characters): while its circuit breaker is
+   * open or a Retry-After defers it, the job is not claimed. @defaultValue the kind's
+   * `destination(payload)`, else none
+   */
+  destination?: string;
+  /**
    * Start a worker for the job's queue as soon as this call returns, through the enqueuer's
    * nudger (`createEnqueuer({ nudger })`). Only for calls outside a transaction: inside one, the
    * job is not claimable before the commit, so call `nudge()` after it. @defaultValue false
@@ -72,14 +79,13 @@ const optionsSchema = z
     correlationId: z.string().max(255).optional(),
     orderingKey: z.string().min(1).max(255).optional(),
     concurrencyKey: z.string().min(1).max(255).optional(),
+    destination: z.string().min(1).max(MAX_DESTINATION_LENGTH).optional(),
     nudge: z.boolean().optional(),
   })
   .strict()
   .refine((o) => o.runAt === undefined || o.delayMs === undefined, {
     message: 'give runAt or delayMs, not both',
   });
-
-const keySchema = z.string().min(1).max(255);
 
 export interface KindDefaults {
   kind: string;
@@ -91,11 +97,13 @@ export interface KindDefaults {
   orderingOnDead?: 'continue' | 'hold';
   // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
   concurrencyKey?: ((payload: any) => string | undefined) | undefined;
+  // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
+  destination?: ((payload: any) => string | undefined) | undefined;
 }
 
 /** The key an option names, else the kind's function of the payload; a problem is pushed when it fails. */
 function keyOf(
-  name: 'orderingKey' | 'concurrencyKey',
+  name: 'orderingKey' | 'concurrencyKey' | 'destination',
   given: string | undefined,
   // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
   fromPayload: ((payload: any) => string | undefined) | undefined,
@@ -109,8 +117,9 @@ function keyOf(
     problems.push(`the kind's ${name}(payload) threw: ${err instanceof Error ? err.message : String(err)}`);
     return undefined;
   }
-  if (key !== undefined && !keySchema.safeParse(key).success) {
-    problems.push(`the kind's ${name}(payload) must return a string of 1-255 characters`);
+  const max = name === 'destination' ? MAX_DESTINATION_LENGTH : 255;
+  if (key !== undefined && !(typeof key === 'string' && key.length >= 1 && key.length <= max)) {
+    problems.push(`the kind's ${name}(payload) must return a string of 1-${max} characters`);
     return undefined;
   }
   return key;
@@ -143,6 +152,7 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
   if (o.deadline && o.deadline.getTime() <= start) problems.push('deadline is not after the time the job would run');
   const orderingKey = keyOf('orderingKey', o.orderingKey, kind.orderingKey, payload, problems);
   const concurrencyKey = keyOf('concurrencyKey', o.concurrencyKey, kind.concurrencyKey, payload, problems);
+  const destination = keyOf('destination', o.destination, kind.destination, payload, problems);
   // A replace would rewrite a parked follower's run_at and release it ahead of its turn; a delay
   // would reorder the key (as in SQS FIFO, where messages of a group have no delay of their own).
   if (orderingKey !== undefined && o.dedupe?.mode === 'replace') {
@@ -180,5 +190,6 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
     ordering_key: orderingKey ?? null,
     ordering_hold: orderingKey !== undefined && kind.orderingOnDead === 'hold',
     concurrency_key: concurrencyKey ?? null,
+    destination: destination ?? null,
   };
 }

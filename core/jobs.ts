@@ -4,6 +4,7 @@ import { assertLabel } from '../base/identifiers.js';
 import type { AnyPgDatabase } from '../db/connect.js';
 import type { DeclaredLimit } from '../db/statements/limits.js';
 import { type BackoffFn, type BackoffOption, toBackoff } from './backoff.js';
+import { type BreakerSettings, breakerSettings } from './destinations.js';
 import type { EnqueueOptions } from './enqueue-options.js';
 import type { Logger } from './logger.js';
 
@@ -83,6 +84,18 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
    * the running jobs of each key. A `concurrencyKey` enqueue option wins. @defaultValue none
    */
   concurrencyKey?: (payload: z.output<S>) => string | undefined;
+  /**
+   * The destination of a job from its payload, e.g. `new URL(payload.url).host`: while its circuit
+   * breaker is open, or a Retry-After defers it, no job for it is claimed (and none burns an
+   * attempt). A `destination` enqueue option wins. @defaultValue none
+   */
+  destination?: (payload: z.output<S>) => string | undefined;
+  /**
+   * The breaker of the kind's destinations: thresholds, cool-down, Retry-After (see
+   * BreakerSettings); `false` records nothing for them. A worker's `breakers` option sets them per
+   * destination. @defaultValue BREAKER_DEFAULTS
+   */
+  breaker?: Partial<BreakerSettings> | false;
 }
 
 export interface QueueOptions {
@@ -154,6 +167,11 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   /** The concurrency key of a payload, when the kind names one. */
   // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
   readonly concurrencyKey: ((payload: any) => string | undefined) | undefined;
+  /** The destination of a payload, when the kind names one. */
+  // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
+  readonly destination: ((payload: any) => string | undefined) | undefined;
+  /** The breaker settings of its destinations; false: none recorded. */
+  readonly breaker: BreakerSettings | false;
   /** A typed request for enqueueMany(). */
   with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
 }
@@ -198,6 +216,8 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
     queueDefinition,
     concurrency: limitOption(kind, 'concurrency', options.concurrency),
     concurrencyKey: options.concurrencyKey,
+    destination: options.destination,
+    breaker: options.breaker === false ? false : breakerSettings(options.breaker, `kind ${kind}`),
     with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
   };
   return definition;

@@ -52,6 +52,9 @@ export function jobsTableIn(schema: PgSchema<string>) {
       // Concurrency key (e.g. a tenant): keyed jobs are claimed key by key (fair share), and a queue's
       // per-key limit counts the running jobs of one key in that queue.
       concurrencyKey: text('concurrency_key'),
+      // Destination (e.g. a partner's host): its circuit breaker and Retry-After deferrals decide
+      // whether the job may be claimed (the table destinations).
+      destination: text('destination'),
       // Replaceable by `replace` dedupe while the job waits.
       queue: text('queue').notNull().default('default'),
       priority: smallint('priority').notNull().default(0),
@@ -253,6 +256,50 @@ export function limitsTableIn(schema: PgSchema<string>) {
   );
 }
 
+/**
+ * What skiplock remembers of each destination jobs name: its circuit breaker (closed, open, half_open
+ * with one probe job), the counts of the rolling window (two fixed windows of `window_ms`), a
+ * Retry-After deferral of the whole destination. Written by record_destination_outcomes (settles),
+ * claim_probes (claims) and a reset (CLI, API, control route); see migration 0014.
+ */
+export function destinationsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'destinations',
+    {
+      name: text('name').primaryKey(),
+      state: text('state', { enum: ['closed', 'open', 'half_open'] })
+        .notNull()
+        .default('closed'),
+      windowStart: timestamp('window_start', tz),
+      windowMs: integer('window_ms').notNull().default(60_000),
+      windowCalls: integer('window_calls').notNull().default(0),
+      windowFailures: integer('window_failures').notNull().default(0),
+      prevCalls: integer('prev_calls').notNull().default(0),
+      prevFailures: integer('prev_failures').notNull().default(0),
+      trips: integer('trips').notNull().default(0),
+      openedAt: timestamp('opened_at', tz),
+      openUntil: timestamp('open_until', tz),
+      probeJob: bigint('probe_job', { mode: 'bigint' }),
+      probeUntil: timestamp('probe_until', tz),
+      deferredUntil: timestamp('deferred_until', tz),
+      changedAt: timestamp('changed_at', tz).notNull().defaultNow(),
+      changedBy: text('changed_by'),
+      updatedAt: timestamp('updated_at', tz).notNull().defaultNow(),
+    },
+    (t) => [
+      check('destinations_state_check', sql`${t.state} in ('closed', 'open', 'half_open')`),
+      // An open breaker knows when it may probe; a half-open one, which job probes and until when.
+      check('destinations_open_check', sql`${t.state} <> 'open' or ${t.openUntil} is not null`),
+      check(
+        'destinations_half_open_check',
+        sql`${t.state} <> 'half_open' or (${t.probeJob} is not null and ${t.probeUntil} is not null)`,
+      ),
+      // The rows every claim asks about (is any breaker not closed, any deferral?): few, by design.
+      index('destinations_attention_idx').on(t.name).where(sql`state <> 'closed' or deferred_until is not null`),
+    ],
+  );
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
@@ -260,6 +307,7 @@ export const completedCounts = completedCountsTableIn(skiplockSchema);
 export const invocations = invocationsTableIn(skiplockSchema);
 export const pauses = pausesTableIn(skiplockSchema);
 export const limits = limitsTableIn(skiplockSchema);
+export const destinations = destinationsTableIn(skiplockSchema);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 

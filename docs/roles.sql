@@ -19,6 +19,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".pauses TO skiplock_worker;
 -- Concurrency limits set at run time: the same. (claim_room, the claim's limit check, is a
 -- function every role may call.)
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".limits TO skiplock_worker;
+-- Destination health (circuit breakers, Retry-After deferrals): every settle that carries attempts
+-- against a destination writes its row, claims read them, the control function resets them.
+GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".destinations TO skiplock_worker;
 -- A claim must never wait on a lock for long, and a worker never sits idle in a transaction.
 ALTER ROLE skiplock_worker SET statement_timeout = '10s';
 ALTER ROLE skiplock_worker SET idle_in_transaction_session_timeout = '60s';
@@ -37,8 +40,8 @@ GRANT SELECT (ordering_key, ordering_hold) ON "skiplock".jobs TO skiplock_enqueu
 -- Only if you use dedupe mode 'replace'. PostgreSQL counts reading the proposed row
 -- (excluded.payload, …) in ON CONFLICT DO UPDATE as reading the column, so replace also
 -- needs SELECT on the replaced columns: an enqueuer that uses replace can read payloads.
-GRANT UPDATE (payload, run_at, priority, queue, max_attempts, deadline, correlation_id, concurrency_key, updated_at)
+GRANT UPDATE (payload, run_at, priority, queue, max_attempts, deadline, correlation_id, concurrency_key, destination, updated_at)
   ON "skiplock".jobs TO skiplock_enqueuer;
-GRANT SELECT (payload, run_at, priority, queue, max_attempts, deadline, correlation_id, concurrency_key)
+GRANT SELECT (payload, run_at, priority, queue, max_attempts, deadline, correlation_id, concurrency_key, destination)
   ON "skiplock".jobs TO skiplock_enqueuer;
 ALTER ROLE skiplock_enqueuer SET statement_timeout = '10s';

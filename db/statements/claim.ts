@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { type SQL, sql } from 'drizzle-orm';
-import type { Completion, Outcome, SettleReport } from '../../base/outcomes.js';
+import type { BreakerMove, Completion, Outcome, SettleReport } from '../../base/outcomes.js';
 import type { ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows, sqlStateOf } from '../execute.js';
 import { appendCapped, holdsKey, jobsRef, nowExpr } from './common.js';
+import { hasDestinations, movesJson, toMoves } from './destinations.js';
 import {
   type DeclaredLimit,
+  destinationOpen,
   effectiveLimitsCte,
   flowNeeded,
   heldCte,
@@ -79,6 +81,10 @@ export interface ClaimResult {
   jobs: ClaimedJob[];
   /** What became of `request.settle`. */
   settled: SettleReport;
+  /** Breakers the settled outcomes moved (closed → open, half_open → closed or open). */
+  moves: BreakerMove[];
+  /** Jobs this claim took as the half-open probe of their destination's breaker. */
+  probes: { destination: string; jobId: string }[];
   /** Whether the next claim needs the flow claim (a limit applies, or keyed jobs wait): pass it as `flow`. */
   flow: boolean;
 }
@@ -96,6 +102,7 @@ type ClaimRow = {
         maxAttempts: number,
         correlationId: string | null,
         orderingKey: string | null,
+        destination: string | null,
       ][]
     | null;
   report:
@@ -109,6 +116,8 @@ type ClaimRow = {
     | null;
   /** A limit applies to this claimer, or a job with a concurrency key waits. */
   flow: boolean;
+  moves: Parameters<typeof toMoves>[0];
+  probes: [destination: string, jobId: string][] | null;
 };
 
 /**
@@ -138,7 +147,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const settle = request.settle ?? [];
   if (request.limit < 1 || request.leases.length === 0) {
     const settled = await settleOutcomes(db, schema, settle, request.now, request.completion);
-    return { jobs: [], settled, flow: request.flow ?? false };
+    return { jobs: [], settled, flow: request.flow ?? false, moves: settled.moves ?? [], probes: [] };
   }
   const lane = request.lane;
   if (lane !== undefined && !(Number.isInteger(lane) && lane >= 0 && lane < CLAIM_LANES)) {
@@ -150,7 +159,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   if (!first.flow) return first;
   // The plain claim found a limit or a keyed job and claimed nothing; its settle is written.
   const second = await runClaim(db, schema, { ...request, settle: [] }, 'flow');
-  return { ...second, settled: first.settled };
+  return { ...second, settled: first.settled, moves: first.moves };
 }
 
 async function runClaim(
@@ -171,12 +180,30 @@ async function runClaim(
     if (sqlStateOf(err) !== '23505') throw err;
     rows = await queryRows<ClaimRow>(db, statement, schema);
   }
-  const row = rows[0] ?? { jobs: null, report: null, flow: false };
-  const result: ClaimResult = { jobs: [], settled: { lost: new Set(), changed: new Map() }, flow: row.flow };
+  const row = rows[0] ?? { jobs: null, report: null, flow: false, moves: null, probes: null };
+  const result: ClaimResult = {
+    jobs: [],
+    settled: { lost: new Set(), changed: new Map() },
+    flow: row.flow,
+    moves: toMoves(row.moves),
+    probes: (row.probes ?? []).map(([destination, jobId]) => ({ destination, jobId })),
+  };
+  result.settled.moves = result.moves;
   for (const [row_kind, id, state, dead_reason, run_at_ms] of row.report ?? []) {
     addToReport(result.settled, { row_kind, id, state, dead_reason, run_at_ms });
   }
-  for (const [id, kind, queue, payload, priority, attempt, maxAttempts, correlationId, orderingKey] of row.jobs ?? []) {
+  for (const [
+    id,
+    kind,
+    queue,
+    payload,
+    priority,
+    attempt,
+    maxAttempts,
+    correlationId,
+    orderingKey,
+    destination,
+  ] of row.jobs ?? []) {
     result.jobs.push({
       id,
       kind,
@@ -188,6 +215,7 @@ async function runClaim(
       leaseToken,
       correlationId,
       ...(orderingKey === null ? {} : { orderingKey }),
+      ...(destination === null ? {} : { destination }),
     });
   }
   return result;
@@ -274,7 +302,12 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
       ${lane === undefined ? sql`` : sql`select id, 1 as src from in_lane union all`}
       select id, 2 as src from ready union all select id, 2 from keyed
     ),
-    ${withinLimitsCtes(schema, { limit, gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true` })},`;
+    ${withinLimitsCtes(schema, {
+      limit,
+      gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true`,
+      leaseOf: (kind) => sql`(${sql.param(leaseMs)}::int[])[array_position(${sql.param(kinds)}::text[], ${kind})]`,
+      now,
+    })},`;
   // Rescues first (a backlog must not starve them), then the lane, then the head. The plain claim
   // takes nothing when the flow claim is needed (a one-time condition: nothing below it runs).
   const picked =
@@ -284,11 +317,19 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
       : sql`(select id from expired union all select id from within limit ${limit}) p where j.id = p.id`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
-    flow as (select ${flowNeeded(schema, { kinds, queues: request.queues })} as needed),
+    flow as (select ${flowNeeded(schema, {
+      kinds,
+      queues: request.queues,
+      now,
+      ...(hasSettle && hasDestinations(settle) ? { afterSettle: sql`(select n from settle_done) >= 0` } : {}),
+    })} as needed),
     ${
       shape === 'flow'
         ? sql`${effectiveLimitsCte(schema, { declared: request.limits ?? [], kinds, queues: request.queues })},
-    ${heldCte(schema, (scope) => pausedNames(schema, scope), notEnding)},`
+    ${heldCte(schema, (scope) => pausedNames(schema, scope), notEnding, {
+      now,
+      gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true`,
+    })},`
         : sql``
     }
     ${laneCte}
@@ -304,6 +345,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
       select j.id from ${jobs} j
       where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
         and ${notPastDeadline} and ${mine} and ${notPaused(schema)} and ${inTurn} ${notSettling} ${afterSettle}
+        ${shape === 'flow' ? sql`and ${destinationOpen(true)}` : sql``}
       order by j.lease_expires_at
       limit ${limit}
       for update skip locked
@@ -326,14 +368,16 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
         errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
       from ${picked}
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
-        j.ordering_key
+        j.ordering_key, j.destination
     )
     -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
     -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
       (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id, c.ordering_key) order by c.priority, c.run_at, c.id)
+          c.max_attempts, c.correlation_id, c.ordering_key, c.destination) order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report,
-      (select f.needed from flow f) as flow`;
+      (select f.needed from flow f) as flow,
+      ${hasSettle && hasDestinations(settle) ? movesJson() : sql`null::json`} as moves,
+      ${shape === 'flow' ? sql`(select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w)` : sql`null::json`} as probes`;
 }

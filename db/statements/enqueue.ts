@@ -68,13 +68,14 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
       ord int, kind text, queue text, payload jsonb, priority smallint, run_at timestamptz,
       delay_ms bigint, max_attempts int, deadline timestamptz, dedupe_key text,
       dedupe_mode text, window_ms bigint, correlation_id text, ordering_key text, ordering_hold boolean,
-      concurrency_key text
+      concurrency_key text, destination text
     )
     cross join (select clock_timestamp() as now) n
   )`;
   // Columns only the calls that use them write.
   const concurrencyKeyed = rows.some((r) => r.concurrency_key !== null);
-  const keyColumns = sql`${keyed ? sql`, ordering_key, ordering_hold` : sql``}${concurrencyKeyed ? sql`, concurrency_key` : sql``}`;
+  const destined = rows.some((r) => r.destination !== null);
+  const keyColumns = sql`${keyed ? sql`, ordering_key, ordering_hold` : sql``}${concurrencyKeyed ? sql`, concurrency_key` : sql``}${destined ? sql`, destination` : sql``}`;
   const insert = (where: SQL) => sql`insert into ${jobs} (
       id, kind, queue, payload, priority, run_at, max_attempts, deadline,
       dedupe_key, dedupe_mode, dedupe_window, correlation_id ${keyColumns}
@@ -97,6 +98,7 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
           deadline = excluded.deadline,
           correlation_id = excluded.correlation_id,
           concurrency_key = excluded.concurrency_key,
+          destination = excluded.destination,
           updated_at = clock_timestamp()
         returning id, kind, dedupe_key
       )`);

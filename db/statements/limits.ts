@@ -2,6 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { epochMs, nowExpr, runningRow, toDate } from './common.js';
+import { destinationsNeedFlow, destinationsNeedFlowAfter, heldDestinationsFrom } from './destinations.js';
 
 /**
  * What a concurrency limit counts: `queue` — running jobs in the queue `name`; `kind` — running
@@ -65,9 +66,17 @@ export function effectiveLimitsCte(
  * declared: the caller sends the flow claim when the code declares one), or a job with a
  * concurrency key waits. Two probes of a few index entries.
  */
-export function flowNeeded(schema: string, request: { kinds: readonly string[]; queues?: readonly string[] }): SQL {
+export function flowNeeded(
+  schema: string,
+  request: { kinds: readonly string[]; queues?: readonly string[]; now: SQL; afterSettle?: SQL },
+): SQL {
+  // A settle that carries attempts against destinations may open a breaker: then ask after it.
+  const destinations = request.afterSettle
+    ? destinationsNeedFlowAfter(schema, request.now, request.afterSettle)
+    : destinationsNeedFlow(schema, request.now);
   return sql`(exists (select 1 from ${limitsRef(schema)} l where ${appliesTo(request)})
-    or exists (select 1 from ${sql.identifier(schema)}.jobs j where j.state = 'queued' and j.concurrency_key is not null))`;
+    or exists (select 1 from ${sql.identifier(schema)}.jobs j where j.state = 'queued' and j.concurrency_key is not null)
+    or ${destinations})`;
 }
 
 /**
@@ -77,13 +86,20 @@ export function flowNeeded(schema: string, request: { kinds: readonly string[]; 
  * row, computed once: each candidate is compared with two small arrays. `notEnding` leaves out the
  * running rows `r` the statement itself ends (its settle), which its snapshot still sees running.
  */
-export function heldCte(schema: string, paused: (scope: 'queue' | 'kind') => SQL, notEnding: SQL): SQL {
+export function heldCte(
+  schema: string,
+  paused: (scope: 'queue' | 'kind') => SQL,
+  notEnding: SQL,
+  destinations: { now: SQL; gate: SQL },
+): SQL {
   const full = (scope: 'queue' | 'kind') => sql`coalesce((select array_agg(l.name) from lim l
       where l.scope = ${scope} and (select count(*) from (select 1 from ${sql.identifier(schema)}.jobs r
         where ${runningRow('r')} and r.${sql.raw(scope)} = l.name ${notEnding} limit l.max_running) x) >= l.max_running),
       '{}'::text[])`;
   return sql`held as (
-      select ${paused('queue')} || ${full('queue')} as queues, ${paused('kind')} || ${full('kind')} as kinds
+      select ${paused('queue')} || ${full('queue')} as queues, ${paused('kind')} || ${full('kind')} as kinds,
+        x.blocked as destinations, x.probing
+      from ${heldDestinationsFrom(schema, destinations.now, destinations.gate)}
     )`;
 }
 
@@ -93,7 +109,15 @@ export function heldCte(schema: string, paused: (scope: 'queue' | 'kind') => SQL
  * time breaks a bundled function (see pauses.ts).
  */
 export const notHeld = () => sql`(j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
-  and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[]))`;
+  and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and ${destinationOpen()}`;
+
+/**
+ * The condition that job `j` has no destination, or one whose breaker lets it through (closed, or
+ * its cool-down over: the probe) and no Retry-After defers. `probing`: also leave out the
+ * destinations waiting for a probe (a rescue is never a probe).
+ */
+export const destinationOpen = (probing = false) =>
+  sql`(j.destination is null or (j.destination || '') <> all(coalesce((select ${probing ? sql`h.destinations || h.probing` : sql`h.destinations`} from held h), '{}'::text[])))`;
 
 /**
  * CTEs `key_walk_a`, `key_walk_b` and `keyed`: the claim's candidates that have a concurrency key,
@@ -159,12 +183,29 @@ export function keyedCtes(
  * when, in each of its scopes, fewer candidates come before it than the scope has room. `gate`
  * makes the count wait for the statement's own settle (so jobs it just ended free their places).
  */
-export function withinLimitsCtes(schema: string, request: { limit: number; gate: SQL }): SQL {
+export function withinLimitsCtes(
+  schema: string,
+  request: { limit: number; gate: SQL; leaseOf: (kind: SQL) => SQL; now: SQL },
+): SQL {
   const jobs = sql`${sql.identifier(schema)}.jobs`;
   const order = sql`c.src, c.priority, c.run_at, c.id`;
   return sql`cinfo as (
-      select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at
+      select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
       from cands c join ${jobs} j on j.id = c.id
+    ),
+    -- A destination whose breaker's cool-down ended lets one job through, its probe: the first
+    -- candidate of each, if claim_probes gives it the turn (one claim does, the others skip it).
+    probe_pick as (
+      select distinct on (c.dest) c.dest, c.id, c.kind from cinfo c
+      where c.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and ${request.gate}
+      order by c.dest, ${order}
+    ),
+    probe_won as (
+      select * from ${sql.identifier(schema)}.claim_probes(
+        (select coalesce(array_agg(p.dest), '{}') from probe_pick p),
+        (select coalesce(array_agg(p.id), '{}') from probe_pick p),
+        (select coalesce(array_agg(${request.leaseOf(sql`p.kind`)}), '{}') from probe_pick p),
+        ${request.now})
     ),
     need as (
       select l.scope, l.name, null::text as key, l.max_running from lim l
@@ -199,6 +240,8 @@ export function withinLimitsCtes(schema: string, request: { limit: number; gate:
       where r.in_queue <= coalesce(q.room, r.in_queue) and r.in_kind <= coalesce(k.room, r.in_kind)
         and (r.ck is null
           or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))
+        and (r.dest is null or r.dest <> all(coalesce((select h.probing from held h), '{}'::text[]))
+          or r.id in (select w.job_id from probe_won w))
       order by r.src, r.priority, r.run_at, r.id
       limit ${request.limit}
     )`;

@@ -3,6 +3,7 @@ import type { Completion, Outcome, SettledJob, SettleReport } from '../../base/o
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
+import { hasDestinations, movesJson, recordDestinationsCte, toMoves } from './destinations.js';
 import { releaseAfterCtes } from './ordering.js';
 
 /**
@@ -20,10 +21,12 @@ export async function settleJobs(
   completion: Completion = 'keep',
 ): Promise<SettledJob[]> {
   if (outcomes.length === 0) return [];
+  // settle_done runs the destinations' record too (a CTE no one reads is never run).
   const rows = await queryRows<SettledRow>(
     db,
     sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
-    select id::text as id, state, dead_reason, ${epochMs(sql`run_at`)} as run_at_ms from settled`,
+    select id::text as id, state, dead_reason, ${epochMs(sql`run_at`)} as run_at_ms from settled
+    where (select n from settle_done) >= 0`,
     schema,
   );
   return rows.map(toSettledJob);
@@ -45,6 +48,25 @@ export async function settleOutcomes(
 ): Promise<SettleReport> {
   const report: SettleReport = { lost: new Set(), changed: new Map() };
   if (outcomes.length === 0) return report;
+  if (hasDestinations(outcomes)) {
+    // One row: the report rows as JSON, and the breakers the outcomes moved.
+    const [row] = await queryRows<{
+      report: [string, string, SettledJob['state'], string | null, number | null][] | null;
+      moves: Parameters<typeof toMoves>[0];
+    }>(
+      db,
+      sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
+      select (select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms))
+          from (${settleReportRows(sql``)}) s) as report,
+        ${movesJson()} as moves, (select n from settle_done) as n`,
+      schema,
+    );
+    for (const [row_kind, id, state, dead_reason, run_at_ms] of row?.report ?? []) {
+      addToReport(report, { row_kind, id, state, dead_reason, run_at_ms });
+    }
+    report.moves = toMoves(row?.moves);
+    return report;
+  }
   const rows = await queryRows<SettleReportRow>(
     db,
     sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
@@ -76,9 +98,15 @@ export function addToReport(report: SettleReport, row: SettleReportRow): void {
 export function settleCtes(schema: string, outcomes: readonly Outcome[], completion: Completion = 'keep'): SQL {
   const release = releaseNextCtes(schema, outcomes);
   const input = sql`settle_input as (${settleInput(outcomes)})`;
+  // What the attempts did to their destinations: written in the settle's part of the statement,
+  // before the claim locks anything (settle_done gates the claim), so the destinations' row locks
+  // come first in every statement, in name order (record_destination_outcomes).
+  const destined = hasDestinations(outcomes);
+  const record = destined ? sql`${recordDestinationsCte(schema, outcomes)}, ` : sql``;
+  const recorded = destined ? sql` + (select count(*) from destination_moves)` : sql``;
   if (completion === 'keep') {
-    return sql`${input}, settled as (${settleUpdate(schema, outcomes)}),
-      settle_done as (select count(*) as n from settled)${release}`;
+    return sql`${input}, settled as (${settleUpdate(schema, outcomes)}), ${record}
+      settle_done as (select (select count(*) from settled)${recorded} as n)${release}`;
   }
   // 'delete': completed rows go, except those holding a dedupe window (their row is the window).
   // What remains of them is a count per minute, queue and kind, for the stats.
@@ -104,7 +132,10 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
   parts.push(sql`settled as (
     select d.id, 'completed'::text as state, null::text as dead_reason, null::timestamptz as run_at from deleted d
     union all select * from kept ${others.length > 0 ? sql`union all select * from others` : sql``})`);
-  parts.push(sql`settle_done as (select (select count(*) from settled) + (select count(*) from counted) as n)`);
+  if (destined) parts.push(recordDestinationsCte(schema, outcomes));
+  parts.push(
+    sql`settle_done as (select (select count(*) from settled) + (select count(*) from counted)${recorded} as n)`,
+  );
   return sql`${sql.join(parts, sql`, `)}${release}`;
 }
 

@@ -96,7 +96,7 @@ export function useTestSchema(label: string, ready: (t: TestContext) => void): v
     if (ctx)
       await ctx.admin.query(
         `truncate "${ctx.schema}".jobs, "${ctx.schema}".completed_counts, "${ctx.schema}".invocations,
-          "${ctx.schema}".pauses, "${ctx.schema}".limits`,
+          "${ctx.schema}".pauses, "${ctx.schema}".limits, "${ctx.schema}".destinations`,
       );
   });
 }
