@@ -60,6 +60,20 @@ export function emfMetrics(
           now(),
         ),
       );
+      // One line per breaker transition, by destination: alarm on BreakerOpened.
+      for (const move of summary.breakers ?? []) {
+        write(
+          emfLine(
+            { Service: service, Destination: move.destination },
+            {
+              BreakerOpened: count(move.to === 'open' ? 1 : 0),
+              BreakerHalfOpened: count(move.to === 'half_open' ? 1 : 0),
+              BreakerClosed: count(move.to === 'closed' ? 1 : 0),
+            },
+            now(),
+          ),
+        );
+      }
     },
     queues(rows, service) {
       // Per queue (kinds summed), plus one line without a queue for whole-service alarms.

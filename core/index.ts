@@ -30,7 +30,9 @@ export {
   stats,
 } from './admin.js';
 export { BACKOFF_DEFAULTS, type BackoffOption } from './backoff.js';
+export { type BreakerState, breakers, type DestinationHealth, resetBreaker } from './breakers.js';
 export { type Clock, systemClock } from './clock.js';
+export { BREAKER_DEFAULTS, type BreakerSettings, countsAgainstDestination } from './destinations.js';
 export {
   createEnqueuer,
   ENQUEUE_DEFAULTS,

@@ -1,8 +1,9 @@
-import { DiscardError } from '../../base/errors.js';
-import type { Outcome } from '../../base/outcomes.js';
+import { CancelError, DestinationError, DiscardError, RetryAfterError } from '../../base/errors.js';
+import type { DestinationOutcomeOf, Outcome } from '../../base/outcomes.js';
 import type { ClaimedJob } from '../../base/rows.js';
 import { extendLease, reportProgress, settleJobs } from '../../db/statements/settle.js';
 import { toBackoff } from '../backoff.js';
+import { countsAgainstDestination } from '../destinations.js';
 import { decideFailure } from '../failure.js';
 import { describeIssues } from '../issues.js';
 import { type Logger, withFields } from '../logger.js';
@@ -82,6 +83,11 @@ export class Attempt implements ContextSource {
   #controller: AbortController | undefined = undefined;
   #logger: Logger | undefined = undefined;
 
+  /** The worker's breaker settings by destination. */
+  get breakers(): WorkerSettings['breakers'] {
+    return this.#host.settings.breakers;
+  }
+
   constructor(job: ClaimedJob, kind: Kind, host: AttemptHost) {
     this.job = job;
     this.kind = kind;
@@ -134,7 +140,8 @@ export class Attempt implements ContextSource {
       await db.db.transaction(async (tx) => {
         await this.kind.handler(payload, new TransactionalHandlerContext(this, tx));
         if (this.aborted) throw this.aborted;
-        const settled = await settleJobs(tx, schema, [{ id, leaseToken, outcome: 'completed' }], undefined, completion);
+        const done: Outcome = { id, leaseToken, outcome: 'completed', ...destinationOf(this, undefined) };
+        const settled = await settleJobs(tx, schema, [done], undefined, completion);
         if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
       });
     } catch (thrown) {
@@ -162,7 +169,13 @@ export class Attempt implements ContextSource {
     this.#finish({
       job,
       startedAt: this.startedAt,
-      outcome: { id: job.id, leaseToken: job.leaseToken, outcome: 'completed', ...keyOf(job) },
+      outcome: {
+        id: job.id,
+        leaseToken: job.leaseToken,
+        outcome: 'completed',
+        ...keyOf(job),
+        ...destinationOf(this, undefined),
+      },
       reason: undefined,
     });
   }
@@ -214,7 +227,7 @@ export class Attempt implements ContextSource {
 function failureOutcome(attempt: Attempt, thrown: unknown): PendingOutcome {
   const { job, startedAt } = attempt;
   const decision = decideFailure(thrown, job.attempt);
-  const base = { id: job.id, leaseToken: job.leaseToken, ...keyOf(job) };
+  const base = { id: job.id, leaseToken: job.leaseToken, ...keyOf(job), ...destinationOf(attempt, thrown) };
   const reason = decision.error.message;
   if (decision.outcome === 'retry') {
     let delayMs: number;
@@ -253,6 +266,36 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 }
 
 const FALLBACK_BACKOFF = toBackoff(undefined);
+
+/**
+ * What the attempt did to its destination (`thrown`: what the handler threw, undefined when it
+ * returned), as an outcome field: nothing for a job without one, a kind with `breaker: false`, a
+ * cancellation, or an attempt the invocation's own deadline cut short (not the destination's doing).
+ */
+function destinationOf(attempt: Attempt, thrown: unknown): { destination?: DestinationOutcomeOf } {
+  const { breaker } = attempt.kind.definition;
+  if (breaker === false || thrown instanceof CancelError) return {};
+  if (thrown instanceof JobAbort && thrown.reason !== 'timeout') return {};
+  const name = (thrown instanceof DestinationError ? thrown.destination : undefined) ?? attempt.job.destination;
+  if (!name) return {};
+  const override = attempt.breakers.get(name);
+  const s = override ? { ...breaker, ...override } : breaker;
+  const failed = thrown !== undefined && countsAgainstDestination(thrown, thrown instanceof JobAbort);
+  return {
+    destination: {
+      name,
+      failed,
+      deferMs: thrown instanceof RetryAfterError && s.retryAfterDefersDestination ? thrown.delayMs : null,
+      breaker: {
+        failures: s.failures,
+        failureRate: s.failureRate,
+        windowMs: s.windowMs,
+        coolDownMs: s.coolDownMs,
+        maxCoolDownMs: s.maxCoolDownMs,
+      },
+    },
+  };
+}
 
 /** The job's ordering key as an outcome field, when it has one. */
 function keyOf(job: ClaimedJob): { orderingKey?: string } {

@@ -326,6 +326,9 @@ export class Invocation implements AttemptHost {
       this.settings.claimShape.flow = claimed.value.flow;
       buffer.settled(batch, claimed.value.settled);
       this.#ledger.claimed(claimed.value.jobs.length);
+      for (const p of claimed.value.probes) {
+        this.#ledger.breaker({ destination: p.destination, from: 'open', to: 'half_open', probeJobId: p.jobId });
+      }
       this.#waiting.push(...claimed.value.jobs);
     } else {
       buffer.putBack(batch); // not written: the error path's last flush tries again

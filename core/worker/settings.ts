@@ -2,6 +2,7 @@ import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
 import type { DeclaredLimit } from '../../db/statements/limits.js';
 import type { Clock } from '../clock.js';
+import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
 import type { Logger } from '../logger.js';
 import type { InvocationStarter } from './admission.js';
@@ -44,6 +45,8 @@ export interface WorkerSettings {
   readonly kindList: readonly Kind[];
   /** The concurrency limits the kinds and their queue definitions declare. */
   readonly limits: readonly DeclaredLimit[];
+  /** Breaker settings by destination (the worker's `breakers`), over the kind's. */
+  readonly breakers: ReadonlyMap<string, Partial<BreakerSettings>>;
   /**
    * What the last claim said of the next (`flow`): a warm instance's next invocation starts with
    * the claim shape its last one ended with. The only state shared between invocations.

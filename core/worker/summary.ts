@@ -1,5 +1,5 @@
 import { DatabaseError, SkiplockError } from '../../base/errors.js';
-import type { SettleReport } from '../../base/outcomes.js';
+import type { BreakerMove, BreakerState, SettleReport } from '../../base/outcomes.js';
 import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
 import { scrubSecrets } from '../../db/execute.js';
 import { jobFields, type PendingOutcome } from './attempt.js';
@@ -33,6 +33,8 @@ export interface InvocationSummary {
   error?: string;
   /** With stoppedBecause 'error': the SQLSTATE when the database sent one, else the error code. */
   errorCode?: string;
+  /** Circuit breakers this invocation's outcomes and claims moved, in order (absent when none). */
+  breakers?: { destination: string; from: BreakerState; to: BreakerState }[];
 }
 
 /** The invocation's summary, and the log line behind each count in it. */
@@ -93,10 +95,36 @@ export class Ledger {
     this.#settings.logger.warn('lease_lost', { ...jobFields(job, this.summary.invocationId), outcome: 'lease_lost' });
   }
 
+  /**
+   * A breaker changed state: a log line (a warning when it opens) and the summary, whose metrics
+   * line counts them. `probeJobId`: the job this claim sent through as the half-open probe.
+   */
+  breaker(move: BreakerMove | { destination: string; from: BreakerState; to: 'half_open'; probeJobId: string }): void {
+    const { summary } = this;
+    summary.breakers = [...(summary.breakers ?? []), { destination: move.destination, from: move.from, to: move.to }];
+    const fields = {
+      invocationId: summary.invocationId,
+      destination: move.destination,
+      from: move.from,
+      to: move.to,
+      ...('probeJobId' in move
+        ? { probeJobId: move.probeJobId }
+        : {
+            failures: move.failures,
+            calls: move.calls,
+            ...(move.openUntil ? { nextProbeAt: move.openUntil.toISOString() } : {}),
+          }),
+    };
+    const { logger } = this.#settings;
+    if (move.to === 'open') logger.warn('breaker', fields);
+    else logger.info('breaker', fields);
+  }
+
   /** Counts and logs what the database did with a batch of outcomes. */
   settled(batch: readonly PendingOutcome[], report: SettleReport): void {
     const { summary } = this;
     const { logger, clock, infoLogs } = this.#settings;
+    for (const move of report.moves ?? []) this.breaker(move);
     if (!infoLogs && report.lost.size === 0 && report.changed.size === 0) {
       summary.completed += batch.length; // every one completed, and nobody wants a line per job
       return;

@@ -3,6 +3,7 @@ import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../../base/identi
 import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
 import { type Clock, systemClock } from '../clock.js';
+import { type BreakerSettings, breakerSettings } from '../destinations.js';
 import { declaredLimits, type JobDefinition, type JobHandler } from '../jobs.js';
 import { jsonLogger, type Logger } from '../logger.js';
 import type { InvocationStarter } from './admission.js';
@@ -76,6 +77,11 @@ export interface WorkerOptions {
   lingerMs?: number;
   /** How often a lingering invocation looks. @defaultValue 250 */
   lingerPollMs?: number;
+  /**
+   * Breaker settings per destination, over those of the job's kind (its `breaker` option), e.g.
+   * `{ 'api.partner.example': { failures: 3, coolDownMs: 120_000 } }`. @defaultValue none
+   */
+  breakers?: Record<string, Partial<BreakerSettings>>;
 }
 
 export const WORKER_DEFAULTS = {
@@ -176,6 +182,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     kinds,
     kindList: [...kinds.values()],
     limits: declaredLimits(options.jobs),
+    breakers: breakerOverrides(options.breakers),
     claimShape: { flow: false },
     name,
     maxInvocations,
@@ -188,3 +195,15 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
 
 export type { InvocationStarter } from './admission.js';
 export type { InvocationInput, InvocationSummary } from './summary.js';
+
+/** The worker's per-destination breaker settings, each checked (with the defaults filled in). */
+function breakerOverrides(given: WorkerOptions['breakers']): ReadonlyMap<string, Partial<BreakerSettings>> {
+  const overrides = new Map<string, Partial<BreakerSettings>>();
+  if (given === undefined) return overrides;
+  if (given === null || typeof given !== 'object') throw new ConfigError('breakers must be an object by destination');
+  for (const [destination, settings] of Object.entries(given)) {
+    breakerSettings(settings, `breakers[${JSON.stringify(destination.slice(0, 80))}]`);
+    overrides.set(destination, settings);
+  }
+  return overrides;
+}
