@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { type BreakerState, breakers, type DestinationHealth, resetBreaker } from '../core/breakers.js';
 import {
   clearLimit,
   type LimitOverride,
@@ -15,8 +16,8 @@ import { HttpError } from './http.js';
 import type { FunctionRuntime } from './runtime.js';
 
 /**
- * The control function's body: flow control an operator changes on a deployed app — pauses and
- * concurrency limits. One action per request.
+ * The control function's body: flow control an operator changes on a deployed app — pauses,
+ * concurrency limits, circuit breakers. One action per request.
  */
 const target = { queue: z.string().optional(), kind: z.string().optional() };
 export const controlBodySchema = z.discriminatedUnion('action', [
@@ -49,6 +50,14 @@ export const controlBodySchema = z.discriminatedUnion('action', [
     })
     .strict(),
   z.object({ action: z.literal('limits') }).strict(),
+  z.object({ action: z.literal('breakers') }).strict(),
+  z
+    .object({
+      action: z.literal('reset_breaker'),
+      destination: z.string().min(1).max(200),
+      by: z.string().max(255).optional(),
+    })
+    .strict(),
 ]);
 
 export type ControlResult =
@@ -57,7 +66,9 @@ export type ControlResult =
   | { action: 'list'; paused: Pause[] }
   | { action: 'limit'; limit: LimitOverride; previous: number | null }
   | { action: 'unlimit'; cleared: boolean; limit: LimitOverride | null }
-  | { action: 'limits'; limits: (LimitOverride & { running: number; busiestKey: string | null })[] };
+  | { action: 'limits'; limits: (LimitOverride & { running: number; busiestKey: string | null })[] }
+  | { action: 'breakers'; breakers: DestinationHealth[] }
+  | { action: 'reset_breaker'; destination: string; previous: BreakerState | null };
 
 /**
  * Validates a control body and applies it; each change is logged with who made it
@@ -78,6 +89,14 @@ export async function controlFromBody(
   if (input.action === 'list') return { action: 'list', paused: await runtime.withDb((db) => pauses(db, { schema })) };
   if (input.action === 'limits')
     return { action: 'limits', limits: await runtime.withDb((db) => limits(db, { schema })) };
+  if (input.action === 'breakers')
+    return { action: 'breakers', breakers: await runtime.withDb((db) => breakers(db, { schema })) };
+  if (input.action === 'reset_breaker') {
+    const by = input.by ?? defaultBy;
+    const { previous } = await runtime.withDb((db) => resetBreaker(db, input.destination, { schema, by }));
+    if (previous !== null) logger.info('breaker_reset', { destination: input.destination, previous, by });
+    return { action: 'reset_breaker', destination: input.destination, previous };
+  }
   const to = input.queue !== undefined ? { queue: input.queue } : { kind: input.kind as string };
   if ((input.queue === undefined) === (input.kind === undefined)) {
     throw new HttpError(400, 'invalid_request', 'invalid request: name exactly one of queue or kind');

@@ -1,6 +1,7 @@
 // Flow-control commands: pause and resume queues and kinds, set and clear concurrency limits,
 // through the same core functions as the API.
 
+import { breakers, type DestinationHealth, resetBreaker } from '../core/breakers.js';
 import {
   clearLimit,
   type LimitTarget,
@@ -163,4 +164,45 @@ export const FLOW_COMMANDS: Record<string, (ctx: CommandContext) => Promise<numb
   },
 };
 
-export const FLOW_SUBCOMMANDS = ['queues', 'kinds'];
+const when = (d: Date | null) =>
+  d
+    ? `${d.toISOString()} (${age(Math.abs(Date.now() - d.getTime()) / 1000)}${d.getTime() > Date.now() ? ' from now' : ' ago'})`
+    : '';
+
+/** The breakers as a table, for `breakers` and `stats`. */
+export function breakersTable(rows: readonly DestinationHealth[]): string {
+  if (rows.length === 0) return 'no destinations recorded (kinds name them with the `destination` option)';
+  return table(
+    rows.map((d) => ({
+      destination: d.name,
+      state: d.state === 'half_open' ? 'half-open' : d.state,
+      'failures/attempts': `${d.failures}/${d.calls}`,
+      since: d.state === 'closed' ? '' : when(d.openedAt ?? d.changedAt),
+      'next probe': d.state === 'open' ? when(d.nextProbeAt) : d.state === 'half_open' ? `job ${d.probeJobId}` : '',
+      'deferred until': when(d.deferredUntil),
+      trips: String(d.trips),
+    })),
+    ['destination', 'state', 'failures/attempts', 'since', 'next probe', 'deferred until', 'trips'],
+  );
+}
+
+FLOW_COMMANDS.breakers = async ({ conn, schema, emit }) => {
+  const rows = await breakers(conn, { schema });
+  emit(breakersTable(rows), rows);
+  return EXIT.ok;
+};
+
+FLOW_COMMANDS['breakers reset'] = async (ctx) => {
+  const [destination, extra] = ctx.rest;
+  if (!destination || extra !== undefined) throw new UsageError('needs exactly one destination');
+  const { previous } = await resetBreaker(ctx.conn, destination, { schema: ctx.schema, by: operator(ctx) });
+  ctx.emit(
+    previous === null
+      ? `no record of destination ${destination}: nothing to reset`
+      : `closed the breaker of ${destination} (was ${previous === 'half_open' ? 'half-open' : previous}); its jobs are claimable from the next claim on`,
+    { destination, previous },
+  );
+  return previous === null ? EXIT.refused : EXIT.ok;
+};
+
+export const FLOW_SUBCOMMANDS = ['queues', 'kinds', 'breakers'];

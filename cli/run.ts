@@ -48,6 +48,11 @@ commands:
   kinds unlimit <kind>                  the same, for one kind
   limits                                the run-time limits and what runs under them (with --jobs:
                                         also the limits the code declares)
+  breakers                              destinations and their circuit breakers: state, failures and
+                                        attempts in the window, since when, next probe, Retry-After
+  breakers reset <destination> [--by name]
+                                        close the breaker and end any deferral: its jobs are claimable
+                                        from the next claim on
 
 global options:
   --json                  machine-readable output (one JSON document)
@@ -115,7 +120,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const emit = (human: string, data: unknown) => io.out(json ? JSON.stringify(data, null, 2) : human);
   if (command === 'init') return init(rest, o.dir ?? '.', io, json);
   const sub = SUBCOMMANDS.has(command);
-  const key = sub ? `${command} ${rest[0] ?? ''}` : command;
+  // `breakers` alone lists; `breakers reset <destination>` resets.
+  const key = sub && rest.length > 0 ? `${command} ${rest[0]}` : command;
   const handler = COMMANDS[key] ?? FLOW_COMMANDS[key];
   if (!handler) {
     io.err(

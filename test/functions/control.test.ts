@@ -85,6 +85,27 @@ describe(`the control function (${testDriver()})`, () => {
     expect(await claimEmails()).toEqual(['webhooks', 'webhooks', 'webhooks']);
   });
 
+  it('Vercel: breakers lists an open breaker, reset_breaker closes it and its jobs are claimed again', async () => {
+    await enqueuerFor(t.schema).enqueueMany(t.db, [
+      sendEmail.with({ to: 'a@example.com', subject: 's' }, { destination: 'down.example' }),
+      sendEmail.with({ to: 'b@example.com', subject: 's' }, { destination: 'up.example' }),
+    ]);
+    await t.admin.query(
+      `insert into "${t.schema}".destinations (name, state, opened_at, open_until, trips)
+       values ('down.example', 'open', now(), now() + interval '1 hour', 1)`,
+    );
+    const listed = (await (await vercel({ action: 'breakers' })).json()) as { breakers: unknown[] };
+    expect(listed.breakers).toEqual([expect.objectContaining({ name: 'down.example', state: 'open', trips: 1 })]);
+    const reset = await vercel({ action: 'reset_breaker', destination: 'down.example', by: 'ada' });
+    expect(reset.status).toBe(200);
+    expect(await reset.json()).toEqual({ action: 'reset_breaker', destination: 'down.example', previous: 'open' });
+    expect(await claimEmails()).toEqual(['emails', 'emails']);
+    const unknown = await vercel({ action: 'reset_breaker', destination: 'nobody.example' });
+    expect(await unknown.json()).toEqual({ action: 'reset_breaker', destination: 'nobody.example', previous: null });
+    const bad = await vercel({ action: 'reset_breaker', destination: '' });
+    expect(bad.status).toBe(400);
+  });
+
   it.each([
     ['a limit of 0', { action: 'limit', queue: 'q', maxRunning: 0 }, /invalid request/],
     ['a limit that is not a number', { action: 'limit', queue: 'q', maxRunning: '5' }, /invalid request/],

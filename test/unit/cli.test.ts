@@ -226,6 +226,25 @@ describe('skiplock stats --watch', () => {
     expect((await cli('limits')).out).toMatch(/no run-time limits/);
   });
 
+  it('breakers lists destinations with their breakers; breakers reset closes one (exit 1 for an unknown one)', async () => {
+    expect((await cli('breakers')).out).toMatch(/no destinations recorded/);
+    await admin.query(
+      `insert into "${schema}".destinations (name, state, opened_at, open_until, trips, window_failures, window_calls, window_start)
+       values ('down.example', 'open', now(), now() + interval '30 seconds', 2, 7, 9, now()),
+              ('up.example', 'closed', null, null, 0, 0, 40, now())`,
+    );
+    const listed = (await cli('breakers')).out;
+    expect(listed).toMatch(/down\.example\s+open\s+7\/9\s+\S+ \(\d+ ?s ago\)\s+\S+ \(\d+ ?s from now\)\s+2/);
+    expect(listed).toMatch(/up\.example\s+closed\s+0\/40/);
+    const reset = await cli('breakers', 'reset', 'down.example');
+    expect(reset).toMatchObject({ code: EXIT.ok });
+    expect(reset.out).toMatch(/closed the breaker of down\.example \(was open\)/);
+    const row = await admin.query(`select state, changed_by from "${schema}".destinations where name = 'down.example'`);
+    expect(row.rows).toEqual([{ state: 'closed', changed_by: 'cli:tester' }]);
+    expect((await cli('breakers', 'reset', 'nobody.example')).code).toBe(EXIT.refused);
+    expect((await cli('breakers', 'reset')).code).toBe(EXIT.usage);
+  });
+
   it('stats --watch redraws until told to stop', async () => {
     const out: string[] = [];
     const code = await runCli(['stats', '--watch', '--iterations', '2', '--interval', '1'], {

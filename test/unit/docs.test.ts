@@ -239,7 +239,11 @@ describe('docs', () => {
           )) {
             const [, first = '', second = ''] = use;
             if (first.startsWith('-')) continue; // skiplock --help, --json …
-            const command = withSubcommands.has(first) ? `${first} ${second}` : first;
+            // `skiplock breakers` alone is a command too (`breakers reset` has a subcommand).
+            const command =
+              withSubcommands.has(first) && !(commands.has(first) && (second === '' || second.startsWith('-')))
+                ? `${first} ${second}`
+                : first;
             if (!commands.has(command)) {
               problems.push(
                 `${page}:${block.line + offset + 1}: \`skiplock ${command}\` is not a command of skiplock --help`,
