@@ -92,10 +92,11 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
   destination?: (payload: z.output<S>) => string | undefined;
   /**
    * The breaker of the kind's destinations: thresholds, cool-down, Retry-After (see
-   * BreakerSettings); `false` records nothing for them. A worker's `breakers` option sets them per
-   * destination. @defaultValue BREAKER_DEFAULTS
+   * BreakerSettings). A worker's `breakers` option sets them per destination. Every job with a
+   * destination takes part in its breaker (a job that should not: name no destination).
+   * @defaultValue BREAKER_DEFAULTS
    */
-  breaker?: Partial<BreakerSettings> | false;
+  breaker?: Partial<BreakerSettings>;
 }
 
 export interface QueueOptions {
@@ -170,8 +171,8 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   /** The destination of a payload, when the kind names one. */
   // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
   readonly destination: ((payload: any) => string | undefined) | undefined;
-  /** The breaker settings of its destinations; false: none recorded. */
-  readonly breaker: BreakerSettings | false;
+  /** The breaker settings of its destinations. */
+  readonly breaker: BreakerSettings;
   /** A typed request for enqueueMany(). */
   with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
 }
@@ -217,7 +218,7 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
     concurrency: limitOption(kind, 'concurrency', options.concurrency),
     concurrencyKey: options.concurrencyKey,
     destination: options.destination,
-    breaker: options.breaker === false ? false : breakerSettings(options.breaker, `kind ${kind}`),
+    breaker: breakerSettings(options.breaker, `kind ${kind}`),
     with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
   };
   return definition;

@@ -269,12 +269,13 @@ const FALLBACK_BACKOFF = toBackoff(undefined);
 
 /**
  * What the attempt did to its destination (`thrown`: what the handler threw, undefined when it
- * returned), as an outcome field: nothing for a job without one, a kind with `breaker: false`, a
- * cancellation, or an attempt the invocation's own deadline cut short (not the destination's doing).
+ * returned), as an outcome field: nothing for a job without one, a cancellation, or an attempt the
+ * invocation's own deadline cut short (not the destination's doing; a probe cut short is replaced
+ * once its lease has run out).
  */
 function destinationOf(attempt: Attempt, thrown: unknown): { destination?: DestinationOutcomeOf } {
   const { breaker } = attempt.kind.definition;
-  if (breaker === false || thrown instanceof CancelError) return {};
+  if (thrown instanceof CancelError) return {};
   if (thrown instanceof JobAbort && thrown.reason !== 'timeout') return {};
   const name = (thrown instanceof DestinationError ? thrown.destination : undefined) ?? attempt.job.destination;
   if (!name) return {};

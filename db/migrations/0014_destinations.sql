@@ -80,6 +80,10 @@ BEGIN
     frac := greatest(0, least(1, extract(epoch FROM now_ts - d.window_start) * 1000 / a.window_ms));
     est_failures := d.prev_failures * (1 - frac) + d.window_failures;
     est_calls := d.prev_calls * (1 - frac) + d.window_calls;
+    -- A deferral that ended is forgotten (the row leaves destinations_attention_idx when closed).
+    IF d.deferred_until <= now_ts THEN
+      d.deferred_until := NULL;
+    END IF;
     IF a.defer_ms IS NOT NULL THEN
       d.deferred_until := greatest(d.deferred_until, now_ts + make_interval(secs => least(a.defer_ms, 86400000) / 1000.0));
     END IF;
@@ -104,7 +108,7 @@ BEGIN
     IF next_state = 'open' AND d.state <> 'open' THEN
       d.opened_at := now_ts;
       d.open_until := now_ts + make_interval(secs =>
-        least(a.cool_down_ms * power(2, d.trips - 1), a.max_cool_down_ms) / 1000.0);
+        least(a.cool_down_ms * power(2, least(d.trips - 1, 30)), a.max_cool_down_ms) / 1000.0);
     ELSIF next_state = 'closed' THEN
       d.opened_at := NULL;
       d.open_until := NULL;

@@ -5,7 +5,7 @@ import type { ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows, sqlStateOf } from '../execute.js';
 import { appendCapped, holdsKey, jobsRef, nowExpr } from './common.js';
-import { hasDestinations, movesJson, toMoves } from './destinations.js';
+import { claimProbeCtes, hasDestinations, movesJson, toMoves } from './destinations.js';
 import {
   type DeclaredLimit,
   destinationOpen,
@@ -302,9 +302,9 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
       ${lane === undefined ? sql`` : sql`select id, 1 as src from in_lane union all`}
       select id, 2 as src from ready union all select id, 2 from keyed
     ),
-    ${withinLimitsCtes(schema, {
+    ${withinLimitsCtes(schema, { limit, gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true` })},
+    ${claimProbeCtes(schema, {
       limit,
-      gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true`,
       leaseOf: (kind) => sql`(${sql.param(leaseMs)}::int[])[array_position(${sql.param(kinds)}::text[], ${kind})]`,
       now,
     })},`;
@@ -314,7 +314,9 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
     shape === 'plain'
       ? sql`(select id from expired union all ${fromLane}select id from ready limit ${limit}) p
         where not (select f.needed from flow f) and j.id = p.id`
-      : sql`(select id from expired union all select id from within limit ${limit}) p where j.id = p.id`;
+      : sql`(select c.id from chosen c
+          where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)) p
+        where j.id = p.id`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
     flow as (select ${flowNeeded(schema, {
@@ -345,7 +347,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
       select j.id from ${jobs} j
       where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
         and ${notPastDeadline} and ${mine} and ${notPaused(schema)} and ${inTurn} ${notSettling} ${afterSettle}
-        ${shape === 'flow' ? sql`and ${destinationOpen(true)}` : sql``}
+        ${shape === 'flow' ? sql`and ${destinationOpen()}` : sql``}
       order by j.lease_expires_at
       limit ${limit}
       for update skip locked

@@ -112,12 +112,12 @@ export const notHeld = () => sql`(j.queue || '') <> all(coalesce((select h.queue
   and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and ${destinationOpen()}`;
 
 /**
- * The condition that job `j` has no destination, or one whose breaker lets it through (closed, or
- * its cool-down over: the probe) and no Retry-After defers. `probing`: also leave out the
- * destinations waiting for a probe (a rescue is never a probe).
+ * The condition that job `j` has no destination, or one whose breaker lets it through: closed, or
+ * its cool-down over (then one job of it goes, the probe: see probe_pick), and no Retry-After
+ * defers it.
  */
-export const destinationOpen = (probing = false) =>
-  sql`(j.destination is null or (j.destination || '') <> all(coalesce((select ${probing ? sql`h.destinations || h.probing` : sql`h.destinations`} from held h), '{}'::text[])))`;
+export const destinationOpen = () =>
+  sql`(j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[])))`;
 
 /**
  * CTEs `key_walk_a`, `key_walk_b` and `keyed`: the claim's candidates that have a concurrency key,
@@ -183,29 +183,24 @@ export function keyedCtes(
  * when, in each of its scopes, fewer candidates come before it than the scope has room. `gate`
  * makes the count wait for the statement's own settle (so jobs it just ended free their places).
  */
-export function withinLimitsCtes(
-  schema: string,
-  request: { limit: number; gate: SQL; leaseOf: (kind: SQL) => SQL; now: SQL },
-): SQL {
+export function withinLimitsCtes(schema: string, request: { limit: number; gate: SQL }): SQL {
   const jobs = sql`${sql.identifier(schema)}.jobs`;
   const order = sql`c.src, c.priority, c.run_at, c.id`;
   return sql`cinfo as (
       select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
       from cands c join ${jobs} j on j.id = c.id
     ),
-    -- A destination whose breaker's cool-down ended lets one job through, its probe: the first
-    -- candidate of each, if claim_probes gives it the turn (one claim does, the others skip it).
+    -- A destination whose breaker's cool-down ended lets one job through, its probe: of its
+    -- candidates (an expired lease first: a probe whose invocation died), the first; the claim asks
+    -- claim_probes for the turn only if that job survives the limits and the batch (claimProbeCtes).
     probe_pick as (
-      select distinct on (c.dest) c.dest, c.id, c.kind from cinfo c
-      where c.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and ${request.gate}
-      order by c.dest, ${order}
-    ),
-    probe_won as (
-      select * from ${sql.identifier(schema)}.claim_probes(
-        (select coalesce(array_agg(p.dest), '{}') from probe_pick p),
-        (select coalesce(array_agg(p.id), '{}') from probe_pick p),
-        (select coalesce(array_agg(${request.leaseOf(sql`p.kind`)}), '{}') from probe_pick p),
-        ${request.now})
+      select distinct on (x.dest) x.dest, x.id, x.kind from (
+        select 0 as src, e.id, j.destination as dest, j.kind, j.priority, j.run_at
+        from expired e join ${jobs} j on j.id = e.id
+        union all select c.src, c.id, c.dest, c.kind, c.priority, c.run_at from cinfo c
+      ) x
+      where x.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and ${request.gate}
+      order by x.dest, x.src, x.priority, x.run_at, x.id
     ),
     need as (
       select l.scope, l.name, null::text as key, l.max_running from lim l
@@ -241,7 +236,7 @@ export function withinLimitsCtes(
         and (r.ck is null
           or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))
         and (r.dest is null or r.dest <> all(coalesce((select h.probing from held h), '{}'::text[]))
-          or r.id in (select w.job_id from probe_won w))
+          or r.id in (select p.id from probe_pick p))
       order by r.src, r.priority, r.run_at, r.id
       limit ${request.limit}
     )`;

@@ -3,7 +3,7 @@ import type { Completion, Outcome, SettledJob, SettleReport } from '../../base/o
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
-import { hasDestinations, movesJson, recordDestinationsCte, toMoves } from './destinations.js';
+import { destinationsRef, hasDestinations, movesJson, recordDestinationsCte, toMoves } from './destinations.js';
 import { releaseAfterCtes } from './ordering.js';
 
 /**
@@ -295,14 +295,25 @@ export async function extendLease(
   ms: number,
   now?: Date,
 ): Promise<Date | null> {
+  // A breaker's half-open probe keeps its turn as long as its lease: else a second probe would go.
   const rows = await queryRows<{ lease_expires_at_ms: number }>(
     db,
-    sql`update ${jobsRef(schema)} j set
-        lease_token = ${job.leaseToken},
-        lease_expires_at = greatest(j.lease_expires_at, ${nowExpr(now)} + ${Math.max(0, Math.round(ms))} * interval '1 millisecond'),
-        updated_at = ${nowExpr(now)}
-      where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
-      returning ${epochMs(sql`j.lease_expires_at`)} as lease_expires_at_ms`,
+    sql`with moved as (
+        update ${jobsRef(schema)} j set
+          lease_token = ${job.leaseToken},
+          lease_expires_at = greatest(j.lease_expires_at, ${nowExpr(now)} + ${Math.max(0, Math.round(ms))} * interval '1 millisecond'),
+          updated_at = ${nowExpr(now)}
+        where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
+        returning j.id, j.destination, j.lease_expires_at
+      ),
+      probe as (
+        update ${destinationsRef(schema)} d set probe_until = greatest(d.probe_until, m.lease_expires_at)
+        from moved m
+        where m.destination is not null and d.name = m.destination and d.state = 'half_open' and d.probe_job = m.id
+        returning 1
+      )
+      select ${epochMs(sql`m.lease_expires_at`)} as lease_expires_at_ms from moved m
+      where (select count(*) from probe) >= 0`,
     schema,
   );
   const row = rows[0];

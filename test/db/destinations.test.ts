@@ -3,6 +3,7 @@ import type { Outcome } from '../../base/outcomes.js';
 import { BREAKER_DEFAULTS } from '../../core/destinations.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { listDestinations, resetDestination } from '../../db/statements/destinations.js';
+import { extendLease } from '../../db/statements/settle.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail } from '../helpers/kinds.js';
 
@@ -157,6 +158,52 @@ describe(`circuit breakers (${testDriver()})`, () => {
     // Closed: the rest of its jobs (the five never tried, the retries due) come back at once.
     expect(await destinationsOf(closed.jobs)).toEqual(Array(9).fill('down.example'));
     expect(await health('down.example')).toMatchObject({ state: 'closed', trips: 0, failures: 0, calls: 0 });
+  });
+
+  it('a probe whose invocation died is rescued as the next probe once its lease ran out (no other job left)', async () => {
+    await twoPartners();
+    const first = await claim(T0, { limit: 5 });
+    await claim(at(1_000), { limit: 0, settle: first.jobs.map((j) => failed(j, 'down.example')) });
+    // Only the five failed jobs are left for the partner.
+    await t.admin.query(
+      `delete from "${t.schema}".jobs where destination = 'down.example' and attempt = 0 and state = 'queued'`,
+    );
+    const others = (await claim(at(2_000), { limit: 100 })).jobs;
+    const probe = await claim(at(31_001), { limit: 10, settle: others.map((j) => ok(j, 'up.example')) });
+    expect(probe.jobs).toHaveLength(1);
+    // Its invocation dies; the other four wait for their turn, which never comes while it is half-open.
+    const rescue = await claim(at(61_002), { limit: 10 });
+    expect(rescue.jobs.map((j) => [j.id, j.attempt])).toEqual([[probe.jobs[0]?.id, 3]]);
+    expect(rescue.probes).toEqual([{ destination: 'down.example', jobId: probe.jobs[0]?.id }]);
+    expect(await health('down.example', at(61_002))).toMatchObject({
+      state: 'half_open',
+      probeJobId: probe.jobs[0]?.id,
+      probeUntil: at(61_002 + 30_000),
+    });
+  });
+
+  it('the turn to probe goes only to a job the claim takes; extendLease extends the turn', async () => {
+    await twoPartners();
+    const first = await claim(T0, { limit: 5 });
+    await claim(at(1_000), { limit: 0, settle: first.jobs.map((j) => failed(j, 'down.example')) });
+    const others = (await claim(at(2_000), { limit: 100 })).jobs;
+    await claim(at(3_000), { limit: 0, settle: others.map((j) => ok(j, 'up.example')) });
+    // One job of the queue runs, and the queue may run one: the probe candidate is left out by the
+    // limit, so no turn is taken (the breaker stays open, no phantom probe).
+    await q.enqueueMany(t.db, [sendEmail.with(email(99), { destination: 'up.example' })]);
+    const [busy] = (await claim(at(4_000), { limit: 1 })).jobs;
+    expect(busy).toBeDefined();
+    const limits = [{ scope: 'queue' as const, name: 'emails', maxRunning: 1 }];
+    const held = await claim(at(31_001), { limit: 10, limits });
+    expect(held.jobs).toEqual([]);
+    expect(held.probes).toEqual([]);
+    expect((await health('down.example', at(31_001)))?.state).toBe('open');
+    // Without the limit the probe goes; its lease, extended, keeps the turn past the first 30 s.
+    const probe = await claim(at(32_000), { limit: 10, settle: [ok(busy as Claimed, 'up.example')] });
+    expect(probe.jobs).toHaveLength(1);
+    expect(await extendLease(t.db.db, t.schema, probe.jobs[0] as Claimed, 120_000, at(40_000))).toEqual(at(160_000));
+    expect(await health('down.example', at(40_000))).toMatchObject({ state: 'half_open', probeUntil: at(160_000) });
+    expect((await claim(at(70_000), { limit: 10 })).jobs).toEqual([]);
   });
 
   it('a Retry-After defers the whole destination for every invocation, then its jobs come back', async () => {
