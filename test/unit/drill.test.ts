@@ -1,0 +1,30 @@
+import { describe, expect, inject, it } from 'vitest';
+import { runDrill } from '../../drill/run.js';
+
+// A small drill (`npm run drill` runs the full one): half of 20 webhooks go to a partner that is down
+// for 3 s. Real time and a real local HTTP receiver; the assertions are the comparisons the drill
+// exists to show, with margins that timing cannot erase.
+const options = {
+  jobs: 20,
+  failingShare: 0.5,
+  downMs: 3_000,
+  invocations: 2,
+  drainLimitMs: 30_000,
+  breaker: { coolDownMs: 1_000 },
+  databaseUrl: inject('databaseUrl'),
+};
+
+describe('the partner-outage drill', () => {
+  it('with the breaker the down partner gets fewer requests and its jobs burn fewer attempts; nothing is lost', async () => {
+    const without = await runDrill(options, false);
+    const withBreaker = await runDrill(options, true);
+    expect(without.lost).toBe(0);
+    expect(withBreaker.lost).toBe(0);
+    // The first wave (10 jobs at once) reaches the partner either way; after it, the open breaker
+    // lets one probe through per cool-down while every job without it retries on its own backoff.
+    expect(withBreaker.requests_while_down).toBeLessThan(without.requests_while_down);
+    expect(withBreaker.attempts_per_failing_job).toBeLessThan(without.attempts_per_failing_job);
+    expect(withBreaker.dead).toBe(0);
+    expect(withBreaker.drain_after_recovery_s).toBeGreaterThanOrEqual(0);
+  });
+});
