@@ -3,6 +3,7 @@
 import { ConfigError } from '../base/errors.js';
 import type { JobRecord, JobState } from '../base/rows.js';
 import { activity, cancel, getJob, listJobs, retryNow, stats } from '../core/admin.js';
+import { breakers } from '../core/breakers.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { pauses } from '../core/flow-control.js';
@@ -11,7 +12,7 @@ import { maskPayload } from '../core/masking.js';
 import { replay } from '../core/replay.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { pausesTable } from './flow-commands.js';
+import { breakersTable, pausesTable } from './flow-commands.js';
 import { age, table } from './format.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 
@@ -158,11 +159,14 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       );
       if (o.watch && !json && io.tty) io.out('\u001b[2J\u001b[H');
       const paused = await pauses(conn, { schema });
-      const text = `${human}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}`;
+      // Destinations held back: a breaker not closed, or a Retry-After deferral.
+      const held = (await breakers(conn, { schema })).filter((d) => d.state !== 'closed' || d.deferredUntil);
+      const text = `${human}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}${held.length > 0 ? `\n\n${breakersTable(held)}` : ''}`;
       emit(o.watch ? `${new Date().toISOString()}\n${text}` : text, {
         depth: rows,
         activity: { windowSeconds: window, rows: recent },
         paused,
+        breakers: held,
       });
       if (i + 1 < iterations) await new Promise((r) => setTimeout(r, interval));
     }

@@ -236,6 +236,10 @@ describe('skiplock stats --watch', () => {
     const listed = (await cli('breakers')).out;
     expect(listed).toMatch(/down\.example\s+open\s+7\/9\s+\S+ \(\d+ ?s ago\)\s+\S+ \(\d+ ?s from now\)\s+2/);
     expect(listed).toMatch(/up\.example\s+closed\s+0\/40/);
+    // stats shows the destinations held back (only those).
+    const statsOut = (await cli('stats')).out;
+    expect(statsOut).toMatch(/down\.example\s+open/);
+    expect(statsOut).not.toMatch(/up\.example/);
     const reset = await cli('breakers', 'reset', 'down.example');
     expect(reset).toMatchObject({ code: EXIT.ok });
     expect(reset.out).toMatch(/closed the breaker of down\.example \(was open\)/);
