@@ -17,7 +17,7 @@ import {
   withinLimitsCtes,
 } from './limits.js';
 import { notPaused, pausedNames } from './pauses.js';
-import { addToReport, type SettleReportRow, settleCtes, settleOutcomes, settleReportRows } from './settle.js';
+import { addReportTuples, type SettleReportTuple, settleCtes, settleOutcomes, settleReportJson } from './settle.js';
 
 export interface ClaimRequest {
   /** Kinds this claimer may take, each with the lease it gets (its timeout plus a grace). */
@@ -105,15 +105,7 @@ type ClaimRow = {
         destination: string | null,
       ][]
     | null;
-  report:
-    | [
-        rowKind: SettleReportRow['row_kind'],
-        id: string,
-        state: SettleReportRow['state'],
-        deadReason: string | null,
-        runAtMs: number | null,
-      ][]
-    | null;
+  report: SettleReportTuple[] | null;
   /** A limit applies to this claimer, or a job with a concurrency key waits. */
   flow: boolean;
   moves: Parameters<typeof toMoves>[0];
@@ -189,9 +181,7 @@ async function runClaim(
     probes: (row.probes ?? []).map(([destination, jobId]) => ({ destination, jobId })),
   };
   result.settled.moves = result.moves;
-  for (const [row_kind, id, state, dead_reason, run_at_ms] of row.report ?? []) {
-    addToReport(result.settled, { row_kind, id, state, dead_reason, run_at_ms });
-  }
+  addReportTuples(result.settled, row.report);
   for (const [
     id,
     kind,
@@ -378,7 +368,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
       (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
           c.max_attempts, c.correlation_id, c.ordering_key, c.destination) order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
-      ${hasSettle ? sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms)) from (${settleReportRows(sql``)}) s)` : sql`null::json`} as report,
+      ${hasSettle ? settleReportJson() : sql`null::json`} as report,
       (select f.needed from flow f) as flow,
       ${hasSettle && hasDestinations(settle) ? movesJson() : sql`null::json`} as moves,
       ${shape === 'flow' ? sql`(select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w)` : sql`null::json`} as probes`;

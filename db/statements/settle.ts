@@ -48,32 +48,18 @@ export async function settleOutcomes(
 ): Promise<SettleReport> {
   const report: SettleReport = { lost: new Set(), changed: new Map() };
   if (outcomes.length === 0) return report;
-  if (hasDestinations(outcomes)) {
-    // One row: the report rows as JSON, and the breakers the outcomes moved.
-    const [row] = await queryRows<{
-      report: [string, string, SettledJob['state'], string | null, number | null][] | null;
-      moves: Parameters<typeof toMoves>[0];
-    }>(
-      db,
-      sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
-      select (select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms))
-          from (${settleReportRows(sql``)}) s) as report,
-        ${movesJson()} as moves, (select n from settle_done) as n`,
-      schema,
-    );
-    for (const [row_kind, id, state, dead_reason, run_at_ms] of row?.report ?? []) {
-      addToReport(report, { row_kind, id, state, dead_reason, run_at_ms });
-    }
-    report.moves = toMoves(row?.moves);
-    return report;
-  }
-  const rows = await queryRows<SettleReportRow>(
+  // One row: the report as JSON tuples, and the breakers the outcomes moved (settle_done runs
+  // every write, the destinations' record included).
+  const destined = hasDestinations(outcomes);
+  const [row] = await queryRows<{ report: SettleReportTuple[] | null; moves: Parameters<typeof toMoves>[0] }>(
     db,
     sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
-    select * from (${settleReportRows(sql``)}) rows`,
+    select ${settleReportJson()} as report,
+      ${destined ? movesJson() : sql`null::json`} as moves, (select n from settle_done) as n`,
     schema,
   );
-  for (const row of rows) addToReport(report, row);
+  addReportTuples(report, row?.report);
+  if (destined) report.moves = toMoves(row?.moves);
   return report;
 }
 
@@ -85,9 +71,26 @@ export type SettleReportRow = {
   run_at_ms: number | null;
 };
 
-export function addToReport(report: SettleReport, row: SettleReportRow): void {
-  if (row.row_kind === 'lost') report.lost.add(row.id);
-  else report.changed.set(row.id, toSettledJob(row as SettledRow));
+/** A report row as the statements send it: one JSON array per row (one JSON.parse for them all). */
+export type SettleReportTuple = [
+  rowKind: SettleReportRow['row_kind'],
+  id: string,
+  state: SettleReportRow['state'],
+  deadReason: string | null,
+  runAtMs: number | null,
+];
+
+export function addReportTuples(report: SettleReport, tuples: readonly SettleReportTuple[] | null | undefined): void {
+  for (const [row_kind, id, state, dead_reason, run_at_ms] of tuples ?? []) {
+    if (row_kind === 'lost') report.lost.add(id);
+    else report.changed.set(id, toSettledJob({ id, state, dead_reason, run_at_ms } as SettledRow));
+  }
+}
+
+/** The report rows of settleCtes as one JSON array of SettleReportTuple (null when there are none). */
+export function settleReportJson(): SQL {
+  return sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms))
+    from (${settleReportRows()}) s)`;
 }
 
 /**
@@ -149,14 +152,13 @@ function releaseNextCtes(schema: string, outcomes: readonly Outcome[]): SQL {
 /**
  * The report rows for settleCtes: one per job that did not complete (state, dead reason, next
  * run) and one per outcome whose lease was lost. A batch of completions usually returns none.
- * `extra` adds null columns so that the rows line up with a caller's UNION.
  */
-export function settleReportRows(extra: SQL): SQL {
+function settleReportRows(): SQL {
   return sql`select 'settled' as row_kind, s.id::text as id, s.state, s.dead_reason,
-        ${epochMs(sql`s.run_at`)} as run_at_ms ${extra}
+        ${epochMs(sql`s.run_at`)} as run_at_ms
       from settled s where s.state <> 'completed'
       union all
-      select 'lost', i.id::text, null, null, null::float8 ${extra}
+      select 'lost', i.id::text, null, null, null::float8
       from settle_input i where i.id not in (select id from settled)`;
 }
 
