@@ -300,6 +300,56 @@ export function destinationsTableIn(schema: PgSchema<string>) {
   );
 }
 
+/**
+ * Rate limits set at run time (CLI, API, control route): at most `max_starts` job starts in any
+ * `period_ms`, across every invocation; each overrides the rate the code declares for the same scope.
+ * `queue`, `kind` — the queue's or kind's starts; `key` — each concurrency key of the queue `name`;
+ * `destination` — the destination `name`, or `*`: each destination that has no rate of its own.
+ */
+export function rateLimitsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'rate_limits',
+    {
+      scope: text('scope').notNull(),
+      name: text('name').notNull(),
+      maxStarts: integer('max_starts').notNull(),
+      periodMs: integer('period_ms').notNull(),
+      setAt: timestamp('set_at', tz).notNull(),
+      setBy: text('set_by').notNull(),
+      reason: text('reason'),
+    },
+    (t) => [
+      primaryKey({ columns: [t.scope, t.name] }),
+      check('rate_limits_scope_check', sql`${t.scope} in ('queue', 'kind', 'key', 'destination')`),
+      check('rate_limits_max_starts_check', sql`${t.maxStarts} >= 1`),
+      check('rate_limits_period_check', sql`${t.periodMs} between 1000 and 86400000`),
+    ],
+  );
+}
+
+/**
+ * The recent starts of each rate-limited scope (one concurrency key, one destination…): parallel
+ * arrays of start times and how many jobs started then, kept for two periods. Written only under the
+ * scope's advisory lock, by the claim that took the starts (rate_room and record_rate_starts,
+ * migration 0015).
+ */
+export function rateBucketsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'rate_buckets',
+    {
+      scope: text('scope').notNull(),
+      name: text('name').notNull(),
+      key: text('key').notNull().default(''),
+      starts: timestamp('starts', tz).array().notNull().default(sql`'{}'`),
+      counts: integer('counts').array().notNull().default(sql`'{}'`),
+      /** The period of the rate that last wrote it (what `skiplock rate-limits` counts over). */
+      periodMs: integer('period_ms').notNull(),
+      updatedAt: timestamp('updated_at', tz).notNull().defaultNow(),
+    },
+    (t) => [primaryKey({ columns: [t.scope, t.name, t.key] })],
+  );
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
@@ -308,6 +358,8 @@ export const invocations = invocationsTableIn(skiplockSchema);
 export const pauses = pausesTableIn(skiplockSchema);
 export const limits = limitsTableIn(skiplockSchema);
 export const destinations = destinationsTableIn(skiplockSchema);
+export const rateLimits = rateLimitsTableIn(skiplockSchema);
+export const rateBuckets = rateBucketsTableIn(skiplockSchema);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 

@@ -317,6 +317,7 @@ export class Invocation implements AttemptHost {
           completion,
           limits: this.settings.limits,
           flow: this.settings.claimShape.flow,
+          rated: this.settings.claimShape.rated,
         }),
       ),
     ]);
@@ -324,6 +325,7 @@ export class Invocation implements AttemptHost {
     // gives them back instead of leaving them to their leases.
     if (claimed.status === 'fulfilled') {
       this.settings.claimShape.flow = claimed.value.flow;
+      this.settings.claimShape.rated = claimed.value.rated;
       buffer.settled(batch, claimed.value.settled);
       this.#ledger.claimed(claimed.value.jobs.length);
       for (const p of claimed.value.probes) {

@@ -51,5 +51,5 @@ export interface WorkerSettings {
    * What the last claim said of the next (`flow`): a warm instance's next invocation starts with
    * the claim shape its last one ended with. The only state shared between invocations.
    */
-  readonly claimShape: { flow: boolean };
+  readonly claimShape: { flow: boolean; rated: boolean };
 }

@@ -183,7 +183,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     kindList: [...kinds.values()],
     limits: declaredLimits(options.jobs),
     breakers: breakerOverrides(options.breakers),
-    claimShape: { flow: false },
+    claimShape: { flow: false, rated: false },
     name,
     maxInvocations,
     fanOut,

@@ -4,7 +4,7 @@ import type { BreakerMove, Completion, Outcome, SettleReport } from '../../base/
 import type { ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows, sqlStateOf } from '../execute.js';
-import { appendCapped, holdsKey, jobsRef, nowExpr } from './common.js';
+import { appendCapped, epochMs, holdsKey, jobsRef, nowExpr } from './common.js';
 import { claimProbeCtes, hasDestinations, movesJson, toMoves } from './destinations.js';
 import {
   type DeclaredLimit,
@@ -17,6 +17,14 @@ import {
   withinLimitsCtes,
 } from './limits.js';
 import { notPaused, pausedNames } from './pauses.js';
+import {
+  type DeclaredRateLimit,
+  effectiveRateLimitsCte,
+  noRateHeldCte,
+  rateHeldCte,
+  rateLimitsNeedFlow,
+  recordRateStartsCte,
+} from './rate-limits.js';
 import { addReportTuples, type SettleReportTuple, settleCtes, settleOutcomes, settleReportJson } from './settle.js';
 
 export interface ClaimRequest {
@@ -52,14 +60,21 @@ export interface ClaimRequest {
    * overrides them and adds its own. @defaultValue none
    */
   limits?: readonly DeclaredLimit[];
+  /**
+   * Rate limits the code declares for this claimer's queues, kinds and destinations; the rate_limits
+   * table overrides them and adds its own. @defaultValue none
+   */
+  rateLimits?: readonly DeclaredRateLimit[];
   /** Test hook: the hash at which the walk over concurrency keys starts. @defaultValue random */
   keyStart?: number;
   /**
    * Send the flow claim first (what the last claim's `flow` said). A plain claim that finds a limit
    * or a keyed job claims nothing and the flow claim follows at once, so this only saves that
-   * round trip. @defaultValue false (true when `limits` declares any)
+   * round trip. @defaultValue false (true when `limits` or `rateLimits` declares any)
    */
   flow?: boolean;
+  /** Send the rated flow claim first (what the last claim's `rated` said). @defaultValue false (true when `rateLimits` declares any) */
+  rated?: boolean;
 }
 
 /**
@@ -87,6 +102,13 @@ export interface ClaimResult {
   probes: { destination: string; jobId: string }[];
   /** Whether the next claim needs the flow claim (a limit applies, or keyed jobs wait): pass it as `flow`. */
   flow: boolean;
+  /** Whether it needs the rated flow claim (a rate limit applies): pass it as `rated`. */
+  rated: boolean;
+  /**
+   * When a rate limit that held work back has room again (the earliest, on the database clock), or
+   * null when no rate held anything back.
+   */
+  nextStartAt: Date | null;
 }
 
 /** The claim's one row: the claimed jobs and the settle report, each a JSON array of tuples. */
@@ -108,8 +130,11 @@ type ClaimRow = {
   report: SettleReportTuple[] | null;
   /** A limit applies to this claimer, or a job with a concurrency key waits. */
   flow: boolean;
+  /** A rate limit applies to this claimer. */
+  rated: boolean;
   moves: Parameters<typeof toMoves>[0];
   probes: [destination: string, jobId: string][] | null;
+  next_start_ms: number | null;
 };
 
 /**
@@ -124,12 +149,14 @@ type ClaimRow = {
  * their deadline and rescues with no attempts left are never picked; buryDoomed() moves them to
  * the DLQ (the worker runs it at the start of every invocation).
  *
- * Two shapes. The plain claim is the above. The flow claim (JobClaimFlow) is taken when a
- * concurrency limit applies to the claimer's queues or kinds, or jobs with a concurrency key wait:
- * keyed jobs come from a walk over their keys (fair share, see keyedCtes), and claim_room decides
- * race-free which candidates fit their limits. The plain claim checks for both first, and when it
- * finds either it claims nothing (its settle still writes) and the flow claim follows at once; the
- * flow claim costs about 3 ms more to plan, which a claim that needs neither never pays.
+ * Three shapes. The plain claim is the above. The flow claim (JobClaimFlow) is taken when a
+ * concurrency limit applies to the claimer's queues or kinds, jobs with a concurrency key wait, or a
+ * breaker holds a destination back: keyed jobs come from a walk over their keys (fair share, see
+ * keyedCtes), and claim_room decides race-free which candidates fit their limits. The rated flow
+ * claim adds rate limits (rate_room decides, record_rate_starts writes the starts taken). Each shape
+ * checks whether a richer one is needed, and when it is, claims nothing (its settle still writes)
+ * and that one follows at once; the flow claim costs about 3 ms more to plan than the plain one and
+ * the rated about 2 ms more again, which a claim that needs neither never pays.
  *
  * One lease token per claim, not per job: the token fences a holder, and a job claimed again
  * is claimed by another statement, so it gets another token. The worker sends the token once
@@ -139,27 +166,35 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const settle = request.settle ?? [];
   if (request.limit < 1 || request.leases.length === 0) {
     const settled = await settleOutcomes(db, schema, settle, request.now, request.completion);
-    return { jobs: [], settled, flow: request.flow ?? false, moves: settled.moves ?? [], probes: [] };
+    const { flow = false, rated = false } = request;
+    return { jobs: [], settled, flow, rated, moves: settled.moves ?? [], probes: [], nextStartAt: null };
   }
   const lane = request.lane;
   if (lane !== undefined && !(Number.isInteger(lane) && lane >= 0 && lane < CLAIM_LANES)) {
     throw new RangeError(`lane must be an integer from 0 to ${CLAIM_LANES - 1}`);
   }
-  const flowFirst = request.flow === true || (request.limits?.length ?? 0) > 0;
-  const first = await runClaim(db, schema, request, flowFirst ? 'flow' : 'plain');
-  if (flowFirst) return { ...first, flow: first.flow || (request.limits?.length ?? 0) > 0 };
-  if (!first.flow) return first;
-  // The plain claim found a limit or a keyed job and claimed nothing; its settle is written.
-  const second = await runClaim(db, schema, { ...request, settle: [] }, 'flow');
-  return { ...second, settled: first.settled, moves: first.moves };
+  const declaresRates = (request.rateLimits?.length ?? 0) > 0;
+  const declares = (request.limits?.length ?? 0) > 0 || declaresRates;
+  const shape = request.rated || declaresRates ? 'rated' : request.flow || declares ? 'flow' : 'plain';
+  const first = await runClaim(db, schema, request, shape);
+  const needed = first.rated || declaresRates ? 'rated' : first.flow || declares ? 'flow' : 'plain';
+  const result = { ...first, flow: needed !== 'plain', rated: needed === 'rated' };
+  if (RICHNESS[needed] <= RICHNESS[shape]) return result;
+  // This shape found what only a richer one handles and claimed nothing; its settle is written.
+  const second = await runClaim(db, schema, { ...request, settle: [] }, needed);
+  return {
+    ...second,
+    flow: true,
+    rated: second.rated || needed === 'rated',
+    settled: first.settled,
+    moves: first.moves,
+  };
 }
 
-async function runClaim(
-  db: AnyPgDatabase,
-  schema: string,
-  request: ClaimRequest,
-  shape: 'plain' | 'flow',
-): Promise<ClaimResult> {
+type Shape = 'plain' | 'flow' | 'rated';
+const RICHNESS: Record<Shape, number> = { plain: 0, flow: 1, rated: 2 };
+
+async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest, shape: Shape): Promise<ClaimResult> {
   const leaseToken = randomUUID();
   const statement = claimStatement(schema, request, shape, leaseToken);
   // Two heads of one ordering key can both be ready when their enqueues raced (neither saw the
@@ -172,13 +207,23 @@ async function runClaim(
     if (sqlStateOf(err) !== '23505') throw err;
     rows = await queryRows<ClaimRow>(db, statement, schema);
   }
-  const row = rows[0] ?? { jobs: null, report: null, flow: false, moves: null, probes: null };
+  const row = rows[0] ?? {
+    jobs: null,
+    report: null,
+    flow: false,
+    rated: false,
+    moves: null,
+    probes: null,
+    next_start_ms: null,
+  };
   const result: ClaimResult = {
     jobs: [],
     settled: { lost: new Set(), changed: new Map() },
     flow: row.flow,
+    rated: row.rated,
     moves: toMoves(row.moves),
     probes: (row.probes ?? []).map(([destination, jobId]) => ({ destination, jobId })),
+    nextStartAt: row.next_start_ms === null ? null : new Date(Number(row.next_start_ms)),
   };
   result.settled.moves = result.moves;
   addReportTuples(result.settled, row.report);
@@ -211,7 +256,9 @@ async function runClaim(
   return result;
 }
 
-function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 'flow', leaseToken: string): SQL {
+function claimStatement(schema: string, request: ClaimRequest, shape: Shape, leaseToken: string): SQL {
+  const flowing = shape !== 'plain';
+  const rated = shape === 'rated';
   const settle = request.settle ?? [];
   const limit = request.limit;
   const jobs = jobsRef(schema);
@@ -253,7 +300,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
   // flow claim also leaves out the queues and kinds a limit fills — not for rescues, which start
   // no new job.
   const runnable = sql`j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${mine}
-    and ${shape === 'flow' ? notHeld() : notPaused(schema)} and ${inTurn} ${afterSettle}`;
+    and ${flowing ? notHeld() : notPaused(schema)} and ${inTurn} ${afterSettle}`;
   const lane = request.lane;
   const laneExpr = sql.raw(`((j.id / ${LANE_RUN}) % ${CLAIM_LANES})`);
   // The lane's rows in claim order (jobs_claim_lane_idx); the head fills what the lane lacks, and
@@ -287,26 +334,28 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
           start: request.keyStart ?? randomInt32(),
           runnable,
           notEnding,
+          now,
+          rated,
         })},
     cands as (
       ${lane === undefined ? sql`` : sql`select id, 1 as src from in_lane union all`}
       select id, 2 as src from ready union all select id, 2 from keyed
     ),
-    ${withinLimitsCtes(schema, { limit, gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true` })},
+    ${withinLimitsCtes(schema, { limit, gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true`, now, rated })},
     ${claimProbeCtes(schema, {
-      limit,
       leaseOf: (kind) => sql`(${sql.param(leaseMs)}::int[])[array_position(${sql.param(kinds)}::text[], ${kind})]`,
       now,
     })},`;
   // Rescues first (a backlog must not starve them), then the lane, then the head. The plain claim
-  // takes nothing when the flow claim is needed (a one-time condition: nothing below it runs).
+  // takes nothing when the flow claim is needed, the flow claim nothing when the rated one is (a
+  // one-time condition: nothing below it runs).
   const picked =
     shape === 'plain'
       ? sql`(select id from expired union all ${fromLane}select id from ready limit ${limit}) p
         where not (select f.needed from flow f) and j.id = p.id`
-      : sql`(select c.id from chosen c
+      : sql`(select c.id from within c
           where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)) p
-        where j.id = p.id`;
+        where j.id = p.id ${rated ? sql`` : sql`and not (select f.rated from flow f)`}`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
     flow as (select ${flowNeeded(schema, {
@@ -314,10 +363,16 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
       queues: request.queues,
       now,
       ...(hasSettle && hasDestinations(settle) ? { afterSettle: sql`(select n from settle_done) >= 0` } : {}),
-    })} as needed),
+    })} as needed, ${rateLimitsNeedFlow(schema, { kinds, queues: request.queues })} as rated),
     ${
-      shape === 'flow'
+      flowing
         ? sql`${effectiveLimitsCte(schema, { declared: request.limits ?? [], kinds, queues: request.queues })},
+    ${
+      rated
+        ? sql`${effectiveRateLimitsCte(schema, { declared: request.rateLimits ?? [], kinds, queues: request.queues })},
+    ${rateHeldCte(schema, now)},`
+        : sql`${noRateHeldCte()},`
+    }
     ${heldCte(schema, (scope) => pausedNames(schema, scope), notEnding, {
       now,
       gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true`,
@@ -337,7 +392,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
       select j.id from ${jobs} j
       where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
         and ${notPastDeadline} and ${mine} and ${notPaused(schema)} and ${inTurn} ${notSettling} ${afterSettle}
-        ${shape === 'flow' ? sql`and ${destinationOpen()}` : sql``}
+        ${flowing ? sql`and ${destinationOpen()}` : sql``}
       order by j.lease_expires_at
       limit ${limit}
       for update skip locked
@@ -360,8 +415,13 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
         errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
       from ${picked}
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
-        j.ordering_key, j.destination
-    )
+        j.ordering_key, j.destination, j.concurrency_key
+    )${
+      rated
+        ? sql`,
+    ${recordRateStartsCte(schema, { now })}`
+        : sql``
+    }
     -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
     -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
@@ -370,6 +430,20 @@ function claimStatement(schema: string, request: ClaimRequest, shape: 'plain' | 
         from claimed c) as jobs,
       ${hasSettle ? settleReportJson() : sql`null::json`} as report,
       (select f.needed from flow f) as flow,
+      (select f.rated from flow f) as rated,
       ${hasSettle && hasDestinations(settle) ? movesJson() : sql`null::json`} as moves,
-      ${shape === 'flow' ? sql`(select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w)` : sql`null::json`} as probes`;
+      ${flowing ? sql`(select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w)` : sql`null::json`} as probes,
+      ${rated ? nextStartJson() : sql`null::float8`} as next_start_ms`;
+}
+
+/**
+ * When a rate that held work back has room again: the earliest of rate_room's verdicts, the scopes
+ * the snapshot saw used up, and the walked keys whose rate is used up. Reading it also runs
+ * rate_taken (it records the starts).
+ */
+function nextStartJson(): SQL {
+  return sql`(select ${epochMs(sql`least(
+      (select min(r.next_at) from rate_rooms r), (select h.rate_next_at from held h),
+      (select min(k.next_at) from key_rate k where k.room = 0))`)}
+    where (select written from rate_taken) >= 0)`;
 }

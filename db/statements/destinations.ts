@@ -103,26 +103,16 @@ export function destinationsNeedFlowAfter(schema: string, now: SQL, gate: SQL): 
 }
 
 /**
- * CTEs `chosen` (the flow claim's rows: rescues, then candidates within their limits, at most
- * `limit`; a rescue waiting for a probe only as the pick) and `probe_won` (claim_probes over the
- * picks that were chosen: the turn is asked for only by a job the claim will take). The claim then
- * takes every chosen row but a pick that did not win.
+ * CTE `probe_won`: claim_probes over the picks the claim chose (`within`: the turn is asked for only
+ * by a job the claim will take). The claim then takes every chosen row but a pick that did not win.
  */
-export function claimProbeCtes(schema: string, request: { limit: number; leaseOf: (kind: SQL) => SQL; now: SQL }): SQL {
-  const jobs = sql`${sql.identifier(schema)}.jobs`;
-  return sql`chosen as (
-      (select e.id from expired e join ${jobs} j on j.id = e.id
-        where j.destination is null or j.destination <> all(coalesce((select h.probing from held h), '{}'::text[]))
-          or e.id in (select p.id from probe_pick p))
-      union all select id from within
-      limit ${request.limit}
-    ),
-    probe_won as (
+export function claimProbeCtes(schema: string, request: { leaseOf: (kind: SQL) => SQL; now: SQL }): SQL {
+  const chosenPicks = sql`from probe_pick p where p.id in (select id from within)`;
+  return sql`probe_won as (
       select * from ${sql.identifier(schema)}.claim_probes(
-        (select coalesce(array_agg(p.dest), '{}') from probe_pick p where p.id in (select id from chosen)),
-        (select coalesce(array_agg(p.id), '{}') from probe_pick p where p.id in (select id from chosen)),
-        (select coalesce(array_agg(${request.leaseOf(sql`p.kind`)}), '{}') from probe_pick p
-          where p.id in (select id from chosen)),
+        (select coalesce(array_agg(p.dest), '{}') ${chosenPicks}),
+        (select coalesce(array_agg(p.id), '{}') ${chosenPicks}),
+        (select coalesce(array_agg(${request.leaseOf(sql`p.kind`)}), '{}') ${chosenPicks}),
         ${request.now})
     )`;
 }

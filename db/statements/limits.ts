@@ -3,6 +3,7 @@ import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { epochMs, nowExpr, runningRow, toDate } from './common.js';
 import { destinationsNeedFlow, destinationsNeedFlowAfter, heldDestinationsFrom } from './destinations.js';
+import { keyRateRoom, rateLimitsNeedFlow, rateRoomCtes } from './rate-limits.js';
 
 /**
  * What a concurrency limit counts: `queue` — running jobs in the queue `name`; `kind` — running
@@ -75,16 +76,19 @@ export function flowNeeded(
     ? destinationsNeedFlowAfter(schema, request.now, request.afterSettle)
     : destinationsNeedFlow(schema, request.now);
   return sql`(exists (select 1 from ${limitsRef(schema)} l where ${appliesTo(request)})
+    or ${rateLimitsNeedFlow(schema, request)}
     or exists (select 1 from ${sql.identifier(schema)}.jobs j where j.state = 'queued' and j.concurrency_key is not null)
     or ${destinations})`;
 }
 
 /**
- * The claim's CTE `held` (queues, kinds): the names its candidate scans leave out — paused ones,
- * and those a limit already fills as far as the claim's snapshot sees, so that a full queue's
- * backlog never crowds another queue out of a batch (the decision itself is claim_room's). One
- * row, computed once: each candidate is compared with two small arrays. `notEnding` leaves out the
- * running rows `r` the statement itself ends (its settle), which its snapshot still sees running.
+ * The claim's CTE `held` (queues, kinds, destinations, probing, rate_next_at): the names its
+ * candidate scans leave out — paused ones, those a limit already fills and those whose rate is used
+ * up as far as the claim's snapshot sees (`rate_held`), so that a full queue's backlog never crowds
+ * another queue out of a batch (the decision itself is claim_room's and rate_room's), and the
+ * destinations a breaker holds. One row, computed once: each candidate is compared with small
+ * arrays. `notEnding` leaves out the running rows `r` the statement itself ends (its settle), which
+ * its snapshot still sees running.
  */
 export function heldCte(
   schema: string,
@@ -97,9 +101,10 @@ export function heldCte(
         where ${runningRow('r')} and r.${sql.raw(scope)} = l.name ${notEnding} limit l.max_running) x) >= l.max_running),
       '{}'::text[])`;
   return sql`held as (
-      select ${paused('queue')} || ${full('queue')} as queues, ${paused('kind')} || ${full('kind')} as kinds,
-        x.blocked as destinations, x.probing
-      from ${heldDestinationsFrom(schema, destinations.now, destinations.gate)}
+      select ${paused('queue')} || ${full('queue')} || rh.queues as queues,
+        ${paused('kind')} || ${full('kind')} || rh.kinds as kinds,
+        x.blocked || rh.destinations as destinations, x.probing, rh.next_at as rate_next_at
+      from (select * from ${heldDestinationsFrom(schema, destinations.now, destinations.gate)}) x cross join rate_held rh
     )`;
 }
 
@@ -113,8 +118,8 @@ export const notHeld = () => sql`(j.queue || '') <> all(coalesce((select h.queue
 
 /**
  * The condition that job `j` has no destination, or one whose breaker lets it through: closed, or
- * its cool-down over (then one job of it goes, the probe: see probe_pick), and no Retry-After
- * defers it.
+ * its cool-down over (then one job of it goes, the probe: see probe_pick), no Retry-After defers
+ * it, and its rate is not used up.
  */
 export const destinationOpen = () =>
   sql`(j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[])))`;
@@ -130,7 +135,7 @@ export const destinationOpen = () =>
  */
 export function keyedCtes(
   schema: string,
-  request: { limit: number; maxKeys: number; start: number; runnable: SQL; notEnding: SQL },
+  request: { limit: number; maxKeys: number; start: number; runnable: SQL; notEnding: SQL; now: SQL; rated: boolean },
 ): SQL {
   const jobs = sql`${sql.identifier(schema)}.jobs`;
   const keyCols = sql`hashtext(j.concurrency_key), j.queue, j.concurrency_key`;
@@ -156,8 +161,15 @@ export function keyedCtes(
       ${step(sql`key_walk_b`)} where w.n < ${maxKeys} and x.h < ${request.start}::int
     ),
     walked as (select h, q, k from key_walk_a union all select h, q, k from key_walk_b),
+    -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
+    key_rate as (${
+      request.rated
+        ? sql`select w.h, w.q, w.k, kr.room, kr.next_at from walked w
+      cross join lateral ${keyRateRoom(schema, { queue: sql`w.q`, key: sql`w.k`, now: request.now, fallback: sql`${request.limit}::bigint` })} kr`
+        : sql`select w.h, w.q, w.k, ${request.limit}::bigint as room, null::timestamptz as next_at from walked w`
+    }),
     keyed as (
-      select c.id from walked w
+      select c.id from key_rate w
       cross join lateral (
         select coalesce((select greatest(l.max_running - (select count(*) from (
             select 1 from ${jobs} r
@@ -170,45 +182,47 @@ export function keyedCtes(
         where ${keyed} and hashtext(j.concurrency_key) = w.h and j.queue = w.q and j.concurrency_key = w.k
           and ${request.runnable}
         order by j.priority, j.run_at, j.id
-        limit least(kr.room, ceil(${request.limit}::numeric / greatest((select count(*) from walked), 1))::bigint)
+        limit least(kr.room, w.room, ceil(${request.limit}::numeric / greatest((select count(*) from walked), 1))::bigint)
         for update skip locked
       ) c
     )`;
 }
 
 /**
- * CTEs `cinfo`, `need`, `room` and `within` after the candidate CTEs: which candidates (`cands`:
- * id, src — 1 lane, 2 head or keyed) fit their limits. claim_room locks every limited scope the
- * candidates touch and counts its running jobs afresh (see migration 0012); a candidate is taken
- * when, in each of its scopes, fewer candidates come before it than the scope has room. `gate`
- * makes the count wait for the statement's own settle (so jobs it just ended free their places).
+ * CTEs `cinfo`, `need`, `room`, the rate CTEs and `within` after the candidate CTEs: which
+ * candidates (`cands`: id, src — 1 lane, 2 head or keyed; and rescues, `expired`, as src 0) fit their
+ * limits and rates, at most `limit`, rescues first. claim_room locks every limited scope the new
+ * starts touch and counts its running jobs afresh (see migration 0012); rate_room does the same for
+ * every rate scope, rescues included (migration 0015). A candidate is taken when, in each of its
+ * scopes, fewer candidates come before it than the scope has room (a rescue starts no new running
+ * job: no concurrency limit holds it back). `gate` makes the count wait for the statement's own
+ * settle (so jobs it just ended free their places).
  */
-export function withinLimitsCtes(schema: string, request: { limit: number; gate: SQL }): SQL {
+export function withinLimitsCtes(schema: string, request: { limit: number; gate: SQL; now: SQL; rated: boolean }): SQL {
   const jobs = sql`${sql.identifier(schema)}.jobs`;
   const order = sql`c.src, c.priority, c.run_at, c.id`;
+  // Ranks among new starts only (ids are unique: the frame ends at the row itself).
+  const upToHere = sql`rows between unbounded preceding and current row`;
   return sql`cinfo as (
       select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
-      from cands c join ${jobs} j on j.id = c.id
+      from (select id, src from cands union all select id, 0 from expired) c join ${jobs} j on j.id = c.id
     ),
     -- A destination whose breaker's cool-down ended lets one job through, its probe: of its
     -- candidates (an expired lease first: a probe whose invocation died), the first; the claim asks
     -- claim_probes for the turn only if that job survives the limits and the batch (claimProbeCtes).
     probe_pick as (
-      select distinct on (x.dest) x.dest, x.id, x.kind from (
-        select 0 as src, e.id, j.destination as dest, j.kind, j.priority, j.run_at
-        from expired e join ${jobs} j on j.id = e.id
-        union all select c.src, c.id, c.dest, c.kind, c.priority, c.run_at from cinfo c
-      ) x
-      where x.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and ${request.gate}
-      order by x.dest, x.src, x.priority, x.run_at, x.id
+      select distinct on (c.dest) c.dest, c.id, c.kind from cinfo c
+      where c.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and ${request.gate}
+      order by c.dest, c.src, c.priority, c.run_at, c.id
     ),
     need as (
       select l.scope, l.name, null::text as key, l.max_running from lim l
       where l.scope <> 'key' and ${request.gate}
-        and exists (select 1 from cinfo c where (case l.scope when 'queue' then c.queue else c.kind end) = l.name)
+        and exists (select 1 from cinfo c
+          where c.src > 0 and (case l.scope when 'queue' then c.queue else c.kind end) = l.name)
       union all
       select 'key', c.queue, c.ck, l.max_running from cinfo c join lim l on l.scope = 'key' and l.name = c.queue
-      where c.ck is not null and ${request.gate}
+      where c.src > 0 and c.ck is not null and ${request.gate}
       group by c.queue, c.ck, l.max_running
     ),
     room as (
@@ -222,19 +236,21 @@ export function withinLimitsCtes(schema: string, request: { limit: number; gate:
       select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
       from room y where y.limit_scope = 'key'
     ),
+    ${request.rated ? sql`${rateRoomCtes(schema, { now: request.now })},` : sql``}
     within as (
       select r.id from (
         select c.*,
-          row_number() over (partition by c.queue order by ${order}) as in_queue,
-          row_number() over (partition by c.kind order by ${order}) as in_kind,
-          row_number() over (partition by c.queue, c.ck order by ${order}) as in_key
+          count(*) filter (where c.src > 0) over (partition by c.queue order by ${order} ${upToHere}) as in_queue,
+          count(*) filter (where c.src > 0) over (partition by c.kind order by ${order} ${upToHere}) as in_kind,
+          count(*) filter (where c.src > 0) over (partition by c.queue, c.ck order by ${order} ${upToHere}) as in_key
         from cinfo c
       ) r
       left join room q on q.limit_scope = 'queue' and q.limit_name = r.queue
       left join room k on k.limit_scope = 'kind' and k.limit_name = r.kind
-      where r.in_queue <= coalesce(q.room, r.in_queue) and r.in_kind <= coalesce(k.room, r.in_kind)
+      where (r.src = 0 or (r.in_queue <= coalesce(q.room, r.in_queue) and r.in_kind <= coalesce(k.room, r.in_kind)
         and (r.ck is null
-          or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))
+          or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))))
+        ${request.rated ? sql`and r.id not in (select b.id from rate_blocked b)` : sql``}
         and (r.dest is null or r.dest <> all(coalesce((select h.probing from held h), '{}'::text[]))
           or r.id in (select p.id from probe_pick p))
       order by r.src, r.priority, r.run_at, r.id

@@ -96,7 +96,8 @@ export function useTestSchema(label: string, ready: (t: TestContext) => void): v
     if (ctx)
       await ctx.admin.query(
         `truncate "${ctx.schema}".jobs, "${ctx.schema}".completed_counts, "${ctx.schema}".invocations,
-          "${ctx.schema}".pauses, "${ctx.schema}".limits, "${ctx.schema}".destinations`,
+          "${ctx.schema}".pauses, "${ctx.schema}".limits, "${ctx.schema}".destinations,
+          "${ctx.schema}".rate_limits, "${ctx.schema}".rate_buckets`,
       );
   });
 }
