@@ -3,10 +3,12 @@ import { ConfigError, UnknownKindError } from '../base/errors.js';
 import { assertLabel } from '../base/identifiers.js';
 import type { AnyPgDatabase } from '../db/connect.js';
 import type { DeclaredLimit } from '../db/statements/limits.js';
+import type { DeclaredRateLimit } from '../db/statements/rate-limits.js';
 import { type BackoffFn, type BackoffOption, toBackoff } from './backoff.js';
 import { type BreakerSettings, breakerSettings } from './destinations.js';
 import type { EnqueueOptions } from './enqueue-options.js';
 import type { Logger } from './logger.js';
+import { type RateLimit, rateLimitOption } from './rate-limits.js';
 
 /** What a handler gets besides its payload. */
 export interface JobContext {
@@ -97,6 +99,11 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
    * @defaultValue BREAKER_DEFAULTS
    */
   breaker?: Partial<BreakerSettings>;
+  /**
+   * At most `limit` jobs of the kind start in any `periodMs`, across every invocation (retries and
+   * rescues are starts; changeable at run time: `skiplock rate-limits set kind …`). @defaultValue no limit
+   */
+  rateLimit?: RateLimit;
 }
 
 export interface QueueOptions {
@@ -106,12 +113,20 @@ export interface QueueOptions {
   concurrency?: number;
   /** At most this many of its jobs with the same concurrency key run at once. @defaultValue no limit */
   keyConcurrency?: number;
+  /** At most `limit` of its jobs start in any `periodMs`, across every invocation. @defaultValue no limit */
+  rateLimit?: RateLimit;
+  /** At most `limit` of its jobs with the same concurrency key start in any `periodMs`. @defaultValue no limit */
+  keyRateLimit?: RateLimit;
 }
+
+type Rate = { maxStarts: number; periodMs: number } | undefined;
 
 export interface QueueDefinition {
   readonly name: string;
   readonly concurrency: number | undefined;
   readonly keyConcurrency: number | undefined;
+  readonly rateLimit: Rate;
+  readonly keyRateLimit: Rate;
 }
 
 /**
@@ -125,6 +140,8 @@ export function defineQueue(options: QueueOptions): QueueDefinition {
     name,
     concurrency: limitOption(`queue ${name}`, 'concurrency', options.concurrency),
     keyConcurrency: limitOption(`queue ${name}`, 'keyConcurrency', options.keyConcurrency),
+    rateLimit: rateLimitOption(`queue ${name}`, 'rateLimit', options.rateLimit),
+    keyRateLimit: rateLimitOption(`queue ${name}`, 'keyRateLimit', options.keyRateLimit),
   };
 }
 
@@ -173,6 +190,8 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   readonly destination: ((payload: any) => string | undefined) | undefined;
   /** The breaker settings of its destinations. */
   readonly breaker: BreakerSettings;
+  /** At most this many of its jobs start per period. */
+  readonly rateLimit: Rate;
   /** A typed request for enqueueMany(). */
   with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
 }
@@ -219,6 +238,7 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
     concurrencyKey: options.concurrencyKey,
     destination: options.destination,
     breaker: breakerSettings(options.breaker, `kind ${kind}`),
+    rateLimit: rateLimitOption(kind, 'rateLimit', options.rateLimit),
     with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
   };
   return definition;
@@ -243,15 +263,39 @@ export function declaredLimits(definitions: readonly JobDefinition<any, any>[]):
     const q = d.queueDefinition;
     if (!q) continue;
     const seen = queues.get(q.name);
-    if (seen && (seen.concurrency !== q.concurrency || seen.keyConcurrency !== q.keyConcurrency)) {
-      throw new ConfigError(`queue ${q.name} is defined twice with different limits`);
-    }
+    if (seen && !sameLimits(seen, q)) throw new ConfigError(`queue ${q.name} is defined twice with different limits`);
     if (seen) continue;
     queues.set(q.name, q);
     if (q.concurrency !== undefined) limits.push({ scope: 'queue', name: q.name, maxRunning: q.concurrency });
     if (q.keyConcurrency !== undefined) limits.push({ scope: 'key', name: q.name, maxRunning: q.keyConcurrency });
   }
   return limits;
+}
+
+const sameRate = (a: Rate, b: Rate) => a?.maxStarts === b?.maxStarts && a?.periodMs === b?.periodMs;
+const sameLimits = (a: QueueDefinition, b: QueueDefinition) =>
+  a.concurrency === b.concurrency &&
+  a.keyConcurrency === b.keyConcurrency &&
+  sameRate(a.rateLimit, b.rateLimit) &&
+  sameRate(a.keyRateLimit, b.keyRateLimit);
+
+/**
+ * The rate limits a set of kinds declares: each kind's `rateLimit`, and the rates of the queue
+ * definitions they name (declaredLimits checks that two definitions of one queue agree).
+ */
+// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+export function declaredRateLimits(definitions: readonly JobDefinition<any, any>[]): DeclaredRateLimit[] {
+  const rates: DeclaredRateLimit[] = [];
+  const queues = new Set<string>();
+  for (const d of definitions) {
+    if (d.rateLimit) rates.push({ scope: 'kind', name: d.kind, ...d.rateLimit });
+    const q = d.queueDefinition;
+    if (!q || queues.has(q.name)) continue;
+    queues.add(q.name);
+    if (q.rateLimit) rates.push({ scope: 'queue', name: q.name, ...q.rateLimit });
+    if (q.keyRateLimit) rates.push({ scope: 'key', name: q.name, ...q.keyRateLimit });
+  }
+  return rates;
 }
 
 /** Looks kinds up by name, for enqueue by name (HTTP, CLI) and for the worker. */

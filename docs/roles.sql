@@ -22,6 +22,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".limits TO skiplock_worker;
 -- Destination health (circuit breakers, Retry-After deferrals): every settle that carries attempts
 -- against a destination writes its row, claims read them, the control function resets them.
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".destinations TO skiplock_worker;
+-- Rate limits: every rated claim reads the rates and writes the starts it took; the control function
+-- sets and clears rates.
+GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".rate_limits, "skiplock".rate_buckets TO skiplock_worker;
 -- A claim must never wait on a lock for long, and a worker never sits idle in a transaction.
 ALTER ROLE skiplock_worker SET statement_timeout = '10s';
 ALTER ROLE skiplock_worker SET idle_in_transaction_session_timeout = '60s';

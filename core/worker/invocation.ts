@@ -21,6 +21,9 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
  * - `claiming`: a claim statement is out; the buffered outcomes ride along with it.
  * - `draining`: the last claim found fewer jobs than it asked for. No claim until everything in
  *   hand is done, then one more look (retries that came due, jobs the handlers enqueued).
+ * - `pacing`: a rate limit held work back and its next token comes within rateWaitMs: the outcomes
+ *   are written, and the loop looks again when the token comes back (once more without progress
+ *   at most: a rate whose queue has nothing left must not keep it waiting).
  * - `lingering`: (with lingerMs) the queue ran dry: the outcomes are written, and after
  *   lingerPollMs the loop looks again, until lingerMs have passed with nothing found.
  * - `finishing`: drain is off and the one batch is claimed: it runs to its end, then the loop stops.
@@ -37,6 +40,7 @@ export type InvocationState =
   | 'running'
   | 'claiming'
   | 'draining'
+  | 'pacing'
   | 'lingering'
   | 'finishing'
   | 'deadline'
@@ -49,7 +53,8 @@ const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
   sweeping: ['running', 'failing'],
   running: ['claiming', 'deadline', 'failing'],
   claiming: ['running', 'draining', 'finishing', 'failing'],
-  draining: ['running', 'lingering', 'deadline', 'settling', 'failing'],
+  draining: ['running', 'pacing', 'lingering', 'deadline', 'settling', 'failing'],
+  pacing: ['running', 'deadline', 'failing'],
   lingering: ['running', 'deadline', 'failing'],
   finishing: ['deadline', 'settling', 'failing'],
   deadline: ['settling', 'failing'],
@@ -82,6 +87,11 @@ export class Invocation implements AttemptHost {
   /** Since when claims have found nothing (lingering counts from there). */
   #drySince: number | undefined;
   #lingerLogged = false;
+  /** When the last claim said a rate's next token comes back (ms from then), and when it was sent. */
+  #nextStart: { inMs: number; claimedAt: number } | undefined;
+  /** The last claim came right after a wait for a rate and found nothing. */
+  #pacedInVain = false;
+  #pacing = false;
   /** Since when a slot has been free without a claim to fill it (see #mayRefill). */
   #freeSince: number | undefined;
   /** Attempts that ended, and when the first claim went out: this invocation's rate. */
@@ -189,6 +199,10 @@ export class Invocation implements AttemptHost {
     if (this.#state === 'running' && this.#waiting.length === 0 && this.#mayRefill()) {
       if ((await this.#claim()) > 0) return;
     }
+    if (this.#state === 'draining' && this.#inflight === 0 && this.#waiting.length === 0 && this.#mayPace()) {
+      await this.#pace();
+      return;
+    }
     if (this.#state === 'draining' && this.#inflight === 0 && this.#waiting.length === 0 && this.#mayLinger()) {
       await this.#linger();
       return;
@@ -244,6 +258,27 @@ export class Invocation implements AttemptHost {
       this.settings.logger.info('lingering', { invocationId: this.invocationId, lingerMs, lingerPollMs });
     }
     await woke;
+    this.#to(this.#someKindFits() ? 'running' : 'deadline');
+  }
+
+  /** When a rate's next token comes back (on this clock), if the invocation may wait for it. */
+  #mayPace(): boolean {
+    const next = this.#nextStart;
+    if (!next || this.#pacedInVain || this.settings.rateWaitMs === 0) return false;
+    const at = next.claimedAt + next.inMs;
+    return at - this.settings.clock.now() <= this.settings.rateWaitMs && at < this.#deadline.stopClaimingAt;
+  }
+
+  /** A rate holds the work back: write the outcomes, wait for its next token, look again. */
+  async #pace(): Promise<void> {
+    this.#to('pacing');
+    const { clock } = this.settings;
+    await this.#buffer.flush();
+    const next = this.#nextStart as { inMs: number; claimedAt: number };
+    const waitMs = Math.max(0, next.claimedAt + next.inMs - clock.now());
+    this.#ledger.rateWait(waitMs);
+    this.#pacing = true;
+    await new Promise<void>((resolve) => clock.setTimer(resolve, waitMs, { keepAlive: true }));
     this.#to(this.#someKindFits() ? 'running' : 'deadline');
   }
 
@@ -316,6 +351,7 @@ export class Invocation implements AttemptHost {
           settle: outcomesOf(batch),
           completion,
           limits: this.settings.limits,
+          rateLimits: this.settings.rateLimits,
           flow: this.settings.claimShape.flow,
           rated: this.settings.claimShape.rated,
         }),
@@ -342,6 +378,10 @@ export class Invocation implements AttemptHost {
       this.#drySince = undefined;
       this.#lingerLogged = false;
     }
+    const { nextStartInMs } = claimed.value;
+    this.#nextStart = nextStartInMs === null ? undefined : { inMs: nextStartInMs, claimedAt: this.#claimedAt };
+    this.#pacedInVain = this.#pacing && found === 0;
+    this.#pacing = false;
     // A full batch: there may be more ready work than this invocation can finish in time.
     if (found === limit && drain) this.#admission?.consider(this.#finished, this.#firstClaimAt);
     this.#to(!drain ? 'finishing' : found < limit ? 'draining' : 'running');

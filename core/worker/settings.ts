@@ -1,6 +1,7 @@
 import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
 import type { DeclaredLimit } from '../../db/statements/limits.js';
+import type { DeclaredRateLimit } from '../../db/statements/rate-limits.js';
 import type { Clock } from '../clock.js';
 import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
@@ -45,6 +46,10 @@ export interface WorkerSettings {
   readonly kindList: readonly Kind[];
   /** The concurrency limits the kinds and their queue definitions declare. */
   readonly limits: readonly DeclaredLimit[];
+  /** The rate limits the kinds, their queue definitions and the worker (per destination) declare. */
+  readonly rateLimits: readonly DeclaredRateLimit[];
+  /** How long an invocation waits for a rate's next token rather than return (see WorkerOptions). */
+  readonly rateWaitMs: number;
   /** Breaker settings by destination (the worker's `breakers`), over the kind's. */
   readonly breakers: ReadonlyMap<string, Partial<BreakerSettings>>;
   /**

@@ -33,6 +33,8 @@ export interface InvocationSummary {
   error?: string;
   /** With stoppedBecause 'error': the SQLSTATE when the database sent one, else the error code. */
   errorCode?: string;
+  /** Time spent waiting for a rate limit's next token (absent when it never waited). */
+  rateWaitMs?: number;
   /** Circuit breakers this invocation's outcomes and claims moved, in order (absent when none). */
   breakers?: { destination: string; from: BreakerState; to: BreakerState }[];
 }
@@ -68,6 +70,12 @@ export class Ledger {
       outcome: 'dead',
       reason: job.reason,
     });
+  }
+
+  /** The loop waits `waitMs` for a rate's next token (logged at debug: it happens every period). */
+  rateWait(waitMs: number): void {
+    this.summary.rateWaitMs = (this.summary.rateWaitMs ?? 0) + waitMs;
+    this.#settings.logger.debug('rate_wait', { invocationId: this.summary.invocationId, waitMs });
   }
 
   claimed(count: number): void {

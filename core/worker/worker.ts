@@ -3,9 +3,10 @@ import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../../base/identi
 import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
 import { type Clock, systemClock } from '../clock.js';
-import { type BreakerSettings, breakerSettings } from '../destinations.js';
-import { declaredLimits, type JobDefinition, type JobHandler } from '../jobs.js';
+import { type BreakerSettings, breakerSettings, MAX_DESTINATION_LENGTH } from '../destinations.js';
+import { declaredLimits, declaredRateLimits, type JobDefinition, type JobHandler } from '../jobs.js';
 import { jsonLogger, type Logger } from '../logger.js';
+import { type DeclaredRateLimit, type RateLimit, rateLimitOption } from '../rate-limits.js';
 import type { InvocationStarter } from './admission.js';
 import { Invocation } from './invocation.js';
 import type { Kind, WorkerSettings } from './settings.js';
@@ -82,6 +83,19 @@ export interface WorkerOptions {
    * `{ 'api.partner.example': { failures: 3, coolDownMs: 120_000 } }`. @defaultValue none
    */
   breakers?: Record<string, Partial<BreakerSettings>>;
+  /**
+   * Rate limits per destination: at most `limit` starts of jobs for it in any `periodMs`, across
+   * every invocation, e.g. `{ 'api.partner.example': { limit: 10, periodMs: 1000 } }`; `'*'` sets one
+   * for each destination without its own. `skiplock rate-limits set destination …` overrides them
+   * at run time. @defaultValue none
+   */
+  destinationRateLimits?: Record<string, RateLimit>;
+  /**
+   * When a rate limit is all that holds its work back, an invocation waits for the rate's next
+   * token if it comes within this long (and before the invocation must stop claiming), instead of
+   * returning drained. 0: never waits. @defaultValue 10000
+   */
+  rateWaitMs?: number;
 }
 
 export const WORKER_DEFAULTS = {
@@ -95,6 +109,7 @@ export const WORKER_DEFAULTS = {
   fanOutTargetMs: 5_000,
   lingerMs: 0,
   lingerPollMs: 250,
+  rateWaitMs: 10_000,
 } as const;
 
 export interface Worker {
@@ -162,6 +177,10 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
   const lingerPollMs = options.lingerPollMs ?? WORKER_DEFAULTS.lingerPollMs;
   if (!(lingerMs >= 0 && lingerMs <= 900_000)) throw new ConfigError('lingerMs must be from 0 to 900000');
   if (!(lingerPollMs >= 10 && lingerPollMs <= 60_000)) throw new ConfigError('lingerPollMs must be from 10 to 60000');
+  const rateWaitMs = options.rateWaitMs ?? WORKER_DEFAULTS.rateWaitMs;
+  if (!(Number.isInteger(rateWaitMs) && rateWaitMs >= 0 && rateWaitMs <= 900_000)) {
+    throw new ConfigError('rateWaitMs must be a whole number from 0 to 900000');
+  }
 
   const logger = options.logger ?? jsonLogger();
   return {
@@ -182,6 +201,8 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     kinds,
     kindList: [...kinds.values()],
     limits: declaredLimits(options.jobs),
+    rateLimits: [...declaredRateLimits(options.jobs), ...destinationRates(options.destinationRateLimits)],
+    rateWaitMs,
     breakers: breakerOverrides(options.breakers),
     claimShape: { flow: false, rated: false },
     name,
@@ -195,6 +216,22 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
 
 export type { InvocationStarter } from './admission.js';
 export type { InvocationInput, InvocationSummary } from './summary.js';
+
+/** The worker's per-destination rates, each checked. */
+function destinationRates(given: WorkerOptions['destinationRateLimits']): DeclaredRateLimit[] {
+  if (given === undefined) return [];
+  if (given === null || typeof given !== 'object') {
+    throw new ConfigError('destinationRateLimits must be an object by destination');
+  }
+  return Object.entries(given).map(([destination, rate]) => {
+    const where = `destinationRateLimits[${JSON.stringify(destination.slice(0, 80))}]`;
+    if (destination.length === 0 || destination.length > MAX_DESTINATION_LENGTH) {
+      throw new ConfigError(`${where}: a destination is 1-${MAX_DESTINATION_LENGTH} characters`);
+    }
+    return { scope: 'destination', name: destination, ...(rateLimitOption(where, 'rate', rate ?? null) as Rate) };
+  });
+}
+type Rate = { maxStarts: number; periodMs: number };
 
 /** The worker's per-destination breaker settings, each checked (with the defaults filled in). */
 function breakerOverrides(given: WorkerOptions['breakers']): ReadonlyMap<string, Partial<BreakerSettings>> {

@@ -109,6 +109,8 @@ export interface ClaimResult {
    * null when no rate held anything back.
    */
   nextStartAt: Date | null;
+  /** The same, as milliseconds from the claim's clock (the worker waits this long: no clock skew). */
+  nextStartInMs: number | null;
 }
 
 /** The claim's one row: the claimed jobs and the settle report, each a JSON array of tuples. */
@@ -135,6 +137,7 @@ type ClaimRow = {
   moves: Parameters<typeof toMoves>[0];
   probes: [destination: string, jobId: string][] | null;
   next_start_ms: number | null;
+  next_start_in_ms: number | null;
 };
 
 /**
@@ -167,7 +170,8 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   if (request.limit < 1 || request.leases.length === 0) {
     const settled = await settleOutcomes(db, schema, settle, request.now, request.completion);
     const { flow = false, rated = false } = request;
-    return { jobs: [], settled, flow, rated, moves: settled.moves ?? [], probes: [], nextStartAt: null };
+    const none = { nextStartAt: null, nextStartInMs: null };
+    return { jobs: [], settled, flow, rated, moves: settled.moves ?? [], probes: [], ...none };
   }
   const lane = request.lane;
   if (lane !== undefined && !(Number.isInteger(lane) && lane >= 0 && lane < CLAIM_LANES)) {
@@ -215,6 +219,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
     moves: null,
     probes: null,
     next_start_ms: null,
+    next_start_in_ms: null,
   };
   const result: ClaimResult = {
     jobs: [],
@@ -224,6 +229,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
     moves: toMoves(row.moves),
     probes: (row.probes ?? []).map(([destination, jobId]) => ({ destination, jobId })),
     nextStartAt: row.next_start_ms === null ? null : new Date(Number(row.next_start_ms)),
+    nextStartInMs: row.next_start_in_ms === null ? null : Math.max(0, Number(row.next_start_in_ms)),
   };
   result.settled.moves = result.moves;
   addReportTuples(result.settled, row.report);
@@ -433,7 +439,9 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
       (select f.rated from flow f) as rated,
       ${hasSettle && hasDestinations(settle) ? movesJson() : sql`null::json`} as moves,
       ${flowing ? sql`(select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w)` : sql`null::json`} as probes,
-      ${rated ? nextStartJson() : sql`null::float8`} as next_start_ms`;
+      ${rated ? sql`n.at_ms` : sql`null::float8`} as next_start_ms,
+      ${rated ? sql`n.at_ms - ${epochMs(now)}` : sql`null::float8`} as next_start_in_ms
+    ${rated ? sql`from (select ${nextStartMs()} as at_ms) n` : sql``}`;
 }
 
 /**
@@ -441,7 +449,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
  * the snapshot saw used up, and the walked keys whose rate is used up. Reading it also runs
  * rate_taken (it records the starts).
  */
-function nextStartJson(): SQL {
+function nextStartMs(): SQL {
   return sql`(select ${epochMs(sql`least(
       (select min(r.next_at) from rate_rooms r), (select h.rate_next_at from held h),
       (select min(k.next_at) from key_rate k where k.room = 0))`)}
