@@ -12,14 +12,23 @@ import {
   setLimit,
 } from '../core/flow-control.js';
 import { describeIssues } from '../core/issues.js';
+import {
+  clearRateLimit,
+  type RateLimitOverride,
+  type RateLimitTarget,
+  type RateUse,
+  rateLimits,
+  setRateLimit,
+} from '../core/rate-limits.js';
 import { HttpError } from './http.js';
 import type { FunctionRuntime } from './runtime.js';
 
 /**
  * The control function's body: flow control an operator changes on a deployed app — pauses,
- * concurrency limits, circuit breakers. One action per request.
+ * concurrency limits, circuit breakers, rate limits. One action per request.
  */
 const target = { queue: z.string().optional(), kind: z.string().optional() };
+const rateTarget = { ...target, destination: z.string().optional(), perKey: z.boolean().optional() };
 export const controlBodySchema = z.discriminatedUnion('action', [
   z
     .object({
@@ -51,6 +60,18 @@ export const controlBodySchema = z.discriminatedUnion('action', [
     .strict(),
   z.object({ action: z.literal('limits') }).strict(),
   z.object({ action: z.literal('breakers') }).strict(),
+  z.object({ action: z.literal('rate_limits') }).strict(),
+  z
+    .object({
+      action: z.literal('set_rate_limit'),
+      ...rateTarget,
+      limit: z.number().int().min(1).max(100_000),
+      periodMs: z.number().int().min(1_000).max(86_400_000).optional(),
+      reason: z.string().max(1000).optional(),
+      by: z.string().max(255).optional(),
+    })
+    .strict(),
+  z.object({ action: z.literal('clear_rate_limit'), ...rateTarget, by: z.string().max(255).optional() }).strict(),
   z
     .object({
       action: z.literal('reset_breaker'),
@@ -68,7 +89,14 @@ export type ControlResult =
   | { action: 'unlimit'; cleared: boolean; limit: LimitOverride | null }
   | { action: 'limits'; limits: (LimitOverride & { running: number; busiestKey: string | null })[] }
   | { action: 'breakers'; breakers: DestinationHealth[] }
-  | { action: 'reset_breaker'; destination: string; previous: BreakerState | null };
+  | { action: 'reset_breaker'; destination: string; previous: BreakerState | null }
+  | { action: 'rate_limits'; rateLimits: RateLimitOverride[]; use: RateUse[] }
+  | {
+      action: 'set_rate_limit';
+      rateLimit: RateLimitOverride;
+      previous: { maxStarts: number; periodMs: number } | null;
+    }
+  | { action: 'clear_rate_limit'; cleared: boolean; rateLimit: RateLimitOverride | null };
 
 /**
  * Validates a control body and applies it; each change is logged with who made it
@@ -96,6 +124,12 @@ export async function controlFromBody(
     const { previous } = await runtime.withDb((db) => resetBreaker(db, input.destination, { schema, by }));
     if (previous !== null) logger.info('breaker_reset', { destination: input.destination, previous, by });
     return { action: 'reset_breaker', destination: input.destination, previous };
+  }
+  if (input.action === 'rate_limits') {
+    return { action: 'rate_limits', ...(await runtime.withDb((db) => rateLimits(db, { schema }))) };
+  }
+  if (input.action === 'set_rate_limit' || input.action === 'clear_rate_limit') {
+    return rateAction(runtime, input, input.by ?? defaultBy);
   }
   const to = input.queue !== undefined ? { queue: input.queue } : { kind: input.kind as string };
   if ((input.queue === undefined) === (input.kind === undefined)) {
@@ -134,4 +168,23 @@ export async function controlFromBody(
   const ended = await runtime.withDb((db) => resume(db, to, { schema }));
   if (ended) logger.info(`${scope}_resumed`, { [scope]: ended.name, by, pausedSince: ended.pausedAt.toISOString() });
   return { action: 'resume', resumed: ended !== null, pause: ended };
+}
+
+type RateInput = Extract<z.infer<typeof controlBodySchema>, { action: 'set_rate_limit' | 'clear_rate_limit' }>;
+
+/** set_rate_limit, clear_rate_limit: the target is checked by the core (InvalidOptionsError → 400). */
+async function rateAction(runtime: FunctionRuntime, input: RateInput, by: string): Promise<ControlResult> {
+  const { schema } = runtime.settings.require('database');
+  const { action, queue, kind, destination, perKey } = input;
+  const to = { queue, kind, destination, ...(perKey === undefined ? {} : { perKey }) } as RateLimitTarget;
+  const what = { queue, kind, destination, perKey: perKey ?? false, by };
+  if (action === 'set_rate_limit') {
+    const rate = { limit: input.limit, periodMs: input.periodMs ?? 1_000 };
+    const result = await runtime.withDb((db) => setRateLimit(db, to, rate, { schema, by, reason: input.reason }));
+    runtime.logger.info('rate_limit_set', { ...what, ...rate, previous: result.previous, reason: input.reason });
+    return { action, ...result };
+  }
+  const cleared = await runtime.withDb((db) => clearRateLimit(db, to, { schema }));
+  if (cleared) runtime.logger.info('rate_limit_cleared', { ...what, was: cleared });
+  return { action, cleared: cleared !== null, rateLimit: cleared };
 }

@@ -27,7 +27,8 @@ function target(scope: 'queue' | 'kind', rest: readonly string[]): PauseTarget {
 }
 
 /** Who pauses, when --by is not given: the operator's login, as replay records it. */
-const operator = (ctx: CommandContext) => str(ctx.o.by) ?? `cli:${ctx.io.env.USER ?? ctx.io.env.USERNAME ?? 'unknown'}`;
+export const operator = (ctx: CommandContext) =>
+  str(ctx.o.by) ?? `cli:${ctx.io.env.USER ?? ctx.io.env.USERNAME ?? 'unknown'}`;
 
 const sinceText = (p: Pause) => `${p.pausedAt.toISOString()} (${age((Date.now() - p.pausedAt.getTime()) / 1000)} ago)`;
 

@@ -8,6 +8,7 @@ import { COMMANDS, type CommandContext } from './commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
+import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
 
 export { type CliIo, EXIT } from './io.js';
 
@@ -53,6 +54,14 @@ commands:
   breakers reset <destination> [--by name]
                                         close the breaker and end any deferral: its jobs are claimable
                                         from the next claim on
+  rate-limits                           the run-time rate limits, and the scopes that started jobs
+                                        within their period (with --jobs: also the code's rates)
+  rate-limits set queue|kind|destination <name> <rate> [--per-key] [--reason text] [--by name]
+                                        at most that many starts per period (10/s, 100/min, 5/2s,
+                                        1000/h) from the next claim on; destination * sets one for
+                                        each destination; overrides the code's rate
+  rate-limits clear queue|kind|destination <name> [--per-key]
+                                        clear that run-time rate: the code's rate applies again
 
 global options:
   --json                  machine-readable output (one JSON document)
@@ -122,7 +131,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const sub = SUBCOMMANDS.has(command);
   // `breakers` alone lists; `breakers reset <destination>` resets.
   const key = sub && rest.length > 0 ? `${command} ${rest[0]}` : command;
-  const handler = COMMANDS[key] ?? FLOW_COMMANDS[key];
+  const handler = COMMANDS[key] ?? FLOW_COMMANDS[key] ?? RATE_COMMANDS[key];
   if (!handler) {
     io.err(
       `unknown command "${[command, ...(sub ? rest.slice(0, 1) : [])].join(' ')}"\nrun \`skiplock --help\` for usage`,
@@ -188,7 +197,7 @@ function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): n
   return EXIT.ok;
 }
 
-const SUBCOMMANDS = new Set(['jobs', 'dlq', ...FLOW_SUBCOMMANDS]);
+const SUBCOMMANDS = new Set(['jobs', 'dlq', ...FLOW_SUBCOMMANDS, ...RATE_SUBCOMMANDS]);
 
 async function loadRegistry(module: string | undefined): Promise<JobRegistry | undefined> {
   if (!module) return undefined;

@@ -82,6 +82,17 @@ export {
   runMaintenance,
 } from './maintenance.js';
 export { createNudger, NUDGE_DEFAULTS, type Nudger, type NudgerOptions } from './nudge.js';
+export {
+  clearRateLimit,
+  parseRate,
+  type RateLimit,
+  type RateLimitOverride,
+  type RateLimitScope,
+  type RateLimitTarget,
+  type RateUse,
+  rateLimits,
+  setRateLimit,
+} from './rate-limits.js';
 export { REPLAY_DEFAULTS, type ReplayOptions, replay } from './replay.js';
 export {
   createWorker,

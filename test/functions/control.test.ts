@@ -106,6 +106,60 @@ describe(`the control function (${testDriver()})`, () => {
     expect(bad.status).toBe(400);
   });
 
+  it('Vercel: set_rate_limit holds a destination to its rate from the next claim, rate_limits lists it in use, clear_rate_limit clears it', async () => {
+    await enqueuerFor(t.schema).enqueueMany(
+      t.db,
+      Array.from({ length: 5 }, (_, i) =>
+        sendEmail.with({ to: `u${i}@example.com`, subject: 's' }, { destination: 'api.partner.example' }),
+      ),
+    );
+    const set = await vercel({
+      action: 'set_rate_limit',
+      destination: 'api.partner.example',
+      limit: 2,
+      periodMs: 60_000,
+      reason: 'their quota',
+      by: 'ada',
+    });
+    expect(set.status).toBe(200);
+    expect(await set.json()).toMatchObject({
+      action: 'set_rate_limit',
+      previous: null,
+      rateLimit: { scope: 'destination', name: 'api.partner.example', maxStarts: 2, periodMs: 60_000, setBy: 'ada' },
+    });
+    expect(await claimEmails()).toEqual(['emails', 'emails']);
+    expect(await claimEmails()).toEqual([]);
+    const listed = (await (await vercel({ action: 'rate_limits' })).json()) as {
+      rateLimits: unknown[];
+      use: unknown[];
+    };
+    expect(listed.rateLimits).toEqual([expect.objectContaining({ name: 'api.partner.example', maxStarts: 2 })]);
+    expect(listed.use).toEqual([
+      expect.objectContaining({ scope: 'destination', name: 'api.partner.example', used: 2 }),
+    ]);
+    const cleared = await vercel({ action: 'clear_rate_limit', destination: 'api.partner.example' });
+    expect(await cleared.json()).toMatchObject({
+      action: 'clear_rate_limit',
+      cleared: true,
+      rateLimit: { maxStarts: 2 },
+    });
+    expect(await claimEmails()).toEqual(['emails', 'emails', 'emails']);
+  });
+
+  it.each([
+    ['a rate of 0', { action: 'set_rate_limit', queue: 'q', limit: 0 }, /invalid request/],
+    ['a period under a second', { action: 'set_rate_limit', queue: 'q', limit: 5, periodMs: 500 }, /invalid request/],
+    ['no target', { action: 'set_rate_limit', limit: 5 }, /exactly one of queue, kind or destination/],
+    ['two targets', { action: 'set_rate_limit', queue: 'q', destination: 'd', limit: 5 }, /exactly one of/],
+    ['a per-key rate on a kind', { action: 'set_rate_limit', kind: 'k', perKey: true, limit: 5 }, /set on a queue/],
+  ])('Vercel: 400 for %s, no rate stored', async (_label, body, message) => {
+    const response = await vercel(body);
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toMatch(message);
+    const { rows } = await t.admin.query(`select count(*)::int as n from "${t.schema}".rate_limits`);
+    expect(rows[0].n).toBe(0);
+  });
+
   it.each([
     ['a limit of 0', { action: 'limit', queue: 'q', maxRunning: 0 }, /invalid request/],
     ['a limit that is not a number', { action: 'limit', queue: 'q', maxRunning: '5' }, /invalid request/],

@@ -13,5 +13,5 @@ export const jobs = [
     }),
     sensitive: ['apiKey', 'card.number'],
   }),
-  defineJob({ kind: 'ping', payload: z.object({ n: z.number() }) }),
+  defineJob({ kind: 'ping', payload: z.object({ n: z.number() }), rateLimit: { limit: 100, periodMs: 60_000 } }),
 ];

@@ -249,6 +249,60 @@ describe('skiplock stats --watch', () => {
     expect((await cli('breakers', 'reset')).code).toBe(EXIT.usage);
   });
 
+  it("rate-limits set, lists (with the code's rates and the scopes in use) and clears; bad rates exit 2", async () => {
+    expect((await cli('rate-limits')).out).toMatch(/no run-time rate limits/);
+    const set = await cli(
+      'rate-limits',
+      'set',
+      'destination',
+      'api.partner.example',
+      '10/s',
+      '--reason',
+      'their quota',
+    );
+    expect(set).toMatchObject({ code: EXIT.ok });
+    expect(set.out).toMatch(/at most 10\/s starts for destination api\.partner\.example from the next claim on/);
+    expect((await cli('rate-limits', 'set', 'destination', 'api.partner.example', '600/min')).out).toMatch(
+      /\(was 10\/s\)/,
+    );
+    expect((await cli('rate-limits', 'set', 'queue', 'payments', '5/2s', '--per-key')).out).toMatch(
+      /at most 5 per 2000 ms starts for each concurrency key of queue payments/,
+    );
+    expect((await cli('rate-limits', 'set', 'destination', '*', '3/h')).out).toMatch(
+      /each destination without a rate of its own/,
+    );
+    // A claim takes starts under the per-key rate: the listing shows the key in use.
+    await admin.query(
+      `insert into "${schema}".rate_buckets (scope, name, key, starts, counts, period_ms)
+       values ('key', 'payments', 'tenant-1', array[now()], array[4], 2000)`,
+    );
+    const listed = (await cli('rate-limits', ...JOBS)).out;
+    expect(listed).toMatch(/destination\s+api\.partner\.example\s+600\/min\s+run time\s+cli:tester \d+s ago/);
+    expect(listed).toMatch(/per key\s+payments\s+5 per 2000 ms\s+run time/);
+    expect(listed).toMatch(/kind\s+ping\s+100\/min\s+code/);
+    expect(listed).toMatch(/per key\s+payments\s+tenant-1\s+4\s+\S+ \(\d+s from now\)/);
+    const json = JSON.parse((await cli('rate-limits', '--json')).out) as { runTime: { scope: string; name: string }[] };
+    expect(json.runTime.map((r) => [r.scope, r.name])).toEqual([
+      ['destination', '*'],
+      ['destination', 'api.partner.example'],
+      ['key', 'payments'],
+    ]);
+    expect((await cli('rate-limits', 'clear', 'queue', 'payments', '--per-key')).out).toMatch(
+      /cleared the run-time rate of each concurrency key of queue payments \(was 5 per 2000 ms\)/,
+    );
+    expect((await cli('rate-limits', 'clear', 'queue', 'payments')).out).toMatch(/queue payments had no run-time rate/);
+    const bad = await cli('rate-limits', 'set', 'queue', 'payments', 'fast');
+    expect(bad.code).toBe(EXIT.usage);
+    expect(bad.err).toMatch(/the rate must look like 10\/s/);
+    expect((await cli('rate-limits', 'set', 'kind', 'ping', '10/s', '--per-key')).code).toBe(EXIT.usage);
+    expect((await cli('rate-limits', 'set', 'table', 'x', '10/s')).code).toBe(EXIT.usage);
+    const zero = await cli('rate-limits', 'set', 'kind', 'ping', '0/s');
+    expect(zero.code).not.toBe(EXIT.ok);
+    expect(zero.err).toMatch(/limit must be a whole number from 1 to 100000/);
+    const tooShort = await cli('rate-limits', 'set', 'kind', 'ping', '5/500ms');
+    expect(tooShort.err).toMatch(/periodMs must be a whole number of milliseconds from 1000/);
+  });
+
   it('stats --watch redraws until told to stop', async () => {
     const out: string[] = [];
     const code = await runCli(['stats', '--watch', '--iterations', '2', '--interval', '1'], {
