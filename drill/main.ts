@@ -21,8 +21,13 @@ try {
   const report = {
     with_breaker: withBreaker,
     without_breaker: without,
-    // Rate limits are not built yet (issue 13): what the recovered partner got at most in one second.
-    rate_limit: { limit_per_s: null, max_observed_per_s: withBreaker.max_requests_per_s_after_recovery },
+    // With the breaker run, each partner had a rate limit: the most requests one got in any second,
+    // with it and without (the run without destinations has no rate limit).
+    rate_limit: {
+      limit_per_s: options.ratePerS,
+      max_observed_per_s: withBreaker.max_requests_per_s,
+      max_observed_per_s_without_limit: without.max_requests_per_s,
+    },
   };
   if (json) console.log(JSON.stringify(report));
   else console.log(JSON.stringify(report, null, 2));

@@ -39,7 +39,9 @@ CREATE TABLE "skiplock"."rate_limits" (
 -- commits (record_rate_starts writes the starts under it), then counts the starts of the last
 -- period with a snapshot of its own. It waits for locks until one scope has room, then skips scopes
 -- another claim holds (room 0), as claim_room does. next_at: when the scope's next token comes back,
--- if the candidates want more than its room.
+-- if the candidates want more than its room. It counts back from the moment it holds the lock, not
+-- from the statement's start (`now_ts`; a test's supplied clock, when later, wins): a claim that
+-- waited for the lock must not count from before the wait.
 CREATE FUNCTION "skiplock".rate_room(scopes text[], names text[], keys text[], max_starts integer[],
   periods_ms integer[], demands integer[], now_ts timestamptz)
 RETURNS TABLE (rate_scope text, rate_name text, rate_key text, room integer, next_at timestamptz)
@@ -53,6 +55,7 @@ DECLARE
   got boolean;
   have_room boolean := false;
   period interval;
+  t timestamptz;
 BEGIN
   FOR s IN
     SELECT u.scope, u.name, u.key, u.max_starts, u.period_ms, u.demand,
@@ -75,15 +78,16 @@ BEGIN
     IF NOT got THEN
       -- Another claim is taking this scope's starts: look again after one token's share of the period.
       room := 0;
-      next_at := now_ts + period / s.max_starts;
+      next_at := greatest(now_ts, clock_timestamp()) + period / s.max_starts;
       RETURN NEXT;
       CONTINUE;
     END IF;
+    t := greatest(now_ts, clock_timestamp());
     SELECT coalesce(sum(x.n), 0), min(x.at) INTO used, oldest
     FROM "skiplock".rate_buckets b CROSS JOIN LATERAL unnest(b.starts, b.counts) AS x(at, n)
-    WHERE b.scope = s.scope AND b.name = s.name AND b.key = s.key AND x.at > now_ts - period;
+    WHERE b.scope = s.scope AND b.name = s.name AND b.key = s.key AND x.at > t - period;
     room := greatest(s.max_starts - used, 0)::int;
-    next_at := CASE WHEN s.demand > room THEN coalesce(oldest, now_ts) + period END;
+    next_at := CASE WHEN s.demand > room THEN coalesce(oldest, t) + period END;
     have_room := have_room OR room > 0;
     RETURN NEXT;
   END LOOP;
@@ -91,7 +95,8 @@ END
 $$;
 --> statement-breakpoint
 -- Records the starts a claim took, under the advisory locks rate_room took for their scopes: one
--- entry per scope and claim (`now_ts` rounded up to 1/100 of the period), entries older than two
+-- entry per scope and claim, at the end of the claim (the jobs start when it commits, not when it
+-- began; a test's supplied clock, when later, wins) rounded up to 1/100 of the period; entries older than two
 -- periods dropped (a claim that started a moment before another may still count back one period from
 -- its own clock), the period kept for listings. Returns how many scopes it wrote.
 CREATE FUNCTION "skiplock".record_rate_starts(scopes text[], names text[], keys text[], counts integer[],
@@ -112,7 +117,7 @@ BEGIN
     GROUP BY u.scope, u.name, u.key
   LOOP
     g := greatest(1, ceil(s.period_ms / 100.0))::bigint;
-    at_ts := to_timestamp(ceil(extract(epoch FROM now_ts) * 1000 / g) * g / 1000.0);
+    at_ts := to_timestamp(ceil(extract(epoch FROM greatest(now_ts, clock_timestamp())) * 1000 / g) * g / 1000.0);
     INSERT INTO "skiplock".rate_buckets AS b (scope, name, key, starts, counts, period_ms, updated_at)
     VALUES (s.scope, s.name, s.key, ARRAY[at_ts], ARRAY[s.n], s.period_ms, now_ts)
     ON CONFLICT (scope, name, key) DO UPDATE SET

@@ -11,11 +11,12 @@ const options = {
   invocations: 2,
   drainLimitMs: 30_000,
   breaker: { coolDownMs: 1_000 },
+  ratePerS: 5,
   databaseUrl: inject('databaseUrl'),
 };
 
 describe('the partner-outage drill', () => {
-  it('with the breaker the down partner gets fewer requests and its jobs burn fewer attempts; nothing is lost', async () => {
+  it('with the breaker the down partner gets fewer requests and its jobs burn fewer attempts, a rate limit holds each partner; nothing is lost', async () => {
     const without = await runDrill(options, false);
     const withBreaker = await runDrill(options, true);
     expect(without.lost).toBe(0);
@@ -26,5 +27,10 @@ describe('the partner-outage drill', () => {
     expect(withBreaker.attempts_per_failing_job).toBeLessThan(without.attempts_per_failing_job);
     expect(withBreaker.dead).toBe(0);
     expect(withBreaker.drain_after_recovery_s).toBeGreaterThanOrEqual(0);
+    // With the breaker each partner also had a rate of 5 a second. Its first wave alone sends 10
+    // without one. The receiver sees requests a few ms after their start was recorded (the strict
+    // count, on recorded starts, is test/db/rate-limits.test.ts): a margin of 2 for that jitter.
+    expect(without.max_requests_per_s).toBeGreaterThanOrEqual(10);
+    expect(withBreaker.max_requests_per_s).toBeLessThanOrEqual(options.ratePerS + 2);
   });
 });
