@@ -14,25 +14,28 @@ say(
   `drill: ${options.jobs} webhooks, ${Math.round(options.failingShare * 100)} % to a partner down for ${options.downMs / 1000} s; the others answer 500 to 10 % and hang on 10 %`,
 );
 try {
-  const without = await runDrill(options, false);
+  const without = await runDrill(options, 'plain');
   say(`without breaker: ${JSON.stringify(without)}`);
-  const withBreaker = await runDrill(options, true);
+  const withBreaker = await runDrill(options, 'breaker');
   say(`with breaker: ${JSON.stringify(withBreaker)}`);
+  const rated = await runDrill(options, 'rated');
+  say(`with breaker and ${options.ratePerS}/s per partner: ${JSON.stringify(rated)}`);
   const report = {
     with_breaker: withBreaker,
     without_breaker: without,
-    // With the breaker run, each partner had a rate limit: the most requests one got in any second,
-    // with it and without (the run without destinations has no rate limit).
+    // A third run: the breaker and a rate limit for each partner. The most requests one partner got
+    // within any second, with the limit and without it (the breaker run).
     rate_limit: {
       limit_per_s: options.ratePerS,
-      max_observed_per_s: withBreaker.max_requests_per_s,
-      max_observed_per_s_without_limit: without.max_requests_per_s,
+      max_observed_per_s: rated.max_requests_per_s,
+      max_observed_per_s_without_limit: withBreaker.max_requests_per_s,
+      with_rate_limit: rated,
     },
   };
   if (json) console.log(JSON.stringify(report));
   else console.log(JSON.stringify(report, null, 2));
   await database.stop();
-  process.exit(withBreaker.lost + without.lost > 0 ? 1 : 0);
+  process.exit(withBreaker.lost + without.lost + rated.lost > 0 ? 1 : 0);
 } catch (err) {
   console.error(`drill failed: ${err instanceof Error ? err.message : String(err)}`);
   await database.stop();

@@ -13,8 +13,10 @@ import { type Receiver, seeded, startReceiver } from './receiver.js';
 /**
  * The background-jobs guide's drill: webhooks to a local receiver where one partner is down for
  * `downMs` and then recovers, while the others answer 500 to 10 % and hang on another 10 %. Run
- * with the jobs naming their destination (the breaker, and a rate limit per partner) and without.
+ * with the jobs naming no destination (`plain`), naming it (`breaker`), and naming it with a rate
+ * limit per partner (`rated`).
  */
+export type DrillMode = 'plain' | 'breaker' | 'rated';
 export interface DrillOptions {
   jobs: number;
   /** The share of the jobs for the failing partner. */
@@ -25,7 +27,7 @@ export interface DrillOptions {
   /** Give up waiting for the jobs this long after the partner recovered. */
   drainLimitMs: number;
   breaker: { coolDownMs: number };
-  /** With the breaker: at most this many requests a second to each partner (destinationRateLimits '*'). */
+  /** In the `rated` run: at most this many requests a second to each partner (destinationRateLimits '*'). */
   ratePerS: number;
   databaseUrl: string;
   progress?: (line: string) => void;
@@ -66,7 +68,8 @@ export const DRILL_FULL = {
 } as const;
 export const DRILL_QUICK = { ...DRILL_FULL, downMs: 15_000, drainLimitMs: 60_000 } as const;
 
-export async function runDrill(options: DrillOptions, withBreaker: boolean): Promise<DrillResult> {
+export async function runDrill(options: DrillOptions, mode: DrillMode): Promise<DrillResult> {
+  const withBreaker = mode !== 'plain';
   const say = options.progress ?? (() => {});
   const schema = `drill_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Pool({ connectionString: options.databaseUrl, max: 2 });
@@ -76,7 +79,7 @@ export async function runDrill(options: DrillOptions, withBreaker: boolean): Pro
     failing: FAILING,
     errorShare: 0.1,
     hangShare: 0.1,
-    random: seeded(withBreaker ? 1 : 2),
+    random: seeded(mode === 'plain' ? 2 : 1),
   });
   const webhook = defineJob({
     kind: 'webhook',
@@ -127,7 +130,7 @@ export async function runDrill(options: DrillOptions, withBreaker: boolean): Pro
         concurrency: 10,
         batchSize: 10,
         logger: silentLogger,
-        ...(withBreaker ? { destinationRateLimits: { '*': { limit: options.ratePerS, periodMs: 1_000 } } } : {}),
+        ...(mode === 'rated' ? { destinationRateLimits: { '*': { limit: options.ratePerS, periodMs: 1_000 } } } : {}),
       });
       while (!stop) {
         const summary = await worker.runInvocation({ remainingMs: 15_000 });
@@ -142,7 +145,7 @@ export async function runDrill(options: DrillOptions, withBreaker: boolean): Pro
         break;
       }
       if (Date.now() > recoveredAt + options.drainLimitMs) break;
-      say(`  ${withBreaker ? 'with' : 'without'} breaker: t=${Math.round((Date.now() - started) / 1000)}s left=${n}`);
+      say(`  ${mode}: t=${Math.round((Date.now() - started) / 1000)}s left=${n}`);
     }
     stop = true;
     await Promise.all(loops);

@@ -1,4 +1,4 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Outcome } from '../../base/outcomes.js';
 import { BREAKER_DEFAULTS } from '../../core/destinations.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
@@ -6,6 +6,7 @@ import { listDestinations, resetDestination } from '../../db/statements/destinat
 import { extendLease } from '../../db/statements/settle.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail } from '../helpers/kinds.js';
+import { useSuppliedClock } from '../helpers/supplied-clock.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
@@ -16,13 +17,7 @@ useTestSchema('destinations', (ctx) => {
 });
 
 const LEASES = [{ kind: 'send-email', leaseMs: 30_000 }];
-// The clock each test supplies starts a minute after the jobs were enqueued (on the real clock), so
-// they are due; every later moment is T0 plus some milliseconds.
-let T0 = new Date();
-beforeEach(() => {
-  T0 = new Date(Math.ceil(Date.now() / 1000) * 1000 + 60_000);
-});
-const at = (ms: number) => new Date(T0.getTime() + ms);
+const { at } = useSuppliedClock();
 const claim = (now: Date, overrides: Partial<ClaimRequest> = {}) =>
   claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', now, ...overrides });
 const email = (i: number) => ({ to: `u${i}@example.com`, subject: 's' });
@@ -62,7 +57,7 @@ async function twoPartners() {
 describe(`circuit breakers (${testDriver()})`, () => {
   it('opens after the threshold and stops claims for that destination only, without consuming attempts', async () => {
     await twoPartners();
-    const first = await claim(T0, { limit: 5 });
+    const first = await claim(at(0), { limit: 5 });
     expect(await destinationsOf(first.jobs)).toEqual(Array(5).fill('down.example'));
     // Four failures: under the threshold (5), the breaker stays closed.
     const four = await claim(at(1_000), {
@@ -97,7 +92,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
       t.db,
       Array.from({ length: 200 }, (_, i) => sendEmail.with(email(i), { destination: 'busy.example' })),
     );
-    const jobs = (await claim(T0, { limit: 200 })).jobs;
+    const jobs = (await claim(at(0), { limit: 200 })).jobs;
     const outcomes = jobs.map((j, i) => (i % 10 === 0 ? failed(j, 'busy.example') : ok(j, 'busy.example')));
     // Successes first, so the failures arrive with the window's calls already counted.
     const result = await claim(at(1_000), { limit: 0, settle: outcomes.filter((o) => o.outcome === 'completed') });
@@ -109,7 +104,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
 
   it('after the cool-down exactly one probe goes through, also with 8 claimers racing for it', async () => {
     await twoPartners();
-    const first = await claim(T0, { limit: 5 });
+    const first = await claim(at(0), { limit: 5 });
     await claim(at(1_000), { limit: 0, settle: first.jobs.map((j) => failed(j, 'down.example')) });
     expect((await health('down.example'))?.state).toBe('open');
     // Before the cool-down ends, nothing for it.
@@ -134,7 +129,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
 
   it('a failed probe reopens it for twice as long; a successful one closes it', async () => {
     await twoPartners();
-    const first = await claim(T0, { limit: 5 });
+    const first = await claim(at(0), { limit: 5 });
     await claim(at(1_000), { limit: 0, settle: first.jobs.map((j) => failed(j, 'down.example')) });
     const others = (await claim(at(2_000), { limit: 100 })).jobs; // the other partner's jobs, done at once
     const probe = (await claim(at(31_001), { limit: 10, settle: others.map((j) => ok(j, 'up.example')) })).jobs;
@@ -162,7 +157,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
 
   it('a probe whose invocation died is rescued as the next probe once its lease ran out (no other job left)', async () => {
     await twoPartners();
-    const first = await claim(T0, { limit: 5 });
+    const first = await claim(at(0), { limit: 5 });
     await claim(at(1_000), { limit: 0, settle: first.jobs.map((j) => failed(j, 'down.example')) });
     // Only the five failed jobs are left for the partner.
     await t.admin.query(
@@ -184,7 +179,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
 
   it('the turn to probe goes only to a job the claim takes; extendLease extends the turn', async () => {
     await twoPartners();
-    const first = await claim(T0, { limit: 5 });
+    const first = await claim(at(0), { limit: 5 });
     await claim(at(1_000), { limit: 0, settle: first.jobs.map((j) => failed(j, 'down.example')) });
     const others = (await claim(at(2_000), { limit: 100 })).jobs;
     await claim(at(3_000), { limit: 0, settle: others.map((j) => ok(j, 'up.example')) });
@@ -208,7 +203,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
 
   it('a Retry-After defers the whole destination for every invocation, then its jobs come back', async () => {
     await twoPartners();
-    const [one] = (await claim(T0, { limit: 1 })).jobs;
+    const [one] = (await claim(at(0), { limit: 1 })).jobs;
     // One 429 with Retry-After: 120 s (not a failure: the breaker stays closed).
     const deferral: Outcome = {
       ...failed(one as Claimed, 'down.example', 120_000),
@@ -240,7 +235,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
 
   it('a reset closes the breaker and ends the deferral at once; an unknown destination says so', async () => {
     await twoPartners();
-    const first = await claim(T0, { limit: 5 });
+    const first = await claim(at(0), { limit: 5 });
     await claim(at(1_000), { limit: 0, settle: first.jobs.map((j) => failed(j, 'down.example', 600_000)) });
     expect((await health('down.example'))?.state).toBe('open');
     expect(

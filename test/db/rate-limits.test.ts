@@ -1,10 +1,11 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InvalidOptionsError } from '../../base/errors.js';
 import { clearRateLimit, rateLimits, setRateLimit } from '../../core/rate-limits.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import type { DeclaredRateLimit } from '../../db/statements/rate-limits.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
+import { useSuppliedClock } from '../helpers/supplied-clock.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
@@ -18,13 +19,7 @@ const LEASES = [
   { kind: 'send-email', leaseMs: 30_000 },
   { kind: 'sync-profile', leaseMs: 30_000 },
 ];
-// The supplied clock starts a minute after the jobs were enqueued (on the real clock), on a whole
-// second, so they are due; every later moment is T0 plus some milliseconds.
-let T0 = new Date();
-beforeEach(() => {
-  T0 = new Date(Math.ceil(Date.now() / 1000) * 1000 + 60_000);
-});
-const at = (ms: number) => new Date(T0.getTime() + ms);
+const { at, start } = useSuppliedClock();
 const claim = (now: Date, overrides: Partial<ClaimRequest> = {}) =>
   claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', now, ...overrides });
 const email = (i: number) => ({ to: `u${i}@example.com`, subject: 's' });
@@ -211,7 +206,7 @@ describe(`a rate limit under concurrency (${testDriver()})`, () => {
     const { rows } = await t.admin.query(
       `select destination as d, (extract(epoch from attempted_at) * 1000)::float8 - $1::float8 as ms
         from "${t.schema}".jobs where attempted_at is not null order by attempted_at`,
-      [T0.getTime()],
+      [start().getTime()],
     );
     const starts = rows.filter((r) => r.d === 'partner.example').map((r) => Number(r.ms));
     // Every window of one second, sliding from each start: at most 10.
