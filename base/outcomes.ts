@@ -36,7 +36,13 @@ export interface BreakerMove {
 }
 
 type OutcomeOf =
-  | { id: string; leaseToken: string; outcome: 'completed' }
+  | {
+      id: string;
+      leaseToken: string;
+      outcome: 'completed';
+      /** What the handler returned, as JSON text (already checked against maxResultBytes). */
+      result?: string;
+    }
   | {
       id: string;
       leaseToken: string;

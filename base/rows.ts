@@ -49,6 +49,8 @@ export interface ClaimedJob {
   orderingKey?: string | null;
   /** Its destination: what the attempt did to it is recorded for its breaker. */
   destination?: string | null;
+  /** The progress an earlier attempt reported (null when none did). */
+  progress?: unknown;
 }
 
 /** Rows moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */
@@ -82,6 +84,8 @@ export interface JobRecord {
   errors: Record<string, unknown>[];
   deadReason: string | null;
   progress: unknown;
+  /** What the handler returned when the job completed (null: nothing, or not completed). */
+  result: unknown;
   correlationId: string | null;
   createdAt: Date;
   updatedAt: Date;

@@ -210,6 +210,8 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
         : 'lease: none',
       `correlation id: ${job.correlationId ?? '—'}; dedupe: ${job.dedupeKey ? `${job.dedupeMode} ${job.dedupeKey}` : '—'}`,
       `replays: ${job.replayCount}${job.replayedAt ? ` (last ${job.replayedAt.toISOString()} by ${job.replayedBy})` : ''}`,
+      ...(job.progress === null ? [] : [`progress: ${JSON.stringify(job.progress)}`]),
+      ...(job.result === null ? [] : [`result: ${JSON.stringify(job.result)}`]),
       `errors (${job.errors.length}):`,
       ...job.errors.map((e) => `  attempt ${e.attempt ?? '?'}: ${e.class}: ${e.message}`),
     ];

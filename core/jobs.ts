@@ -29,6 +29,11 @@ export interface JobContext {
   logger: Logger;
   /** Records progress (any JSON). Fenced: returns false when this holder lost the lease. */
   reportProgress(progress: unknown): Promise<boolean>;
+  /**
+   * The progress last reported for this job — by an earlier attempt (a retry, a rescue after the
+   * lease ran out) or by this one — or null: a job built in steps resumes where it stopped.
+   */
+  readonly lastProgress: unknown;
   /** Pushes the lease expiry to at least `ms` from now. Fenced like reportProgress. */
   extendLease(ms: number): Promise<boolean>;
 }

@@ -75,6 +75,8 @@ export function jobsTableIn(schema: PgSchema<string>) {
       // Written on failures, progress reports and replays only.
       deadReason: text('dead_reason'),
       progress: jsonb('progress'),
+      /** What the handler returned (JSON, bounded by the worker's maxResultBytes), written with its completion. */
+      result: jsonb('result'),
       lastError: jsonb('last_error'),
       errors: jsonb('errors').notNull().default([]),
       replayCount: integer('replay_count').notNull().default(0),

@@ -82,6 +82,8 @@ export class Attempt implements ContextSource {
   #abortEnds = false;
   #controller: AbortController | undefined = undefined;
   #logger: Logger | undefined = undefined;
+  /** The progress last reported: the claim's (an earlier attempt's), then this attempt's. */
+  lastProgress: unknown;
 
   /** The worker's breaker settings by destination. */
   get breakers(): WorkerSettings['breakers'] {
@@ -94,6 +96,7 @@ export class Attempt implements ContextSource {
     this.#host = host;
     this.startedAt = host.settings.clock.now();
     this.timeoutAt = this.startedAt + kind.definition.timeoutMs;
+    this.lastProgress = job.progress ?? null;
   }
 
   /** Starts the handler. The end is reported to the host, never returned. */
@@ -120,13 +123,13 @@ export class Attempt implements ContextSource {
       return;
     }
     if (!isThenable(returned)) {
-      this.complete();
+      this.complete(returned);
       return;
     }
     this.#abortEnds = true;
     // Both callbacks attached: a handler that rejects after we stopped waiting cannot crash the process.
     Promise.resolve(returned).then(
-      () => this.complete(),
+      (value) => this.complete(value),
       (thrown: unknown) => this.fail(thrown),
     );
   }
@@ -138,9 +141,17 @@ export class Attempt implements ContextSource {
     const { id, leaseToken } = this.job;
     try {
       await db.db.transaction(async (tx) => {
-        await this.kind.handler(payload, new TransactionalHandlerContext(this, tx));
+        const value = await this.kind.handler(payload, new TransactionalHandlerContext(this, tx));
         if (this.aborted) throw this.aborted;
-        const done: Outcome = { id, leaseToken, outcome: 'completed', ...destinationOf(this, undefined) };
+        const result = resultOf(value, this.#host.settings.maxResultBytes);
+        if (result instanceof ResultError) throw result;
+        const done: Outcome = {
+          id,
+          leaseToken,
+          outcome: 'completed',
+          ...(result === undefined ? {} : { result }),
+          ...destinationOf(this, undefined),
+        };
         const settled = await settleJobs(tx, schema, [done], undefined, completion);
         if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
       });
@@ -159,10 +170,19 @@ export class Attempt implements ContextSource {
     if (this.#abortEnds) this.fail(reason);
   }
 
-  /** The handler returned: the job completed, unless the attempt was aborted meanwhile. */
-  complete(): void {
+  /**
+   * The handler returned `value`: the job completed with it as its result, unless the attempt was
+   * aborted meanwhile, or the result cannot be stored (then the job goes to the DLQ: its work is
+   * done, and running it again would not shrink its result).
+   */
+  complete(value?: unknown): void {
     if (this.aborted) {
       this.fail(this.aborted);
+      return;
+    }
+    const result = resultOf(value, this.#host.settings.maxResultBytes);
+    if (result instanceof ResultError) {
+      this.fail(result);
       return;
     }
     const { job } = this;
@@ -173,6 +193,7 @@ export class Attempt implements ContextSource {
         id: job.id,
         leaseToken: job.leaseToken,
         outcome: 'completed',
+        ...(result === undefined ? {} : { result }),
         ...keyOf(job),
         ...destinationOf(this, undefined),
       },
@@ -208,7 +229,9 @@ export class Attempt implements ContextSource {
 
   async reportProgress(progress: unknown): Promise<boolean> {
     const { db, schema } = this.#host.settings;
-    return this.#fenced(await reportProgress(db.db, schema, this.job, progress));
+    const ok = this.#fenced(await reportProgress(db.db, schema, this.job, progress));
+    if (ok) this.lastProgress = progress ?? null;
+    return ok;
   }
 
   async extendLease(ms: number): Promise<boolean> {
@@ -223,9 +246,49 @@ export class Attempt implements ContextSource {
   }
 }
 
+/** A result that cannot be stored: not JSON, or larger than maxResultBytes. */
+export class ResultError extends Error {
+  readonly class: 'result_not_json' | 'result_too_large';
+  constructor(cls: ResultError['class'], message: string) {
+    super(message);
+    this.name = 'ResultError';
+    this.class = cls;
+  }
+}
+
+/** A handler's return value as JSON text for the completion, undefined for none, or why it cannot be stored. */
+export function resultOf(value: unknown, maxBytes: number): string | undefined | ResultError {
+  if (value === undefined) return undefined;
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (err) {
+    return new ResultError('result_not_json', `the handler's result is not JSON: ${(err as Error).message}`);
+  }
+  if (text === undefined) return undefined; // a function or a symbol: nothing to store
+  const bytes = text.length > maxBytes / 3 ? Buffer.byteLength(text) : text.length;
+  if (bytes > maxBytes) {
+    return new ResultError(
+      'result_too_large',
+      `the handler's result is ${bytes} bytes of JSON, more than maxResultBytes (${maxBytes})`,
+    );
+  }
+  return text;
+}
+
 /** What to write for a failed attempt: a retry after the backoff, the DLQ, or a cancellation. */
 function failureOutcome(attempt: Attempt, thrown: unknown): PendingOutcome {
   const { job, startedAt } = attempt;
+  if (thrown instanceof ResultError) {
+    const error = { class: thrown.class, message: thrown.message, attempt: job.attempt };
+    const base = { id: job.id, leaseToken: job.leaseToken, ...keyOf(job), ...destinationOf(attempt, undefined) };
+    return {
+      job,
+      startedAt,
+      reason: thrown.message,
+      outcome: { ...base, outcome: 'dead', reason: 'invalid_result', error },
+    };
+  }
   const decision = decideFailure(thrown, job.attempt);
   const base = { id: job.id, leaseToken: job.leaseToken, ...keyOf(job), ...destinationOf(attempt, thrown) };
   const reason = decision.error.message;

@@ -9,6 +9,7 @@ export interface ContextSource {
   logger(): Logger;
   reportProgress(progress: unknown): Promise<boolean>;
   extendLease(ms: number): Promise<boolean>;
+  readonly lastProgress: unknown;
 }
 
 /**
@@ -46,6 +47,10 @@ export class HandlerContext implements JobContext {
 
   get logger(): Logger {
     return this.#source.logger();
+  }
+
+  get lastProgress(): unknown {
+    return this.#source.lastProgress;
   }
 
   reportProgress(progress: unknown): Promise<boolean> {

@@ -50,6 +50,8 @@ export interface WorkerSettings {
   readonly rateLimits: readonly DeclaredRateLimit[];
   /** How long an invocation waits for a rate's next token rather than return (see WorkerOptions). */
   readonly rateWaitMs: number;
+  /** The largest handler result stored, in bytes of JSON. */
+  readonly maxResultBytes: number;
   /** Breaker settings by destination (the worker's `breakers`), over the kind's. */
   readonly breakers: ReadonlyMap<string, Partial<BreakerSettings>>;
   /**

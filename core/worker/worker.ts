@@ -96,6 +96,11 @@ export interface WorkerOptions {
    * returning drained. 0: never waits. @defaultValue 10000
    */
   rateWaitMs?: number;
+  /**
+   * The largest result a handler may return, in bytes of JSON: a larger one (or one that is not
+   * JSON) sends the job to the DLQ with reason `invalid_result`. @defaultValue 65536
+   */
+  maxResultBytes?: number;
 }
 
 export const WORKER_DEFAULTS = {
@@ -110,6 +115,7 @@ export const WORKER_DEFAULTS = {
   lingerMs: 0,
   lingerPollMs: 250,
   rateWaitMs: 10_000,
+  maxResultBytes: 65_536,
 } as const;
 
 export interface Worker {
@@ -177,6 +183,10 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
   const lingerPollMs = options.lingerPollMs ?? WORKER_DEFAULTS.lingerPollMs;
   if (!(lingerMs >= 0 && lingerMs <= 900_000)) throw new ConfigError('lingerMs must be from 0 to 900000');
   if (!(lingerPollMs >= 10 && lingerPollMs <= 60_000)) throw new ConfigError('lingerPollMs must be from 10 to 60000');
+  const maxResultBytes = options.maxResultBytes ?? WORKER_DEFAULTS.maxResultBytes;
+  if (!(Number.isInteger(maxResultBytes) && maxResultBytes >= 2 && maxResultBytes <= 10 * 1024 * 1024)) {
+    throw new ConfigError('maxResultBytes must be a whole number from 2 to 10485760');
+  }
   const rateWaitMs = options.rateWaitMs ?? WORKER_DEFAULTS.rateWaitMs;
   if (!(Number.isInteger(rateWaitMs) && rateWaitMs >= 0 && rateWaitMs <= 900_000)) {
     throw new ConfigError('rateWaitMs must be a whole number from 0 to 900000');
@@ -203,6 +213,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     limits: declaredLimits(options.jobs),
     rateLimits: [...declaredRateLimits(options.jobs), ...destinationRates(options.destinationRateLimits)],
     rateWaitMs,
+    maxResultBytes,
     breakers: breakerOverrides(options.breakers),
     claimShape: { flow: false, rated: false },
     name,

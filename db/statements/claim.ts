@@ -127,6 +127,7 @@ type ClaimRow = {
         correlationId: string | null,
         orderingKey: string | null,
         destination: string | null,
+        progress: unknown,
       ][]
     | null;
   report: SettleReportTuple[] | null;
@@ -244,6 +245,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
     correlationId,
     orderingKey,
     destination,
+    progress,
   ] of row.jobs ?? []) {
     result.jobs.push({
       id,
@@ -257,6 +259,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
       correlationId,
       ...(orderingKey === null ? {} : { orderingKey }),
       ...(destination === null ? {} : { destination }),
+      ...(progress === null ? {} : { progress }),
     });
   }
   return result;
@@ -421,7 +424,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
         errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
       from ${picked}
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
-        j.ordering_key, j.destination, j.concurrency_key
+        j.ordering_key, j.destination, j.concurrency_key, j.progress
     )${
       rated
         ? sql`,
@@ -432,7 +435,8 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
     -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
       (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id, c.ordering_key, c.destination) order by c.priority, c.run_at, c.id)
+          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress)
+          order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       ${hasSettle ? settleReportJson() : sql`null::json`} as report,
       (select f.needed from flow f) as flow,

@@ -20,7 +20,7 @@ const TIMESTAMPS = [
 // Built per call, never at module load: a bundled function initialises drizzle lazily, after this module.
 const columns = () => sql`j.id::text as id, j.kind, j.queue, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
   j.dedupe_key, j.dedupe_mode, j.lease_token::text as lease_token, j.locked_by, j.last_error, j.errors,
-  j.dead_reason, j.progress, j.correlation_id, j.replay_count, j.replayed_by,
+  j.dead_reason, j.progress, j.result, j.correlation_id, j.replay_count, j.replayed_by,
   ${sql.join(
     TIMESTAMPS.map((c) => sql`${epochMs(sql`${sql.identifier(c)}`)} as ${sql.identifier(`${c}_ms`)}`),
     sql`, `,
@@ -88,6 +88,7 @@ function toJobRecord(r: Record<string, unknown>): JobRecord {
     errors: r.errors as Record<string, unknown>[],
     deadReason: r.dead_reason as string | null,
     progress: r.progress,
+    result: r.result ?? null,
     correlationId: r.correlation_id as string | null,
     createdAt: toDate(r.created_at_ms as number) as Date,
     updatedAt: toDate(r.updated_at_ms as number) as Date,

@@ -211,25 +211,36 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
   const jobs = jobsRef(schema);
   const now = sql`(select now from clock)`;
   if (outcomes.every((o) => o.outcome === 'completed')) {
+    const results = outcomes.filter((o) => o.outcome === 'completed' && o.result !== undefined);
+    // Results ride as one JSON array, each handler's JSON text spliced in as it is (no re-parse).
+    const resultsFrom =
+      results.length === 0
+        ? sql``
+        : sql` left join jsonb_to_recordset(${`[${results.map((o) => `{"id":${o.id},"result":${(o as { result: string }).result}}`).join(',')}]`}::jsonb)
+            as x(id bigint, result jsonb) on x.id = r.id`;
     return sql`update ${jobs} j set
         lease_token = r.token,
         state = 'completed',
         finished_at = ${now},
         lease_expires_at = null,
+        ${results.length === 0 ? sql`` : sql`result = x.result,`}
         updated_at = ${now}
-      from settle_input r
+      from settle_input r${resultsFrom}
       where j.id = r.id and j.lease_token = r.token and ${heldById()} ${which}
       returning j.id, j.state, j.dead_reason, j.run_at`;
   }
-  const input = outcomes.map((o) => ({
-    id: o.id,
-    token: o.leaseToken,
-    outcome: o.outcome,
-    delay_ms: o.outcome === 'retry' ? Math.max(0, Math.round(o.delayMs)) : null,
-    after_lease: o.outcome === 'retry' && o.afterLease === true,
-    reason: o.outcome === 'dead' ? o.reason : null,
-    error: 'error' in o && o.error ? o.error : null,
-  }));
+  const input = outcomes.map((o) => {
+    const row = JSON.stringify({
+      id: o.id,
+      token: o.leaseToken,
+      outcome: o.outcome,
+      delay_ms: o.outcome === 'retry' ? Math.max(0, Math.round(o.delayMs)) : null,
+      after_lease: o.outcome === 'retry' && o.afterLease === true,
+      reason: o.outcome === 'dead' ? o.reason : null,
+      error: 'error' in o && o.error ? o.error : null,
+    });
+    return o.outcome === 'completed' && o.result !== undefined ? `${row.slice(0, -1)},"result":${o.result}}` : row;
+  });
   const exhausted = sql`(r.outcome = 'retry' and j.attempt >= j.max_attempts)`;
   const newState = sql`(case
     when r.outcome = 'completed' then 'completed'
@@ -251,11 +262,13 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
         else j.run_at end,
       finished_at = case when ${newState} = 'queued' then null else ${now} end,
       lease_expires_at = null,
+      result = case when r.outcome = 'completed' then r.result else j.result end,
       last_error = coalesce(r.error, j.last_error),
       errors = case when r.error is null then j.errors else ${appendCapped(sql`j.errors`, sql`r.error`)} end,
       updated_at = ${now}
-    from jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
-      as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb)
+    from jsonb_to_recordset(${`[${input.join(',')}]`}::jsonb)
+      as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb,
+        result jsonb)
     where j.id = r.id and j.lease_token = r.token and ${heldById()}
     returning j.id, j.state, j.dead_reason, j.run_at`;
 }

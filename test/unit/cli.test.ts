@@ -111,6 +111,18 @@ describe('skiplock CLI against a real database', () => {
     expect((await cli('jobs', 'show', '999')).code).toBe(EXIT.refused);
   });
 
+  it('jobs show prints the progress and the result a job stored', async () => {
+    await admin.query(
+      `update "${schema}".jobs set progress = '{"page":3}', result = '{"messageId":"m-1"}' where id = 2`,
+    );
+    const human = await cli('jobs', 'show', '2');
+    expect(human.out).toMatch(/^progress: \{"page":3\}$/m);
+    expect(human.out).toMatch(/^result: \{"messageId":"m-1"\}$/m);
+    expect(JSON.parse((await cli('jobs', 'show', '2', '--json')).out)).toMatchObject({ result: { messageId: 'm-1' } });
+    await admin.query(`update "${schema}".jobs set progress = null, result = null where id = 2`);
+    expect((await cli('jobs', 'show', '2')).out).not.toMatch(/^result:/m);
+  });
+
   it('dlq list and dlq replay (dry run, by id, refused when not dead), cancel and retry', async () => {
     // Kill job 2 through the real statements.
     const db = connect({ connectionString: inject('databaseUrl') });
