@@ -96,27 +96,7 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     throw new ConfigError('maxPayloadBytes must be a positive integer');
   }
 
-  const toRow = (ord: number, request: JobRequest): JobInsertRow => {
-    const { job } = request;
-    const parsed = job.payloadSchema.safeParse(request.payload);
-    if (!parsed.success) {
-      throw new PayloadValidationError(job.kind, issuesOf(parsed.error));
-    }
-    let json: string;
-    try {
-      json = JSON.stringify(parsed.data ?? null);
-    } catch (err) {
-      // Cycles, BigInts, nesting deeper than the stack: not a payload a job can carry.
-      throw new PayloadValidationError(job.kind, [
-        { path: '', message: `cannot be serialized as JSON (${(err as Error).name})` },
-      ]);
-    }
-    const unstorable = unstorableInJson(json);
-    if (unstorable) throw new PayloadValidationError(job.kind, [{ path: '', message: `contains ${unstorable}` }]);
-    const bytes = Buffer.byteLength(json, 'utf8');
-    if (bytes > maxPayloadBytes) throw new PayloadTooLargeError(job.kind, bytes, maxPayloadBytes);
-    return toInsertRow(ord, job, JSON.parse(json), request.options);
-  };
+  const toRow = (ord: number, request: JobRequest): JobInsertRow => jobInsertRow(ord, request, maxPayloadBytes);
 
   const enqueueMany = async (target: EnqueueTarget, requests: readonly JobRequest[]) => {
     // Validate everything before writing anything.
@@ -214,6 +194,32 @@ export const enqueue = defaultEnqueuer.enqueue;
 export const enqueueMany = defaultEnqueuer.enqueueMany;
 /** enqueueByKind() on the default `skiplock` schema with the default payload limit. */
 export const enqueueByKind = defaultEnqueuer.enqueueByKind;
+
+/**
+ * A request as the row to insert: the payload validated against the kind's schema, checked as
+ * storable JSON of at most `maxPayloadBytes`, the options merged over the kind's defaults.
+ */
+export function jobInsertRow(ord: number, request: JobRequest, maxPayloadBytes: number): JobInsertRow {
+  const { job } = request;
+  const parsed = job.payloadSchema.safeParse(request.payload);
+  if (!parsed.success) {
+    throw new PayloadValidationError(job.kind, issuesOf(parsed.error));
+  }
+  let json: string;
+  try {
+    json = JSON.stringify(parsed.data ?? null);
+  } catch (err) {
+    // Cycles, BigInts, nesting deeper than the stack: not a payload a job can carry.
+    throw new PayloadValidationError(job.kind, [
+      { path: '', message: `cannot be serialized as JSON (${(err as Error).name})` },
+    ]);
+  }
+  const unstorable = unstorableInJson(json);
+  if (unstorable) throw new PayloadValidationError(job.kind, [{ path: '', message: `contains ${unstorable}` }]);
+  const bytes = Buffer.byteLength(json, 'utf8');
+  if (bytes > maxPayloadBytes) throw new PayloadTooLargeError(job.kind, bytes, maxPayloadBytes);
+  return toInsertRow(ord, job, JSON.parse(json), request.options);
+}
 
 function databaseOf(target: EnqueueTarget): AnyPgDatabase {
   return 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);

@@ -163,5 +163,12 @@ export const MIGRATIONS: readonly Migration[] = [
       "ALTER TABLE \"skiplock\".\"jobs\" ADD COLUMN \"result\" jsonb;",
       "-- Results: what a handler returned, written with its completion. job_status shows it, and the\n-- destination (added in 0014); OR REPLACE keeps the view's grants (new columns go last). Always write\n-- the schema as \"skiplock\" (quoted): the migrator substitutes it.\nCREATE OR REPLACE VIEW \"skiplock\".\"job_status\" AS\nSELECT\n  j.id, j.kind, j.created_at, j.correlation_id, j.dedupe_key, j.dedupe_mode, j.dedupe_window, j.queue,\n  j.priority, j.max_attempts, j.deadline, j.payload, j.run_at, j.started_at, j.state, j.attempt,\n  j.lease_token, j.lease_expires_at, j.locked_by, j.attempted_at, j.finished_at, j.updated_at,\n  j.dead_reason, j.progress, j.last_error, j.errors, j.replay_count, j.replayed_at, j.replayed_by,\n  CASE\n    WHEN j.state = 'queued' AND j.run_at = 'infinity' THEN 'waiting'\n    WHEN j.state = 'queued' AND j.run_at > clock_timestamp() AND j.attempt > 0 THEN 'retry_waiting'\n    WHEN j.state = 'queued' AND j.run_at > clock_timestamp() THEN 'scheduled'\n    WHEN j.state = 'queued' THEN 'ready'\n    WHEN j.state = 'running' AND j.lease_expires_at <= clock_timestamp() THEN 'lease_expired'\n    ELSE j.state\n  END AS status,\n  j.ordering_key, j.concurrency_key, j.destination, j.result\nFROM \"skiplock\".\"jobs\" j;"
     ]
+  },
+  {
+    "tag": "0017_schedules",
+    "hash": "e0570efe26f1a5937d871ad7d0c6757863a060777aff9206afb33d533e7af726",
+    "statements": [
+      "CREATE TABLE \"skiplock\".\"schedules\" (\n\t\"name\" text PRIMARY KEY NOT NULL,\n\t\"cron\" text NOT NULL,\n\t\"timezone\" text NOT NULL,\n\t\"kind\" text NOT NULL,\n\t\"last_occurrence\" timestamp with time zone NOT NULL,\n\t\"last_job_id\" bigint,\n\t\"last_enqueued_at\" timestamp with time zone,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL\n);"
+    ]
   }
 ];

@@ -352,6 +352,26 @@ export function rateBucketsTableIn(schema: PgSchema<string>) {
   );
 }
 
+/**
+ * Recurring schedules the code defines (defineSchedule): one row per schedule name, written by the
+ * tick that first sees it and by each tick that enqueues an occurrence. `last_occurrence` is the
+ * newest occurrence handled (enqueued or skipped as missed); a tick moves it forward with a
+ * compare-and-set in the same statement as the enqueue, so concurrent ticks enqueue it once.
+ */
+export function schedulesTableIn(schema: PgSchema<string>) {
+  return schema.table('schedules', {
+    name: text('name').primaryKey(),
+    cron: text('cron').notNull(),
+    timezone: text('timezone').notNull(),
+    kind: text('kind').notNull(),
+    lastOccurrence: timestamp('last_occurrence', tz).notNull(),
+    lastJobId: bigint('last_job_id', { mode: 'bigint' }),
+    lastEnqueuedAt: timestamp('last_enqueued_at', tz),
+    createdAt: timestamp('created_at', tz).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', tz).notNull().defaultNow(),
+  });
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
@@ -362,6 +382,7 @@ export const limits = limitsTableIn(skiplockSchema);
 export const destinations = destinationsTableIn(skiplockSchema);
 export const rateLimits = rateLimitsTableIn(skiplockSchema);
 export const rateBuckets = rateBucketsTableIn(skiplockSchema);
+export const schedules = schedulesTableIn(skiplockSchema);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 

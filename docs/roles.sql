@@ -25,6 +25,13 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".destinations TO skiplock_work
 -- Rate limits: every rated claim reads the rates and writes the starts it took; the control function
 -- sets and clears rates.
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".rate_limits, "skiplock".rate_buckets TO skiplock_worker;
+-- Schedules: a worker's tick records each schedule it runs and when it last fired.
+GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".schedules TO skiplock_worker;
+-- A worker that runs schedules (createWorker({ schedules })) also enqueues their occurrences: give
+-- it these two grants as well (an enqueuer's insert rights), or run the schedules with the
+-- enqueuer's credentials. Without schedules, leave them out: the worker then cannot insert jobs.
+-- GRANT INSERT ON "skiplock".jobs TO skiplock_worker;
+-- GRANT USAGE ON SEQUENCE "skiplock".jobs_id_seq TO skiplock_worker;
 -- A claim must never wait on a lock for long, and a worker never sits idle in a transaction.
 ALTER ROLE skiplock_worker SET statement_timeout = '10s';
 ALTER ROLE skiplock_worker SET idle_in_transaction_session_timeout = '60s';

@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { InvocationDeadlineError } from '../../base/errors.js';
 import type { ClaimedJob } from '../../base/rows.js';
+import { scrubSecrets } from '../../db/execute.js';
 import { buryDoomed } from '../../db/statements/bury.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { releaseJobs } from '../../db/statements/settle.js';
+import { runSchedules } from '../schedules.js';
 import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
 import { Deadline, Watchdog } from './deadline.js';
@@ -171,14 +173,36 @@ export class Invocation implements AttemptHost {
     this.#state = next;
   }
 
-  /** Rows past their deadline, and rescues with no attempt left, go to the DLQ: the claim never has to decide that. */
+  /**
+   * Rows past their deadline, and rescues with no attempt left, go to the DLQ: the claim never has
+   * to decide that. Then the schedules' tick, when one is due in this instance.
+   */
   async #sweep(): Promise<void> {
     const { db, schema, kinds, queues } = this.settings;
     const doomed = await this.#deadline.inTime(
       buryDoomed(db.db, schema, { kinds: [...kinds.keys()], queues, limit: 1000 }),
     );
     for (const job of doomed) this.#ledger.buried(job);
+    await this.#tickSchedules();
     this.#to('running');
+  }
+
+  /** Enqueues the schedules' due occurrences; a failure is logged, and the invocation goes on. */
+  async #tickSchedules(): Promise<void> {
+    const { db, schema, schedules, scheduleTickMs, scheduleTick, clock, logger } = this.settings;
+    if (schedules.length === 0) return;
+    if (scheduleTick.lastAt !== undefined && clock.now() - scheduleTick.lastAt < scheduleTickMs) return;
+    scheduleTick.lastAt = clock.now();
+    try {
+      const tick = await this.#deadline.inTime(runSchedules(db, schedules, { schema, logger }));
+      this.#ledger.summary.scheduled = tick.enqueued.length;
+    } catch (err) {
+      if (err instanceof InvocationDeadlineError) throw err;
+      logger.error('schedule_tick_failed', {
+        invocationId: this.invocationId,
+        error: scrubSecrets(String((err as Error)?.message ?? err)),
+      });
+    }
   }
 
   /** One turn of the loop: write what is due, start what waits, claim or stop, or wait for a change. */

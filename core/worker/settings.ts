@@ -6,6 +6,7 @@ import type { Clock } from '../clock.js';
 import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
 import type { Logger } from '../logger.js';
+import type { ScheduleDefinition } from '../schedules.js';
 import type { InvocationStarter } from './admission.js';
 
 /** A kind this worker runs: its definition and the handler it was given. */
@@ -52,6 +53,11 @@ export interface WorkerSettings {
   readonly rateWaitMs: number;
   /** The largest handler result stored, in bytes of JSON. */
   readonly maxResultBytes: number;
+  /** The schedules this worker ticks, and how often at most (per warm instance). */
+  readonly schedules: readonly ScheduleDefinition[];
+  readonly scheduleTickMs: number;
+  /** When this instance last ticked its schedules (on its clock). */
+  readonly scheduleTick: { lastAt: number | undefined };
   /** Breaker settings by destination (the worker's `breakers`), over the kind's. */
   readonly breakers: ReadonlyMap<string, Partial<BreakerSettings>>;
   /**

@@ -33,6 +33,8 @@ export interface InvocationSummary {
   error?: string;
   /** With stoppedBecause 'error': the SQLSTATE when the database sent one, else the error code. */
   errorCode?: string;
+  /** Occurrences of schedules this invocation's tick enqueued (absent when it did not tick). */
+  scheduled?: number;
   /** Time spent waiting for a rate limit's next token (absent when it never waited). */
   rateWaitMs?: number;
   /** Circuit breakers this invocation's outcomes and claims moved, in order (absent when none). */

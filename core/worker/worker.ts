@@ -7,6 +7,7 @@ import { type BreakerSettings, breakerSettings, MAX_DESTINATION_LENGTH } from '.
 import { declaredLimits, declaredRateLimits, type JobDefinition, type JobHandler } from '../jobs.js';
 import { jsonLogger, type Logger } from '../logger.js';
 import { type DeclaredRateLimit, type RateLimit, rateLimitOption } from '../rate-limits.js';
+import type { ScheduleDefinition } from '../schedules.js';
 import type { InvocationStarter } from './admission.js';
 import { Invocation } from './invocation.js';
 import type { Kind, WorkerSettings } from './settings.js';
@@ -101,6 +102,14 @@ export interface WorkerOptions {
    * JSON) sends the job to the DLQ with reason `invalid_result`. @defaultValue 65536
    */
   maxResultBytes?: number;
+  /**
+   * Recurring schedules (defineSchedule) this worker runs: an invocation starts with a tick that
+   * enqueues their due occurrences, at most once per `scheduleTickMs` in a warm instance; the
+   * scheduler's minute tick and every nudged invocation drive it. @defaultValue none
+   */
+  schedules?: readonly ScheduleDefinition[];
+  /** The least time between two schedule ticks of one warm instance. @defaultValue 10000 */
+  scheduleTickMs?: number;
 }
 
 export const WORKER_DEFAULTS = {
@@ -116,6 +125,7 @@ export const WORKER_DEFAULTS = {
   lingerPollMs: 250,
   rateWaitMs: 10_000,
   maxResultBytes: 65_536,
+  scheduleTickMs: 10_000,
 } as const;
 
 export interface Worker {
@@ -187,6 +197,19 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
   if (!(Number.isInteger(maxResultBytes) && maxResultBytes >= 2 && maxResultBytes <= 10 * 1024 * 1024)) {
     throw new ConfigError('maxResultBytes must be a whole number from 2 to 10485760');
   }
+  const schedules = options.schedules ?? [];
+  const names = new Set<string>();
+  for (const s of schedules) {
+    if (!s || typeof s.name !== 'string' || typeof s.next !== 'function') {
+      throw new ConfigError('schedules must be made with defineSchedule()');
+    }
+    if (names.has(s.name)) throw new ConfigError(`two schedules are named ${s.name}`);
+    names.add(s.name);
+  }
+  const scheduleTickMs = options.scheduleTickMs ?? WORKER_DEFAULTS.scheduleTickMs;
+  if (!(Number.isInteger(scheduleTickMs) && scheduleTickMs >= 0 && scheduleTickMs <= 3_600_000)) {
+    throw new ConfigError('scheduleTickMs must be a whole number from 0 to 3600000');
+  }
   const rateWaitMs = options.rateWaitMs ?? WORKER_DEFAULTS.rateWaitMs;
   if (!(Number.isInteger(rateWaitMs) && rateWaitMs >= 0 && rateWaitMs <= 900_000)) {
     throw new ConfigError('rateWaitMs must be a whole number from 0 to 900000');
@@ -214,6 +237,9 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     rateLimits: [...declaredRateLimits(options.jobs), ...destinationRates(options.destinationRateLimits)],
     rateWaitMs,
     maxResultBytes,
+    schedules,
+    scheduleTickMs,
+    scheduleTick: { lastAt: undefined },
     breakers: breakerOverrides(options.breakers),
     claimShape: { flow: false, rated: false },
     name,

@@ -35,8 +35,16 @@ export function readInsertOutcomes(rows: readonly InsertRow[]): InsertOutcome[] 
   return rows.map((r) => ({ ord: r.ord, id: r.id, inserted: r.inserted, windowStartMs: r.window_start_ms }));
 }
 
-/** The statement behind insertJobs (one row per input row, in input order), e.g. for a neon-http batch. */
-export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[]): SQL {
+/**
+ * The statement behind insertJobs (one row per input row, in input order), e.g. for a neon-http batch.
+ * `guard`: CTEs to run first and a condition on them; when it is false nothing is inserted (a
+ * schedule's compare-and-set, fireSchedule).
+ */
+export function insertJobsStatement(
+  schema: string,
+  rows: readonly JobInsertRow[],
+  guard?: { ctes: SQL; condition: SQL },
+): SQL {
   const jobs = jobsRef(schema);
   const replacing = rows.some((r) => r.dedupe_mode === 'replace');
   const plain = rows.filter((r) => r.dedupe_mode !== 'replace');
@@ -71,6 +79,7 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
       concurrency_key text, destination text
     )
     cross join (select clock_timestamp() as now) n
+    ${guard ? sql`where ${guard.condition}` : sql``}
   )`;
   // Columns only the calls that use them write.
   const concurrencyKeyed = rows.some((r) => r.concurrency_key !== null);
@@ -141,7 +150,7 @@ export function insertJobsStatement(schema: string, rows: readonly JobInsertRow[
       ) holder on true
       ${plainInput}`);
   }
-  return sql`with ${sql.join(ctes, sql`, `)}
+  return sql`with ${guard ? sql`${guard.ctes}, ` : sql``}${sql.join(ctes, sql`, `)}
     ${sql.join(results, sql` union all `)}
     order by ord`;
 }
