@@ -2,6 +2,7 @@ import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
 import type { Nudger } from '../core/nudge.js';
+import type { ScheduleDefinition } from '../core/schedules.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { controlFromBody } from './control.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
@@ -62,6 +63,11 @@ export interface LambdaWorkerOptions {
    * function (its name from the Lambda context)
    */
   fanOut?: InvocationStarter | false;
+  /**
+   * Recurring schedules (defineSchedule) this worker ticks as each invocation starts — the
+   * scheduler's minute tick drives them, no extra cron needed. @defaultValue none
+   */
+  schedules?: readonly ScheduleDefinition[];
 }
 
 function fanOutOf(option: InvocationStarter | false | undefined, context: LambdaContext) {
@@ -87,6 +93,7 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
         kinds: options.kinds,
         clock: options.clock,
         fanOut: fanOutOf(options.fanOut, context),
+        schedules: options.schedules,
       });
     } catch (err) {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });

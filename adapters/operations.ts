@@ -8,6 +8,7 @@ import type { JobDefinition, JobRegistry, JobRequest } from '../core/jobs.js';
 import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
 import type { Nudger } from '../core/nudge.js';
 import { replay } from '../core/replay.js';
+import type { ScheduleDefinition } from '../core/schedules.js';
 import { createWorker, type InvocationStarter, type InvocationSummary } from '../core/worker.js';
 import { migrate } from '../db/migrate.js';
 import { HttpError } from './http.js';
@@ -126,6 +127,8 @@ export interface WorkerRun {
   fanOut?: InvocationStarter;
   /** What the invocations are counted under; wins over SKIPLOCK_WORKER_NAME. @defaultValue the configured name */
   name?: string;
+  /** Recurring schedules the invocation ticks as it starts. @defaultValue none */
+  schedules?: readonly ScheduleDefinition[];
 }
 
 /**
@@ -163,6 +166,7 @@ export async function runWorker(
         fanOut: config.maxInvocations === undefined ? undefined : run.fanOut,
         fanOutTargetMs: config.fanOutTargetMs,
         lingerMs: config.lingerMs,
+        schedules: run.schedules,
       }).runInvocation({ remainingMs: Math.max(0, deadlineAt - clock.now()), invocationId: run.invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );

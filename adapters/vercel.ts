@@ -2,6 +2,7 @@ import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
 import type { Nudger } from '../core/nudge.js';
+import type { ScheduleDefinition } from '../core/schedules.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { controlFromBody } from './control.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
@@ -47,6 +48,11 @@ export interface VercelWorkerOptions {
    * (bearer CRON_SECRET) at SKIPLOCK_BASE_URL, else at the origin this request came to
    */
   fanOut?: InvocationStarter | false;
+  /**
+   * Recurring schedules (defineSchedule) this worker ticks as each invocation starts — the
+   * scheduler's minute tick drives them, no extra cron needed. @defaultValue none
+   */
+  schedules?: readonly ScheduleDefinition[];
 }
 export type RouteHandler = (request: Request) => Promise<Response>;
 
@@ -126,12 +132,13 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
     const config = runtime.settings.require('worker');
-    const { queues, kinds, clock } = options;
+    const { queues, kinds, clock, schedules } = options;
     const run: WorkerRun = {
       remainingMs: options.maxDurationMs ?? config.maxDurationMs,
       queues,
       kinds,
       clock,
+      schedules,
       name: options.name ?? (env.SKIPLOCK_WORKER_NAME ? undefined : nameOfRoute(url.pathname)),
       fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(options.fanOut, runtime, url, env.CRON_SECRET),
     };

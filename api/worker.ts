@@ -4,6 +4,6 @@
 // requests are accepted at once (202) and run after the response with waitUntil.
 // maxDuration: vercel.json.
 import { createVercelWorker } from 'skiplock/vercel';
-import { jobs } from '../functions/jobs.js';
+import { jobs, schedules } from '../functions/jobs.js';
 
-export const GET = createVercelWorker(jobs, { maxDurationMs: 60_000 });
+export const GET = createVercelWorker(jobs, { maxDurationMs: 60_000, schedules });

@@ -10,6 +10,7 @@ import { pauses } from '../core/flow-control.js';
 import type { JobRegistry } from '../core/jobs.js';
 import { maskPayload } from '../core/masking.js';
 import { replay } from '../core/replay.js';
+import type { ScheduleDefinition } from '../core/schedules.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { breakersTable, pausesTable } from './flow-commands.js';
@@ -20,6 +21,8 @@ export interface CommandContext {
   conn: SkiplockDb;
   schema: string;
   registry: JobRegistry | undefined;
+  /** The jobs module's `schedules`, when it exports them. */
+  schedules?: readonly ScheduleDefinition[] | undefined;
   o: Record<string, string | boolean | undefined>;
   rest: string[];
   emit(human: string, data: unknown): void;

@@ -3,12 +3,14 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ConfigError, DatabaseError, InvalidOptionsError, NotMigratedError, SkiplockError } from '../base/errors.js';
 import { type JobDefinition, JobRegistry } from '../core/jobs.js';
+import type { ScheduleDefinition } from '../core/schedules.js';
 import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
 import { COMMANDS, type CommandContext } from './commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
+import { SCHEDULE_COMMANDS, SCHEDULE_SUBCOMMANDS } from './schedule-commands.js';
 
 export { type CliIo, EXIT } from './io.js';
 
@@ -62,13 +64,18 @@ commands:
                                         each destination; overrides the code's rate
   rate-limits clear queue|kind|destination <name> [--per-key]
                                         clear that run-time rate: the code's rate applies again
+  schedules                             the recurring schedules: cron, time zone, kind, last and next
+                                        occurrence, last job (with --jobs: also those the module's
+                                        \`schedules\` defines and no tick has recorded yet)
+  schedules tick                        enqueue the due occurrences of the module's \`schedules\` now,
+                                        as a worker's tick would (needs --jobs)
 
 global options:
   --json                  machine-readable output (one JSON document)
   --database-url url      default: $DATABASE_URL
   --schema name           default: $SKIPLOCK_SCHEMA or skiplock
   --driver d              pg (default), neon-ws, neon-http; default: $SKIPLOCK_DRIVER
-  --jobs module           a module exporting \`jobs\` (your job kinds): enables enqueue and payload
+  --jobs module           a module exporting \`jobs\` (your job kinds) and optionally \`schedules\`: enables enqueue, payload
                           masking; default: $SKIPLOCK_JOBS_MODULE
 
 exit codes: 0 ok, 1 refused (e.g. a job was not dead), 2 usage, 3 database unreachable or not
@@ -131,7 +138,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const sub = SUBCOMMANDS.has(command);
   // `breakers` alone lists; `breakers reset <destination>` resets.
   const key = sub && rest.length > 0 ? `${command} ${rest[0]}` : command;
-  const handler = COMMANDS[key] ?? FLOW_COMMANDS[key] ?? RATE_COMMANDS[key];
+  const handler = COMMANDS[key] ?? FLOW_COMMANDS[key] ?? RATE_COMMANDS[key] ?? SCHEDULE_COMMANDS[key];
   if (!handler) {
     io.err(
       `unknown command "${[command, ...(sub ? rest.slice(0, 1) : [])].join(' ')}"\nrun \`skiplock --help\` for usage`,
@@ -147,8 +154,18 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       throw new UsageError(`--driver must be one of ${DRIVERS.join(', ')}`);
     const schema = o.schema ?? io.env.SKIPLOCK_SCHEMA ?? 'skiplock';
     conn = connect({ connectionString: url, driver, max: 2, connectionTimeoutMs: 5_000 });
-    const registry = await loadRegistry(o.jobs ?? io.env.SKIPLOCK_JOBS_MODULE);
-    const ctx: CommandContext = { conn, schema, registry, o, rest: sub ? rest.slice(1) : rest, emit, io, json };
+    const { registry, schedules } = await loadJobsModule(o.jobs ?? io.env.SKIPLOCK_JOBS_MODULE);
+    const ctx: CommandContext = {
+      conn,
+      schema,
+      registry,
+      schedules,
+      o,
+      rest: sub ? rest.slice(1) : rest,
+      emit,
+      io,
+      json,
+    };
     return await handler(ctx);
   } catch (err) {
     if (err instanceof UsageError) {
@@ -197,18 +214,26 @@ function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): n
   return EXIT.ok;
 }
 
-const SUBCOMMANDS = new Set(['jobs', 'dlq', ...FLOW_SUBCOMMANDS, ...RATE_SUBCOMMANDS]);
+const SUBCOMMANDS = new Set(['jobs', 'dlq', ...FLOW_SUBCOMMANDS, ...RATE_SUBCOMMANDS, ...SCHEDULE_SUBCOMMANDS]);
 
-async function loadRegistry(module: string | undefined): Promise<JobRegistry | undefined> {
-  if (!module) return undefined;
-  let loaded: { jobs?: unknown };
+/** The jobs module's kinds, and its schedules when it exports `schedules`. */
+async function loadJobsModule(
+  module: string | undefined,
+): Promise<{ registry: JobRegistry | undefined; schedules: ScheduleDefinition[] | undefined }> {
+  if (!module) return { registry: undefined, schedules: undefined };
+  let loaded: { jobs?: unknown; schedules?: unknown };
   try {
-    loaded = (await import(pathToFileURL(resolve(module)).href)) as { jobs?: unknown };
+    loaded = (await import(pathToFileURL(resolve(module)).href)) as { jobs?: unknown; schedules?: unknown };
   } catch {
     throw new ConfigError(`cannot load the jobs module ${module}`);
   }
   if (!Array.isArray(loaded.jobs))
     throw new ConfigError(`${module} does not export \`jobs\` (an array of defineJob kinds)`);
-  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
-  return new JobRegistry(loaded.jobs as JobDefinition<any, any>[]);
+  if (loaded.schedules !== undefined && !Array.isArray(loaded.schedules))
+    throw new ConfigError(`${module} exports \`schedules\`, but not as an array of defineSchedule schedules`);
+  return {
+    // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+    registry: new JobRegistry(loaded.jobs as JobDefinition<any, any>[]),
+    schedules: loaded.schedules as ScheduleDefinition[] | undefined,
+  };
 }

@@ -95,6 +95,20 @@ export {
 } from './rate-limits.js';
 export { REPLAY_DEFAULTS, type ReplayOptions, replay } from './replay.js';
 export {
+  defineSchedule,
+  dueOccurrences,
+  listSchedules,
+  type MissedPolicy,
+  runSchedules,
+  SCHEDULE_DEFAULTS,
+  type ScheduleDefinition,
+  type ScheduleEnqueueOptions,
+  type ScheduleOptions,
+  type ScheduleStatus,
+  type ScheduleTickOptions,
+  type ScheduleTickResult,
+} from './schedules.js';
+export {
   createWorker,
   type InvocationInput,
   type InvocationStarter,

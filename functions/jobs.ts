@@ -5,7 +5,7 @@
  * reports progress.
  */
 import { createHmac } from 'node:crypto';
-import { DiscardError, defineJob, RetryAfterError, RetryError } from 'skiplock';
+import { DiscardError, defineJob, defineSchedule, RetryAfterError, RetryError } from 'skiplock';
 import * as z from 'zod';
 
 export interface AppJobSettings {
@@ -130,3 +130,17 @@ export const jobs = createAppJobs({
   emailApiUrl: process.env.EMAIL_API_URL || undefined,
   webhookSigningSecret: process.env.WEBHOOK_SIGNING_SECRET || undefined,
 });
+
+/**
+ * Recurring jobs: the worker function enqueues each occurrence once, as its scheduled invocations
+ * start (no cron of their own). Replace with your own, or export an empty list.
+ */
+export const schedules = [
+  defineSchedule({
+    name: 'nightly-report',
+    cron: '0 3 * * *',
+    timezone: 'UTC',
+    job: jobs[2],
+    payload: (at) => ({ reportId: `nightly-${at.toISOString().slice(0, 10)}`, sections: 5 }),
+  }),
+];

@@ -239,7 +239,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     maxResultBytes,
     schedules,
     scheduleTickMs,
-    scheduleTick: { lastAt: undefined },
+    scheduleTick: tickStateOf(schedules),
     breakers: breakerOverrides(options.breakers),
     claimShape: { flow: false, rated: false },
     name,
@@ -253,6 +253,18 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
 
 export type { InvocationStarter } from './admission.js';
 export type { InvocationInput, InvocationSummary } from './summary.js';
+
+// When each set of schedules last ticked in this process: a deployed function builds a worker per
+// invocation, and a warm instance must still tick at most once per scheduleTickMs.
+const tickStates = new WeakMap<readonly ScheduleDefinition[], { lastAt: number | undefined }>();
+function tickStateOf(schedules: readonly ScheduleDefinition[]): { lastAt: number | undefined } {
+  let state = tickStates.get(schedules);
+  if (!state) {
+    state = { lastAt: undefined };
+    tickStates.set(schedules, state);
+  }
+  return state;
+}
 
 /** The worker's per-destination rates, each checked. */
 function destinationRates(given: WorkerOptions['destinationRateLimits']): DeclaredRateLimit[] {

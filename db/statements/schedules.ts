@@ -41,7 +41,7 @@ export async function syncSchedules(
         ${col((d) => d.timezone)}::text[], ${col((d) => d.kind)}::text[]) as d(name, cron, timezone, kind)),
       ins as (
         insert into ${schedulesRef(schema)} as s (name, cron, timezone, kind, last_occurrence, created_at, updated_at)
-        select d.name, d.cron, d.timezone, d.kind, c.now, c.now, c.now from d cross join clock c
+        select d.name, d.cron, d.timezone, d.kind, date_trunc('milliseconds', c.now), c.now, c.now from d cross join clock c
         on conflict (name) do update set cron = excluded.cron, timezone = excluded.timezone, kind = excluded.kind,
           updated_at = excluded.updated_at
           where (s.cron, s.timezone, s.kind) is distinct from (excluded.cron, excluded.timezone, excluded.kind)
@@ -78,7 +78,10 @@ export async function fireSchedule(
       update ${schemaRefUpdate(schema)} set last_occurrence = ${request.last.toISOString()}::timestamptz,
         last_enqueued_at = case when ${request.rows.length} > 0 then clock_timestamp() else s.last_enqueued_at end,
         updated_at = clock_timestamp()
-      where s.name = ${request.name} and s.last_occurrence = ${request.expected.toISOString()}::timestamptz
+      where s.name = ${request.name}
+        -- JavaScript reads the time in milliseconds: compare in milliseconds (an operator may have
+        -- written a time with microseconds).
+        and date_trunc('milliseconds', s.last_occurrence) = ${request.expected.toISOString()}::timestamptz
       returning 1
     )`;
   if (request.rows.length === 0) {

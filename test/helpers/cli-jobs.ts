@@ -1,6 +1,7 @@
 // Job kinds for the CLI tests (loaded with --jobs): one has sensitive fields.
 import { z } from 'zod';
 import { defineJob } from '../../core/jobs.js';
+import { defineSchedule } from '../../core/schedules.js';
 
 export const jobs = [
   defineJob({
@@ -15,3 +16,5 @@ export const jobs = [
   }),
   defineJob({ kind: 'ping', payload: z.object({ n: z.number() }), rateLimit: { limit: 100, periodMs: 60_000 } }),
 ];
+
+export const schedules = [defineSchedule({ name: 'ping-hourly', cron: '0 * * * *', job: jobs[1], payload: { n: 1 } })];

@@ -315,6 +315,29 @@ describe('skiplock stats --watch', () => {
     expect(tooShort.err).toMatch(/periodMs must be a whole number of milliseconds from 1000/);
   });
 
+  it('schedules lists the recorded and the defined ones; schedules tick records and enqueues what is due', async () => {
+    expect((await cli('schedules')).out).toMatch(/no schedules recorded \(pass --jobs/);
+    const defined = (await cli('schedules', ...JOBS)).out;
+    expect(defined).toMatch(
+      /ping-hourly\s+0 \* \* \* \*\s+UTC\s+ping\s+not recorded yet\s+\S+ \(\d+m \d+s from now\)\s+code/,
+    );
+    const first = await cli('schedules', 'tick', ...JOBS);
+    expect(first).toMatchObject({ code: EXIT.ok, out: 'nothing was due' });
+    // An hour and a half ago, as far as the schedule knows: the newest missed occurrence runs once.
+    await admin.query(`update "${schema}".schedules set last_occurrence = now() - interval '90 minutes'`);
+    const second = await cli('schedules', 'tick', ...JOBS);
+
+    expect(second.out).toMatch(/^enqueued ping-hourly @ \S+:00:00\.000Z as job \d+$/m);
+    const listed = JSON.parse((await cli('schedules', '--json')).out) as {
+      name: string;
+      lastJobId: string;
+      source: string;
+    }[];
+    expect(listed).toEqual([expect.objectContaining({ name: 'ping-hourly', source: 'database' })]);
+    expect(listed[0]?.lastJobId).toMatch(/^\d+$/);
+    expect((await cli('schedules', 'tick')).code).toBe(EXIT.usage);
+  });
+
   it('stats --watch redraws until told to stop', async () => {
     const out: string[] = [];
     const code = await runCli(['stats', '--watch', '--iterations', '2', '--interval', '1'], {
