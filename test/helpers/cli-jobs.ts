@@ -1,7 +1,13 @@
-// Job kinds for the CLI tests (loaded with --jobs): one has sensitive fields.
+// Job kinds for the CLI tests (loaded with --jobs): one has sensitive fields; one schedule.
 import { z } from 'zod';
 import { defineJob } from '../../core/jobs.js';
 import { defineSchedule } from '../../core/schedules.js';
+
+const ping = defineJob({
+  kind: 'ping',
+  payload: z.object({ n: z.number() }),
+  rateLimit: { limit: 100, periodMs: 60_000 },
+});
 
 export const jobs = [
   defineJob({
@@ -14,7 +20,7 @@ export const jobs = [
     }),
     sensitive: ['apiKey', 'card.number'],
   }),
-  defineJob({ kind: 'ping', payload: z.object({ n: z.number() }), rateLimit: { limit: 100, periodMs: 60_000 } }),
+  ping,
 ];
 
-export const schedules = [defineSchedule({ name: 'ping-hourly', cron: '0 * * * *', job: jobs[1], payload: { n: 1 } })];
+export const schedules = [defineSchedule({ name: 'ping-hourly', cron: '0 * * * *', job: ping, payload: { n: 1 } })];
