@@ -33,4 +33,23 @@ await db.transaction(async (tx) => {
   const [user] = await tx.insert(users).values({ email: 'ada@example.com' }).returning();
   await enqueue(tx, sendWelcomeEmail, { userId: user!.id, email: user!.email });
 }); // the job exists only if the user row commits
+
 // #endregion tour-enqueue
+
+// #region tour-schedule
+import { connect, createWorker, defineSchedule } from 'skiplock';
+
+// A digest every Monday at 09:00 New York time: the worker's tick enqueues each occurrence once.
+const weeklyDigest = defineSchedule({
+  name: 'weekly-digest',
+  cron: '0 9 * * 1',
+  timezone: 'America/New_York',
+  job: sendWelcomeEmail,
+  payload: { userId: 0, email: 'digest@example.com' },
+});
+export const worker = createWorker({
+  db: connect({ connectionString: process.env.DATABASE_URL! }),
+  jobs: [sendWelcomeEmail],
+  schedules: [weeklyDigest],
+});
+// #endregion tour-schedule

@@ -2,8 +2,9 @@
 
 // #region lambda-worker
 import { createLambdaWorker } from 'skiplock/lambda';
-import { jobs } from './jobs.js';
+import { jobs, schedules } from './jobs.js';
 
-// Which queues and kinds it runs: SKIPLOCK_QUEUES, SKIPLOCK_KINDS (all when unset).
-export const handler = createLambdaWorker(jobs);
+// Which queues and kinds it runs: SKIPLOCK_QUEUES, SKIPLOCK_KINDS (all when unset). Its scheduled
+// invocations also tick the recurring schedules (docs/schedules.md): no cron of their own.
+export const handler = createLambdaWorker(jobs, { schedules });
 // #endregion lambda-worker
