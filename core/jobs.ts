@@ -9,6 +9,7 @@ import { type BreakerSettings, breakerSettings } from './destinations.js';
 import type { EnqueueOptions } from './enqueue-options.js';
 import type { Logger } from './logger.js';
 import { type RateLimit, rateLimitOption } from './rate-limits.js';
+import { type DeclaredWindow, type RunWindow, runWindowOption, type WindowSpec } from './run-windows.js';
 
 /** What a handler gets besides its payload. */
 export interface JobContext {
@@ -109,6 +110,12 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
    * rescues are starts; changeable at run time: `skiplock rate-limits set kind …`). @defaultValue no limit
    */
   rateLimit?: RateLimit;
+  /**
+   * Its jobs start only inside this daily window, e.g. `{ start: '23:00', end: '06:00', timezone:
+   * 'Europe/Berlin' }`: outside it they are not claimed and burn no attempt (a deadline still
+   * applies). @defaultValue always
+   */
+  runWindow?: RunWindow;
 }
 
 export interface QueueOptions {
@@ -122,6 +129,8 @@ export interface QueueOptions {
   rateLimit?: RateLimit;
   /** At most `limit` of its jobs with the same concurrency key start in any `periodMs`. @defaultValue no limit */
   keyRateLimit?: RateLimit;
+  /** Its jobs start only inside this daily window (e.g. 23:00–06:00 in a time zone). @defaultValue always */
+  runWindow?: RunWindow;
 }
 
 type Rate = { maxStarts: number; periodMs: number } | undefined;
@@ -132,6 +141,7 @@ export interface QueueDefinition {
   readonly keyConcurrency: number | undefined;
   readonly rateLimit: Rate;
   readonly keyRateLimit: Rate;
+  readonly runWindow: WindowSpec | undefined;
 }
 
 /**
@@ -147,6 +157,7 @@ export function defineQueue(options: QueueOptions): QueueDefinition {
     keyConcurrency: limitOption(`queue ${name}`, 'keyConcurrency', options.keyConcurrency),
     rateLimit: rateLimitOption(`queue ${name}`, 'rateLimit', options.rateLimit),
     keyRateLimit: rateLimitOption(`queue ${name}`, 'keyRateLimit', options.keyRateLimit),
+    runWindow: runWindowOption(`queue ${name}`, options.runWindow),
   };
 }
 
@@ -197,6 +208,8 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   readonly breaker: BreakerSettings;
   /** At most this many of its jobs start per period. */
   readonly rateLimit: Rate;
+  /** When its jobs may start. */
+  readonly runWindow: WindowSpec | undefined;
   /** A typed request for enqueueMany(). */
   with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
 }
@@ -244,6 +257,7 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
     destination: options.destination,
     breaker: breakerSettings(options.breaker, `kind ${kind}`),
     rateLimit: rateLimitOption(kind, 'rateLimit', options.rateLimit),
+    runWindow: runWindowOption(kind, options.runWindow),
     with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
   };
   return definition;
@@ -278,11 +292,14 @@ export function declaredLimits(definitions: readonly JobDefinition<any, any>[]):
 }
 
 const sameRate = (a: Rate, b: Rate) => a?.maxStarts === b?.maxStarts && a?.periodMs === b?.periodMs;
+const sameWindow = (a: WindowSpec | undefined, b: WindowSpec | undefined) =>
+  a?.startMinute === b?.startMinute && a?.endMinute === b?.endMinute && a?.timezone === b?.timezone;
 const sameLimits = (a: QueueDefinition, b: QueueDefinition) =>
   a.concurrency === b.concurrency &&
   a.keyConcurrency === b.keyConcurrency &&
   sameRate(a.rateLimit, b.rateLimit) &&
-  sameRate(a.keyRateLimit, b.keyRateLimit);
+  sameRate(a.keyRateLimit, b.keyRateLimit) &&
+  sameWindow(a.runWindow, b.runWindow);
 
 /**
  * The rate limits a set of kinds declares: each kind's `rateLimit`, and the rates of the queue
@@ -301,6 +318,21 @@ export function declaredRateLimits(definitions: readonly JobDefinition<any, any>
     if (q.keyRateLimit) rates.push({ scope: 'key', name: q.name, ...q.keyRateLimit });
   }
   return rates;
+}
+
+/** The run windows a set of kinds declares: each kind's, and those of the queue definitions they name. */
+// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+export function declaredWindows(definitions: readonly JobDefinition<any, any>[]): DeclaredWindow[] {
+  const windows: DeclaredWindow[] = [];
+  const queues = new Set<string>();
+  for (const d of definitions) {
+    if (d.runWindow) windows.push({ scope: 'kind', name: d.kind, ...d.runWindow });
+    const q = d.queueDefinition;
+    if (!q?.runWindow || queues.has(q.name)) continue;
+    queues.add(q.name);
+    windows.push({ scope: 'queue', name: q.name, ...q.runWindow });
+  }
+  return windows;
 }
 
 /** Looks kinds up by name, for enqueue by name (HTTP, CLI) and for the worker. */

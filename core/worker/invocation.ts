@@ -376,6 +376,7 @@ export class Invocation implements AttemptHost {
           completion,
           limits: this.settings.limits,
           rateLimits: this.settings.rateLimits,
+          windows: this.settings.windows,
           flow: this.settings.claimShape.flow,
           rated: this.settings.claimShape.rated,
         }),

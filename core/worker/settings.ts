@@ -2,6 +2,7 @@ import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
 import type { DeclaredLimit } from '../../db/statements/limits.js';
 import type { DeclaredRateLimit } from '../../db/statements/rate-limits.js';
+import type { DeclaredWindow } from '../../db/statements/windows.js';
 import type { Clock } from '../clock.js';
 import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
@@ -53,6 +54,8 @@ export interface WorkerSettings {
   readonly rateWaitMs: number;
   /** The largest handler result stored, in bytes of JSON. */
   readonly maxResultBytes: number;
+  /** The run windows the kinds and their queue definitions declare. */
+  readonly windows: readonly DeclaredWindow[];
   /** The schedules this worker ticks, and how often at most (per warm instance). */
   readonly schedules: readonly ScheduleDefinition[];
   readonly scheduleTickMs: number;

@@ -4,7 +4,7 @@ import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
 import { type Clock, systemClock } from '../clock.js';
 import { type BreakerSettings, breakerSettings, MAX_DESTINATION_LENGTH } from '../destinations.js';
-import { declaredLimits, declaredRateLimits, type JobDefinition, type JobHandler } from '../jobs.js';
+import { declaredLimits, declaredRateLimits, declaredWindows, type JobDefinition, type JobHandler } from '../jobs.js';
 import { jsonLogger, type Logger } from '../logger.js';
 import { type DeclaredRateLimit, type RateLimit, rateLimitOption } from '../rate-limits.js';
 import type { ScheduleDefinition } from '../schedules.js';
@@ -237,6 +237,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     rateLimits: [...declaredRateLimits(options.jobs), ...destinationRates(options.destinationRateLimits)],
     rateWaitMs,
     maxResultBytes,
+    windows: declaredWindows(options.jobs),
     schedules,
     scheduleTickMs,
     scheduleTick: tickStateOf(schedules),

@@ -26,6 +26,7 @@ import {
   recordRateStartsCte,
 } from './rate-limits.js';
 import { addReportTuples, type SettleReportTuple, settleCtes, settleOutcomes, settleReportJson } from './settle.js';
+import { closedWindowsCte, type DeclaredWindow, inWindow } from './windows.js';
 
 export interface ClaimRequest {
   /** Kinds this claimer may take, each with the lease it gets (its timeout plus a grace). */
@@ -65,6 +66,11 @@ export interface ClaimRequest {
    * table overrides them and adds its own. @defaultValue none
    */
   rateLimits?: readonly DeclaredRateLimit[];
+  /**
+   * Run windows the code declares for kinds and queues: outside its window a job is neither
+   * claimed nor rescued. @defaultValue none
+   */
+  windows?: readonly DeclaredWindow[];
   /** Test hook: the hash at which the walk over concurrency keys starts. @defaultValue random */
   keyStart?: number;
   /**
@@ -308,8 +314,10 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
   // Paused queues and kinds are never claimed, rescues included (a rescue starts an attempt). The
   // flow claim also leaves out the queues and kinds a limit fills — not for rescues, which start
   // no new job.
+  const windowed = (request.windows?.length ?? 0) > 0;
+  const open = windowed ? sql`and ${inWindow()}` : sql``;
   const runnable = sql`j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${mine}
-    and ${flowing ? notHeld() : notPaused(schema)} and ${inTurn} ${afterSettle}`;
+    and ${flowing ? notHeld() : notPaused(schema)} and ${inTurn} ${open} ${afterSettle}`;
   const lane = request.lane;
   const laneExpr = sql.raw(`((j.id / ${LANE_RUN}) % ${CLAIM_LANES})`);
   // The lane's rows in claim order (jobs_claim_lane_idx); the head fills what the lane lacks, and
@@ -366,6 +374,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
           where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)) p
         where j.id = p.id ${rated ? sql`` : sql`and not (select f.rated from flow f)`}`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
+    ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
     flow as (select ${flowNeeded(schema, {
       kinds,
@@ -400,7 +409,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
       -- Rescue: a lease that ran out (its holder died or overran) with attempts left.
       select j.id from ${jobs} j
       where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
-        and ${notPastDeadline} and ${mine} and ${notPaused(schema)} and ${inTurn} ${notSettling} ${afterSettle}
+        and ${notPastDeadline} and ${mine} and ${notPaused(schema)} and ${inTurn} ${open} ${notSettling} ${afterSettle}
         ${flowing ? sql`and ${destinationOpen()}` : sql``}
       order by j.lease_expires_at
       limit ${limit}

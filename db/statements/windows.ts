@@ -1,0 +1,32 @@
+import { type SQL, sql } from 'drizzle-orm';
+
+/** A run window as the code declares it, on a kind or on a queue (see core/run-windows.ts). */
+export interface DeclaredWindow {
+  scope: 'kind' | 'queue';
+  name: string;
+  startMinute: number;
+  endMinute: number;
+  timezone: string;
+}
+
+/**
+ * The claim's CTE `closed` (kinds, queues): the declared windows that are shut at `now`, read in
+ * each window's time zone on the database's clock. One row.
+ */
+export function closedWindowsCte(windows: readonly DeclaredWindow[], now: SQL): SQL {
+  const col = <T>(f: (w: DeclaredWindow) => T) => sql.param(windows.map(f));
+  return sql`closed as (
+      select coalesce(array_agg(w.name) filter (where w.scope = 'kind'), '{}') as kinds,
+        coalesce(array_agg(w.name) filter (where w.scope = 'queue'), '{}') as queues
+      from unnest(${col((w) => w.scope)}::text[], ${col((w) => w.name)}::text[], ${col((w) => w.startMinute)}::int[],
+          ${col((w) => w.endMinute)}::int[], ${col((w) => w.timezone)}::text[]) as w(scope, name, s, e, tz)
+      cross join lateral (select (extract(hour from ${now} at time zone w.tz) * 60
+        + extract(minute from ${now} at time zone w.tz))::int as m) t
+      where not (case when w.s < w.e then t.m >= w.s and t.m < w.e else t.m >= w.s or t.m < w.e end)
+    )`;
+}
+
+/** The condition that job `j` is in no shut window (with closedWindowsCte). */
+export const inWindow = () =>
+  sql`j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+    and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[]))`;
