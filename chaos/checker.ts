@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { SCHEDULED_KIND } from './job.js';
 
 /** The queue the harness pauses and resumes while the run goes on (a quarter of the jobs). */
 export const PAUSED_QUEUE = 'chaos-paused';
@@ -40,6 +41,10 @@ export interface CheckResult {
    * transition out of that lease).
    */
   limitViolations: number;
+  /** Occurrences of the every-second schedule that became more than one job. */
+  scheduleDuplicates: number;
+  /** Occurrences of it enqueued (as jobs, live or executed). */
+  scheduled: number;
 }
 
 /**
@@ -57,11 +62,19 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     select count(*) as n from ${s}.chaos_enqueued e left join ${s}.jobs j on j.id = e.job_id
     where (j.id is null and e.job_id not in (${deletedOnCompletion}))
       or j.state not in ('completed', 'dead', 'cancelled')`);
+  // The schedule's jobs are the workers' own (each occurrence checked below), not the harness's.
+  const scheduledJobs = `select job_id from ${s}.chaos_schedule_runs union select id from ${s}.jobs where kind = '${SCHEDULED_KIND}'`;
   const unexpected = await one(`
     select count(*) as n from (
       select j.id from ${s}.jobs j where j.state = 'completed'
       union all ${deletedOnCompletion}) c(id)
-    where not exists (select 1 from ${s}.chaos_enqueued e where e.job_id = c.id)`);
+    where not exists (select 1 from ${s}.chaos_enqueued e where e.job_id = c.id)
+      and c.id not in (${scheduledJobs})`);
+  const occurrences = `select payload->>'at' as at, id from ${s}.jobs where kind = '${SCHEDULED_KIND}'
+    union select occurrence, job_id from ${s}.chaos_schedule_runs`;
+  const scheduleDuplicates = await one(`
+    select count(*) as n from (select at from (${occurrences}) o group by at having count(distinct id) > 1) x`);
+  const scheduled = await one(`select count(distinct at) as n from (${occurrences}) o`);
   // A claim legitimately replaces the token (and counts an attempt); every other write must
   // carry the token the row already had. Holder writes set lease_token to the token they
   // matched on, so a write made under a stale token shows up here as a token change.
@@ -69,10 +82,10 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     select count(*) as n from ${s}.chaos_audit a
     where a.old_token is distinct from a.new_token
       and not (a.new_state = 'running' and a.new_attempt = a.old_attempt + 1)`);
-  const dead = await one(`select count(*) as n from ${s}.jobs where state = 'dead'`);
+  const dead = await one(`select count(*) as n from ${s}.jobs where state = 'dead' and kind <> '${SCHEDULED_KIND}'`);
   const completed = await one(`
-    select (select count(*) from ${s}.jobs where state = 'completed')
-      + (select count(*) from (${deletedOnCompletion}) d) as n`);
+    select (select count(*) from ${s}.jobs where state = 'completed' and kind <> '${SCHEDULED_KIND}')
+      + (select count(*) from (${deletedOnCompletion}) d where d.job_id not in (${scheduledJobs})) as n`);
   const maxExecutions = await one(`
     select coalesce(max(c), 0) as n from (select count(*) as c from ${s}.chaos_executions group by job_id) x`);
   const reExecuted = await one(`
@@ -157,6 +170,8 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     pauseViolations,
     orderViolations,
     limitViolations,
+    scheduleDuplicates,
+    scheduled,
   };
 }
 
@@ -170,6 +185,7 @@ export function runFailed(result: CheckResult): boolean {
     result.attemptAccountingErrors > 0 ||
     result.pauseViolations > 0 ||
     result.orderViolations > 0 ||
-    result.limitViolations > 0
+    result.limitViolations > 0 ||
+    result.scheduleDuplicates > 0
   );
 }

@@ -16,7 +16,7 @@ import { migrate } from '../db/migrate.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { type CheckResult, checkRun, LIMITED, PAUSED_QUEUE, runFailed } from './checker.js';
 import { startFaultProxy } from './fault-proxy.js';
-import { chaosJob, drawBehavior } from './job.js';
+import { chaosJob, drawBehavior, SCHEDULED_KIND } from './job.js';
 import { createChaosTables } from './tables.js';
 
 export interface ChaosOptions {
@@ -196,8 +196,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     const remaining = async () =>
       Number(
-        (await admin.query(`select count(*) as n from "${schema}".jobs where state in ('queued', 'running')`)).rows[0]
-          .n,
+        (
+          await admin.query(
+            `select count(*) as n from "${schema}".jobs where state in ('queued', 'running') and kind <> '${SCHEDULED_KIND}'`,
+          )
+        ).rows[0].n,
       );
     // Pause and resume the paused queue while the run goes on (~300 ms each way). A pause counts
     // from when it is known committed (a statement after it returned reads the clock) until its
@@ -316,8 +319,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const result = await checkRun(admin, schema);
     const connFaults = proxy.faults();
     const durationMs = Date.now() - started;
-    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations}`;
-    const detail = `chaos-detail: completed=${result.completed} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
+    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates}`;
+    const detail = `chaos-detail: completed=${result.completed} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
     return { schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
   } finally {
     for (const child of children) child.kill('SIGKILL');

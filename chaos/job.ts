@@ -54,3 +54,15 @@ export function chaosJob(hooks: {
     },
   });
 }
+
+/** The kind a schedule in every worker enqueues each second; each execution is recorded. */
+export const SCHEDULED_KIND = 'chaos-scheduled';
+
+export function chaosScheduledJob(record: (occurrence: string, jobId: string) => Promise<void>) {
+  return defineJob({
+    kind: SCHEDULED_KIND,
+    payload: z.object({ at: z.string() }),
+    timeoutMs: CHAOS_TIMEOUT_MS,
+    handler: async (p, ctx) => record(p.at, ctx.id),
+  });
+}

@@ -14,6 +14,7 @@ export async function createChaosTables(client: pg.Pool, schema: string): Promis
       job_id bigint primary key, queue text not null, ordering_key text, concurrency_key text);
     create table ${s}.chaos_pauses (
       id bigserial primary key, confirmed_at timestamptz not null, resume_sent_at timestamptz);
+    create table ${s}.chaos_schedule_runs (occurrence text not null, job_id bigint not null);
     create table ${s}.chaos_executions (
       id bigserial primary key, job_id bigint not null, lease_token uuid not null,
       attempt int not null, pid int not null, at timestamptz not null default clock_timestamp());

@@ -6,9 +6,10 @@
  */
 import pg from 'pg';
 import { silentLogger } from '../core/logger.js';
+import { defineSchedule } from '../core/schedules.js';
 import { createWorker, type InvocationStarter } from '../core/worker.js';
 import { connect } from '../db/connect.js';
-import { chaosJob } from './job.js';
+import { chaosJob, chaosScheduledJob } from './job.js';
 
 interface WorkerConfig {
   proxiedUrl: string;
@@ -64,6 +65,24 @@ const job = chaosJob({
   dieSoon: () => setImmediate(die),
 });
 
+// Every worker ticks the same every-second schedule at every invocation start: each occurrence
+// must become one job, whatever the kills, the dropped connections and the concurrent ticks.
+const scheduled = chaosScheduledJob(async (occurrence, jobId) => {
+  await direct.query(`insert into "${config.schema}".chaos_schedule_runs (occurrence, job_id) values ($1, $2)`, [
+    occurrence,
+    jobId,
+  ]);
+});
+const schedules = [
+  defineSchedule({
+    name: 'chaos-every-second',
+    cron: '* * * * * *',
+    job: scheduled,
+    payload: (at) => ({ at: at.toISOString() }),
+    missed: 'last',
+  }),
+];
+
 const db = connect({
   connectionString: config.proxiedUrl,
   max: 4,
@@ -94,7 +113,9 @@ const starter: InvocationStarter = {
 const capped = config.maxInvocations > 0;
 const worker = createWorker({
   db,
-  jobs: [job],
+  jobs: [job, scheduled],
+  schedules,
+  scheduleTickMs: 0,
   schema: config.schema,
   concurrency: config.concurrency,
   batchSize: config.concurrency,

@@ -44,9 +44,11 @@ afterAll(async () => {
 describe('chaos (CI size)', () => {
   it('loses no job and lets no write land under a stale lease token', () => {
     expect(report.line).toMatch(
-      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 limit_violations=0 pause_violations=0$/,
+      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0$/,
     );
     expectNothingLost(report.result, 1500);
+    // Every worker ticked an every-second schedule at each invocation start, through the faults.
+    expect(report.result.scheduled).toBeGreaterThanOrEqual(5);
     expect(report.result.duplicateTokenExecutions).toBe(0);
     expect(report.failed).toBe(false);
   });
@@ -70,7 +72,13 @@ describe('chaos (CI size)', () => {
       `update ${s}.jobs set lease_token = gen_random_uuid(), updated_at = now() where id = (select min(id) from ${s}.jobs where state = 'completed')`,
     );
     // A committed enqueue whose job disappeared, and a job that never finished.
-    await admin.query(`delete from ${s}.jobs where id = (select max(id) from ${s}.jobs where state = 'completed')`);
+    await admin.query(
+      `delete from ${s}.jobs where id = (select max(id) from ${s}.jobs where state = 'completed' and kind = 'chaos')`,
+    );
+    // An occurrence of the schedule that became a second job.
+    await admin.query(
+      `insert into ${s}.chaos_schedule_runs (occurrence, job_id) select occurrence, job_id + 1000000000 from ${s}.chaos_schedule_runs limit 1`,
+    );
     await admin.query(`insert into ${s}.chaos_enqueued (job_id, queue) values (999999999, 'chaos')`);
     // A claim of a paused-queue job by a statement that began while the queue was paused.
     await admin.query(
@@ -94,6 +102,7 @@ describe('chaos (CI size)', () => {
     expect(tampered.orderViolations).toBe(1);
     expect(tampered.unexplainedExecutions).toBeGreaterThanOrEqual(1);
     expect(tampered.pauseViolations).toBe(1);
+    expect(tampered.scheduleDuplicates).toBe(1);
   });
 });
 
@@ -111,7 +120,7 @@ describe('chaos (CI size), workers deleting completed jobs', () => {
     const s = `"${deleting.schema}"`;
     const { rows } = await admin.query(
       `select (select count(*)::int from ${s}.jobs where state = 'completed') as kept,
-         (select coalesce(sum(completed), 0)::int from ${s}.completed_counts) as counted`,
+         (select coalesce(sum(completed), 0)::int from ${s}.completed_counts where kind = 'chaos') as counted`,
     );
     // The rows really went, and the stats counted every one of them.
     expect(rows[0]).toEqual({ kept: 0, counted: deleting.result.completed });
