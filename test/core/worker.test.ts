@@ -674,6 +674,7 @@ const JOB_CONTEXT_MEMBERS = [
   'extendLease',
   'id',
   'kind',
+  'lastProgress',
   'leaseToken',
   'logger',
   'maxAttempts',
