@@ -9,6 +9,7 @@ import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { pauses } from '../core/flow-control.js';
 import type { JobRegistry } from '../core/jobs.js';
 import { maskPayload } from '../core/masking.js';
+import { rateLimits } from '../core/rate-limits.js';
 import { replay } from '../core/replay.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { SkiplockDb } from '../db/connect.js';
@@ -16,6 +17,7 @@ import { migrate } from '../db/migrate.js';
 import { breakersTable, pausesTable } from './flow-commands.js';
 import { age, table } from './format.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
+import { rateUseTable } from './rate-commands.js';
 
 export interface CommandContext {
   conn: SkiplockDb;
@@ -164,12 +166,15 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       const paused = await pauses(conn, { schema });
       // Destinations held back: a breaker not closed, or a Retry-After deferral.
       const held = (await breakers(conn, { schema })).filter((d) => d.state !== 'closed' || d.deferredUntil);
-      const text = `${human}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}${held.length > 0 ? `\n\n${breakersTable(held)}` : ''}`;
+      // Rate-limited scopes that started jobs within their period (busiest first).
+      const rated = (await rateLimits(conn, { schema })).use.slice(0, 10);
+      const text = `${human}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}${held.length > 0 ? `\n\n${breakersTable(held)}` : ''}${rated.length > 0 ? `\n\n${rateUseTable(rated)}` : ''}`;
       emit(o.watch ? `${new Date().toISOString()}\n${text}` : text, {
         depth: rows,
         activity: { windowSeconds: window, rows: recent },
         paused,
         breakers: held,
+        rateLimited: rated,
       });
       if (i + 1 < iterations) await new Promise((r) => setTimeout(r, interval));
     }

@@ -6,6 +6,7 @@ import {
   parseRate,
   type RateLimitScope,
   type RateLimitTarget,
+  type RateUse,
   rateLimits,
   rateText,
   setRateLimit,
@@ -63,21 +64,7 @@ export const RATE_COMMANDS: Record<string, (ctx: CommandContext) => Promise<numb
       rows.length === 0
         ? `no run-time rate limits${registry ? ' and none in the code' : ' (pass --jobs to list the rates the code declares)'}`
         : table(rows, ['rate limit', 'name', 'rate', 'source', 'set by']);
-    const inUse =
-      use.length === 0
-        ? ''
-        : `\n\nstarts within their period (busiest first):\n${table(
-            use.map((u) => ({
-              scope: scopeLabel(u.scope),
-              name: u.name,
-              key: u.key,
-              starts: String(u.used),
-              'next token': u.nextTokenAt
-                ? `${u.nextTokenAt.toISOString()} (${age(Math.max(0, u.nextTokenAt.getTime() - Date.now()) / 1000)} from now)`
-                : '',
-            })),
-            ['scope', 'name', 'key', 'starts', 'next token'],
-          )}`;
+    const inUse = use.length === 0 ? '' : `\n\n${rateUseTable(use)}`;
     emit(`${rates}${inUse}`, { runTime: set, declared, use });
     return EXIT.ok;
   },
@@ -119,3 +106,19 @@ export const RATE_COMMANDS: Record<string, (ctx: CommandContext) => Promise<numb
 };
 
 export const RATE_SUBCOMMANDS = ['rate-limits'];
+
+/** The rate-limited scopes that started jobs within their period, for `rate-limits` and `stats`. */
+export function rateUseTable(use: readonly RateUse[]): string {
+  return `starts within their period (busiest first):\n${table(
+    use.map((u) => ({
+      scope: scopeLabel(u.scope),
+      name: u.name,
+      key: u.key,
+      starts: String(u.used),
+      'next token': u.nextTokenAt
+        ? `${u.nextTokenAt.toISOString()} (${age(Math.max(0, u.nextTokenAt.getTime() - Date.now()) / 1000)} from now)`
+        : '',
+    })),
+    ['scope', 'name', 'key', 'starts', 'next token'],
+  )}`;
+}

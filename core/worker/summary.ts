@@ -74,10 +74,16 @@ export class Ledger {
     });
   }
 
-  /** The loop waits `waitMs` for a rate's next token (logged at debug: it happens every period). */
+  /**
+   * The loop waits `waitMs` for a rate's next token: logged `rate_limited` (info) the first time in
+   * an invocation, then at debug (it happens every period while a backlog runs at its rate).
+   */
   rateWait(waitMs: number): void {
+    const first = this.summary.rateWaitMs === undefined;
     this.summary.rateWaitMs = (this.summary.rateWaitMs ?? 0) + waitMs;
-    this.#settings.logger.debug('rate_wait', { invocationId: this.summary.invocationId, waitMs });
+    const fields = { invocationId: this.summary.invocationId, waitMs };
+    if (first) this.#settings.logger.info('rate_limited', fields);
+    else this.#settings.logger.debug('rate_wait', fields);
   }
 
   claimed(count: number): void {

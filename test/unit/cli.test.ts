@@ -288,6 +288,8 @@ describe('skiplock stats --watch', () => {
       `insert into "${schema}".rate_buckets (scope, name, key, starts, counts, period_ms)
        values ('key', 'payments', 'tenant-1', array[now()], array[4], 2000)`,
     );
+    // stats shows the rate-limited scopes in use.
+    expect((await cli('stats')).out).toMatch(/starts within their period[\s\S]*per key\s+payments\s+tenant-1\s+4/);
     const listed = (await cli('rate-limits', ...JOBS)).out;
     expect(listed).toMatch(/destination\s+api\.partner\.example\s+600\/min\s+run time\s+cli:tester \d+s ago/);
     expect(listed).toMatch(/per key\s+payments\s+5 per 2000 ms\s+run time/);

@@ -21,6 +21,8 @@ describe('CloudWatch Embedded Metric Format', () => {
         leaseLost: 0,
         durationMs: 420,
         stoppedBecause: 'drained',
+        scheduled: 2,
+        rateWaitMs: 900,
       },
       'app-prod-worker',
     );
@@ -45,6 +47,8 @@ describe('CloudWatch Embedded Metric Format', () => {
       JobsDead: 1,
       SuccessfulInvocations: 1,
       InvocationErrors: 0,
+      JobsScheduled: 2,
+      RateLimitWait: 900,
     });
     // Every declared metric has a value in the document.
     for (const m of doc._aws.CloudWatchMetrics[0].Metrics) expect(typeof doc[m.Name]).toBe('number');
