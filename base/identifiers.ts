@@ -29,3 +29,14 @@ export function assertLabel(what: 'queue' | 'kind' | 'worker name' | 'schedule',
   }
   return name;
 }
+
+/** Whether `name` is an IANA time zone this runtime knows (`Europe/Berlin`, `UTC`). */
+export function isTimeZone(name: unknown): boolean {
+  if (typeof name !== 'string') return false;
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}

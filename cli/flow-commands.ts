@@ -18,7 +18,7 @@ import type { CommandContext } from './commands.js';
 import { age, table } from './format.js';
 import { EXIT, UsageError } from './io.js';
 
-const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+export const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 function target(scope: 'queue' | 'kind', rest: readonly string[]): PauseTarget {
   const [name, extra] = rest;
@@ -165,7 +165,8 @@ export const FLOW_COMMANDS: Record<string, (ctx: CommandContext) => Promise<numb
   },
 };
 
-const when = (d: Date | null) =>
+/** A moment and how far it is from now: `… (3m 2s ago)`, `… (40s from now)`. */
+export const when = (d: Date | null) =>
   d
     ? `${d.toISOString()} (${age(Math.abs(Date.now() - d.getTime()) / 1000)}${d.getTime() > Date.now() ? ' from now' : ' ago'})`
     : '';

@@ -12,11 +12,9 @@ import {
   setRateLimit,
 } from '../core/rate-limits.js';
 import type { CommandContext } from './commands.js';
-import { operator } from './flow-commands.js';
+import { operator, str } from './flow-commands.js';
 import { age, table } from './format.js';
 import { EXIT, UsageError } from './io.js';
-
-const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 /** `queue q [--per-key]`, `kind k`, `destination d` → a target. */
 function targetOf(ctx: CommandContext, scope: string | undefined, name: string | undefined): RateLimitTarget {

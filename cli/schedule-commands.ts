@@ -2,13 +2,9 @@
 
 import { listSchedules, runSchedules } from '../core/schedules.js';
 import type { CommandContext } from './commands.js';
-import { age, table } from './format.js';
+import { when } from './flow-commands.js';
+import { table } from './format.js';
 import { EXIT, UsageError } from './io.js';
-
-const when = (d: Date | null) =>
-  d
-    ? `${d.toISOString().replace('.000Z', 'Z')} (${age(Math.abs(Date.now() - d.getTime()) / 1000)}${d.getTime() > Date.now() ? ' from now' : ' ago'})`
-    : '';
 
 export const SCHEDULE_COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
   async schedules({ conn, schema, emit, schedules }) {

@@ -1,4 +1,5 @@
 import { ConfigError } from '../base/errors.js';
+import { isTimeZone } from '../base/identifiers.js';
 import type { DeclaredWindow } from '../db/statements/windows.js';
 
 /**
@@ -36,9 +37,7 @@ export function runWindowOption(owner: string, value: unknown): WindowSpec | und
   const endMinute = minute(w.end, 'end');
   if (startMinute === endMinute) throw new ConfigError(`${owner}: runWindow.start and end must differ`);
   const timezone = w.timezone ?? 'UTC';
-  try {
-    new Intl.DateTimeFormat('en', { timeZone: timezone });
-  } catch {
+  if (!isTimeZone(timezone)) {
     throw new ConfigError(`${owner}: runWindow.timezone ${JSON.stringify(timezone)} is not an IANA time zone`);
   }
   return { startMinute, endMinute, timezone };

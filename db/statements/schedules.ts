@@ -75,7 +75,7 @@ export async function fireSchedule(
   request: { name: string; expected: Date; last: Date; rows: readonly JobInsertRow[] },
 ): Promise<{ fired: boolean; ids: (string | null)[] }> {
   const moved = sql`moved as (
-      update ${schemaRefUpdate(schema)} set last_occurrence = ${request.last.toISOString()}::timestamptz,
+      update ${schedulesRef(schema)} s set last_occurrence = ${request.last.toISOString()}::timestamptz,
         last_enqueued_at = case when ${request.rows.length} > 0 then clock_timestamp() else s.last_enqueued_at end,
         updated_at = clock_timestamp()
       where s.name = ${request.name}
@@ -108,8 +108,6 @@ export async function fireSchedule(
   }
   return { fired: true, ids };
 }
-
-const schemaRefUpdate = (schema: string) => sql`${schedulesRef(schema)} s`;
 
 type Row = {
   name: string;

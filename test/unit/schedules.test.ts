@@ -65,6 +65,7 @@ describe('schedules: occurrences', () => {
       '2026-06-01T04:00:00.000Z',
       '2026-06-01T05:00:00.000Z',
     ]);
+    expect(dueOccurrences(hourly('last'), last, now).due).toBe(5);
     // Each moves the schedule past all of them.
     expect(dueOccurrences(hourly('skip'), last, now).through?.toISOString()).toBe('2026-06-01T05:00:00.000Z');
     // On time (within lateAfterMs, 5 minutes by default), skip still runs it; with N, on-time ones
@@ -79,6 +80,7 @@ describe('schedules: occurrences', () => {
     expect(dueOccurrences(hourly('last'), last, new Date('2026-06-01T00:59:59Z'))).toEqual({
       enqueue: [],
       through: null,
+      due: 0,
     });
   });
 
