@@ -32,6 +32,12 @@ export interface JobInsertRow {
   ordering_hold: boolean;
   concurrency_key: string | null;
   destination: string | null;
+  /** Existing jobs this one waits for (enqueue `after`), or null. */
+  after_ids?: string[] | null;
+  /** Rows of the same call this one waits for, by ord (a flow), or null. */
+  after_ords?: number[] | null;
+  /** What a parent's death or cancellation does to this job; null without parents. */
+  on_parent_failure?: 'cancel' | 'run' | null;
 }
 
 export interface ClaimedJob {
@@ -95,6 +101,22 @@ export interface JobRecord {
   replayCount: number;
   replayedAt: Date | null;
   replayedBy: string | null;
+  /** The jobs this one waits for (enqueue `after`); empty without. */
+  after: string[];
+  /** The jobs waiting for this one. */
+  dependents: string[];
+  /** What a parent's death or cancellation does to it (null without parents). */
+  onParentFailure: 'cancel' | 'run' | null;
+}
+
+/** A parent as its child's handler reads it (`ctx.parents()`). */
+export interface ParentJob {
+  id: string;
+  /** Null when the row is gone: deleted when it completed (completedJobs 'delete'), or pruned. */
+  kind: string | null;
+  state: JobState | null;
+  /** What its handler returned (null: nothing, or its row is gone). */
+  result: unknown;
 }
 
 export interface QueueStatsRow {

@@ -1,7 +1,7 @@
 import { InvalidOptionsError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { CancelOutcome, RetryNowOutcome } from '../base/outcomes.js';
-import { JOB_STATES, type JobRecord, type QueueActivityRow, type QueueStatsRow } from '../base/rows.js';
+import { JOB_STATES, type JobRecord, type ParentJob, type QueueActivityRow, type QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { cancelJobs, retryNow as retryNowStatement } from '../db/statements/commands.js';
 import { getJobs, type JobFilter, listJobs as listJobsStatement } from '../db/statements/jobs-read.js';
@@ -106,4 +106,4 @@ export async function expireDeadlines(
   return expireDeadlinesStatement(conn.db, schemaOf(options), options.limit ?? 1000);
 }
 
-export type { CancelOutcome, JobRecord, QueueActivityRow, QueueStatsRow, RetryNowOutcome };
+export type { CancelOutcome, JobRecord, ParentJob, QueueActivityRow, QueueStatsRow, RetryNowOutcome };

@@ -52,7 +52,26 @@ export interface EnqueueOptions {
    * job is not claimable before the commit, so call `nudge()` after it. @defaultValue false
    */
   nudge?: boolean;
+  /**
+   * Run only after these jobs completed: their ids (or what enqueue returned for them; in
+   * `enqueueFlow`, also the names of other steps), at most 1,000. Until then the job waits (status
+   * `waiting`), claimed by no one; the last parent's completion releases it, and the handler reads
+   * the parents' results with `ctx.parents()`. An id that names no job counts as completed (a
+   * completed job deleted by `completedJobs: 'delete'` or retention leaves no row). Not with runAt,
+   * delayMs, an ordering key or dedupe mode 'replace'. @defaultValue none
+   */
+  after?: readonly (string | { id: string })[];
+  /**
+   * What a parent's death or cancellation does to this job: 'cancel' — it is cancelled as
+   * `dependency_failed`, and so are the jobs waiting for it (replaying the parent brings them
+   * back) — or 'run': it runs once its other parents are done. @defaultValue 'cancel'
+   */
+  onParentFailure?: 'cancel' | 'run';
 }
+
+/** At most this many parents per job. */
+export const MAX_PARENTS = 1000;
+const JOB_ID = /^[1-9][0-9]{0,18}$/;
 
 const MAX_DELAY_MS = 366 * 24 * 3_600_000;
 const MAX_PAST_RUN_AT_MS = 24 * 3_600_000;
@@ -81,6 +100,11 @@ const optionsSchema = z
     concurrencyKey: z.string().min(1).max(255).optional(),
     destination: z.string().min(1).max(MAX_DESTINATION_LENGTH).optional(),
     nudge: z.boolean().optional(),
+    after: z
+      .array(z.union([z.string(), z.looseObject({ id: z.string() })]))
+      .max(MAX_PARENTS)
+      .optional(),
+    onParentFailure: z.enum(['cancel', 'run']).optional(),
   })
   .strict()
   .refine((o) => o.runAt === undefined || o.delayMs === undefined, {
@@ -125,8 +149,17 @@ function keyOf(
   return key;
 }
 
-/** Validates options (every problem in one message) and merges them over the kind's defaults. */
-export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, options: EnqueueOptions): JobInsertRow {
+/**
+ * Validates options (every problem in one message) and merges them over the kind's defaults.
+ * `steps`: in a flow, the names of its steps (name → ord), which `after` may name.
+ */
+export function toInsertRow(
+  ord: number,
+  kind: KindDefaults,
+  payload: unknown,
+  options: EnqueueOptions,
+  steps?: ReadonlyMap<string, number>,
+): JobInsertRow {
   const parsed = optionsSchema.safeParse(options ?? {});
   if (!parsed.success) {
     throw new InvalidOptionsError(
@@ -161,6 +194,15 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
   if (orderingKey !== undefined && (o.runAt !== undefined || o.delayMs !== undefined)) {
     problems.push('an ordering key cannot be combined with runAt or delayMs');
   }
+  const parents = parentsOf(o.after, steps, problems);
+  if (parents) {
+    if (o.runAt !== undefined || o.delayMs !== undefined)
+      problems.push('after cannot be combined with runAt or delayMs');
+    if (orderingKey !== undefined) problems.push('after cannot be combined with an ordering key');
+    if (o.dedupe?.mode === 'replace') problems.push("after cannot be combined with dedupe mode 'replace'");
+  } else if (o.onParentFailure !== undefined) {
+    problems.push('onParentFailure needs after');
+  }
   if (problems.length > 0) {
     throw new InvalidOptionsError(`invalid enqueue options for ${kind.kind}: ${problems.join('; ')}`);
   }
@@ -191,5 +233,34 @@ export function toInsertRow(ord: number, kind: KindDefaults, payload: unknown, o
     ordering_hold: orderingKey !== undefined && kind.orderingOnDead === 'hold',
     concurrency_key: concurrencyKey ?? null,
     destination: destination ?? null,
+    ...(parents
+      ? {
+          after_ids: parents.ids.length > 0 ? parents.ids : null,
+          after_ords: parents.ords.length > 0 ? parents.ords : null,
+          on_parent_failure: o.onParentFailure ?? 'cancel',
+        }
+      : {}),
   };
+}
+
+/** `after` as job ids and flow steps (ords), without repeats; null when it names none. */
+function parentsOf(
+  after: readonly (string | { id: string })[] | undefined,
+  steps: ReadonlyMap<string, number> | undefined,
+  problems: string[],
+): { ids: string[]; ords: number[] } | null {
+  if (!after || after.length === 0) return null;
+  const ids = new Set<string>();
+  const ords = new Set<number>();
+  for (const entry of after) {
+    const name = typeof entry === 'string' ? entry : entry.id;
+    const step = steps?.get(name);
+    if (step !== undefined) ords.add(step);
+    else if (JOB_ID.test(name)) ids.add(name);
+    else {
+      const what = steps ? 'a job id or the name of another step' : 'a job id';
+      problems.push(`after: ${JSON.stringify(name.slice(0, 40))} is not ${what}`);
+    }
+  }
+  return { ids: [...ids], ords: [...ords] };
 }

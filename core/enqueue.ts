@@ -78,6 +78,17 @@ export interface Enqueuer {
    * Never rejects: a failed nudge is logged and the cron tick runs the jobs.
    */
   nudge(queues: Iterable<string>): Promise<void>;
+  /**
+   * Enqueues a flow — steps by name, each `after` the steps (and jobs) it names — in one statement:
+   * all of them or none. `{ fetch: fetch.with(p), report: report.with(q, { after: ['fetch'] }) }`.
+   * Returns each step's result by name. A step another waits for takes no dedupe key.
+   */
+  enqueueFlow<K extends string>(
+    db: EnqueueTarget,
+    steps: Readonly<Record<K, JobRequest>>,
+  ): Promise<Record<K, EnqueueResult>>;
+  /** Enqueues a chain: each request runs after the one before it completed (enqueueFlow, in order). */
+  enqueueChain(db: EnqueueTarget, requests: readonly JobRequest[]): Promise<EnqueueResult[]>;
   /** Enqueue by kind name (HTTP, CLI): the kind must be in `registry`. */
   enqueueByKind(
     db: EnqueueTarget,
@@ -98,9 +109,32 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
 
   const toRow = (ord: number, request: JobRequest): JobInsertRow => jobInsertRow(ord, request, maxPayloadBytes);
 
-  const enqueueMany = async (target: EnqueueTarget, requests: readonly JobRequest[]) => {
+  const enqueueMany = async (target: EnqueueTarget, requests: readonly JobRequest[]) =>
     // Validate everything before writing anything.
-    const rows = requests.map((request, ord) => toRow(ord, request));
+    writeRows(
+      target,
+      requests,
+      requests.map((request, ord) => toRow(ord, request)),
+    );
+
+  const enqueueFlow = async <K extends string>(target: EnqueueTarget, steps: Readonly<Record<K, JobRequest>>) => {
+    const names = Object.keys(steps) as K[];
+    const requests = names.map((name) => steps[name]);
+    const rows = flowRows(names, requests, maxPayloadBytes);
+    const results = await writeRows(target, requests, rows);
+    return Object.fromEntries(names.map((name, ord) => [name, results[ord]])) as Record<K, EnqueueResult>;
+  };
+
+  const enqueueChain = async (target: EnqueueTarget, requests: readonly JobRequest[]) => {
+    const steps: Record<string, JobRequest> = {};
+    requests.forEach((request, i) => {
+      const after = [...(request.options?.after ?? []), ...(i > 0 ? [`step-${i - 1}`] : [])];
+      steps[`step-${i}`] = { ...request, options: { ...request.options, ...(after.length > 0 ? { after } : {}) } };
+    });
+    return Object.values(await enqueueFlow(target, steps)) as EnqueueResult[];
+  };
+
+  const writeRows = async (target: EnqueueTarget, requests: readonly JobRequest[], rows: JobInsertRow[]) => {
     if (rows.length === 0) return [];
     const nudged = rows.filter((row) => requests[row.ord]?.options?.nudge === true).map((row) => row.queue);
     if (nudged.length > 0 && !config.nudger) {
@@ -116,6 +150,9 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     // A deduplicated row whose key holder finished before we could see it is simply
     // inserted on the next pass; three passes settle any realistic race.
     for (let pass = 0; pending.length > 0 && pass < 3; pass++) {
+      // A row written again waits for its parents in this call by their ids now (they have no
+      // dedupe key, so the first pass inserted them).
+      if (pass > 0) pending = pending.map((row) => withParentIds(row, results));
       const outcomes = await insertJobs(db, schema, pending);
       const unresolved: { row: JobInsertRow; windowStartMs: number | null }[] = [];
       for (const outcome of outcomes) {
@@ -182,6 +219,8 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     enqueue: async (db, job, payload, options = {}) =>
       (await enqueueMany(db, [{ job, payload, options }]))[0] as EnqueueResult,
     enqueueMany,
+    enqueueFlow,
+    enqueueChain,
     enqueueByKind: async (db, registry, kind, payload, options = {}) =>
       (await enqueueMany(db, [{ job: registry.get(kind), payload, options }]))[0] as EnqueueResult,
   };
@@ -192,6 +231,10 @@ const defaultEnqueuer = createEnqueuer();
 export const enqueue = defaultEnqueuer.enqueue;
 /** enqueueMany() on the default `skiplock` schema with the default payload limit. */
 export const enqueueMany = defaultEnqueuer.enqueueMany;
+/** enqueueFlow() on the default `skiplock` schema with the default payload limit. */
+export const enqueueFlow = defaultEnqueuer.enqueueFlow;
+/** enqueueChain() on the default `skiplock` schema with the default payload limit. */
+export const enqueueChain = defaultEnqueuer.enqueueChain;
 /** enqueueByKind() on the default `skiplock` schema with the default payload limit. */
 export const enqueueByKind = defaultEnqueuer.enqueueByKind;
 
@@ -199,7 +242,12 @@ export const enqueueByKind = defaultEnqueuer.enqueueByKind;
  * A request as the row to insert: the payload validated against the kind's schema, checked as
  * storable JSON of at most `maxPayloadBytes`, the options merged over the kind's defaults.
  */
-export function jobInsertRow(ord: number, request: JobRequest, maxPayloadBytes: number): JobInsertRow {
+export function jobInsertRow(
+  ord: number,
+  request: JobRequest,
+  maxPayloadBytes: number,
+  steps?: ReadonlyMap<string, number>,
+): JobInsertRow {
   const { job } = request;
   const parsed = job.payloadSchema.safeParse(request.payload);
   if (!parsed.success) {
@@ -218,7 +266,53 @@ export function jobInsertRow(ord: number, request: JobRequest, maxPayloadBytes: 
   if (unstorable) throw new PayloadValidationError(job.kind, [{ path: '', message: `contains ${unstorable}` }]);
   const bytes = Buffer.byteLength(json, 'utf8');
   if (bytes > maxPayloadBytes) throw new PayloadTooLargeError(job.kind, bytes, maxPayloadBytes);
-  return toInsertRow(ord, job, JSON.parse(json), request.options);
+  return toInsertRow(ord, job, JSON.parse(json), request.options, steps);
+}
+
+const STEP_NAME = /^[A-Za-z_][A-Za-z0-9_.:-]{0,99}$/;
+
+/**
+ * A flow's rows: step names checked (a name is never all digits, so it cannot be taken for a job
+ * id), `after` resolved to the steps it names, and no step waiting for itself through any path. A
+ * step another waits for takes no dedupe key: a deduplicated parent is not the job its children
+ * were written for.
+ */
+function flowRows(names: readonly string[], requests: readonly JobRequest[], maxPayloadBytes: number): JobInsertRow[] {
+  for (const name of names) {
+    if (!STEP_NAME.test(name)) {
+      throw new InvalidOptionsError(
+        `flow step name ${JSON.stringify(name.slice(0, 40))} must start with a letter or _ and have at most 100 letters, digits, _ . : -`,
+      );
+    }
+  }
+  const index = new Map(names.map((name, ord) => [name, ord]));
+  const rows = requests.map((request, ord) => jobInsertRow(ord, request, maxPayloadBytes, index));
+  const parentOrds = new Set(rows.flatMap((row) => row.after_ords ?? []));
+  for (const ord of parentOrds) {
+    if (rows[ord]?.dedupe_key) {
+      throw new InvalidOptionsError(`flow step ${names[ord]} has a dedupe key, but other steps wait for it`);
+    }
+  }
+  // Depth-first, in step order: a step met again while its own parents are being walked closes a cycle.
+  const state = new Array<0 | 1 | 2>(rows.length).fill(0);
+  const visit = (ord: number, path: string[]): void => {
+    if (state[ord] === 2) return;
+    if (state[ord] === 1) {
+      throw new InvalidOptionsError(`flow steps wait for each other in a cycle: ${[...path, names[ord]].join(' → ')}`);
+    }
+    state[ord] = 1;
+    for (const parent of rows[ord]?.after_ords ?? []) visit(parent, [...path, names[ord] as string]);
+    state[ord] = 2;
+  };
+  rows.forEach((_, ord) => visit(ord, []));
+  return rows;
+}
+
+/** `row` waiting for its parents in this call by the ids they were written with. */
+function withParentIds(row: JobInsertRow, results: readonly (EnqueueResult | undefined)[]): JobInsertRow {
+  if (!row.after_ords) return row;
+  const ids = row.after_ords.map((ord) => results[ord]?.id).filter((id): id is string => id !== undefined);
+  return { ...row, after_ids: [...new Set([...(row.after_ids ?? []), ...ids])], after_ords: null };
 }
 
 function databaseOf(target: EnqueueTarget): AnyPgDatabase {

@@ -23,6 +23,7 @@ export {
   type JobRecord,
   type ListJobsOptions,
   listJobs,
+  type ParentJob,
   type QueueActivityRow,
   type QueueStatsRow,
   type RetryNowOutcome,
@@ -42,6 +43,8 @@ export {
   type EnqueueTarget,
   enqueue,
   enqueueByKind,
+  enqueueChain,
+  enqueueFlow,
   enqueueMany,
 } from './enqueue.js';
 export type { DedupeOption, EnqueueOptions } from './enqueue-options.js';

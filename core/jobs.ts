@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { ConfigError, UnknownKindError } from '../base/errors.js';
 import { assertLabel } from '../base/identifiers.js';
+import type { ParentJob } from '../base/rows.js';
 import type { AnyPgDatabase } from '../db/connect.js';
 import type { DeclaredLimit } from '../db/statements/limits.js';
 import type { DeclaredRateLimit } from '../db/statements/rate-limits.js';
@@ -37,6 +38,11 @@ export interface JobContext {
   readonly lastProgress: unknown;
   /** Pushes the lease expiry to at least `ms` from now. Fenced like reportProgress. */
   extendLease(ms: number): Promise<boolean>;
+  /**
+   * The jobs this one waited for (enqueue `after`), in the order it named them, each with its state
+   * and its handler's result; empty for a job without parents. One query per call.
+   */
+  parents(): Promise<ParentJob[]>;
 }
 
 /** In transactional mode the handler also gets the transaction its completion commits in. */

@@ -82,6 +82,14 @@ export function jobsTableIn(schema: PgSchema<string>) {
       replayCount: integer('replay_count').notNull().default(0),
       replayedAt: timestamp('replayed_at', tz),
       replayedBy: text('replayed_by'),
+      // Dependencies. A child lists the parents it waits for (enqueue `after`) and waits parked
+      // (run_at = infinity) until every one completed; a parent lists its children, written by their
+      // enqueue under the parent's row lock, so the trigger that sees the parent end
+      // (jobs_dependents) finds each of them. on_parent_failure: what a parent's death or
+      // cancellation does to the child ('cancel': cancelled as dependency_failed; 'run').
+      after: bigint('after', { mode: 'bigint' }).array(),
+      onParentFailure: text('on_parent_failure', { enum: ['cancel', 'run'] }),
+      dependents: bigint('dependents', { mode: 'bigint' }).array(),
     },
     (t) => [
       check('jobs_state_check', sql`${t.state} in ('queued', 'running', 'completed', 'dead', 'cancelled')`),
@@ -97,8 +105,18 @@ export function jobsTableIn(schema: PgSchema<string>) {
         'jobs_running_lease_check',
         sql`${t.state} <> 'running' or (${t.leaseToken} is not null and ${t.leaseExpiresAt} is not null)`,
       ),
-      // Every dead job says why; no live job carries a dead reason.
-      check('jobs_dead_reason_check', sql`(${t.state} = 'dead') = (${t.deadReason} is not null)`),
+      // Every dead job says why; no live job carries a reason. A cancelled job may say why
+      // (dependency_failed: a parent died or was cancelled).
+      check(
+        'jobs_dead_reason_check',
+        sql`case ${t.state} when 'dead' then ${t.deadReason} is not null
+          when 'cancelled' then true else ${t.deadReason} is null end`,
+      ),
+      check(
+        'jobs_after_check',
+        sql`(${t.after} is null) = (${t.onParentFailure} is null)
+          and (${t.onParentFailure} is null or ${t.onParentFailure} in ('cancel', 'run'))`,
+      ),
       check(
         'jobs_dedupe_check',
         sql`(${t.dedupeKey} is null) = (${t.dedupeMode} is null)

@@ -1,6 +1,7 @@
 import { CancelError, DestinationError, DiscardError, RetryAfterError } from '../../base/errors.js';
 import type { DestinationOutcomeOf, Outcome } from '../../base/outcomes.js';
-import type { ClaimedJob } from '../../base/rows.js';
+import type { ClaimedJob, ParentJob } from '../../base/rows.js';
+import { readParents } from '../../db/statements/jobs-read.js';
 import { extendLease, reportProgress, settleJobs } from '../../db/statements/settle.js';
 import { toBackoff } from '../backoff.js';
 import { countsAgainstDestination } from '../destinations.js';
@@ -232,6 +233,11 @@ export class Attempt implements ContextSource {
     const ok = this.#fenced(await reportProgress(db.db, schema, this.job, progress));
     if (ok) this.lastProgress = progress ?? null;
     return ok;
+  }
+
+  parents(): Promise<ParentJob[]> {
+    const { db, schema } = this.#host.settings;
+    return readParents(db.db, schema, this.job.id);
   }
 
   async extendLease(ms: number): Promise<boolean> {

@@ -1,3 +1,4 @@
+import type { ParentJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../../db/connect.js';
 import type { JobContext, TransactionalJobContext } from '../jobs.js';
 import type { Logger } from '../logger.js';
@@ -9,6 +10,7 @@ export interface ContextSource {
   logger(): Logger;
   reportProgress(progress: unknown): Promise<boolean>;
   extendLease(ms: number): Promise<boolean>;
+  parents(): Promise<ParentJob[]>;
   readonly lastProgress: unknown;
 }
 
@@ -59,6 +61,10 @@ export class HandlerContext implements JobContext {
 
   extendLease(ms: number): Promise<boolean> {
     return this.#source.extendLease(ms);
+  }
+
+  parents(): Promise<ParentJob[]> {
+    return this.#source.parents();
   }
 }
 

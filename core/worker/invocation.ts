@@ -221,7 +221,9 @@ export class Invocation implements AttemptHost {
     if (this.#state !== 'deadline' && !this.#someKindFits()) this.#to('deadline');
     if (this.#state === 'draining' && this.#inflight === 0 && this.#waiting.length === 0) this.#to('running');
     if (this.#state === 'running' && this.#waiting.length === 0 && this.#mayRefill()) {
-      if ((await this.#claim()) > 0) return;
+      // Found jobs, or found none but must look again: the outcomes it wrote released children, or
+      // an attempt ended while it was out (what that attempt enqueued or released is not in it).
+      if ((await this.#claim()) > 0 || this.#state === 'running' || this.#buffer.size > 0) return;
     }
     if (this.#state === 'draining' && this.#inflight === 0 && this.#waiting.length === 0 && this.#mayPace()) {
       await this.#pace();
@@ -409,7 +411,8 @@ export class Invocation implements AttemptHost {
     this.#pacing = false;
     // A full batch: there may be more ready work than this invocation can finish in time.
     if (found === limit && drain) this.#admission?.consider(this.#finished, this.#firstClaimAt);
-    this.#to(!drain ? 'finishing' : found < limit ? 'draining' : 'running');
+    // Children the settled outcomes released are ready now, but this claim could not see them.
+    this.#to(!drain ? 'finishing' : found < limit && !claimed.value.endedParents ? 'draining' : 'running');
     return found;
   }
 

@@ -111,6 +111,11 @@ export interface ClaimResult {
   /** Whether it needs the rated flow claim (a rate limit applies): pass it as `rated`. */
   rated: boolean;
   /**
+   * Whether `settle` ended a job that others wait for: its children, released as the statement
+   * ended, are not in this claim, so look again.
+   */
+  endedParents: boolean;
+  /**
    * When a rate limit that held work back has room again (the earliest, on the database clock), or
    * null when no rate held anything back.
    */
@@ -141,6 +146,7 @@ type ClaimRow = {
   flow: boolean;
   /** A rate limit applies to this claimer. */
   rated: boolean;
+  ended_parents: boolean;
   moves: Parameters<typeof toMoves>[0];
   probes: [destination: string, jobId: string][] | null;
   next_start_ms: number | null;
@@ -177,7 +183,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   if (request.limit < 1 || request.leases.length === 0) {
     const settled = await settleOutcomes(db, schema, settle, request.now, request.completion);
     const { flow = false, rated = false } = request;
-    const none = { nextStartAt: null, nextStartInMs: null };
+    const none = { nextStartAt: null, nextStartInMs: null, endedParents: false };
     return { jobs: [], settled, flow, rated, moves: settled.moves ?? [], probes: [], ...none };
   }
   const lane = request.lane;
@@ -199,6 +205,7 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
     rated: second.rated || needed === 'rated',
     settled: first.settled,
     moves: first.moves,
+    endedParents: first.endedParents,
   };
 }
 
@@ -223,6 +230,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
     report: null,
     flow: false,
     rated: false,
+    ended_parents: false,
     moves: null,
     probes: null,
     next_start_ms: null,
@@ -233,6 +241,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
     settled: { lost: new Set(), changed: new Map() },
     flow: row.flow,
     rated: row.rated,
+    endedParents: row.ended_parents,
     moves: toMoves(row.moves),
     probes: (row.probes ?? []).map(([destination, jobId]) => ({ destination, jobId })),
     nextStartAt: row.next_start_ms === null ? null : new Date(Number(row.next_start_ms)),
@@ -316,8 +325,13 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
   // no new job.
   const windowed = (request.windows?.length ?? 0) > 0;
   const open = windowed ? sql`and ${inWindow()}` : sql``;
+  // A child runs only when this statement's snapshot sees each of its parents done (jobs_dependents
+  // releases it then, or a moment early when two parents end at once: this has the last word).
+  const parentsDone = sql`(j.after is null or not exists (
+    select 1 from ${jobs} p where p.id = any(j.after)
+      and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled')))))`;
   const runnable = sql`j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${mine}
-    and ${flowing ? notHeld() : notPaused(schema)} and ${inTurn} ${open} ${afterSettle}`;
+    and ${flowing ? notHeld() : notPaused(schema)} and ${inTurn} ${open} and ${parentsDone} ${afterSettle}`;
   const lane = request.lane;
   const laneExpr = sql.raw(`((j.id / ${LANE_RUN}) % ${CLAIM_LANES})`);
   // The lane's rows in claim order (jobs_claim_lane_idx); the head fills what the lane lacks, and
@@ -449,6 +463,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
         from claimed c) as jobs,
       ${hasSettle ? settleReportJson() : sql`null::json`} as report,
       (select f.needed from flow f) as flow,
+      ${hasSettle ? sql`exists (select 1 from settled s where s.parent)` : sql`false`} as ended_parents,
       (select f.rated from flow f) as rated,
       ${hasSettle && hasDestinations(settle) ? movesJson() : sql`null::json`} as moves,
       ${flowing ? sql`(select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w)` : sql`null::json`} as probes,

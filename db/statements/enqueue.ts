@@ -64,7 +64,9 @@ export function insertJobsStatement(
             as e(ord int, k text) where e.k = r.ordering_key and e.ord < r.ord))
         then 'infinity'::timestamptz else ${runAt} end`
     : runAt;
-  const input = sql`input as (
+  // Rows with parents take the dependency CTEs: the raw input is `input0`, and `input` adds to it.
+  const dependent = rows.some((r) => r.after_ids || r.after_ords);
+  const input = sql`${sql.raw(dependent ? 'input0' : 'input')} as (
     select
       nextval(${`"${schema}".jobs_id_seq`}::regclass) as id,
       r.*,
@@ -76,20 +78,20 @@ export function insertJobsStatement(
       ord int, kind text, queue text, payload jsonb, priority smallint, run_at timestamptz,
       delay_ms bigint, max_attempts int, deadline timestamptz, dedupe_key text,
       dedupe_mode text, window_ms bigint, correlation_id text, ordering_key text, ordering_hold boolean,
-      concurrency_key text, destination text
+      concurrency_key text, destination text${dependent ? sql`, after_ids bigint[], after_ords int[], on_parent_failure text` : sql``}
     )
     cross join (select clock_timestamp() as now) n
     ${guard ? sql`where ${guard.condition}` : sql``}
-  )`;
+  )${dependent ? sql`, ${dependencyCtes(jobs)}` : sql``}`;
   // Columns only the calls that use them write.
   const concurrencyKeyed = rows.some((r) => r.concurrency_key !== null);
   const destined = rows.some((r) => r.destination !== null);
-  const keyColumns = sql`${keyed ? sql`, ordering_key, ordering_hold` : sql``}${concurrencyKeyed ? sql`, concurrency_key` : sql``}${destined ? sql`, destination` : sql``}`;
+  const keyColumns = sql`${keyed ? sql`, ordering_key, ordering_hold` : sql``}${concurrencyKeyed ? sql`, concurrency_key` : sql``}${destined ? sql`, destination` : sql``}${dependent ? sql`, state, finished_at, dead_reason, after, on_parent_failure, dependents` : sql``}`;
   const insert = (where: SQL) => sql`insert into ${jobs} (
       id, kind, queue, payload, priority, run_at, max_attempts, deadline,
       dedupe_key, dedupe_mode, dedupe_window, correlation_id ${keyColumns}
     )
-    select id, kind, queue, payload, priority, effective_run_at, max_attempts, deadline,
+    select id, kind, queue, payload, priority, ${sql.raw(dependent ? 'parked_run_at' : 'effective_run_at')}, max_attempts, deadline,
       dedupe_key, dedupe_mode, dedupe_window, correlation_id ${keyColumns}
     from input ${where} order by ord`;
   const ctes: SQL[] = [input];
@@ -150,9 +152,62 @@ export function insertJobsStatement(
       ) holder on true
       ${plainInput}`);
   }
-  return sql`with ${guard ? sql`${guard.ctes}, ` : sql``}${sql.join(ctes, sql`, `)}
+  return sql`with ${dependent ? sql`recursive ` : sql``}${guard ? sql`${guard.ctes}, ` : sql``}${sql.join(ctes, sql`, `)}
     ${sql.join(results, sql` union all `)}
     order by ord`;
+}
+
+/**
+ * The CTEs that turn `input0` into `input` for rows with parents (enqueue `after`, or earlier rows of
+ * the same call by ord):
+ * - `parent_rows` appends each row's pre-drawn id to its existing parents' `dependents`, under their
+ *   row locks, and reads their newest state (a parent that ends later is seen ending with this child
+ *   listed: the jobs_dependents trigger releases it; one that ended before is seen ended here). An id
+ *   that names no job counts as completed: with completedJobs 'delete' a completed job leaves no row.
+ * - `failed_rows`: rows cancelled at once as dependency_failed ('cancel' mode) because a parent is
+ *   already dead or cancelled, and the rows of this call that wait for them, transitively.
+ * - `input`: each row's state, its parents as ids, its children in this call, and run_at infinity
+ *   (parked) while any parent is not done.
+ */
+function dependencyCtes(jobs: SQL): SQL {
+  const failed = sql`('dead', 'cancelled')`;
+  return sql`parent_rows as (
+      update ${jobs} p set dependents = coalesce(p.dependents, '{}'::bigint[]) || x.children
+      from (
+        select a.pid, array_agg(i.id order by i.id) as children
+        from input0 i cross join lateral unnest(i.after_ids) as a(pid)
+        group by a.pid
+      ) x
+      where p.id = x.pid
+      returning p.id, p.state
+    ),
+    failed_rows(ord) as (
+      select i.ord from input0 i
+      where i.on_parent_failure = 'cancel'
+        and exists (select 1 from parent_rows p where p.id = any(i.after_ids) and p.state in ${failed})
+      union
+      select c.ord from input0 c join failed_rows f on f.ord = any(c.after_ords)
+      where c.on_parent_failure = 'cancel'
+    ),
+    input as (
+      select i.*,
+        case when i.ord in (select ord from failed_rows) then 'cancelled' else 'queued' end as state,
+        case when i.ord in (select ord from failed_rows) then clock_timestamp() end as finished_at,
+        case when i.ord in (select ord from failed_rows) then 'dependency_failed' end as dead_reason,
+        case when i.on_parent_failure is not null then coalesce(i.after_ids, '{}'::bigint[])
+          || coalesce((select array_agg(o.id order by o.id) from input0 o where o.ord = any(i.after_ords)), '{}'::bigint[])
+        end as after,
+        (select array_agg(c.id order by c.id) from input0 c where i.ord = any(c.after_ords)) as dependents,
+        case when i.on_parent_failure is null or i.ord in (select ord from failed_rows) then i.effective_run_at
+          when exists (select 1 from parent_rows p where p.id = any(i.after_ids)
+              and not (p.state = 'completed' or (i.on_parent_failure = 'run' and p.state in ${failed})))
+            or exists (select 1 from input0 o where o.ord = any(i.after_ords)
+              and not (i.on_parent_failure = 'run' and o.ord in (select ord from failed_rows)))
+            then 'infinity'::timestamptz
+          else i.effective_run_at
+        end as parked_run_at
+      from input0 i
+    )`;
 }
 
 /**

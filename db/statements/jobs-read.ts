@@ -1,5 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { JobRecord } from '../../base/rows.js';
+import type { JobRecord, ParentJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import type { JobState } from '../schema.js';
@@ -21,6 +21,7 @@ const TIMESTAMPS = [
 const columns = () => sql`j.id::text as id, j.kind, j.queue, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
   j.dedupe_key, j.dedupe_mode, j.lease_token::text as lease_token, j.locked_by, j.last_error, j.errors,
   j.dead_reason, j.progress, j.result, j.correlation_id, j.replay_count, j.replayed_by,
+  j.after::text[] as after, j.dependents::text[] as dependents, j.on_parent_failure,
   ${sql.join(
     TIMESTAMPS.map((c) => sql`${epochMs(sql`${sql.identifier(c)}`)} as ${sql.identifier(`${c}_ms`)}`),
     sql`, `,
@@ -98,5 +99,26 @@ function toJobRecord(r: Record<string, unknown>): JobRecord {
     replayCount: r.replay_count as number,
     replayedAt: toDate(r.replayed_at_ms as number | null),
     replayedBy: r.replayed_by as string | null,
+    after: (r.after as string[] | null) ?? [],
+    dependents: (r.dependents as string[] | null) ?? [],
+    onParentFailure: r.on_parent_failure as JobRecord['onParentFailure'],
   };
+}
+
+/**
+ * The parents of job `id` (JobParents), in the order it lists them, with their state and result;
+ * a parent whose row is gone (deleted when it completed, or pruned) comes back with state null.
+ */
+export async function readParents(db: AnyPgDatabase, schema: string, id: string): Promise<ParentJob[]> {
+  const jobs = jobsRef(schema);
+  const rows = await queryRows<{ id: string; kind: string | null; state: JobState | null; result: unknown }>(
+    db,
+    sql`select a.pid::text as id, p.kind, p.state, p.result
+      from ${jobs} c cross join lateral unnest(c.after) with ordinality as a(pid, n)
+      left join ${jobs} p on p.id = a.pid
+      where c.id = ${id}::bigint
+      order by a.n`,
+    schema,
+  );
+  return rows.map((r) => ({ id: r.id, kind: r.kind, state: r.state, result: r.result ?? null }));
 }

@@ -95,7 +95,7 @@ export function settleReportJson(): SQL {
 
 /**
  * The CTEs `settle_input` (id and lease token of each outcome), `settled` (the fenced writes,
- * RETURNING id, state, dead_reason, run_at) and `settle_done` (reading it runs every write),
+ * RETURNING id, state, dead_reason, run_at, and `parent`: whether jobs wait for it) and `settle_done` (reading it runs every write),
  * for use after a `clock` CTE; claimJobs runs them in the same statement as the next claim.
  */
 export function settleCtes(schema: string, outcomes: readonly Outcome[], completion: Completion = 'keep'): SQL {
@@ -111,7 +111,10 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
     return sql`${input}, settled as (${settleUpdate(schema, outcomes)}), ${record}
       settle_done as (select (select count(*) from settled)${recorded} as n)${release}`;
   }
-  // 'delete': completed rows go, except those holding a dedupe window (their row is the window).
+  // 'delete': completed rows go, except those holding a dedupe window (their row is the window) and
+  // those with dependents (their children read their results). `kept` writes every completion the
+  // delete did not take: a child's enqueue that held the row locked may have added dependents to it
+  // after this statement's snapshot (the delete re-checks that row and leaves it).
   // What remains of them is a count per minute, queue and kind, for the stats.
   const completions = outcomes.filter((o) => o.outcome === 'completed');
   const others = outcomes.filter((o) => o.outcome !== 'completed');
@@ -121,7 +124,7 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
     sql`deleted as (
       delete from ${jobsRef(schema)} j using settle_input r
       where j.id = r.id and j.lease_token = r.token and ${heldById()} and j.dedupe_mode is distinct from 'window'
-        ${onlyCompletions}
+        and j.dependents is null ${onlyCompletions}
       returning j.id, j.queue, j.kind)`,
     // A plain insert, never an upsert: writers share no row, so they never wait on each other.
     sql`counted as (
@@ -129,11 +132,12 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
       select date_trunc('minute', (select now from clock)), d.queue, d.kind, count(*)
       from deleted d group by d.queue, d.kind
       returning 1)`,
-    sql`kept as (${settleUpdate(schema, completions, sql`and j.dedupe_mode = 'window' ${onlyCompletions}`)})`,
+    sql`kept as (${settleUpdate(schema, completions, sql`and j.id not in (select id from deleted) ${onlyCompletions}`)})`,
   ];
   if (others.length > 0) parts.push(sql`others as (${settleUpdate(schema, others)})`);
   parts.push(sql`settled as (
-    select d.id, 'completed'::text as state, null::text as dead_reason, null::timestamptz as run_at from deleted d
+    select d.id, 'completed'::text as state, null::text as dead_reason, null::timestamptz as run_at, false as parent
+    from deleted d
     union all select * from kept ${others.length > 0 ? sql`union all select * from others` : sql``})`);
   if (destined) parts.push(recordDestinationsCte(schema, outcomes));
   parts.push(
@@ -205,7 +209,7 @@ const heldById = (): SQL => sql`(case when j.state = 'running' then true end)`;
 /**
  * The fenced UPDATE … RETURNING id, state, dead_reason, run_at behind settleJobs, reading the
  * `settle_input` CTE. A batch of completions alone — the common case — takes a lean path.
- * `which` narrows the rows further (delete mode: the completions that hold a dedupe window).
+ * `which` narrows the rows further (delete mode: the completions the delete left).
  */
 function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL = sql``): SQL {
   const jobs = jobsRef(schema);
@@ -227,7 +231,7 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
         updated_at = ${now}
       from settle_input r${resultsFrom}
       where j.id = r.id and j.lease_token = r.token and ${heldById()} ${which}
-      returning j.id, j.state, j.dead_reason, j.run_at`;
+      returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent`;
   }
   const input = outcomes.map((o) => {
     const row = JSON.stringify({
@@ -270,7 +274,7 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
       as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb,
         result jsonb)
     where j.id = r.id and j.lease_token = r.token and ${heldById()}
-    returning j.id, j.state, j.dead_reason, j.run_at`;
+    returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent`;
 }
 
 /**

@@ -678,6 +678,7 @@ const JOB_CONTEXT_MEMBERS = [
   'leaseToken',
   'logger',
   'maxAttempts',
+  'parents',
   'queue',
   'reportProgress',
   'signal',
