@@ -304,7 +304,7 @@ function flowRows(names: readonly string[], requests: readonly JobRequest[], max
     for (const parent of rows[ord]?.after_ords ?? []) visit(parent, [...path, names[ord] as string]);
     state[ord] = 2;
   };
-  rows.forEach((_, ord) => visit(ord, []));
+  for (let ord = 0; ord < rows.length; ord++) visit(ord, []);
   return rows;
 }
 
