@@ -47,6 +47,8 @@ GRANT USAGE ON SEQUENCE "skiplock".jobs_id_seq TO skiplock_enqueuer;
 GRANT SELECT (id, kind, state, dedupe_key, dedupe_mode, dedupe_window, attempted_at) ON "skiplock".jobs TO skiplock_enqueuer;
 -- Ordering keys: a new job waits behind a live job of its key.
 GRANT SELECT (ordering_key, ordering_hold) ON "skiplock".jobs TO skiplock_enqueuer;
+-- Dependencies (enqueue `after`): a child's id is appended to each existing parent's dependents.
+GRANT SELECT (dependents), UPDATE (dependents) ON "skiplock".jobs TO skiplock_enqueuer;
 -- Only if you use dedupe mode 'replace'. PostgreSQL counts reading the proposed row
 -- (excluded.payload, …) in ON CONFLICT DO UPDATE as reading the column, so replace also
 -- needs SELECT on the replaced columns: an enqueuer that uses replace can read payloads.

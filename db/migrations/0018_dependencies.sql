@@ -16,23 +16,33 @@ ALTER TABLE "skiplock"."jobs" ADD CONSTRAINT "jobs_dead_reason_check" CHECK (cas
 -- that ended before it is seen ended by the enqueue. When a parent with dependents changes state,
 -- this trigger moves its children:
 -- - completed (or dead/cancelled, for children in 'run' mode): a waiting child whose other parents
---   are done is released (run_at = now). Two parents ending at once, in two transactions, would each
---   see the other still running: a parent that is not done but that another transaction holds locked
---   right now (FOR SHARE SKIP LOCKED skips it) counts as done here, and the claim, which takes a child
---   only when its snapshot sees every parent done, has the last word. At worst a child is released
---   early and claims pass over it until its last parent ends.
+--   are done is released (run_at = now).
 -- - dead or cancelled: its waiting children in 'cancel' mode are cancelled as dependency_failed,
 --   and their own children follow (this trigger fires for them in turn).
 -- - back to queued from dead (a replay): the children it had cancelled wait again, parked, unless
 --   another of their parents is still dead or cancelled; theirs follow in turn.
 -- It runs as the caller (worker, admin), after the statement, with a snapshot of its own per query.
+--
+-- Two parents of one child ending at once, in two transactions, would each see the other still
+-- running and neither would release the child. So an ending parent first takes an advisory lock on
+-- its id (held until it commits), and a parent that is not done in the checker's snapshot but whose
+-- lock is held counts as done: it is ending right now. Of two such transactions, the one that checks
+-- last sees the other's lock or its commit, so one of them releases the child. The claim, which takes
+-- a child only when its own snapshot sees every parent done, has the last word: at worst a child is
+-- released a moment early and waits ready until its last parent commits. Only one transaction
+-- releases a given child (another advisory lock, tried, never waited for): two that both did, over
+-- several children in different orders, could deadlock on their row locks.
 CREATE FUNCTION "skiplock".jobs_dependents() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   now_ts timestamptz := clock_timestamp();
+  ending integer := hashtext('"skiplock".jobs_dependents.ending');
+  releasing integer := hashtext('"skiplock".jobs_dependents.releasing');
   child record;
+  open_parent bigint;
+  done boolean;
 BEGIN
   IF NEW.state = 'queued' THEN
     UPDATE "skiplock".jobs c SET state = 'queued', dead_reason = NULL, finished_at = NULL,
@@ -44,6 +54,7 @@ BEGIN
         WHERE p.id = ANY (c.after) AND p.id <> NEW.id AND p.state IN ('dead', 'cancelled'));
     RETURN NULL;
   END IF;
+  PERFORM pg_advisory_xact_lock(ending, (NEW.id & 2147483647)::integer);
   IF NEW.state IN ('dead', 'cancelled') THEN
     UPDATE "skiplock".jobs c SET state = 'cancelled', dead_reason = 'dependency_failed', finished_at = now_ts,
       lease_expires_at = NULL, updated_at = now_ts
@@ -55,13 +66,20 @@ BEGIN
     WHERE c.id = ANY (NEW.dependents) AND c.state = 'queued' AND c.run_at = 'infinity' AND NEW.id = ANY (c.after)
     ORDER BY c.id
   LOOP
-    -- A parent not done that no one else is changing right now keeps the child waiting.
-    PERFORM 1 FROM "skiplock".jobs p
-    WHERE p.id = ANY (child.after) AND p.id <> NEW.id
-      AND NOT (p.state = 'completed' OR (child.on_parent_failure = 'run' AND p.state IN ('dead', 'cancelled')))
-    LIMIT 1
-    FOR SHARE SKIP LOCKED;
-    IF NOT FOUND THEN
+    done := true;
+    FOR open_parent IN
+      SELECT p.id FROM "skiplock".jobs p
+      WHERE p.id = ANY (child.after) AND p.id <> NEW.id
+        AND NOT (p.state = 'completed' OR (child.on_parent_failure = 'run' AND p.state IN ('dead', 'cancelled')))
+    LOOP
+      -- Not done, and no one is ending it right now: the child waits for it.
+      IF pg_try_advisory_lock_shared(ending, (open_parent & 2147483647)::integer) THEN
+        PERFORM pg_advisory_unlock_shared(ending, (open_parent & 2147483647)::integer);
+        done := false;
+        EXIT;
+      END IF;
+    END LOOP;
+    IF done AND pg_try_advisory_xact_lock(releasing, (child.id & 2147483647)::integer) THEN
       UPDATE "skiplock".jobs c SET run_at = now_ts, updated_at = now_ts
       WHERE c.id = child.id AND c.state = 'queued' AND c.run_at = 'infinity';
     END IF;
