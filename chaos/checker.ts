@@ -16,6 +16,8 @@ export interface CheckResult {
   staleWrites: number;
   dead: number;
   completed: number;
+  /** Cancelled jobs: those whose parent died (dependency_failed). */
+  cancelled: number;
   maxExecutions: number;
   /** Jobs executed more than once. */
   reExecuted: number;
@@ -41,6 +43,12 @@ export interface CheckResult {
    * transition out of that lease).
    */
   limitViolations: number;
+  /**
+   * Attempts of a job with parents started before each parent's completion (for 'run' mode: before
+   * each parent ended), and jobs in 'cancel' mode with a dead or cancelled parent that did not end
+   * cancelled as dependency_failed (from the audit, and the jobs' final states).
+   */
+  dependencyViolations: number;
   /** Occurrences of the every-second schedule that became more than one job. */
   scheduleDuplicates: number;
   /** Occurrences of it enqueued (as jobs, live or executed). */
@@ -86,6 +94,9 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
   const completed = await one(`
     select (select count(*) from ${s}.jobs where state = 'completed' and kind <> '${SCHEDULED_KIND}')
       + (select count(*) from (${deletedOnCompletion}) d where d.job_id not in (${scheduledJobs})) as n`);
+  const cancelled = await one(
+    `select count(*) as n from ${s}.jobs where state = 'cancelled' and kind <> '${SCHEDULED_KIND}'`,
+  );
   const maxExecutions = await one(`
     select coalesce(max(c), 0) as n from (select count(*) as c from ${s}.chaos_executions group by job_id) x`);
   const reExecuted = await one(`
@@ -155,13 +166,30 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
       from events)
     select count(*) as n from live
     where d = 1 and (in_queue > ${LIMITED.maxRunning} or in_key > ${LIMITED.perKey})`);
+  const parentEnds = (runAnyway: string) => `
+    select min(a.at) from ${s}.chaos_audit a where a.job_id = p.id and a.old_state = 'running'
+      and (a.new_state in ('completed', 'deleted') or (${runAnyway} and a.new_state in ('dead', 'cancelled')))`;
+  const startedEarly = await one(`
+    select count(*) as n from ${s}.chaos_enqueued e
+    join ${s}.chaos_audit a on a.job_id = e.job_id and a.new_state = 'running' and a.new_attempt = a.old_attempt + 1
+    cross join lateral unnest(e.parents) as p(id)
+    where e.parents is not null
+      and coalesce((${parentEnds('e.run_anyway')}), 'infinity') > a.at`);
+  const notCancelled = await one(`
+    select count(*) as n from ${s}.chaos_enqueued e join ${s}.jobs j on j.id = e.job_id
+    where e.parents is not null and not e.run_anyway
+      and exists (select 1 from ${s}.jobs p where p.id = any(e.parents) and p.state in ('dead', 'cancelled'))
+      and not (j.state = 'cancelled' and j.dead_reason = 'dependency_failed')`);
+  const dependencyViolations = startedEarly + notCancelled;
   return {
+    dependencyViolations,
     enqueued,
     lost,
     unexpected,
     staleWrites,
     dead,
     completed,
+    cancelled,
     maxExecutions,
     reExecuted,
     unexplainedExecutions,
@@ -186,6 +214,7 @@ export function runFailed(result: CheckResult): boolean {
     result.pauseViolations > 0 ||
     result.orderViolations > 0 ||
     result.limitViolations > 0 ||
-    result.scheduleDuplicates > 0
+    result.scheduleDuplicates > 0 ||
+    result.dependencyViolations > 0
   );
 }

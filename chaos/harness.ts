@@ -113,26 +113,53 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const queueOf = (n: number) => (n % 4 === 0 ? PAUSED_QUEUE : n % 4 === 2 ? LIMITED.queue : 'chaos');
     const keyOf = (n: number) => (n % 4 === 1 ? `key-${n % 2000}` : undefined);
     const tenantOf = (n: number) => (n % 4 === 2 ? `tenant-${n % LIMITED.keys}` : undefined);
+    // An eighth wait for two earlier jobs of their batch (one plain, one with an ordering key), a
+    // sixteenth of all runs even when one of them dies; each batch is one flow (one statement).
+    const parentsOf = (n: number, from: number) => (n % 8 === 7 && n - 6 >= from ? [n - 4, n - 6] : undefined);
+    const runAnyway = (n: number) => n % 16 === 15;
     await setLimit(direct, { queue: LIMITED.queue }, LIMITED.maxRunning, { schema, by: 'chaos' });
     await setLimit(direct, { queue: LIMITED.queue, perKey: true }, LIMITED.perKey, { schema, by: 'chaos' });
     for (let from = 0; from < options.jobs; from += 1000) {
       const size = Math.min(1000, options.jobs - from);
       await direct.db.transaction(async (tx) => {
         const ns = Array.from({ length: size }, (_, i) => from + i);
-        const results = await enqueuer.enqueueMany(
+        const flow = await enqueuer.enqueueFlow(
           tx,
-          ns.map((n) =>
-            recorder.with(
-              { n, behavior: drawBehavior(Math.random) },
-              { queue: queueOf(n), orderingKey: keyOf(n), concurrencyKey: tenantOf(n) },
-            ),
+          Object.fromEntries(
+            ns.map((n) => {
+              const parents = parentsOf(n, from);
+              return [
+                `j${n}`,
+                recorder.with(
+                  { n, behavior: drawBehavior(Math.random) },
+                  {
+                    queue: queueOf(n),
+                    orderingKey: keyOf(n),
+                    concurrencyKey: tenantOf(n),
+                    ...(parents
+                      ? { after: parents.map((p) => `j${p}`), onParentFailure: runAnyway(n) ? 'run' : 'cancel' }
+                      : {}),
+                  },
+                ),
+              ];
+            }),
           ),
         );
+        const idOf = (n: number) => (flow[`j${n}`] as { id: string }).id;
         await tx.execute(
-          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue, ordering_key, concurrency_key)
-            select unnest(${sql.param(results.map((r) => r.id))}::bigint[]), unnest(${sql.param(ns.map(queueOf))}::text[]),
-              unnest(${sql.param(ns.map((n) => keyOf(n) ?? null))}::text[]),
-              unnest(${sql.param(ns.map((n) => tenantOf(n) ?? null))}::text[])`,
+          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue, ordering_key, concurrency_key, parents, run_anyway)
+            select e.job_id, e.queue, e.ordering_key, e.concurrency_key,
+              (select array_agg(p::bigint) from jsonb_array_elements_text(e.parents) p), e.run_anyway
+            from jsonb_to_recordset(${JSON.stringify(
+              ns.map((n) => ({
+                job_id: idOf(n),
+                queue: queueOf(n),
+                ordering_key: keyOf(n) ?? null,
+                concurrency_key: tenantOf(n) ?? null,
+                parents: parentsOf(n, from)?.map(idOf) ?? null,
+                run_anyway: parentsOf(n, from) ? runAnyway(n) : null,
+              })),
+            )}::jsonb) as e(job_id bigint, queue text, ordering_key text, concurrency_key text, parents jsonb, run_anyway boolean)`,
         );
       });
     }
@@ -319,8 +346,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const result = await checkRun(admin, schema);
     const connFaults = proxy.faults();
     const durationMs = Date.now() - started;
-    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates}`;
-    const detail = `chaos-detail: completed=${result.completed} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
+    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations}`;
+    const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
     return { schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
   } finally {
     for (const child of children) child.kill('SIGKILL');

@@ -2,7 +2,7 @@ import type pg from 'pg';
 
 /**
  * The harness's own bookkeeping, next to the jobs table: which jobs were enqueued (written
- * in the enqueue's transaction), every handler execution (job, lease token, process), an
+ * in the enqueue's transaction, with the jobs each waits for), every handler execution (job, lease token, process), an
  * audit of every UPDATE of a job row (states, tokens, attempts before and after, and when the
  * statement that made it began), every invocation that took a slot under a cap, and every pause of
  * the paused queue (from when the pause was known committed to when its resume was sent).
@@ -11,7 +11,8 @@ export async function createChaosTables(client: pg.Pool, schema: string): Promis
   const s = `"${schema}"`;
   await client.query(`
     create table ${s}.chaos_enqueued (
-      job_id bigint primary key, queue text not null, ordering_key text, concurrency_key text);
+      job_id bigint primary key, queue text not null, ordering_key text, concurrency_key text,
+      parents bigint[], run_anyway boolean);
     create table ${s}.chaos_pauses (
       id bigserial primary key, confirmed_at timestamptz not null, resume_sent_at timestamptz);
     create table ${s}.chaos_schedule_runs (occurrence text not null, job_id bigint not null);

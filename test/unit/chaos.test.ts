@@ -26,7 +26,8 @@ function expectNothingLost(result: ChaosReport['result'], enqueued: number): voi
     unexplainedExecutions: 0,
     attemptAccountingErrors: 0,
   });
-  expect(result.completed + result.dead).toBe(enqueued);
+  // Cancelled: jobs whose parent died.
+  expect(result.completed + result.dead + result.cancelled).toBe(enqueued);
 }
 
 let report: ChaosReport;
@@ -44,13 +45,24 @@ afterAll(async () => {
 describe('chaos (CI size)', () => {
   it('loses no job and lets no write land under a stale lease token', () => {
     expect(report.line).toMatch(
-      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0$/,
+      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0 dependency_violations=0$/,
     );
     expectNothingLost(report.result, 1500);
     // Every worker ticked an every-second schedule at each invocation start, through the faults.
     expect(report.result.scheduled).toBeGreaterThanOrEqual(5);
     expect(report.result.duplicateTokenExecutions).toBe(0);
     expect(report.failed).toBe(false);
+  });
+
+  it('ran jobs that waited for others: each after its parents, through the kills', async () => {
+    const { rows } = await admin.query(
+      `select count(*) filter (where j.state = 'completed')::int as completed, count(*)::int as n
+       from "${report.schema}".chaos_enqueued e join "${report.schema}".jobs j on j.id = e.job_id
+       where e.parents is not null`,
+    );
+    expect(rows[0].n).toBeGreaterThanOrEqual(150);
+    expect(rows[0].completed).toBeGreaterThan(100);
+    expect(report.result.dependencyViolations).toBe(0);
   });
 
   it('really injected faults: processes died and jobs ran again; the paused queue was paused and resumed', async () => {
@@ -96,9 +108,16 @@ describe('chaos (CI size)', () => {
        insert into ${s}.chaos_audit (job_id, old_state, new_state, old_attempt, new_attempt, at)
        values (999999991, 'queued', 'running', 0, 1, '2000-01-01'), (999999990, 'queued', 'running', 0, 1, '2000-01-02')`,
     );
+    // A job with a parent, claimed though its parent never completed.
+    await admin.query(
+      `insert into ${s}.chaos_enqueued (job_id, queue, parents, run_anyway) values (999999992, 'chaos', '{999999993}', false);
+       insert into ${s}.chaos_audit (job_id, old_state, new_state, old_attempt, new_attempt, at)
+       values (999999992, 'queued', 'running', 0, 1, '2000-01-01')`,
+    );
     const tampered = await checkRun(admin, report.schema);
+    expect(tampered.dependencyViolations).toBe(1);
     expect(tampered.staleWrites).toBe(1);
-    expect(tampered.lost).toBe(4); // the two tampering rows of the key are lost too
+    expect(tampered.lost).toBe(5); // the tampering rows of the key and the child are lost too
     expect(tampered.orderViolations).toBe(1);
     expect(tampered.unexplainedExecutions).toBeGreaterThanOrEqual(1);
     expect(tampered.pauseViolations).toBe(1);
@@ -120,10 +139,14 @@ describe('chaos (CI size), workers deleting completed jobs', () => {
     const s = `"${deleting.schema}"`;
     const { rows } = await admin.query(
       `select (select count(*)::int from ${s}.jobs where state = 'completed') as kept,
+         (select count(*)::int from ${s}.jobs where state = 'completed' and dependents is not null) as parents,
          (select coalesce(sum(completed), 0)::int from ${s}.completed_counts where kind = 'chaos') as counted`,
     );
-    // The rows really went, and the stats counted every one of them.
-    expect(rows[0]).toEqual({ kept: 0, counted: deleting.result.completed });
+    // The rows really went — but those of parents, kept for their children's ctx.parents() — and the
+    // stats counted every one of them.
+    expect(rows[0].kept).toBe(rows[0].parents);
+    expect(rows[0].counted + rows[0].kept).toBe(deleting.result.completed);
+    expect(deleting.result.dependencyViolations).toBe(0);
   });
 });
 
