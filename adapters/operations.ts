@@ -33,6 +33,12 @@ const enqueueOptionsSchema = z
       .strict()
       .optional(),
     correlationId: z.string().optional(),
+    // Job ids (in a flow, also the names of its other steps).
+    after: z
+      .array(z.union([z.string(), z.number().int().positive()]).transform(String))
+      .max(1000)
+      .optional(),
+    onParentFailure: z.enum(['cancel', 'run']).optional(),
   })
   .strict();
 
@@ -40,8 +46,20 @@ const jobInput = z
   .object({ kind: z.string(), payload: z.unknown(), options: enqueueOptionsSchema.optional() })
   .strict();
 
-/** The enqueue body: one job, or `{ jobs: [...] }` (at most 1000). */
-export const enqueueBodySchema = z.union([jobInput, z.object({ jobs: z.array(jobInput).min(1).max(1000) }).strict()]);
+/** The enqueue body: one job, `{ jobs: [...] }` (at most 1000), or a flow `{ flow: { name: job, … } }`. */
+export const enqueueBodySchema = z.union([
+  jobInput,
+  z.object({ jobs: z.array(jobInput).min(1).max(1000) }).strict(),
+  z
+    .object({
+      flow: z
+        .record(z.string(), jobInput)
+        .refine((steps) => Object.keys(steps).length >= 1 && Object.keys(steps).length <= 1000, {
+          message: 'a flow has 1 to 1000 steps',
+        }),
+    })
+    .strict(),
+]);
 
 export const replayBodySchema = z
   .object({
@@ -84,19 +102,26 @@ export async function enqueueFromBody(
   registry: JobRegistry,
   body: unknown,
   nudger?: Nudger,
-): Promise<{ results: EnqueueResult[] }> {
+): Promise<{ results: EnqueueResult[] } | { flow: Record<string, EnqueueResult> }> {
   const input = parseBody(enqueueBodySchema, body);
-  const items = 'jobs' in input ? input.jobs : [input];
-  const requests: JobRequest[] = items.map((item) => ({
+  const toRequest = (item: z.output<typeof jobInput>): JobRequest => ({
     job: registry.get(item.kind),
     payload: item.payload,
     options: (item.options ?? {}) as EnqueueOptions,
-  }));
+  });
   const config = runtime.settings.require('enqueue');
   const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes });
-  const results = await runtime.withDb((db) => enqueuer.enqueueMany(db, requests));
   // Committed (one statement, no transaction of ours): start the workers of these queues now.
-  await nudger?.nudge(requests.map((r) => r.options.queue ?? r.job.queue));
+  const nudge = (requests: readonly JobRequest[]) => nudger?.nudge(requests.map((r) => r.options.queue ?? r.job.queue));
+  if ('flow' in input) {
+    const steps = Object.fromEntries(Object.entries(input.flow).map(([name, item]) => [name, toRequest(item)]));
+    const flow = await runtime.withDb((db) => enqueuer.enqueueFlow(db, steps));
+    await nudge(Object.values(steps));
+    return { flow };
+  }
+  const requests = ('jobs' in input ? input.jobs : [input]).map(toRequest);
+  const results = await runtime.withDb((db) => enqueuer.enqueueMany(db, requests));
+  await nudge(requests);
   return { results };
 }
 

@@ -100,6 +100,10 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       deadline: date(o, 'deadline'),
       maxAttempts: num(o, 'max-attempts'),
       correlationId: str(o['correlation-id']),
+      after: str(o.after)
+        ?.split(',')
+        .map((id) => id.trim()),
+      onParentFailure: str(o['on-parent-failure']) as EnqueueOptions['onParentFailure'],
       dedupe: key
         ? mode === 'window'
           ? { key, mode: 'window', windowMs: num(o, 'window-ms') ?? 0 }
@@ -211,7 +215,7 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
     const shown = { ...job, payload: masked(registry, job), leaseToken: job.leaseToken };
     const lines = [
       `job ${job.id}  ${job.kind} on ${job.queue}  ${job.state}${job.deadReason ? ` (${job.deadReason})` : ''}`,
-      `attempt ${job.attempt} of ${job.maxAttempts}; run at ${job.runAt.toISOString()}; created ${job.createdAt.toISOString()}`,
+      `attempt ${job.attempt} of ${job.maxAttempts}; ${Number.isNaN(job.runAt.getTime()) ? 'waiting for the jobs before it to end' : `run at ${job.runAt.toISOString()}`}; created ${job.createdAt.toISOString()}`,
       `payload: ${JSON.stringify(shown.payload)}`,
       job.leaseToken
         ? `lease: ${job.leaseToken} held by ${job.lockedBy ?? '?'} until ${job.leaseExpiresAt?.toISOString() ?? '—'}`
@@ -220,6 +224,10 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       `replays: ${job.replayCount}${job.replayedAt ? ` (last ${job.replayedAt.toISOString()} by ${job.replayedBy})` : ''}`,
       ...(job.progress === null ? [] : [`progress: ${JSON.stringify(job.progress)}`]),
       ...(job.result === null ? [] : [`result: ${JSON.stringify(job.result)}`]),
+      ...(job.after.length === 0
+        ? []
+        : [`waits for: ${job.after.join(', ')} (if one dies or is cancelled: ${job.onParentFailure})`]),
+      ...(job.dependents.length === 0 ? [] : [`waited for by: ${job.dependents.join(', ')}`]),
       `errors (${job.errors.length}):`,
       ...job.errors.map((e) => `  attempt ${e.attempt ?? '?'}: ${e.class}: ${e.message}`),
     ];

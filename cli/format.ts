@@ -13,7 +13,9 @@ export function table(rows: readonly Record<string, unknown>[], columns: readonl
 
 export function text(value: unknown): string {
   if (value === null || value === undefined) return '';
-  if (value instanceof Date) return value.toISOString().replace('.000Z', 'Z');
+  // A job parked until others end (dependencies, ordering keys) runs at infinity: no date to show.
+  if (value instanceof Date)
+    return Number.isNaN(value.getTime()) ? 'waiting' : value.toISOString().replace('.000Z', 'Z');
   if (typeof value === 'object') return JSON.stringify(value);
   return String(value);
 }

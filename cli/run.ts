@@ -26,6 +26,8 @@ commands:
   enqueue <kind> --payload <json>       enqueue a job (needs --jobs)
       [--queue q] [--priority n] [--delay ms] [--run-at iso] [--deadline iso] [--max-attempts n]
       [--dedupe-key k] [--dedupe-mode skip|replace|window] [--window-ms n] [--correlation-id id]
+      [--after id,id…] [--on-parent-failure cancel|run]
+                                        --after: run once those jobs completed
   stats [--watch] [--interval ms] [--window s]
                                         depth per queue and kind; throughput and error rate over the window (300 s)
   jobs list [--state s] [--queue q] [--kind k] [--since iso] [--limit n]
@@ -99,6 +101,8 @@ const OPTIONS = {
   'dedupe-mode': { type: 'string' },
   'window-ms': { type: 'string' },
   'correlation-id': { type: 'string' },
+  after: { type: 'string' },
+  'on-parent-failure': { type: 'string' },
   watch: { type: 'boolean' },
   interval: { type: 'string' },
   window: { type: 'string' },

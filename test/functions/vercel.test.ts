@@ -22,7 +22,11 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
 });
 const count = async () =>
   (await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`)).rows[0].n as number;
-type Body = { error: { code: string; message: string }; results: { id: string; outcome: string }[] };
+type Body = {
+  error: { code: string; message: string };
+  results: { id: string; outcome: string }[];
+  flow: Record<string, { id: string; outcome: string }>;
+};
 const json = async (response: Response): Promise<Body> => (await response.json()) as Body;
 
 describe.each(ROUTES)(`Vercel $name route (${testDriver()})`, (route) => {
@@ -99,6 +103,33 @@ describe(`Vercel enqueue body checks (${testDriver()})`, () => {
     const { results } = await json(response);
     expect(results.map((r: { outcome: string }) => r.outcome)).toEqual(['inserted', 'deduplicated']);
     expect(results[0]?.id).toBe(results[1]?.id);
+  });
+
+  it('a flow answers with each step by name; a child waits for its parent; a bad step name is a 400', async () => {
+    const body = JSON.stringify({
+      flow: {
+        first: { kind: 'send-email', payload: email },
+        then: { kind: 'send-email', payload: email, options: { after: ['first'], onParentFailure: 'run' } },
+      },
+    });
+    const response = await route.make(env())(routeRequest(route, auth, { body }));
+    expect(response.status).toBe(200);
+    const { flow } = await json(response);
+    expect(Object.keys(flow)).toEqual(['first', 'then']);
+    const { rows } = await t.admin.query(`select after::text[] as after from "${t.schema}".jobs where id = $1`, [
+      flow.then?.id,
+    ]);
+    expect(rows[0].after).toEqual([flow.first?.id]);
+    const bad = JSON.stringify({
+      flow: { first: { kind: 'send-email', payload: email, options: { after: ['nope'] } } },
+    });
+    const refused = await route.make(env())(routeRequest(route, auth, { body: bad }));
+    expect(refused.status).toBe(400);
+    expect((await json(refused)).error).toMatchObject({
+      code: 'invalid_options',
+      message: expect.stringMatching(/"nope" is not a job id or the name of another step/),
+    });
+    expect(await count()).toBe(2);
   });
 });
 

@@ -123,6 +123,37 @@ describe('skiplock CLI against a real database', () => {
     expect((await cli('jobs', 'show', '2')).out).not.toMatch(/^result:/m);
   });
 
+  it('enqueue --after makes a job wait for others; jobs show prints both ends', async () => {
+    const child = JSON.parse(
+      (
+        await cli(
+          'enqueue',
+          'ping',
+          '--payload',
+          '{"n":5}',
+          '--after',
+          '1',
+          '--on-parent-failure',
+          'run',
+          '--json',
+          ...JOBS,
+        )
+      ).out,
+    ) as { id: string };
+    // A job parked until others end (here, or behind an ordering key) has no run-at date to print.
+    const shown = await cli('jobs', 'show', child.id);
+    expect(shown.out).toMatch(/; waiting for the jobs before it to end;/);
+    expect((await cli('jobs', 'list')).out).toMatch(new RegExp(`^${child.id} +ping .* waiting`, 'm'));
+    expect(shown.out).toMatch(/^waits for: 1 \(if one dies or is cancelled: run\)$/m);
+    expect((await cli('jobs', 'show', '1')).out).toMatch(new RegExp(`^waited for by: ${child.id}$`, 'm'));
+    const bad = await cli('enqueue', 'ping', '--payload', '{"n":5}', '--after', '1,x', ...JOBS);
+    expect(bad.code).toBe(EXIT.usage);
+    expect(bad.err).toMatch(/after: "x" is not a job id/);
+    // The rest of this file counts the jobs it made before.
+    await admin.query(`delete from "${schema}".jobs where id = $1`, [child.id]);
+    await admin.query(`update "${schema}".jobs set dependents = null where id = 1`);
+  });
+
   it('dlq list and dlq replay (dry run, by id, refused when not dead), cancel and retry', async () => {
     // Kill job 2 through the real statements.
     const db = connect({ connectionString: inject('databaseUrl') });
