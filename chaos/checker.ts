@@ -166,15 +166,24 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
       from events)
     select count(*) as n from live
     where d = 1 and (in_queue > ${LIMITED.maxRunning} or in_key > ${LIMITED.perKey})`);
-  const parentEnds = (runAnyway: string) => `
-    select min(a.at) from ${s}.chaos_audit a where a.job_id = p.id and a.old_state = 'running'
-      and (a.new_state in ('completed', 'deleted') or (${runAnyway} and a.new_state in ('dead', 'cancelled')))`;
+  // When each parent first ended: completed (or deleted on completion), and ended by any path.
   const startedEarly = await one(`
+    with parents as (
+      select distinct p.id from ${s}.chaos_enqueued e cross join lateral unnest(e.parents) as p(id)
+      where e.parents is not null),
+    ends as (
+      select a.job_id,
+        min(a.at) filter (where a.new_state in ('completed', 'deleted')) as completed_at,
+        min(a.at) filter (where a.new_state in ('completed', 'deleted', 'dead', 'cancelled')) as ended_at
+      from ${s}.chaos_audit a join parents p on p.id = a.job_id
+      where a.old_state = 'running'
+      group by a.job_id)
     select count(*) as n from ${s}.chaos_enqueued e
     join ${s}.chaos_audit a on a.job_id = e.job_id and a.new_state = 'running' and a.new_attempt = a.old_attempt + 1
     cross join lateral unnest(e.parents) as p(id)
+    left join ends x on x.job_id = p.id
     where e.parents is not null
-      and coalesce((${parentEnds('e.run_anyway')}), 'infinity') > a.at`);
+      and coalesce(case when e.run_anyway then x.ended_at else x.completed_at end, 'infinity') > a.at`);
   const notCancelled = await one(`
     select count(*) as n from ${s}.chaos_enqueued e join ${s}.jobs j on j.id = e.job_id
     where e.parents is not null and not e.run_anyway
