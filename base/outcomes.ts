@@ -73,6 +73,8 @@ export interface SettledJob {
   state: 'completed' | 'queued' | 'dead' | 'cancelled';
   deadReason: string | null;
   runAt: Date;
+  /** Jobs wait for this one (enqueue `after`): ending dead or cancelled, it cancelled or released them. */
+  hasDependents?: true;
 }
 
 /**

@@ -125,7 +125,7 @@ export interface QueueStatsRow {
   ready: number;
   scheduled: number;
   retryWaiting: number;
-  /** Jobs of an ordering key waiting for the job before them to end. */
+  /** Jobs waiting for others to end: ordering-key followers, and jobs waiting for their parents (`after`). */
   waiting: number;
   running: number;
   leaseExpired: number;

@@ -171,6 +171,8 @@ export class Ledger {
         durationMs: clock.now() - item.startedAt,
         ...(result?.state === 'queued' ? { nextRunAt: result.runAt.toISOString() } : {}),
         ...(result?.deadReason ? { reason: result.deadReason } : {}),
+        // Dead or cancelled with jobs waiting for it: they were cancelled (dependency_failed) or released.
+        ...(result?.hasDependents ? { hasDependents: true } : {}),
         ...(item.reason && state !== 'completed' ? { error: item.reason } : {}),
       });
     }

@@ -32,10 +32,22 @@ export async function settleJobs(
   return rows.map(toSettledJob);
 }
 
-export type SettledRow = { id: string; state: SettledJob['state']; dead_reason: string | null; run_at_ms: number };
+export type SettledRow = {
+  id: string;
+  state: SettledJob['state'];
+  dead_reason: string | null;
+  run_at_ms: number;
+  parent?: boolean;
+};
 
 export function toSettledJob(r: SettledRow): SettledJob {
-  return { id: r.id, state: r.state, deadReason: r.dead_reason, runAt: new Date(r.run_at_ms) };
+  return {
+    id: r.id,
+    state: r.state,
+    deadReason: r.dead_reason,
+    runAt: new Date(r.run_at_ms),
+    ...(r.parent ? { hasDependents: true as const } : {}),
+  };
 }
 
 /** Writes a batch of outcomes (as settleJobs) and reports only the exceptions. */
@@ -78,18 +90,19 @@ export type SettleReportTuple = [
   state: SettleReportRow['state'],
   deadReason: string | null,
   runAtMs: number | null,
+  parent: boolean | null,
 ];
 
 export function addReportTuples(report: SettleReport, tuples: readonly SettleReportTuple[] | null | undefined): void {
-  for (const [row_kind, id, state, dead_reason, run_at_ms] of tuples ?? []) {
+  for (const [row_kind, id, state, dead_reason, run_at_ms, parent] of tuples ?? []) {
     if (row_kind === 'lost') report.lost.add(id);
-    else report.changed.set(id, toSettledJob({ id, state, dead_reason, run_at_ms } as SettledRow));
+    else report.changed.set(id, toSettledJob({ id, state, dead_reason, run_at_ms, parent } as SettledRow));
   }
 }
 
 /** The report rows of settleCtes as one JSON array of SettleReportTuple (null when there are none). */
 export function settleReportJson(): SQL {
-  return sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms))
+  return sql`(select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms, s.parent))
     from (${settleReportRows()}) s)`;
 }
 
@@ -159,10 +172,10 @@ function releaseNextCtes(schema: string, outcomes: readonly Outcome[]): SQL {
  */
 function settleReportRows(): SQL {
   return sql`select 'settled' as row_kind, s.id::text as id, s.state, s.dead_reason,
-        ${epochMs(sql`s.run_at`)} as run_at_ms
+        ${epochMs(sql`s.run_at`)} as run_at_ms, s.parent
       from settled s where s.state <> 'completed'
       union all
-      select 'lost', i.id::text, null, null, null::float8
+      select 'lost', i.id::text, null, null, null::float8, null
       from settle_input i where i.id not in (select id from settled)`;
 }
 

@@ -4,7 +4,7 @@ import { InvalidOptionsError } from '../../base/errors.js';
 import type { ParentJob } from '../../base/rows.js';
 import { cancel, getJob } from '../../core/admin.js';
 import { defineJob } from '../../core/jobs.js';
-import { silentLogger } from '../../core/logger.js';
+import { jsonLogger, silentLogger } from '../../core/logger.js';
 import { replay as replayDead } from '../../core/replay.js';
 import { createWorker, type WorkerOptions } from '../../core/worker.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
@@ -118,8 +118,13 @@ describe(`dependencies between jobs (${testDriver()})`, () => {
       grandchild: step.with({ name: 'grandchild' }, { after: ['child'] }),
       anyway: step.with({ name: 'anyway' }, { after: ['parent'], onParentFailure: 'run' }),
     });
-    expect(await run([step, fail])).toMatchObject({ dead: 1, completed: 1 });
+    const lines: string[] = [];
+    const logger = jsonLogger({ write: (line) => lines.push(line) });
+    expect(await run([step, fail], { logger })).toMatchObject({ dead: 1, completed: 1 });
     expect(ran).toEqual(['parent', 'anyway']);
+    // The dead parent's line says jobs waited for it (cancelled or released by its end).
+    const parentLine = lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'job' && l.jobId === flow.parent.id);
+    expect(parentLine).toMatchObject({ outcome: 'dead', hasDependents: true });
     expect(seen.get('anyway')).toEqual([{ id: flow.parent.id, kind: 'fail', state: 'dead', result: null }]);
     for (const name of ['child', 'grandchild'] as const) {
       expect(await job(flow[name].id)).toMatchObject({ state: 'cancelled', deadReason: 'dependency_failed' });
@@ -192,6 +197,23 @@ describe(`dependencies between jobs (${testDriver()})`, () => {
     expect(await getJob(t.db, plain?.id as string, { schema: t.schema })).toBeNull();
     expect(await getJob(t.db, flow.child.id, { schema: t.schema })).toBeNull();
     expect((await job(flow.parent.id)).state).toBe('completed');
+  });
+
+  it('a child with a dedupe key enqueued again is deduplicated: the holder keeps its own parents', async () => {
+    const { ran, step } = steps();
+    const first = await q.enqueueFlow(t.db, {
+      p: step.with({ name: 'p1' }),
+      c: step.with({ name: 'c' }, { after: ['p'], dedupe: { key: 'report' } }),
+    });
+    const second = await q.enqueueFlow(t.db, {
+      p: step.with({ name: 'p2' }),
+      c: step.with({ name: 'c' }, { after: ['p'], dedupe: { key: 'report' } }),
+    });
+    expect(second.c).toEqual({ id: first.c.id, outcome: 'deduplicated' });
+    expect(await job(first.c.id)).toMatchObject({ after: [first.p.id] });
+    expect(await run([step])).toMatchObject({ completed: 3 });
+    expect(ran.filter((n) => n === 'c')).toHaveLength(1);
+    expect(ran.indexOf('c')).toBeGreaterThan(ran.indexOf('p1'));
   });
 
   it('refuses what it cannot honour, with a clear error, and writes nothing', async () => {
