@@ -73,15 +73,15 @@ describe(`least-privilege roles from docs/roles.sql (${testDriver()})`, () => {
       // Dependencies: a flow, and a child after an existing job (the parent's row takes its id).
       const flow = await q.enqueueFlow(db, {
         first: task.with({ n: 9 }),
-        then: task.with({ n: 10 }, { after: ['first'] }),
+        next: task.with({ n: 10 }, { after: ['first'] }),
       });
       const late = await q.enqueue(db, task, { n: 11 }, { after: [flow.first.id] });
       const waiting = await t.admin.query(
         `select id::text from "${t.schema}".jobs where after is not null and run_at = 'infinity' order by id`,
       );
-      expect(waiting.rows.map((r) => r.id)).toEqual([flow.then.id, late.id]);
+      expect(waiting.rows.map((r) => r.id)).toEqual([flow.next.id, late.id]);
       await t.admin.query(`delete from "${t.schema}".jobs where id = any($1::bigint[])`, [
-        [flow.first.id, flow.then.id, late.id],
+        [flow.first.id, flow.next.id, late.id],
       ]);
       for (const forbidden of [
         sql`select lease_token, last_error from ${sql.identifier(t.schema)}.jobs`,

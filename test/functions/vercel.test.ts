@@ -109,15 +109,15 @@ describe(`Vercel enqueue body checks (${testDriver()})`, () => {
     const body = JSON.stringify({
       flow: {
         first: { kind: 'send-email', payload: email },
-        then: { kind: 'send-email', payload: email, options: { after: ['first'], onParentFailure: 'run' } },
+        next: { kind: 'send-email', payload: email, options: { after: ['first'], onParentFailure: 'run' } },
       },
     });
     const response = await route.make(env())(routeRequest(route, auth, { body }));
     expect(response.status).toBe(200);
     const { flow } = await json(response);
-    expect(Object.keys(flow)).toEqual(['first', 'then']);
+    expect(Object.keys(flow)).toEqual(['first', 'next']);
     const { rows } = await t.admin.query(`select after::text[] as after from "${t.schema}".jobs where id = $1`, [
-      flow.then?.id,
+      flow.next?.id,
     ]);
     expect(rows[0].after).toEqual([flow.first?.id]);
     const bad = JSON.stringify({
