@@ -3,6 +3,7 @@ import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
 import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
+import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { controlFromBody } from './control.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
@@ -68,6 +69,11 @@ export interface LambdaWorkerOptions {
    * scheduler's minute tick drives them, no extra cron needed. @defaultValue none
    */
   schedules?: readonly ScheduleDefinition[];
+  /**
+   * Spans for each claim and attempt, linked to the enqueue's (OpenTelemetry: `otelTracing()` from
+   * `skiplock/otel`). @defaultValue none
+   */
+  tracing?: Tracing;
 }
 
 function fanOutOf(option: InvocationStarter | false | undefined, context: LambdaContext) {
@@ -94,6 +100,7 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
         clock: options.clock,
         fanOut: fanOutOf(options.fanOut, context),
         schedules: options.schedules,
+        tracing: options.tracing,
       });
     } catch (err) {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });
@@ -155,7 +162,8 @@ function toHttpApiResult(response: HttpResponse): HttpApiResult {
 /**
  * Enqueue: over HTTP (API Gateway HTTP API / function URL, bearer SKIPLOCK_ENQUEUE_TOKEN)
  * or by direct invoke (IAM-authorized; the event is the body). Body: `{ kind, payload,
- * options? }` or `{ jobs: [...] }`. Answers `{ results: [{ id, outcome }] }`.
+ * options? }`, `{ jobs: [...] }` or `{ flow: { step: job } }`. Answers `{ results: [{ id, outcome }] }`
+ * (a flow: `{ flow: { step: { id, outcome } } }`).
  */
 export interface LambdaEnqueueOptions {
   /** @defaultValue process.env */
@@ -167,6 +175,8 @@ export interface LambdaEnqueueOptions {
   nudger?: Nudger;
   /** The nudges' clock (tests: the coalescing window). @defaultValue the system clock */
   clock?: Clock;
+  /** A producer span around each enqueue, its context stored with the jobs (`otelTracing()`). @defaultValue none */
+  tracing?: Tracing;
 }
 
 export function createLambdaEnqueue(jobs: Kinds, options: LambdaEnqueueOptions = {}) {
@@ -188,7 +198,7 @@ export function createLambdaEnqueue(jobs: Kinds, options: LambdaEnqueueOptions =
   };
   return invokeOrHttp(options.env, 'SKIPLOCK_ENQUEUE_TOKEN', 'enqueue', async (runtime, body) => ({
     status: 200,
-    body: await enqueueFromBody(runtime, registry, body, nudgerOf(runtime)),
+    body: await enqueueFromBody(runtime, registry, body, nudgerOf(runtime), options.tracing),
   }));
 }
 

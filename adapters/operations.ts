@@ -9,6 +9,7 @@ import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
 import type { Nudger } from '../core/nudge.js';
 import { replay } from '../core/replay.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
+import type { Tracing } from '../core/tracing.js';
 import { createWorker, type InvocationStarter, type InvocationSummary } from '../core/worker.js';
 import { migrate } from '../db/migrate.js';
 import { HttpError } from './http.js';
@@ -102,6 +103,7 @@ export async function enqueueFromBody(
   registry: JobRegistry,
   body: unknown,
   nudger?: Nudger,
+  tracing?: Tracing,
 ): Promise<{ results: EnqueueResult[] } | { flow: Record<string, EnqueueResult> }> {
   const input = parseBody(enqueueBodySchema, body);
   const toRequest = (item: z.output<typeof jobInput>): JobRequest => ({
@@ -110,7 +112,7 @@ export async function enqueueFromBody(
     options: (item.options ?? {}) as EnqueueOptions,
   });
   const config = runtime.settings.require('enqueue');
-  const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes });
+  const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes, tracing });
   // Committed (one statement, no transaction of ours): start the workers of these queues now.
   const nudge = (requests: readonly JobRequest[]) => nudger?.nudge(requests.map((r) => r.options.queue ?? r.job.queue));
   if ('flow' in input) {
@@ -154,6 +156,8 @@ export interface WorkerRun {
   name?: string;
   /** Recurring schedules the invocation ticks as it starts. @defaultValue none */
   schedules?: readonly ScheduleDefinition[];
+  /** Spans for claims and attempts. @defaultValue none */
+  tracing?: Tracing;
 }
 
 /**
@@ -192,6 +196,7 @@ export async function runWorker(
         fanOutTargetMs: config.fanOutTargetMs,
         lingerMs: config.lingerMs,
         schedules: run.schedules,
+        tracing: run.tracing,
       }).runInvocation({ remainingMs: Math.max(0, deadlineAt - clock.now()), invocationId: run.invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );

@@ -3,6 +3,7 @@ import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
 import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
+import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { controlFromBody } from './control.js';
 import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
@@ -53,6 +54,11 @@ export interface VercelWorkerOptions {
    * scheduler's minute tick drives them, no extra cron needed. @defaultValue none
    */
   schedules?: readonly ScheduleDefinition[];
+  /**
+   * Spans for each claim and attempt, linked to the enqueue's (OpenTelemetry: `otelTracing()` from
+   * `skiplock/otel`). @defaultValue none
+   */
+  tracing?: Tracing;
 }
 export type RouteHandler = (request: Request) => Promise<Response>;
 
@@ -132,13 +138,14 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
     const config = runtime.settings.require('worker');
-    const { queues, kinds, clock, schedules } = options;
+    const { queues, kinds, clock, schedules, tracing } = options;
     const run: WorkerRun = {
       remainingMs: options.maxDurationMs ?? config.maxDurationMs,
       queues,
       kinds,
       clock,
       schedules,
+      tracing,
       name: options.name ?? (env.SKIPLOCK_WORKER_NAME ? undefined : nameOfRoute(url.pathname)),
       fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(options.fanOut, runtime, url, env.CRON_SECRET),
     };
@@ -175,6 +182,8 @@ export interface VercelEnqueueOptions {
   nudger?: Nudger;
   /** The nudges' clock (tests: the coalescing window). @defaultValue the system clock */
   clock?: Clock;
+  /** A producer span around each enqueue, its context stored with the jobs (`otelTracing()`). @defaultValue none */
+  tracing?: Tracing;
 }
 
 /** POST enqueue route (bearer SKIPLOCK_ENQUEUE_TOKEN); nudges the workers of the queues it wrote to. */
@@ -211,7 +220,7 @@ export function createVercelEnqueue(jobs: Kinds, options: VercelEnqueueOptions =
     const runtime = sharedRuntime(env);
     const body = await readJson(request, runtime.settings.require('enqueue').maxBodyBytes);
     const nudger = await nudgerOf(runtime, env, url);
-    return { status: 200, body: await enqueueFromBody(runtime, registry, body, nudger) };
+    return { status: 200, body: await enqueueFromBody(runtime, registry, body, nudger, options.tracing) };
   });
 }
 

@@ -38,6 +38,8 @@ export interface JobInsertRow {
   after_ords?: number[] | null;
   /** What a parent's death or cancellation does to this job; null without parents. */
   on_parent_failure?: 'cancel' | 'run' | null;
+  /** The enqueue's trace context (tracing on), or null. */
+  trace_context?: Record<string, string> | null;
 }
 
 export interface ClaimedJob {
@@ -57,6 +59,8 @@ export interface ClaimedJob {
   destination?: string | null;
   /** The progress an earlier attempt reported (null when none did). */
   progress?: unknown;
+  /** The trace context its enqueue stored (tracing on), which its attempts' spans link to. */
+  traceContext?: Record<string, string>;
 }
 
 /** Rows moved to the DLQ instead of running (deadline passed, attempts exhausted by rescues). */

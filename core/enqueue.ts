@@ -22,6 +22,7 @@ import { issuesOf } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
 import type { Nudger } from './nudge.js';
 import { unstorableInJson } from './text.js';
+import type { Tracing } from './tracing.js';
 
 export interface EnqueueConfig {
   /** Schema holding skiplock's tables. @defaultValue 'skiplock' */
@@ -33,6 +34,11 @@ export interface EnqueueConfig {
    * (e.g. `createLambdaNudger` from skiplock/lambda). @defaultValue none: jobs wait for the cron tick
    */
   nudger?: Nudger;
+  /**
+   * A producer span around each enqueue, whose context is stored with its jobs for their attempts'
+   * spans to link to: `otelTracing()` from `skiplock/otel` (OpenTelemetry). @defaultValue none
+   */
+  tracing?: Tracing;
 }
 
 export const ENQUEUE_DEFAULTS = { schema: DEFAULT_SCHEMA, maxPayloadBytes: 256 * 1024 } as const;
@@ -140,7 +146,21 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     if (nudged.length > 0 && !config.nudger) {
       throw new InvalidOptionsError('nudge: true needs a nudger: createEnqueuer({ nudger })');
     }
-    const db = databaseOf(target);
+    const { tracing } = config;
+    const results = tracing
+      ? await tracing.enqueue(
+          rows,
+          (carrier) =>
+            insertRows(databaseOf(target), carrier ? rows.map((row) => ({ ...row, trace_context: carrier })) : rows),
+          (written) => written.map((r) => r.id),
+        )
+      : await insertRows(databaseOf(target), rows);
+    if (nudged.length > 0) await config.nudger?.nudge(nudged);
+    return results;
+  };
+
+  /** Writes the rows (a second pass for dedupe holders it could not see), one result per row. */
+  const insertRows = async (db: AnyPgDatabase, rows: JobInsertRow[]): Promise<EnqueueResult[]> => {
     const results: (EnqueueResult | undefined)[] = new Array(rows.length);
     const supersededBy = supersededReplaceRows(rows);
 
@@ -189,7 +209,6 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     if (pending.length > 0) {
       throw new SkiplockError('dedupe_conflict', 'could not settle dedupe keys under heavy contention; retry');
     }
-    if (nudged.length > 0) await config.nudger?.nudge(nudged);
     return results as EnqueueResult[];
   };
 

@@ -187,5 +187,12 @@ export const MIGRATIONS: readonly Migration[] = [
       "-- Not `UPDATE OF state`: in a statement with several UPDATEs of jobs (a settle beside a claim, an\n-- ordering key's release beside a cancel) the statement trigger fires once, after the last of them,\n-- and with a column list it is dropped when that last one sets no state (seen on PostgreSQL 15).\nCREATE TRIGGER jobs_dependents AFTER UPDATE ON \"skiplock\".jobs\nFOR EACH STATEMENT\nEXECUTE FUNCTION \"skiplock\".jobs_dependents();",
       "-- job_status shows a job's parents, its children and what a parent's failure does to it.\nCREATE OR REPLACE VIEW \"skiplock\".\"job_status\" AS\nSELECT\n  j.id, j.kind, j.created_at, j.correlation_id, j.dedupe_key, j.dedupe_mode, j.dedupe_window, j.queue,\n  j.priority, j.max_attempts, j.deadline, j.payload, j.run_at, j.started_at, j.state, j.attempt,\n  j.lease_token, j.lease_expires_at, j.locked_by, j.attempted_at, j.finished_at, j.updated_at,\n  j.dead_reason, j.progress, j.last_error, j.errors, j.replay_count, j.replayed_at, j.replayed_by,\n  CASE\n    WHEN j.state = 'queued' AND j.run_at = 'infinity' THEN 'waiting'\n    WHEN j.state = 'queued' AND j.run_at > clock_timestamp() AND j.attempt > 0 THEN 'retry_waiting'\n    WHEN j.state = 'queued' AND j.run_at > clock_timestamp() THEN 'scheduled'\n    WHEN j.state = 'queued' THEN 'ready'\n    WHEN j.state = 'running' AND j.lease_expires_at <= clock_timestamp() THEN 'lease_expired'\n    ELSE j.state\n  END AS status,\n  j.ordering_key, j.concurrency_key, j.destination, j.result, j.after, j.dependents, j.on_parent_failure\nFROM \"skiplock\".\"jobs\" j;"
     ]
+  },
+  {
+    "tag": "0019_trace_context",
+    "hash": "29aa59c0ab1ef27941f369e24e763077f52c6ec607a8a6d8aeff37a9fb6b04d2",
+    "statements": [
+      "ALTER TABLE \"skiplock\".\"jobs\" ADD COLUMN \"trace_context\" jsonb;"
+    ]
   }
 ];

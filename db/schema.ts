@@ -90,6 +90,9 @@ export function jobsTableIn(schema: PgSchema<string>) {
       after: bigint('after', { mode: 'bigint' }).array(),
       onParentFailure: text('on_parent_failure', { enum: ['cancel', 'run'] }),
       dependents: bigint('dependents', { mode: 'bigint' }).array(),
+      // The enqueue's trace context (W3C traceparent and tracestate), written when tracing is on:
+      // each attempt's span links to it.
+      traceContext: jsonb('trace_context'),
     },
     (t) => [
       check('jobs_state_check', sql`${t.state} in ('queued', 'running', 'completed', 'dead', 'cancelled')`),

@@ -8,6 +8,7 @@ import { countsAgainstDestination } from '../destinations.js';
 import { decideFailure } from '../failure.js';
 import { describeIssues } from '../issues.js';
 import { type Logger, withFields } from '../logger.js';
+import type { AttemptTrace } from '../tracing.js';
 import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
 import type { Kind, WorkerSettings } from './settings.js';
 
@@ -85,6 +86,10 @@ export class Attempt implements ContextSource {
   #logger: Logger | undefined = undefined;
   /** The progress last reported: the claim's (an earlier attempt's), then this attempt's. */
   lastProgress: unknown;
+  /** Its span (the worker's `tracing`), ended with it. */
+  #trace: AttemptTrace | undefined = undefined;
+  /** What it threw, for its span. */
+  #thrown: unknown = undefined;
 
   /** The worker's breaker settings by destination. */
   get breakers(): WorkerSettings['breakers'] {
@@ -102,6 +107,7 @@ export class Attempt implements ContextSource {
 
   /** Starts the handler. The end is reported to the host, never returned. */
   run(): void {
+    this.#trace = this.#host.settings.tracing?.attempt(this.job);
     const { definition, handler } = this.kind;
     const parsed = definition.payloadSchema.safeParse(this.job.payload);
     if (!parsed.success) {
@@ -118,7 +124,8 @@ export class Attempt implements ContextSource {
     }
     let returned: unknown;
     try {
-      returned = handler(parsed.data, new HandlerContext(this));
+      const context = new HandlerContext(this);
+      returned = this.#trace ? this.#trace.run(() => handler(parsed.data, context)) : handler(parsed.data, context);
     } catch (thrown) {
       this.fail(thrown);
       return;
@@ -142,7 +149,10 @@ export class Attempt implements ContextSource {
     const { id, leaseToken } = this.job;
     try {
       await db.db.transaction(async (tx) => {
-        const value = await this.kind.handler(payload, new TransactionalHandlerContext(this, tx));
+        const context = new TransactionalHandlerContext(this, tx);
+        const value = await (this.#trace
+          ? this.#trace.run(() => this.kind.handler(payload, context))
+          : this.kind.handler(payload, context));
         if (this.aborted) throw this.aborted;
         const result = resultOf(value, this.#host.settings.maxResultBytes);
         if (result instanceof ResultError) throw result;
@@ -205,6 +215,7 @@ export class Attempt implements ContextSource {
   /** The handler threw (or the attempt was aborted): a lost lease, or a failure to write. */
   fail(thrown: unknown): void {
     if (this.end) return;
+    this.#thrown = thrown;
     if (thrown instanceof JobAbort && thrown.reason === 'lease_lost') this.#finish('lease_lost');
     else this.#finish(failureOutcome(this, thrown));
   }
@@ -212,6 +223,10 @@ export class Attempt implements ContextSource {
   #finish(end: AttemptEnd): void {
     if (this.end) return;
     this.end = end;
+    if (this.#trace) {
+      const outcome = typeof end === 'string' ? (end === 'committed' ? 'completed' : end) : end.outcome.outcome;
+      this.#trace.end(outcome, outcome === 'completed' ? undefined : this.#thrown);
+    }
     this.#host.ended(this);
   }
 

@@ -3,9 +3,10 @@ import { InvocationDeadlineError } from '../../base/errors.js';
 import type { ClaimedJob } from '../../base/rows.js';
 import { scrubSecrets } from '../../db/execute.js';
 import { buryDoomed } from '../../db/statements/bury.js';
-import { claimJobs } from '../../db/statements/claim.js';
+import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
 import { releaseJobs } from '../../db/statements/settle.js';
 import { runSchedules } from '../schedules.js';
+import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
 import { Deadline, Watchdog } from './deadline.js';
@@ -368,20 +369,22 @@ export class Invocation implements AttemptHost {
     const [settled, claimed] = await Promise.allSettled([
       settling,
       this.#deadline.inTime(
-        claimJobs(db.db, schema, {
-          leases,
-          queues,
-          limit,
-          ...this.#admission?.lanePlan(this.#claims++),
-          invocationId: this.invocationId,
-          settle: outcomesOf(batch),
-          completion,
-          limits: this.settings.limits,
-          rateLimits: this.settings.rateLimits,
-          windows: this.settings.windows,
-          flow: this.settings.claimShape.flow,
-          rated: this.settings.claimShape.rated,
-        }),
+        traced(this.settings.tracing, queues, () =>
+          claimJobs(db.db, schema, {
+            leases,
+            queues,
+            limit,
+            ...this.#admission?.lanePlan(this.#claims++),
+            invocationId: this.invocationId,
+            settle: outcomesOf(batch),
+            completion,
+            limits: this.settings.limits,
+            rateLimits: this.settings.rateLimits,
+            windows: this.settings.windows,
+            flow: this.settings.claimShape.flow,
+            rated: this.settings.claimShape.rated,
+          }),
+        ),
       ),
     ]);
     // Jobs claimed are taken in even if the settle beside the claim failed: the error path then
@@ -486,4 +489,13 @@ export class Invocation implements AttemptHost {
     }
     this.#to('stopped');
   }
+}
+
+/** The claim, in a span when the worker traces. */
+function traced(
+  tracing: Tracing | undefined,
+  queues: readonly string[] | undefined,
+  claim: () => Promise<ClaimResult>,
+): Promise<ClaimResult> {
+  return tracing ? tracing.claim(queues, claim, (result) => result.jobs.length) : claim();
 }

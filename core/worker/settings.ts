@@ -8,6 +8,7 @@ import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
 import type { Logger } from '../logger.js';
 import type { ScheduleDefinition } from '../schedules.js';
+import type { Tracing } from '../tracing.js';
 import type { InvocationStarter } from './admission.js';
 
 /** A kind this worker runs: its definition and the handler it was given. */
@@ -68,4 +69,6 @@ export interface WorkerSettings {
    * the claim shape its last one ended with. The only state shared between invocations.
    */
   readonly claimShape: { flow: boolean; rated: boolean };
+  /** Spans for claims and attempts (the worker's `tracing`), or undefined. */
+  readonly tracing: Tracing | undefined;
 }

@@ -8,6 +8,7 @@ import { declaredLimits, declaredRateLimits, declaredWindows, type JobDefinition
 import { jsonLogger, type Logger } from '../logger.js';
 import { type DeclaredRateLimit, type RateLimit, rateLimitOption } from '../rate-limits.js';
 import type { ScheduleDefinition } from '../schedules.js';
+import type { Tracing } from '../tracing.js';
 import type { InvocationStarter } from './admission.js';
 import { Invocation } from './invocation.js';
 import type { Kind, WorkerSettings } from './settings.js';
@@ -110,6 +111,11 @@ export interface WorkerOptions {
   schedules?: readonly ScheduleDefinition[];
   /** The least time between two schedule ticks of one warm instance. @defaultValue 10000 */
   scheduleTickMs?: number;
+  /**
+   * Spans for each claim and each attempt, linked to the enqueue's: `otelTracing()` from
+   * `skiplock/otel` (OpenTelemetry), or your own Tracing. @defaultValue none
+   */
+  tracing?: Tracing;
 }
 
 export const WORKER_DEFAULTS = {
@@ -240,6 +246,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     windows: declaredWindows(options.jobs),
     schedules,
     scheduleTickMs,
+    tracing: options.tracing,
     scheduleTick: tickStateOf(schedules),
     breakers: breakerOverrides(options.breakers),
     claimShape: { flow: false, rated: false },

@@ -139,6 +139,7 @@ type ClaimRow = {
         orderingKey: string | null,
         destination: string | null,
         progress: unknown,
+        traceContext: Record<string, string> | null,
       ][]
     | null;
   report: SettleReportTuple[] | null;
@@ -261,6 +262,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
     orderingKey,
     destination,
     progress,
+    traceContext,
   ] of row.jobs ?? []) {
     result.jobs.push({
       id,
@@ -275,6 +277,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
       ...(orderingKey === null ? {} : { orderingKey }),
       ...(destination === null ? {} : { destination }),
       ...(progress === null ? {} : { progress }),
+      ...(traceContext === null ? {} : { traceContext }),
     });
   }
   return result;
@@ -447,7 +450,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
         errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
       from ${picked}
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
-        j.ordering_key, j.destination, j.concurrency_key, j.progress
+        j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     )${
       rated
         ? sql`,
@@ -458,7 +461,7 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
     -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
       (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress)
+          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context)
           order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       ${hasSettle ? settleReportJson() : sql`null::json`} as report,

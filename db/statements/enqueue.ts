@@ -66,6 +66,7 @@ export function insertJobsStatement(
     : runAt;
   // Rows with parents take the dependency CTEs: the raw input is `input0`, and `input` adds to it.
   const dependent = rows.some((r) => r.after_ids || r.after_ords);
+  const traced = rows.some((r) => r.trace_context);
   const input = sql`${sql.raw(dependent ? 'input0' : 'input')} as (
     select
       nextval(${`"${schema}".jobs_id_seq`}::regclass) as id,
@@ -78,7 +79,7 @@ export function insertJobsStatement(
       ord int, kind text, queue text, payload jsonb, priority smallint, run_at timestamptz,
       delay_ms bigint, max_attempts int, deadline timestamptz, dedupe_key text,
       dedupe_mode text, window_ms bigint, correlation_id text, ordering_key text, ordering_hold boolean,
-      concurrency_key text, destination text${dependent ? sql`, after_ids bigint[], after_ords int[], on_parent_failure text` : sql``}
+      concurrency_key text, destination text${dependent ? sql`, after_ids bigint[], after_ords int[], on_parent_failure text` : sql``}${traced ? sql`, trace_context jsonb` : sql``}
     )
     cross join (select clock_timestamp() as now) n
     ${guard ? sql`where ${guard.condition}` : sql``}
@@ -86,7 +87,7 @@ export function insertJobsStatement(
   // Columns only the calls that use them write.
   const concurrencyKeyed = rows.some((r) => r.concurrency_key !== null);
   const destined = rows.some((r) => r.destination !== null);
-  const keyColumns = sql`${keyed ? sql`, ordering_key, ordering_hold` : sql``}${concurrencyKeyed ? sql`, concurrency_key` : sql``}${destined ? sql`, destination` : sql``}${dependent ? sql`, state, finished_at, dead_reason, after, on_parent_failure, dependents` : sql``}`;
+  const keyColumns = sql`${keyed ? sql`, ordering_key, ordering_hold` : sql``}${concurrencyKeyed ? sql`, concurrency_key` : sql``}${destined ? sql`, destination` : sql``}${dependent ? sql`, state, finished_at, dead_reason, after, on_parent_failure, dependents` : sql``}${traced ? sql`, trace_context` : sql``}`;
   const insert = (where: SQL) => sql`insert into ${jobs} (
       id, kind, queue, payload, priority, run_at, max_attempts, deadline,
       dedupe_key, dedupe_mode, dedupe_window, correlation_id ${keyColumns}

@@ -68,6 +68,7 @@ describe('the packed package, installed into an app outside the repository', () 
     ).toEqual([]);
     const manifest = JSON.parse(readFileSync(join(app, 'node_modules/skiplock/package.json'), 'utf8'));
     expect(manifest.peerDependenciesMeta).toEqual({
+      '@opentelemetry/api': { optional: true },
       '@aws-sdk/client-lambda': { optional: true },
       '@aws-sdk/client-secrets-manager': { optional: true },
       '@vercel/functions': { optional: true },

@@ -1,0 +1,154 @@
+/**
+ * `skiplock/otel`: tracing with OpenTelemetry's API (`@opentelemetry/api`, an optional peer
+ * dependency; your SDK exports the spans). Spans follow OpenTelemetry's messaging conventions:
+ * - `send <queue>` (PRODUCER) around each enqueue call; its context is stored with each job;
+ * - `receive <queue>` (CLIENT) around each claim, with the number of jobs it took;
+ * - `process <queue>` (CONSUMER) around each attempt, a child of whatever is active in the
+ *   invocation (your Lambda or route span) and LINKED to its job's `send` span — the enqueuing
+ *   request's trace reaches the attempt however long the job waited — with the outcome, and the
+ *   error when it failed. The handler runs inside it: its own spans nest under it.
+ */
+import {
+  type Attributes,
+  context,
+  type Link,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
+import type { AttemptTrace, AttemptTraceOutcome, TraceCarrier, Tracing } from '../core/tracing.js';
+
+export interface OtelTracingOptions {
+  /** @defaultValue `trace.getTracer('skiplock')` from the global provider your SDK registered */
+  tracer?: Tracer;
+}
+
+const SYSTEM = { 'messaging.system': 'skiplock' } as const;
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** Tracing hooks for createWorker({ tracing }) and createEnqueuer({ tracing }), with OpenTelemetry. */
+export function otelTracing(options: OtelTracingOptions = {}): Tracing {
+  const tracer = () => options.tracer ?? trace.getTracer('skiplock');
+  return {
+    enqueue: (jobs, write, ids) => {
+      const queue = onlyOne(jobs.map((j) => j.queue));
+      const kind = onlyOne(jobs.map((j) => j.kind));
+      const attributes: Attributes = {
+        ...SYSTEM,
+        'messaging.operation.name': 'send',
+        'messaging.operation.type': 'send',
+        ...(queue === undefined ? {} : { 'messaging.destination.name': queue }),
+        ...(kind === undefined ? {} : { 'skiplock.job.kind': kind }),
+        ...(jobs.length > 1 ? { 'messaging.batch.message_count': jobs.length } : {}),
+      };
+      return tracer().startActiveSpan(
+        queue === undefined ? 'send' : `send ${queue}`,
+        { kind: SpanKind.PRODUCER, attributes },
+        async (span) => {
+          try {
+            const result = await write(carrierOf(span.spanContext()));
+            const written = ids(result);
+            if (written.length === 1 && written[0]) span.setAttribute('messaging.message.id', written[0]);
+            return result;
+          } catch (err) {
+            failed(span, err);
+            throw err;
+          } finally {
+            span.end();
+          }
+        },
+      );
+    },
+    claim: (queues, claim, count) => {
+      const queue = queues?.length === 1 ? queues[0] : undefined;
+      return tracer().startActiveSpan(
+        queue === undefined ? 'receive' : `receive ${queue}`,
+        {
+          kind: SpanKind.CLIENT,
+          attributes: {
+            ...SYSTEM,
+            'messaging.operation.name': 'receive',
+            'messaging.operation.type': 'receive',
+            ...(queue === undefined ? {} : { 'messaging.destination.name': queue }),
+          },
+        },
+        async (span) => {
+          try {
+            const result = await claim();
+            span.setAttribute('messaging.batch.message_count', count(result));
+            return result;
+          } catch (err) {
+            failed(span, err);
+            throw err;
+          } finally {
+            span.end();
+          }
+        },
+      );
+    },
+    attempt: (job): AttemptTrace => {
+      const link = spanContextOf(job.traceContext);
+      const links: Link[] = link ? [{ context: link }] : [];
+      const span = tracer().startSpan(
+        `process ${job.queue}`,
+        {
+          kind: SpanKind.CONSUMER,
+          links,
+          attributes: {
+            ...SYSTEM,
+            'messaging.operation.name': 'process',
+            'messaging.operation.type': 'process',
+            'messaging.destination.name': job.queue,
+            'messaging.message.id': job.id,
+            'skiplock.job.kind': job.kind,
+            'skiplock.job.attempt': job.attempt,
+          },
+        },
+        context.active(),
+      );
+      const active = trace.setSpan(context.active(), span);
+      return {
+        run: (fn) => context.with(active, fn),
+        end: (outcome: AttemptTraceOutcome, error?: unknown) => {
+          span.setAttribute('skiplock.job.outcome', outcome);
+          if (error !== undefined) failed(span, error);
+          else if (outcome !== 'completed') span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+          span.end();
+        },
+      };
+    },
+  };
+}
+
+/** The W3C trace context of `span`, as stored with a job; null when it is not a recording one. */
+function carrierOf(span: SpanContext): TraceCarrier | null {
+  if (!trace.isSpanContextValid(span)) return null;
+  const carrier: TraceCarrier = {
+    traceparent: `00-${span.traceId}-${span.spanId}-${span.traceFlags.toString(16).padStart(2, '0')}`,
+  };
+  const state = span.traceState?.serialize();
+  if (state) carrier.tracestate = state;
+  return carrier;
+}
+
+/** The span context a job's stored carrier names, or undefined (none, or not W3C). */
+function spanContextOf(carrier: TraceCarrier | undefined): SpanContext | undefined {
+  const match = carrier?.traceparent ? TRACEPARENT.exec(carrier.traceparent) : null;
+  if (!match) return undefined;
+  const [, traceId = '', spanId = '', flags = '00'] = match;
+  const context: SpanContext = { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true };
+  return trace.isSpanContextValid(context) ? context : undefined;
+}
+
+function failed(span: Span, err: unknown): void {
+  if (err instanceof Error) span.recordException(err);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+}
+
+function onlyOne(values: readonly string[]): string | undefined {
+  const first = values[0];
+  return values.every((v) => v === first) ? first : undefined;
+}

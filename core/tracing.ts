@@ -1,0 +1,44 @@
+/**
+ * Tracing hooks: the core calls them around an enqueue, a claim and each attempt, and stores what
+ * the enqueue's hook hands it with each job. `otelTracing()` from `skiplock/otel` implements them
+ * with OpenTelemetry's API (spans after its messaging conventions); the core itself imports no
+ * tracing library, and without a `tracing` option none of this runs.
+ */
+
+/** A job's trace context as stored with it: W3C `traceparent` (and `tracestate`), as propagators write them. */
+export type TraceCarrier = Record<string, string>;
+
+/** How one attempt ended, as its span records it. */
+export type AttemptTraceOutcome = 'completed' | 'retry' | 'dead' | 'cancelled' | 'lease_lost';
+
+export interface Tracing {
+  /**
+   * Runs `write` (the enqueue statement) inside a producer span for `jobs`. `write` gets the trace
+   * context to store with each of them (the span's own: each attempt links back to it), or null when
+   * there is nothing to record. `ids` reads the jobs' ids from what `write` returned.
+   */
+  enqueue<T>(
+    jobs: readonly { kind: string; queue: string }[],
+    write: (carrier: TraceCarrier | null) => Promise<T>,
+    ids: (result: T) => readonly (string | null)[],
+  ): Promise<T>;
+  /** Runs `claim` (one claim statement) inside a span; `count` reads how many jobs it took. */
+  claim<T>(queues: readonly string[] | undefined, claim: () => Promise<T>, count: (result: T) => number): Promise<T>;
+  /** Starts the span of one attempt, linked to the context its job was enqueued under. */
+  attempt(job: AttemptTraceJob): AttemptTrace;
+}
+
+export interface AttemptTraceJob {
+  id: string;
+  kind: string;
+  queue: string;
+  attempt: number;
+  traceContext?: TraceCarrier;
+}
+
+export interface AttemptTrace {
+  /** Calls the handler with the attempt's span as the active one (its own spans nest under it). */
+  run<T>(fn: () => T): T;
+  /** Ends the span with the attempt's outcome, and the error when it failed. Called once. */
+  end(outcome: AttemptTraceOutcome, error?: unknown): void;
+}

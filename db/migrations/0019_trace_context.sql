@@ -1,0 +1,1 @@
+ALTER TABLE "skiplock"."jobs" ADD COLUMN "trace_context" jsonb;

@@ -1,0 +1,169 @@
+import { context, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { otelTracing } from '../../adapters/otel.js';
+import { DiscardError } from '../../base/errors.js';
+import { createEnqueuer } from '../../core/enqueue.js';
+import { defineJob } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { createWorker } from '../../core/worker.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+
+let t: TestContext;
+useTestSchema('core-tracing', (ctx) => {
+  t = ctx;
+});
+
+// The SDK's in-memory exporter: every ended span, as an exporter would send it.
+const exporter = new InMemorySpanExporter();
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+const tracer = provider.getTracer('test');
+const contextManager = new AsyncLocalStorageContextManager();
+beforeAll(() => {
+  context.setGlobalContextManager(contextManager.enable());
+});
+afterAll(() => {
+  contextManager.disable();
+  context.disable();
+});
+beforeEach(() => exporter.reset());
+
+const spans = (name: string) => exporter.getFinishedSpans().filter((s) => s.name === name);
+const one = (name: string) => {
+  const found = spans(name);
+  expect(found, name).toHaveLength(1);
+  return found[0] as ReadableSpan;
+};
+
+describe(`OpenTelemetry traces from enqueue to execution (${testDriver()})`, () => {
+  it("an enqueue inside a traced request and the job's attempt in a later invocation are linked", async () => {
+    const sendWelcome = defineJob({
+      kind: 'send-welcome',
+      queue: 'emails',
+      payload: z.object({ to: z.string() }),
+      handler: async () => {
+        // The handler's own span nests under the attempt's.
+        await tracer.startActiveSpan('smtp call', async (span) => span.end());
+      },
+    });
+    const enqueuer = createEnqueuer({ schema: t.schema, tracing: otelTracing({ tracer }) });
+    const { id } = await tracer.startActiveSpan('POST /signup', { kind: SpanKind.SERVER }, async (span) => {
+      try {
+        return await enqueuer.enqueue(t.db, sendWelcome, { to: 'ada@example.com' });
+      } finally {
+        span.end();
+      }
+    });
+    const request = one('POST /signup');
+    const send = one('send emails');
+    expect(send.kind).toBe(SpanKind.PRODUCER);
+    expect(send.spanContext().traceId).toBe(request.spanContext().traceId);
+    expect(send.parentSpanContext?.spanId).toBe(request.spanContext().spanId);
+    expect(send.attributes).toMatchObject({
+      'messaging.system': 'skiplock',
+      'messaging.operation.type': 'send',
+      'messaging.destination.name': 'emails',
+      'messaging.message.id': id,
+      'skiplock.job.kind': 'send-welcome',
+    });
+    // The job carries the producer span's context.
+    const { rows } = await t.admin.query(`select trace_context from "${t.schema}".jobs where id = $1`, [id]);
+    expect(rows[0].trace_context.traceparent).toBe(`00-${send.spanContext().traceId}-${send.spanContext().spanId}-01`);
+
+    // Later, in another invocation (its own trace, as a Lambda invocation has).
+    const worker = createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [sendWelcome],
+      logger: silentLogger,
+      tracing: otelTracing({ tracer }),
+    });
+    await tracer.startActiveSpan('lambda invocation', async (span) => {
+      await worker.runInvocation({ remainingMs: 60_000 });
+      span.end();
+    });
+    const invocation = one('lambda invocation');
+    const process = one('process emails');
+    expect(process.kind).toBe(SpanKind.CONSUMER);
+    expect(process.parentSpanContext?.spanId).toBe(invocation.spanContext().spanId);
+    expect(process.links.map((l) => l.context.spanId)).toEqual([send.spanContext().spanId]);
+    expect(process.links[0]?.context.traceId).toBe(request.spanContext().traceId);
+    expect(process.attributes).toMatchObject({
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': 'emails',
+      'messaging.message.id': id,
+      'skiplock.job.attempt': 1,
+      'skiplock.job.outcome': 'completed',
+    });
+    expect(process.status.code).toBe(SpanStatusCode.UNSET);
+    expect(one('smtp call').parentSpanContext?.spanId).toBe(process.spanContext().spanId);
+    const receives = spans('receive').filter((s) => s.attributes['messaging.batch.message_count'] === 1);
+    expect(receives).toHaveLength(1);
+    expect(receives[0]?.parentSpanContext?.spanId).toBe(invocation.spanContext().spanId);
+  });
+
+  it('a failed attempt records its outcome and error; its retry, in another invocation, links to the same enqueue', async () => {
+    let calls = 0;
+    const flaky = defineJob({
+      kind: 'flaky',
+      payload: z.object({}),
+      maxAttempts: 2,
+      backoff: { type: 'constant', delayMs: 0, jitter: 0 },
+      handler: () => {
+        calls++;
+        if (calls === 1) throw new Error('partner timed out');
+        throw new DiscardError('partner said no');
+      },
+    });
+    const tracing = otelTracing({ tracer });
+    await createEnqueuer({ schema: t.schema, tracing }).enqueue(t.db, flaky, {});
+    const send = one('send default');
+    const worker = createWorker({ db: t.db, schema: t.schema, jobs: [flaky], logger: silentLogger, tracing });
+    await worker.runInvocation({ remainingMs: 60_000 });
+    await worker.runInvocation({ remainingMs: 60_000 });
+    const attempts = spans('process default');
+    expect(attempts.map((s) => [s.attributes['skiplock.job.attempt'], s.attributes['skiplock.job.outcome']])).toEqual([
+      [1, 'retry'],
+      [2, 'dead'],
+    ]);
+    for (const attempt of attempts) {
+      expect(attempt.status.code).toBe(SpanStatusCode.ERROR);
+      expect(attempt.links[0]?.context.spanId).toBe(send.spanContext().spanId);
+    }
+    expect(attempts[0]?.events.map((e) => [e.name, e.attributes?.['exception.message']])).toEqual([
+      ['exception', 'partner timed out'],
+    ]);
+    expect(attempts[1]?.status.message).toBe('partner said no');
+  });
+
+  it('without tracing nothing is stored with the job; a flow traces as one send, each step linked to it', async () => {
+    const step = defineJob({ kind: 'step', payload: z.object({ n: z.number() }), handler: () => {} });
+    const [plain] = await createEnqueuer({ schema: t.schema }).enqueueMany(t.db, [step.with({ n: 0 })]);
+    const { rows } = await t.admin.query(`select trace_context from "${t.schema}".jobs where id = $1`, [plain?.id]);
+    expect(rows[0].trace_context).toBeNull();
+    expect(exporter.getFinishedSpans()).toEqual([]);
+    const tracing = otelTracing({ tracer });
+    await createEnqueuer({ schema: t.schema, tracing }).enqueueFlow(t.db, {
+      a: step.with({ n: 1 }),
+      b: step.with({ n: 2 }, { after: ['a'] }),
+    });
+    const send = one('send default');
+    expect(send.attributes['messaging.batch.message_count']).toBe(2);
+    await createWorker({ db: t.db, schema: t.schema, jobs: [step], logger: silentLogger, tracing }).runInvocation({
+      remainingMs: 60_000,
+    });
+    const processed = spans('process default');
+    expect(processed).toHaveLength(3);
+    const linked = processed.filter((s) => s.links[0]?.context.spanId === send.spanContext().spanId);
+    expect(linked).toHaveLength(2);
+    // Outside any active span each attempt is the root of its own trace, still linked.
+    for (const span of processed) expect(span.parentSpanContext).toBeUndefined();
+  });
+});
