@@ -23,7 +23,14 @@ describe('package exports', () => {
   );
 
   it('every subpath a user imports has a source file and a declaration beside its build output', () => {
-    expect(entries.map(([subpath]) => subpath)).toEqual(['.', './schema', './lambda', './vercel', './otel', './testing']);
+    expect(entries.map(([subpath]) => subpath)).toEqual([
+      '.',
+      './schema',
+      './lambda',
+      './vercel',
+      './otel',
+      './testing',
+    ]);
     for (const [, target] of entries) {
       expect(existsSync(sourceOf(target.import))).toBe(true);
       expect(target.types).toBe(target.import.replace(/\.js$/, '.d.ts'));
