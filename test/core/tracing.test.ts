@@ -8,13 +8,16 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { createLambdaEnqueue, createLambdaWorker } from '../../adapters/lambda.js';
 import { otelTracing } from '../../adapters/otel.js';
+import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { DiscardError } from '../../base/errors.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
-import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { httpApiEvent, lambdaContext, scheduledEvent } from '../../testing/events.js';
+import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 
 let t: TestContext;
 useTestSchema('core-tracing', (ctx) => {
@@ -141,6 +144,39 @@ describe(`OpenTelemetry traces from enqueue to execution (${testDriver()})`, () 
       ['exception', 'partner timed out'],
     ]);
     expect(attempts[1]?.status.message).toBe('partner said no');
+  });
+
+  it('the Lambda enqueue function and worker pass their tracing through: the attempt links to the HTTP enqueue', async () => {
+    const ping = defineJob({
+      kind: 'ping',
+      queue: 'pings',
+      payload: z.object({}),
+      timeoutMs: 1_000,
+      handler: () => {},
+    });
+    const token = 'enqueue-token-0123456789abcdef';
+    const env = {
+      DATABASE_URL: databaseUrl(),
+      SKIPLOCK_DRIVER: testDriver(),
+      SKIPLOCK_SCHEMA: t.schema,
+      SKIPLOCK_ENQUEUE_TOKEN: token,
+      SKIPLOCK_LOG_LEVEL: 'error',
+    };
+    const tracing = otelTracing({ tracer });
+    try {
+      const response = (await createLambdaEnqueue([ping], { env, tracing })(
+        httpApiEvent({
+          headers: { authorization: `Bearer ${token}` },
+          body: JSON.stringify({ kind: 'ping', payload: {} }),
+        }),
+      )) as { statusCode: number };
+      expect(response.statusCode).toBe(200);
+      await createLambdaWorker([ping], { env, tracing, fanOut: false })(scheduledEvent(), lambdaContext(20_000));
+    } finally {
+      resetSharedRuntime();
+    }
+    const send = one('send pings');
+    expect(one('process pings').links[0]?.context.spanId).toBe(send.spanContext().spanId);
   });
 
   it('without tracing nothing is stored with the job; a flow traces as one send, each step linked to it', async () => {
