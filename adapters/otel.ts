@@ -47,19 +47,15 @@ export function otelTracing(options: OtelTracingOptions = {}): Tracing {
       return tracer().startActiveSpan(
         queue === undefined ? 'send' : `send ${queue}`,
         { kind: SpanKind.PRODUCER, attributes },
-        async (span) => {
-          try {
-            const result = await write(carrierOf(span.spanContext()));
-            const written = ids(result);
-            if (written.length === 1 && written[0]) span.setAttribute('messaging.message.id', written[0]);
-            return result;
-          } catch (err) {
-            failed(span, err);
-            throw err;
-          } finally {
-            span.end();
-          }
-        },
+        (span) =>
+          ended(
+            span,
+            () => write(carrierOf(span.spanContext())),
+            (result) => {
+              const written = ids(result);
+              if (written.length === 1 && written[0]) span.setAttribute('messaging.message.id', written[0]);
+            },
+          ),
       );
     },
     claim: (queues, claim, count) => {
@@ -75,18 +71,7 @@ export function otelTracing(options: OtelTracingOptions = {}): Tracing {
             ...(queue === undefined ? {} : { 'messaging.destination.name': queue }),
           },
         },
-        async (span) => {
-          try {
-            const result = await claim();
-            span.setAttribute('messaging.batch.message_count', count(result));
-            return result;
-          } catch (err) {
-            failed(span, err);
-            throw err;
-          } finally {
-            span.end();
-          }
-        },
+        (span) => ended(span, claim, (result) => span.setAttribute('messaging.batch.message_count', count(result))),
       );
     },
     attempt: (job): AttemptTrace => {
@@ -141,6 +126,20 @@ function spanContextOf(carrier: TraceCarrier | undefined): SpanContext | undefin
   const [, traceId = '', spanId = '', flags = '00'] = match;
   const context: SpanContext = { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true };
   return trace.isSpanContextValid(context) ? context : undefined;
+}
+
+/** Runs `work` in `span` and ends it: `done` records what it returned; a throw is recorded and rethrown. */
+async function ended<T>(span: Span, work: () => Promise<T>, done: (result: T) => void): Promise<T> {
+  try {
+    const result = await work();
+    done(result);
+    return result;
+  } catch (err) {
+    failed(span, err);
+    throw err;
+  } finally {
+    span.end();
+  }
 }
 
 function failed(span: Span, err: unknown): void {
