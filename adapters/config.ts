@@ -48,6 +48,10 @@ export interface SkiplockConfig {
   metrics: 'none' | 'emf';
   /** Name of this deployment in metrics (the Service dimension). */
   serviceName: string;
+  /** SKIPLOCK_CONSOLE_READ_ONLY: the console shows everything and changes nothing, whoever logs in. */
+  consoleReadOnly: boolean;
+  /** SKIPLOCK_CONSOLE_SESSION_MINUTES: how long a console login lasts. */
+  consoleSessionMinutes: number;
 }
 
 const QUEUE_OR_ANY = /^(\*|[A-Za-z0-9][A-Za-z0-9_.:-]{0,63})$/;
@@ -83,6 +87,8 @@ export const FUNCTION_DEFAULTS = {
   maxBodyBytes: 1_048_576,
   logLevel: 'info',
   metrics: 'none',
+  /** How long a console login lasts. */
+  consoleSessionMinutes: 480,
 } as const;
 
 const int = (min: number, max: number) =>
@@ -167,6 +173,11 @@ const VARIABLES = {
   SKIPLOCK_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default(FUNCTION_DEFAULTS.logLevel),
   SKIPLOCK_METRICS: z.enum(['none', 'emf']).default(FUNCTION_DEFAULTS.metrics),
   SKIPLOCK_SERVICE_NAME: z.string().min(1).max(200).optional(),
+  SKIPLOCK_CONSOLE_READ_ONLY: z
+    .enum(['true', 'false', '1', '0', ''], { error: 'must be true or false' })
+    .optional()
+    .transform((v) => v === 'true' || v === '1'),
+  SKIPLOCK_CONSOLE_SESSION_MINUTES: int(5, 10_080).default(FUNCTION_DEFAULTS.consoleSessionMinutes),
   AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
 } as const;
 
@@ -215,6 +226,7 @@ export const PURPOSES = {
     'SKIPLOCK_BASE_URL',
   ],
   replay: ['SKIPLOCK_MAX_BODY_BYTES'],
+  console: ['SKIPLOCK_CONSOLE_READ_ONLY', 'SKIPLOCK_CONSOLE_SESSION_MINUTES'],
   maintenance: [
     'SKIPLOCK_COMPLETED_RETENTION_HOURS',
     'SKIPLOCK_DEAD_RETENTION_HOURS',
@@ -293,6 +305,8 @@ export class EnvironmentSettings {
       logLevel: e.SKIPLOCK_LOG_LEVEL,
       metrics: e.SKIPLOCK_METRICS,
       serviceName: e.SKIPLOCK_SERVICE_NAME ?? e.AWS_LAMBDA_FUNCTION_NAME ?? 'skiplock',
+      consoleReadOnly: e.SKIPLOCK_CONSOLE_READ_ONLY,
+      consoleSessionMinutes: e.SKIPLOCK_CONSOLE_SESSION_MINUTES,
     };
   }
 }

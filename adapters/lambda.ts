@@ -272,6 +272,8 @@ export function createLambdaControl(options: { env?: Env } = {}) {
 }
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
+export { CONSOLE_LOGIN_THROTTLE, type ConsoleOptions } from './console/index.js';
+export { type ConsoleHttpEvent, type ConsoleHttpResult, createLambdaConsole } from './console/platforms.js';
 export {
   createLambdaNudger,
   FAN_OUT_EVENT,

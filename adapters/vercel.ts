@@ -252,6 +252,8 @@ export function createVercelControl(options: { env?: Env } = {}): RouteHandler {
 }
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
+export { CONSOLE_LOGIN_THROTTLE, type ConsoleOptions } from './console/index.js';
+export { createVercelConsole } from './console/platforms.js';
 export { resetSharedRuntime } from './runtime.js';
 export {
   createVercelNudger,

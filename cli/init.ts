@@ -15,6 +15,7 @@ export const TEMPLATES = {
     'functions/enqueue.ts',
     'functions/replay.ts',
     'functions/control.ts',
+    'functions/console.ts',
     'functions/maintenance.ts',
   ],
   vercel: [
@@ -25,6 +26,7 @@ export const TEMPLATES = {
     'api/enqueue.ts',
     'api/replay.ts',
     'api/control.ts',
+    'api/admin.ts',
     'api/maintenance.ts',
   ],
 } as const;

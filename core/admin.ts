@@ -3,11 +3,16 @@ import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifie
 import type { CancelOutcome, RetryNowOutcome } from '../base/outcomes.js';
 import { JOB_STATES, type JobRecord, type ParentJob, type QueueActivityRow, type QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
-import { cancelJobs, retryNow as retryNowStatement } from '../db/statements/commands.js';
+import { buryJobs, cancelJobs, retryNow as retryNowStatement } from '../db/statements/commands.js';
 import { getJobs, type JobFilter, listJobs as listJobsStatement } from '../db/statements/jobs-read.js';
 import { expireDeadlines as expireDeadlinesStatement } from '../db/statements/maintenance.js';
 import { listPauses } from '../db/statements/pauses.js';
-import { queueActivity, queueStats } from '../db/statements/stats.js';
+import {
+  type ActivityBucket,
+  activitySeries as activitySeriesStatement,
+  queueActivity,
+  queueStats,
+} from '../db/statements/stats.js';
 
 /**
  * The operator's functions — the CLI and the HTTP routes call these, never db/ directly:
@@ -50,6 +55,33 @@ export async function retryNow(
   options: SchemaOption = {},
 ): Promise<RetryNowOutcome[]> {
   return retryNowStatement(conn.db, schemaOf(options), checkIds(ids));
+}
+
+/** What moveToDlq did to one id. */
+export interface MoveToDlqOutcome {
+  id: string;
+  /** null: no such job. */
+  previousState: JobRecord['state'] | null;
+  moved: boolean;
+}
+
+/**
+ * Moves queued or running jobs to the DLQ by hand: dead with `reason` (default `manual`), an
+ * error record naming `by`. Replay brings them back. Finished ones are reported, unchanged.
+ */
+export async function moveToDlq(
+  conn: SkiplockDb,
+  ids: readonly string[],
+  options: SchemaOption & { reason?: string; by?: string } = {},
+): Promise<MoveToDlqOutcome[]> {
+  const reason = options.reason ?? 'manual';
+  if (!/^[a-z][a-z0-9_]{0,63}$/.test(reason)) {
+    throw new InvalidOptionsError('reason must be lower-case letters, digits and _ (at most 64), e.g. manual');
+  }
+  const by = options.by ?? 'unknown';
+  if (by.length === 0 || by.length > 255) throw new InvalidOptionsError('by must be 1 to 255 characters');
+  const outcomes = await buryJobs(conn.db, schemaOf(options), checkIds(ids), { reason, by });
+  return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, moved: o.buried }));
 }
 
 /** One job with its whole history, or null. */
@@ -98,6 +130,31 @@ export async function activity(
   return queueActivity(conn.db, schemaOf(options), options.windowSeconds ?? 300);
 }
 
+/**
+ * Jobs finished per bucket (completed, dead), oldest first: the last hour by minute, the last day
+ * by hour, … `buckets` 1..1440, `bucketSeconds` 1..86400.
+ */
+export async function activitySeries(
+  conn: SkiplockDb,
+  options: SchemaOption & { bucketSeconds: number; buckets: number; queue?: string; now?: Date },
+): Promise<ActivityBucket[]> {
+  const { bucketSeconds, buckets, queue } = options;
+  if (!Number.isInteger(buckets) || buckets < 1 || buckets > 1440) {
+    throw new InvalidOptionsError('buckets must be an integer from 1 to 1440');
+  }
+  if (!Number.isInteger(bucketSeconds) || bucketSeconds < 1 || bucketSeconds > 86_400) {
+    throw new InvalidOptionsError('bucketSeconds must be an integer from 1 to 86400');
+  }
+  if (queue !== undefined) {
+    try {
+      assertLabel('queue', queue);
+    } catch (err) {
+      throw new InvalidOptionsError((err as Error).message);
+    }
+  }
+  return activitySeriesStatement(conn.db, schemaOf(options), { bucketSeconds, buckets, queue, now: options.now });
+}
+
 /** Moves queued jobs past their deadline to the DLQ (`deadline_exceeded`). Returns their ids. */
 export async function expireDeadlines(
   conn: SkiplockDb,
@@ -106,4 +163,4 @@ export async function expireDeadlines(
   return expireDeadlinesStatement(conn.db, schemaOf(options), options.limit ?? 1000);
 }
 
-export type { CancelOutcome, JobRecord, ParentJob, QueueActivityRow, QueueStatsRow, RetryNowOutcome };
+export type { ActivityBucket, CancelOutcome, JobRecord, ParentJob, QueueActivityRow, QueueStatsRow, RetryNowOutcome };

@@ -15,7 +15,9 @@ export {
 export { type MigrateOptions, type MigrateResult, migrate } from '../db/migrate.js';
 export { JOB_STATES, type JobState, jobs, jobsTableFor } from '../db/schema.js';
 export {
+  type ActivityBucket,
   activity,
+  activitySeries,
   type CancelOutcome,
   cancel,
   expireDeadlines,
@@ -23,6 +25,8 @@ export {
   type JobRecord,
   type ListJobsOptions,
   listJobs,
+  type MoveToDlqOutcome,
+  moveToDlq,
   type ParentJob,
   type QueueActivityRow,
   type QueueStatsRow,

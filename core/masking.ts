@@ -23,3 +23,16 @@ function maskPath(node: unknown, parts: string[]): void {
     else maskPath(record[key], rest);
   }
 }
+
+/** Keys whose values are secrets wherever they appear: masked whatever the kind declares. */
+const SECRET_KEY =
+  /pass(word|phrase)?$|secret|token|api[-_]?key|authorization|cookie|credential|private[-_]?key|^ssn$|card[-_]?number|^cvc$|^cvv$/i;
+
+/** A copy of `value` with the value of every key that names a secret (password, token, apiKey, …) masked. */
+export function maskSecretKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(maskSecretKeys);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([key, v]) => [key, SECRET_KEY.test(key) ? MASK : maskSecretKeys(v)]),
+  );
+}

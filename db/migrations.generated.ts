@@ -194,5 +194,14 @@ export const MIGRATIONS: readonly Migration[] = [
     "statements": [
       "ALTER TABLE \"skiplock\".\"jobs\" ADD COLUMN \"trace_context\" jsonb;"
     ]
+  },
+  {
+    "tag": "0020_console",
+    "hash": "02dfeb8a7082b1d74e8fe36d1c000336bc09b25e02b321fbfdebc3544722ecbc",
+    "statements": [
+      "CREATE TABLE \"skiplock\".\"console_logins\" (\n\t\"client\" text PRIMARY KEY NOT NULL,\n\t\"failures\" integer NOT NULL,\n\t\"window_started_at\" timestamp with time zone NOT NULL,\n\t\"blocked_until\" timestamp with time zone\n);",
+      "CREATE TABLE \"skiplock\".\"console_sessions\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"who\" text NOT NULL,\n\t\"read_only\" boolean NOT NULL,\n\t\"csrf\" text NOT NULL,\n\t\"token_id\" text NOT NULL,\n\t\"client\" text NOT NULL,\n\t\"created_at\" timestamp with time zone NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL\n);",
+      "CREATE INDEX \"console_sessions_expires_idx\" ON \"skiplock\".\"console_sessions\" USING btree (\"expires_at\");"
+    ]
   }
 ];

@@ -393,6 +393,42 @@ export function schedulesTableIn(schema: PgSchema<string>) {
   });
 }
 
+/**
+ * Sessions of the operator console: a row per login, found by the SHA-256 of the secret its cookie
+ * holds (the secret itself is never stored). `token_id` names the admin token that opened it, so a
+ * rotated token ends every session it opened; `csrf` is the token every form of the session carries.
+ */
+export function consoleSessionsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'console_sessions',
+    {
+      id: text('id').primaryKey(),
+      who: text('who').notNull(),
+      readOnly: boolean('read_only').notNull(),
+      csrf: text('csrf').notNull(),
+      tokenId: text('token_id').notNull(),
+      client: text('client').notNull(),
+      createdAt: timestamp('created_at', tz).notNull(),
+      expiresAt: timestamp('expires_at', tz).notNull(),
+    },
+    (t) => [index('console_sessions_expires_idx').on(t.expiresAt)],
+  );
+}
+
+/**
+ * Failed console logins per client address (and `*` for all of them together) in the current
+ * window: past the limit, logins from there are refused until `blocked_until`, whatever instance
+ * of the function serves them.
+ */
+export function consoleLoginsTableIn(schema: PgSchema<string>) {
+  return schema.table('console_logins', {
+    client: text('client').primaryKey(),
+    failures: integer('failures').notNull(),
+    windowStartedAt: timestamp('window_started_at', tz).notNull(),
+    blockedUntil: timestamp('blocked_until', tz),
+  });
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
@@ -404,6 +440,8 @@ export const destinations = destinationsTableIn(skiplockSchema);
 export const rateLimits = rateLimitsTableIn(skiplockSchema);
 export const rateBuckets = rateBucketsTableIn(skiplockSchema);
 export const schedules = schedulesTableIn(skiplockSchema);
+export const consoleSessions = consoleSessionsTableIn(skiplockSchema);
+export const consoleLogins = consoleLoginsTableIn(skiplockSchema);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 

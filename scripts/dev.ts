@@ -56,6 +56,17 @@ async function serveVercel() {
   const vercel = JSON.parse(readFileSync(new URL('../vercel.json', import.meta.url), 'utf8')) as {
     functions: Record<string, unknown>;
     crons: { path: string; schedule: string }[];
+    rewrites?: { source: string; destination: string }[];
+  };
+  // vercel.json's rewrites (`/admin/:path*` → `/api/admin`): the request keeps the browser's URL.
+  const rewrites = (vercel.rewrites ?? []).map((r) => ({
+    pattern: new RegExp(`^${r.source.replace(/\/:[A-Za-z]+\*$/, '(?:/.*)?').replace(/:[A-Za-z]+/g, '[^/]+')}$`),
+    destination: r.destination,
+  }));
+  const routeOf = (path: string) => {
+    if (routes.has(path)) return routes.get(path);
+    const rewrite = rewrites.find((r) => r.pattern.test(path));
+    return rewrite ? routes.get(rewrite.destination) : undefined;
   };
   // The routes, imported after the environment is set (the job kinds read it).
   const routes = new Map<string, Record<string, Route>>();
@@ -67,6 +78,9 @@ async function serveVercel() {
   function toRequest(req: IncomingMessage, origin: string): Request {
     const headers = new Headers();
     for (const [key, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(key, value);
+    // As Vercel does: the client's address comes from the connection, whatever the client sent.
+    headers.set('x-real-ip', req.socket.remoteAddress ?? 'unknown');
+    headers.delete('x-forwarded-for');
     const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
     return new Request(new URL(req.url ?? '/', origin), {
       method: req.method,
@@ -78,7 +92,7 @@ async function serveVercel() {
 
   const server = createServer(async (req, res) => {
     const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-    const module = routes.get(path);
+    const module = routeOf(path);
     const handler = module?.[req.method ?? 'GET'];
     if (!handler) {
       res.writeHead(module ? 405 : 404, { 'content-type': 'application/json' });
@@ -96,6 +110,7 @@ async function serveVercel() {
   await new Promise<void>((resolve) => server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', resolve));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   console.log(`listening on ${origin}  (routes: ${[...routes.keys()].join(', ')})`);
+  console.log(`console: ${origin}/admin  (log in with SKIPLOCK_ADMIN_TOKEN)`);
 
   const crons = vercel.crons.map((c) => ({ ...c, fields: parseCron(c.schedule) }));
   const runCron = async (cron: { path: string }) => {

@@ -3,7 +3,7 @@ import type { CancelOutcome, RetryNowOutcome } from '../../base/outcomes.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import type { JobState } from '../schema.js';
-import { jobsRef, nowExpr } from './common.js';
+import { appendCapped, jobsRef, nowExpr } from './common.js';
 import { releaseAfterCtes } from './ordering.js';
 
 /**
@@ -27,6 +27,33 @@ export async function cancelJobs(
     releaseAfterCtes(schema, sql`select id, 'cancelled'::text as state from changed`),
   );
   return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, cancelled: o.changed }));
+}
+
+/**
+ * Moves queued or running jobs to the DLQ by hand (JobBuryMany): dead with `reason` (default
+ * `manual`), an error record saying who did it. A running job's holder learns it has lost the job
+ * when it next touches the row (lease_lost); the next job of its ordering key is released unless
+ * the key is held by dead jobs; waiting children are cancelled by the dependents trigger.
+ */
+export async function buryJobs(
+  db: AnyPgDatabase,
+  schema: string,
+  ids: readonly string[],
+  request: { reason: string; by: string },
+  now?: Date,
+): Promise<{ id: string; previousState: JobState | null; buried: boolean }[]> {
+  const error = sql`jsonb_build_object('class', 'moved_to_dlq',
+    'message', ${`moved to the DLQ by ${request.by}`}::text, 'attempt', attempt, 'at', ${nowExpr(now)})`;
+  const outcomes = await changeByIds(
+    db,
+    schema,
+    ids,
+    ['queued', 'running'],
+    sql`state = 'dead', dead_reason = ${request.reason}, finished_at = ${nowExpr(now)}, lease_expires_at = null,
+    last_error = ${error}, errors = ${appendCapped(sql`errors`, error)}, updated_at = ${nowExpr(now)}`,
+    releaseAfterCtes(schema, sql`select id, 'dead'::text as state from changed`),
+  );
+  return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, buried: o.changed }));
 }
 
 /**

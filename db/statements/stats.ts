@@ -1,8 +1,8 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { KindOutcomes, QueueActivityRow, QueueStatsRow } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
-import { jobsRef } from './common.js';
+import { jobsRef, nowExpr } from './common.js';
 
 /**
  * Depth per queue and kind, from the queue_stats view (QueueStats). It reads live rows, the
@@ -86,5 +86,58 @@ export async function kindOutcomes(db: AnyPgDatabase, schema: string): Promise<K
     cancelled: r.cancelled as number,
     failedAttempts: r.failed_attempts as number,
     deadReasons: r.dead_reasons as Record<string, number>,
+  }));
+}
+
+/** One bucket of finished jobs: completions (rows and per-minute counts) and deaths. */
+export interface ActivityBucket {
+  /** The bucket's start (epoch ms). */
+  startMs: number;
+  completed: number;
+  dead: number;
+}
+
+/**
+ * Jobs finished per bucket over the last `buckets × bucketSeconds`, oldest bucket first, for the
+ * console's charts: completed rows and the completed_counts of deleted ones, and dead rows, read
+ * through jobs_finished_idx. `queue` narrows it to one queue.
+ */
+export async function activitySeries(
+  db: AnyPgDatabase,
+  schema: string,
+  request: { bucketSeconds: number; buckets: number; queue?: string; now?: Date },
+): Promise<ActivityBucket[]> {
+  const { bucketSeconds: size, buckets } = request;
+  const jobs = jobsRef(schema);
+  const counts = sql`${sql.identifier(schema)}.completed_counts`;
+  const since = sql`((select now from clock) - make_interval(secs => ${size * buckets}::float8))`;
+  const bucketOf = (at: SQL) => sql`floor(extract(epoch from (${at} - ${since})) / ${size}::float8)::int`;
+  const queue = (alias: string) =>
+    request.queue === undefined ? sql`` : sql`and ${sql.raw(alias)}.queue = ${request.queue}`;
+  const rows = await queryRows<{ i: number; completed: number; dead: number }>(
+    db,
+    sql`with clock as (select ${nowExpr(request.now)} as now),
+    finished as (
+      select ${bucketOf(sql`j.finished_at`)} as i,
+        count(*) filter (where j.state = 'completed') as completed, count(*) filter (where j.state = 'dead') as dead
+      from ${jobs} j
+      where j.state in ('completed', 'dead') and j.finished_at is not null and j.finished_at > ${since}
+        and j.finished_at <= (select now from clock) ${queue('j')}
+      group by 1
+      union all
+      select ${bucketOf(sql`c.minute`)}, sum(c.completed), 0 from ${counts} c
+      where c.minute > ${since} and c.minute <= (select now from clock) ${queue('c')}
+      group by 1
+    )
+    select i, sum(completed)::int as completed, sum(dead)::int as dead from finished
+    where i between 0 and ${buckets - 1} group by i`,
+    schema,
+  );
+  const byIndex = new Map(rows.map((r) => [r.i, r]));
+  const end = (request.now ?? new Date()).getTime();
+  return Array.from({ length: buckets }, (_, i) => ({
+    startMs: end - (buckets - i) * size * 1000,
+    completed: byIndex.get(i)?.completed ?? 0,
+    dead: byIndex.get(i)?.dead ?? 0,
   }));
 }

@@ -97,7 +97,8 @@ export function useTestSchema(label: string, ready: (t: TestContext) => void): v
       await ctx.admin.query(
         `truncate "${ctx.schema}".jobs, "${ctx.schema}".completed_counts, "${ctx.schema}".invocations,
           "${ctx.schema}".pauses, "${ctx.schema}".limits, "${ctx.schema}".destinations,
-          "${ctx.schema}".rate_limits, "${ctx.schema}".rate_buckets, "${ctx.schema}".schedules`,
+          "${ctx.schema}".rate_limits, "${ctx.schema}".rate_buckets, "${ctx.schema}".schedules,
+          "${ctx.schema}".console_sessions, "${ctx.schema}".console_logins`,
       );
   });
 }

@@ -1,0 +1,269 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { InvalidOptionsError } from '../../base/errors.js';
+import {
+  closeConsoleSession,
+  consoleLoginBlocked,
+  forgetFailedConsoleLogins,
+  openConsoleSession,
+  readConsoleSession,
+  recordFailedConsoleLogin,
+  tokenId,
+} from '../../core/console-sessions.js';
+import { type JobDefinition, JobRegistry } from '../../core/jobs.js';
+import { errorResponse, HttpError, MIN_SECRET_LENGTH } from '../http.js';
+import { type FunctionRuntime, sharedRuntime } from '../runtime.js';
+import { handleAction } from './actions.js';
+import type { ConsoleContext } from './context.js';
+import { html, type Page } from './html.js';
+import {
+  type ConsoleRequest,
+  type ConsoleResponse,
+  clearedSessionCookie,
+  page,
+  redirect,
+  SESSION_COOKIE,
+  sessionCookie,
+} from './http.js';
+import { dlqPage, jobPage, jobsPage } from './job-pages.js';
+import { flowPage, overviewPage } from './pages.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+type Kinds = readonly JobDefinition<any, any>[];
+type Env = Record<string, string | undefined>;
+
+export interface ConsoleOptions {
+  /** @defaultValue process.env */
+  env?: Env;
+  /** Where the console is served. @defaultValue '/admin' */
+  basePath?: string;
+  /** Every session read-only, whatever token opened it. @defaultValue SKIPLOCK_CONSOLE_READ_ONLY, else false */
+  readOnly?: boolean;
+  /** The time sessions, login blocks and charts are measured against (tests). @defaultValue the database's clock */
+  now?: () => Date;
+}
+
+/** Failed logins allowed per window from one client address, and from all of them together. */
+export const CONSOLE_LOGIN_THROTTLE = { perClient: 5, overall: 50, windowMs: 15 * 60_000 } as const;
+
+const MAX_FORM_BYTES = 256 * 1024;
+const NAME = /^[\p{L}\p{N} ._@'-]{1,64}$/u;
+
+const equalSecret = (a: string, b: string) =>
+  timingSafeEqual(createHash('sha256').update(a).digest(), createHash('sha256').update(b).digest());
+
+function errorPage(err: unknown, base: string, session?: ConsoleContext['session']): ConsoleResponse {
+  const { status, body } = errorResponse(err);
+  const message = (body.error as { message: string }).message;
+  const title = status >= 500 ? 'Something went wrong' : 'That did not work';
+  return page(
+    status,
+    {
+      title,
+      body: html`<h1>${title}</h1><div class="notice bad" role="alert">${message}</div><p>Nothing was changed by this request. <a href="${base}/">Back to the overview</a></p>`,
+    },
+    { base, session },
+  );
+}
+
+async function readForm(request: ConsoleRequest): Promise<URLSearchParams> {
+  const type = request.header('content-type') ?? '';
+  if (!/^application\/x-www-form-urlencoded\s*(;|$)/i.test(type)) {
+    throw new HttpError(415, 'unsupported_content_type', 'send the form as application/x-www-form-urlencoded');
+  }
+  return new URLSearchParams(await request.readBody(MAX_FORM_BYTES));
+}
+
+/** A POST must come from a page of this console: an Origin header, when sent, names this host. */
+function sameOrigin(request: ConsoleRequest): boolean {
+  const origin = request.header('origin');
+  if (origin === undefined) return true;
+  try {
+    return new URL(origin).host === request.url.host;
+  } catch {
+    return false;
+  }
+}
+
+/** Where to go after logging in: a path of the console only. */
+function nextPath(base: string, next: string | null): string {
+  if (next && (next === base || next.startsWith(`${base}/`)) && !/[\\\s]|\/\//.test(next)) return next;
+  return `${base}/`;
+}
+
+function loginPage(base: string, status: number, next: string, problem?: string): ConsoleResponse {
+  const content: Page = {
+    title: 'Log in',
+    body: html`<div class="login"><h1>skiplock console</h1>
+      ${problem ? html`<div class="notice bad" role="alert">${problem}</div>` : ''}
+      <form method="post" action="${base}/login"><input type="hidden" name="next" value="${next}">
+      <label>Admin token<input type="password" name="token" autocomplete="current-password" required></label>
+      <label>Your name (kept with every change you make)<input name="name" autocomplete="username" maxlength="64" placeholder="admin"></label>
+      <button class="primary">Log in</button></form></div>`,
+  };
+  return page(status, content, { base });
+}
+
+/**
+ * The operator console: server-rendered pages (overview, jobs, DLQ, a job, flow control) and their
+ * actions, behind a login with SKIPLOCK_ADMIN_TOKEN (or SKIPLOCK_CONSOLE_VIEWER_TOKEN, read-only)
+ * that opens a session cookie. Platform-neutral: skiplock/vercel and skiplock/lambda wrap it.
+ */
+export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
+  const registry = new JobRegistry(jobs);
+  const base = `/${(options.basePath ?? '/admin').replace(/^\/+|\/+$/g, '')}`.replace(/^\/$/, '');
+  return async (request: ConsoleRequest): Promise<ConsoleResponse> => {
+    try {
+      return await serve(request);
+    } catch (err) {
+      return errorPage(err, base);
+    }
+  };
+
+  async function serve(request: ConsoleRequest): Promise<ConsoleResponse> {
+    const { pathname } = request.url;
+    if (pathname !== base && !pathname.startsWith(`${base}/`)) throw new HttpError(404, 'not_found', 'no such page');
+    const path = pathname.slice(base.length) || '/';
+    const env = options.env ?? process.env;
+    const adminToken = env.SKIPLOCK_ADMIN_TOKEN ?? '';
+    if (adminToken.length < MIN_SECRET_LENGTH) {
+      throw new HttpError(
+        503,
+        'console_disabled',
+        `the console is off until SKIPLOCK_ADMIN_TOKEN is set (at least ${MIN_SECRET_LENGTH} characters)`,
+      );
+    }
+    const viewerToken = env.SKIPLOCK_CONSOLE_VIEWER_TOKEN ?? '';
+    const tokens = [
+      { token: adminToken, readOnly: false },
+      ...(viewerToken.length >= MIN_SECRET_LENGTH ? [{ token: viewerToken, readOnly: true }] : []),
+    ];
+    const runtime = sharedRuntime(env);
+    const settings = runtime.settings.require('console');
+    const schema = settings.schema;
+    const now = options.now;
+    const method = request.method.toUpperCase();
+    if (method === 'POST' && !sameOrigin(request)) {
+      throw new HttpError(403, 'cross_origin', 'this form was not sent from the console; nothing was changed');
+    }
+
+    if (path === '/login') {
+      if (method === 'GET') return loginPage(base, 200, nextPath(base, request.url.searchParams.get('next')));
+      if (method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'use GET or POST');
+      return login(request, runtime, schema, tokens, settings.consoleSessionMinutes, now);
+    }
+
+    const secret = request.cookie(SESSION_COOKIE);
+    const issuers = tokens.map((t) => tokenId(t.token));
+    const session = secret
+      ? await runtime.withDb((db) => readConsoleSession(db, secret, issuers, { schema, now: now?.() }))
+      : null;
+    if (!session) {
+      if (method === 'GET') {
+        return redirect(`${base}/login?next=${encodeURIComponent(pathname + request.url.search)}`);
+      }
+      const expired = page(
+        401,
+        {
+          title: 'Session expired',
+          body: html`<h1>Your session has ended</h1><div class="notice bad" role="alert">Log in again: nothing was changed.</div><p><a href="${base}/login">Log in</a></p>`,
+        },
+        { base },
+        secret ? [clearedSessionCookie()] : [],
+      );
+      return expired;
+    }
+    const readOnly = session.readOnly || (options.readOnly ?? settings.consoleReadOnly);
+    const ctx: ConsoleContext = {
+      base,
+      session: { who: session.who, readOnly, csrf: session.csrf },
+      by: `console:${session.who}`,
+      client: request.client,
+      runtime,
+      schema,
+      registry,
+      now: now?.(),
+    };
+    const chrome = { base, session: ctx.session };
+    try {
+      if (method === 'POST') return await post(request, ctx, secret as string);
+      if (method !== 'GET' && method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', 'use GET or POST');
+      const content = await show(path, request.url, ctx);
+      if (!content) throw new HttpError(404, 'not_found', 'no such page');
+      return page(200, content, chrome);
+    } catch (err) {
+      return errorPage(err, base, ctx.session);
+    }
+  }
+
+  async function post(request: ConsoleRequest, ctx: ConsoleContext, secret: string): Promise<ConsoleResponse> {
+    const form = await readForm(request);
+    const presented = form.get('csrf') ?? '';
+    if (!equalSecret(presented, ctx.session.csrf)) {
+      ctx.runtime.logger.warn('console_csrf_refused', { by: ctx.by, client: ctx.client });
+      throw new HttpError(403, 'csrf', 'this form has expired or did not come from the console; nothing was changed');
+    }
+    const path = request.url.pathname.slice(base.length);
+    if (path === '/logout') {
+      await ctx.runtime.withDb((db) => closeConsoleSession(db, secret, { schema: ctx.schema }));
+      ctx.runtime.logger.info('console_logout', { by: ctx.by, client: ctx.client });
+      return redirect(`${base}/login`, [clearedSessionCookie()]);
+    }
+    if (path !== '/actions') throw new HttpError(404, 'not_found', 'no such page');
+    if (ctx.session.readOnly)
+      throw new HttpError(403, 'read_only', 'this console session is read-only; nothing was changed');
+    return page(200, await handleAction(ctx, form), { base, session: ctx.session });
+  }
+
+  async function show(path: string, url: URL, ctx: ConsoleContext): Promise<Page | null> {
+    if (path === '/') return overviewPage(ctx, url);
+    if (path === '/jobs') return jobsPage(ctx, url);
+    if (path === '/dlq') return dlqPage(ctx, url);
+    if (path === '/flow') return flowPage(ctx);
+    const job = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(path);
+    if (job) return jobPage(ctx, job[1] as string);
+    return null;
+  }
+
+  async function login(
+    request: ConsoleRequest,
+    runtime: FunctionRuntime,
+    schema: string,
+    tokens: { token: string; readOnly: boolean }[],
+    sessionMinutes: number,
+    now: (() => Date) | undefined,
+  ): Promise<ConsoleResponse> {
+    const form = await readForm(request);
+    const next = nextPath(base, form.get('next'));
+    const client = request.client;
+    const at = { schema, now: now?.() };
+    const blocked = await runtime.withDb((db) => consoleLoginBlocked(db, client, at));
+    if (blocked) {
+      runtime.logger.warn('console_login_blocked', { client, until: blocked.toISOString() });
+      return loginPage(base, 429, next, `Too many failed logins. Try again after ${blocked.toISOString()}.`);
+    }
+    const presented = form.get('token') ?? '';
+    const match = tokens.find((t) => equalSecret(presented, t.token));
+    if (!match) {
+      await runtime.withDb((db) => recordFailedConsoleLogin(db, client, CONSOLE_LOGIN_THROTTLE, at));
+      runtime.logger.warn('console_login_failed', { client });
+      return loginPage(base, 401, next, 'That token is not right.');
+    }
+    const name = (form.get('name') ?? '').trim() || 'admin';
+    if (!NAME.test(name)) {
+      throw new InvalidOptionsError("a name is letters, digits, spaces and . _ @ ' - (at most 64)");
+    }
+    const ttlMs = sessionMinutes * 60_000;
+    const { secret } = await runtime.withDb(async (db) => {
+      await forgetFailedConsoleLogins(db, client, at);
+      return openConsoleSession(
+        db,
+        { who: name, readOnly: match.readOnly, tokenId: tokenId(match.token), client, ttlMs },
+        at,
+      );
+    });
+    runtime.logger.info('console_login', { who: name, client, readOnly: match.readOnly });
+    return redirect(next, [sessionCookie(secret, ttlMs / 1000)]);
+  }
+}
+
+export type { ConsoleRequest, ConsoleResponse } from './http.js';

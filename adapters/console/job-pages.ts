@@ -1,0 +1,209 @@
+import { InvalidOptionsError } from '../../base/errors.js';
+import { JOB_STATES, type JobState } from '../../base/rows.js';
+import { getJob, type JobRecord, listJobs } from '../../core/admin.js';
+import { type ConsoleContext, csrfField, query, shownValue, stateBadge, withDb } from './context.js';
+import type { Page } from './html.js';
+import { formatTime, type Html, html } from './html.js';
+
+/** The job list, the DLQ and one job's page. */
+
+const SINCE: Record<string, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 7 * 86_400_000 };
+
+/** `1h`, `24h`, `7d`, or an ISO time → a Date; anything else is refused. */
+function sinceOf(text: string | undefined, now: Date): Date | undefined {
+  if (!text) return undefined;
+  const span = SINCE[text];
+  if (span !== undefined) return new Date(now.getTime() - span);
+  const at = new Date(text);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(at.getTime())) {
+    throw new InvalidOptionsError('since must be 1h, 24h, 7d or a date such as 2026-11-23T10:00Z');
+  }
+  return at;
+}
+
+const param = (url: URL, name: string) => {
+  const value = url.searchParams.get(name)?.trim();
+  return value ? value : undefined;
+};
+
+export interface JobFilters {
+  state?: JobState;
+  kind?: string;
+  queue?: string;
+  reason?: string;
+  since?: string;
+}
+
+export function filtersOf(url: URL, dead: boolean): JobFilters {
+  const state = param(url, 'state');
+  if (state !== undefined && !(JOB_STATES as readonly string[]).includes(state)) {
+    throw new InvalidOptionsError(`state must be one of ${JOB_STATES.join(', ')}`);
+  }
+  return {
+    state: dead ? 'dead' : (state as JobState | undefined),
+    kind: param(url, 'kind'),
+    queue: param(url, 'queue'),
+    reason: dead ? param(url, 'reason') : undefined,
+    since: param(url, 'since'),
+  };
+}
+
+export async function readJobs(ctx: ConsoleContext, filters: JobFilters, limit: number): Promise<JobRecord[]> {
+  const since = sinceOf(filters.since, ctx.now ?? new Date());
+  const { state, kind, queue, reason } = filters;
+  return withDb(ctx, (db) => listJobs(db, { schema: ctx.schema, state, kind, queue, reason, since, limit }));
+}
+
+const lastError = (job: JobRecord) => (job.lastError ? `${job.lastError.class}: ${job.lastError.message}` : '');
+
+function filterForm(ctx: ConsoleContext, path: string, f: JobFilters, dead: boolean): Html {
+  const input = (name: keyof JobFilters, label: string, placeholder = '') =>
+    html`<label>${label}<input name="${name}" value="${f[name] ?? ''}" placeholder="${placeholder}"></label>`;
+  const sinceOptions = ['', '1h', '24h', '7d'].map(
+    (v) => html`<option value="${v}" ${f.since === v ? 'selected' : ''}>${v ? `last ${v}` : 'any time'}</option>`,
+  );
+  const states = ['', ...JOB_STATES].map(
+    (s) => html`<option value="${s}" ${f.state === s ? 'selected' : ''}>${s || 'any'}</option>`,
+  );
+  return html`<form class="filters" method="get" action="${ctx.base}${path}">
+    ${dead ? html`` : html`<label>State<select name="state">${states}</select></label>`}
+    ${input('kind', 'Kind')}${input('queue', 'Queue')}${dead ? input('reason', 'Reason', 'max_attempts, http_4xx, …') : html``}
+    <label>${dead ? 'Died' : 'Ended or created'} since<select name="since">${sinceOptions}</select></label>
+    <button>Filter</button> <a class="button" href="${ctx.base}${path}">Clear</a></form>`;
+}
+
+function jobTable(ctx: ConsoleContext, jobs: JobRecord[], dead: boolean, selectable: boolean): Html {
+  if (jobs.length === 0) return html`<p class="muted">No jobs match.</p>`;
+  const rows = jobs.map(
+    (j) => html`<tr>
+      ${selectable ? html`<td><input type="checkbox" name="id" value="${j.id}" aria-label="select job ${j.id}"></td>` : html``}
+      <td><a href="${ctx.base}/jobs/${j.id}">#${j.id}</a></td><td>${j.kind}</td><td>${j.queue}</td>
+      <td>${dead ? html`<span class="badge dead">${j.deadReason}</span>` : stateBadge(j)}</td>
+      <td class="n">${j.attempt}/${j.maxAttempts}</td>
+      <td>${formatTime(dead ? j.finishedAt : j.state === 'queued' ? j.runAt : (j.finishedAt ?? j.attemptedAt))}</td>
+      <td class="bad">${lastError(j)}</td></tr>`,
+  );
+  return html`<table><thead><tr>${selectable ? html`<th></th>` : html``}<th>Job</th><th>Kind</th><th>Queue</th>
+    <th>${dead ? 'Reason' : 'State'}</th><th class="n">Attempt</th><th>${dead ? 'Died' : 'Run at / ended'}</th><th>Last error</th>
+    </tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+const PAGE_SIZE = 100;
+
+/** GET /jobs: every state, filtered; running and waiting jobs can be cancelled, retried now or moved to the DLQ. */
+export async function jobsPage(ctx: ConsoleContext, url: URL): Promise<Page> {
+  const filters = filtersOf(url, false);
+  const jobs = await readJobs(ctx, filters, PAGE_SIZE);
+  const canAct = !ctx.session.readOnly && jobs.some((j) => j.state === 'queued' || j.state === 'running');
+  const actions = canAct
+    ? html`<div class="actions">
+        <button name="action" value="retry_now">Retry selected now</button>
+        <button name="action" value="cancel">Cancel selected</button>
+        <button name="action" value="move_to_dlq">Move selected to DLQ</button></div>`
+    : html``;
+  return {
+    title: 'Jobs',
+    section: 'jobs',
+    body: html`<h1>Jobs</h1>${filterForm(ctx, '/jobs', filters, false)}
+      <form method="post" action="${ctx.base}/actions">${csrfField(ctx)}${actions}${jobTable(ctx, jobs, false, canAct)}</form>
+      <p class="muted">Newest first, at most ${PAGE_SIZE}.</p>`,
+  };
+}
+
+/** GET /dlq: dead jobs by kind, queue, reason and time; replay the selected ones, or every match after a dry run. */
+export async function dlqPage(ctx: ConsoleContext, url: URL): Promise<Page> {
+  const filters = filtersOf(url, true);
+  const jobs = await readJobs(ctx, filters, PAGE_SIZE);
+  const canAct = !ctx.session.readOnly && jobs.length > 0;
+  const hidden = (['kind', 'queue', 'reason', 'since'] as const).map((k) =>
+    filters[k] ? html`<input type="hidden" name="${k}" value="${filters[k]}">` : html``,
+  );
+  const bulk = canAct
+    ? html`<form method="post" action="${ctx.base}/actions" class="actions">${csrfField(ctx)}${hidden}
+        <button name="action" value="replay_matching" class="primary">Replay all matching…</button>
+        <span class="muted">shows what would be replayed first (dry run)</span></form>`
+    : html``;
+  return {
+    title: 'Dead letters',
+    section: 'dlq',
+    body: html`<h1>Dead letters</h1>${filterForm(ctx, '/dlq', filters, true)}${bulk}
+      <form method="post" action="${ctx.base}/actions">${csrfField(ctx)}
+      ${canAct ? html`<div class="actions"><button name="action" value="replay">Replay selected</button></div>` : html``}
+      ${jobTable(ctx, jobs, true, canAct)}</form>
+      <p class="muted">Newest first, at most ${PAGE_SIZE}. Showing ${jobs.length}${
+        filters.kind || filters.queue || filters.reason || filters.since
+          ? html` matching <a href="${ctx.base}/dlq">(clear filters)</a>`
+          : ''
+      }.</p>`,
+  };
+}
+
+const json = (value: unknown) => html`<pre>${JSON.stringify(value, null, 2)}</pre>`;
+
+function attemptTimeline(job: JobRecord): Html {
+  if (job.errors.length === 0) return html`<p class="muted">No failed attempts.</p>`;
+  const items = [...job.errors].reverse().map((e) => {
+    const at = typeof e.at === 'string' || typeof e.at === 'number' ? new Date(e.at) : null;
+    const status = e.responseStatus !== undefined ? html` · HTTP ${String(e.responseStatus)}` : html``;
+    const holder = typeof e.holder === 'string' ? html` · holder <code>${e.holder}</code>` : html``;
+    return html`<li class="${e.class === 'moved_to_dlq' ? 'info' : ''}"><strong>attempt ${String(e.attempt ?? '?')}</strong>
+      · <code>${String(e.class)}</code>${status} · ${formatTime(at)}${holder}<br>${String(e.message ?? '')}
+      ${typeof e.responseBody === 'string' ? html`<pre>${e.responseBody}</pre>` : html``}</li>`;
+  });
+  return html`<ol class="timeline">${items}</ol>`;
+}
+
+function jobActions(ctx: ConsoleContext, job: JobRecord): Html {
+  if (ctx.session.readOnly) return html`<p class="muted">Read-only session: no actions.</p>`;
+  const button = (action: string, label: string, cls = '') =>
+    html`<form method="post" action="${ctx.base}/actions">${csrfField(ctx)}<input type="hidden" name="id" value="${job.id}">
+      <button name="action" value="${action}" class="${cls}">${label}</button></form>`;
+  const live = job.state === 'queued' || job.state === 'running';
+  const waiting = job.state === 'queued' && job.runAt.getTime() > (ctx.now ?? new Date()).getTime();
+  return html`<div class="actions">
+    ${job.state === 'dead' ? button('replay', 'Replay', 'primary') : html``}
+    ${waiting ? button('retry_now', 'Retry now') : html``}
+    ${live ? button('cancel', 'Cancel') : html``}
+    ${live ? button('move_to_dlq', 'Move to DLQ', 'danger') : html``}</div>`;
+}
+
+/** GET /jobs/:id: the payload (masked), the attempt timeline, lease holder, replays, dependencies. */
+export async function jobPage(ctx: ConsoleContext, id: string): Promise<Page | null> {
+  const job = await withDb(ctx, (db) => getJob(db, id, { schema: ctx.schema }));
+  if (!job) return null;
+  const link = (ids: string[]) =>
+    ids.length === 0 ? '–' : ids.map((i) => html`<a href="${ctx.base}/jobs/${i}">#${i}</a> `);
+  const lease =
+    job.state === 'running'
+      ? html`<code>${job.lockedBy ?? '?'}</code> until ${formatTime(job.leaseExpiresAt)}`
+      : job.lockedBy
+        ? html`last held by <code>${job.lockedBy}</code>`
+        : '–';
+  return {
+    title: `Job #${job.id}`,
+    section: job.state === 'dead' ? 'dlq' : 'jobs',
+    body: html`<h1>Job #${job.id} · ${job.kind} ${stateBadge(job)}</h1>${jobActions(ctx, job)}
+    <div class="grid"><div class="card"><h3>Job</h3><dl>
+      <dt>Queue</dt><dd><a href="${ctx.base}/jobs${query({ queue: job.queue })}">${job.queue}</a></dd>
+      <dt>Attempt</dt><dd>${job.attempt} of ${job.maxAttempts}</dd>
+      <dt>Priority</dt><dd>${job.priority}</dd>
+      <dt>Created</dt><dd>${formatTime(job.createdAt)}</dd>
+      <dt>Run at</dt><dd>${formatTime(job.runAt)}</dd>
+      <dt>Last attempt</dt><dd>${formatTime(job.attemptedAt)}</dd>
+      <dt>Finished</dt><dd>${formatTime(job.finishedAt)}</dd>
+      ${job.deadReason ? html`<dt>Reason</dt><dd><span class="badge dead">${job.deadReason}</span></dd>` : html``}
+      <dt>Deadline</dt><dd>${formatTime(job.deadline)}</dd>
+      <dt>Lease</dt><dd>${lease}</dd>
+      <dt>Dedupe key</dt><dd>${job.dedupeKey ? html`<code>${job.dedupeKey}</code> (${job.dedupeMode})` : '–'}</dd>
+      <dt>Correlation</dt><dd>${job.correlationId ?? '–'}</dd>
+      <dt>Replays</dt><dd>${job.replayCount}${job.replayedAt ? html`, last ${formatTime(job.replayedAt)} by <code>${job.replayedBy}</code>` : ''}</dd>
+      <dt>Waits for</dt><dd>${link(job.after)}${job.onParentFailure ? html` <span class="muted">(on parent failure: ${job.onParentFailure})</span>` : ''}</dd>
+      <dt>Waited for by</dt><dd>${link(job.dependents)}</dd>
+    </dl></div>
+    <div class="card"><h3>Payload</h3>${json(shownValue(ctx, job, job.payload))}
+      ${job.result !== null && job.result !== undefined ? html`<h3>Result</h3>${json(shownValue(ctx, job, job.result))}` : html``}
+      ${job.progress !== null && job.progress !== undefined ? html`<h3>Progress</h3>${json(shownValue(ctx, job, job.progress))}` : html``}
+    </div></div>
+    <h2>Attempts (${job.errors.length} failed)</h2>${attemptTimeline(job)}`,
+  };
+}
