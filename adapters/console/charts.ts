@@ -25,8 +25,11 @@ function frame(title: string, maxLabel: string, inner: string, buckets: Activity
   const ticks = [0, Math.floor(buckets.length / 2), buckets.length - 1]
     .filter((i, k, all) => all.indexOf(i) === k && buckets[i])
     .map((i) => {
-      const x = PAD.left + ((i + 0.5) * plotW) / buckets.length;
-      return `<text x="${round(x)}" y="${H - 6}" text-anchor="middle">${axisLabel((buckets[i] as ActivityBucket).startMs, bucketMs)}</text>`;
+      const x = PAD.left + (i * plotW) / buckets.length;
+      const anchor = i === 0 ? 'start' : i === buckets.length - 1 ? 'end' : 'middle';
+      const at = i === buckets.length - 1 ? PAD.left + plotW : x;
+      const label = i === buckets.length - 1 ? 'now' : axisLabel((buckets[i] as ActivityBucket).startMs, bucketMs);
+      return `<text x="${round(at)}" y="${H - 6}" text-anchor="${anchor}">${label}</text>`;
     })
     .join('');
   return raw(

@@ -140,17 +140,42 @@ export async function dlqPage(ctx: ConsoleContext, url: URL): Promise<Page> {
 
 const json = (value: unknown) => html`<pre>${JSON.stringify(value, null, 2)}</pre>`;
 
+/** Enqueued, each failed attempt (class, message, response), replays, and where the job is now; oldest first. */
 function attemptTimeline(job: JobRecord): Html {
-  if (job.errors.length === 0) return html`<p class="muted">No failed attempts.</p>`;
-  const items = [...job.errors].reverse().map((e) => {
+  const event = (cls: string, head: Html, at: Date | null, detail: Html | string = '') =>
+    html`<li class="${cls}"><strong>${head}</strong> · ${formatTime(at)}${detail ? html`<br>${detail}` : ''}</li>`;
+  const failures = job.errors.map((e) => {
     const at = typeof e.at === 'string' || typeof e.at === 'number' ? new Date(e.at) : null;
     const status = e.responseStatus !== undefined ? html` · HTTP ${String(e.responseStatus)}` : html``;
     const holder = typeof e.holder === 'string' ? html` · holder <code>${e.holder}</code>` : html``;
+    const body = typeof e.responseBody === 'string' ? html`<pre>${e.responseBody}</pre>` : html``;
     return html`<li class="${e.class === 'moved_to_dlq' ? 'info' : ''}"><strong>attempt ${String(e.attempt ?? '?')}</strong>
-      · <code>${String(e.class)}</code>${status} · ${formatTime(at)}${holder}<br>${String(e.message ?? '')}
-      ${typeof e.responseBody === 'string' ? html`<pre>${e.responseBody}</pre>` : html``}</li>`;
+      · <code>${String(e.class)}</code>${status} · ${formatTime(at)}${holder}<br>${String(e.message ?? '')}${body}</li>`;
   });
-  return html`<ol class="timeline">${items}</ol>`;
+  const now =
+    job.state === 'running'
+      ? event(
+          'info',
+          html`attempt ${job.attempt} running`,
+          job.attemptedAt,
+          html`lease held by <code>${job.lockedBy ?? '?'}</code> until ${formatTime(job.leaseExpiresAt)}`,
+        )
+      : job.state === 'queued'
+        ? event(
+            'info',
+            html`queued${job.attempt > 0 ? ` for attempt ${job.attempt + 1}` : ''}`,
+            job.runAt,
+            'runs at this time',
+          )
+        : event(
+            job.state === 'completed' ? 'info' : '',
+            html`${job.state}${job.deadReason ? ` (${job.deadReason})` : ''}`,
+            job.finishedAt,
+          );
+  const replayed = job.replayedAt
+    ? event('info', html`replayed (${job.replayCount}×)`, job.replayedAt, html`last by <code>${job.replayedBy}</code>`)
+    : html``;
+  return html`<ol class="timeline">${event('info', html`enqueued`, job.createdAt)}${failures}${replayed}${now}</ol>`;
 }
 
 function jobActions(ctx: ConsoleContext, job: JobRecord): Html {
@@ -204,6 +229,6 @@ export async function jobPage(ctx: ConsoleContext, id: string): Promise<Page | n
       ${job.result !== null && job.result !== undefined ? html`<h3>Result</h3>${json(shownValue(ctx, job, job.result))}` : html``}
       ${job.progress !== null && job.progress !== undefined ? html`<h3>Progress</h3>${json(shownValue(ctx, job, job.progress))}` : html``}
     </div></div>
-    <h2>Attempts (${job.errors.length} failed)</h2>${attemptTimeline(job)}`,
+    <h2>Timeline <span class="muted">${job.errors.length} failed attempt(s)</span></h2>${attemptTimeline(job)}`,
   };
 }

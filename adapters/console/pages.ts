@@ -54,7 +54,7 @@ export async function overviewPage(ctx: ConsoleContext, url: URL): Promise<Page>
   )}</p>`;
   const sum = (buckets: typeof hour, key: 'completed' | 'dead') => buckets.reduce((n, b) => n + b[key], 0);
   const card = (title: string, chart: Html, note: string) =>
-    html`<div class="card"><h3>${title} <span class="muted">${note}</span></h3>${chart}</div>`;
+    html`<div class="card"><h3>${title} <span class="muted">· ${note}</span></h3>${chart}</div>`;
   const scope = queue ? `queue ${queue}` : 'all queues';
   return {
     title: 'Overview',

@@ -98,9 +98,10 @@ export interface ActivityBucket {
 }
 
 /**
- * Jobs finished per bucket over the last `buckets × bucketSeconds`, oldest bucket first, for the
- * console's charts: completed rows and the completed_counts of deleted ones, and dead rows, read
- * through jobs_finished_idx. `queue` narrows it to one queue.
+ * Jobs finished per bucket, oldest bucket first, for the console's charts: `buckets` buckets of
+ * `bucketSeconds` on whole multiples of it (minutes, hours), the last one holding now. Completed
+ * rows and the completed_counts of deleted ones, and dead rows, read through jobs_finished_idx.
+ * `queue` narrows it to one queue.
  */
 export async function activitySeries(
   db: AnyPgDatabase,
@@ -110,34 +111,34 @@ export async function activitySeries(
   const { bucketSeconds: size, buckets } = request;
   const jobs = jobsRef(schema);
   const counts = sql`${sql.identifier(schema)}.completed_counts`;
-  const since = sql`((select now from clock) - make_interval(secs => ${size * buckets}::float8))`;
+  const since = sql`(select since from bounds)`;
   const bucketOf = (at: SQL) => sql`floor(extract(epoch from (${at} - ${since})) / ${size}::float8)::int`;
   const queue = (alias: string) =>
     request.queue === undefined ? sql`` : sql`and ${sql.raw(alias)}.queue = ${request.queue}`;
-  const rows = await queryRows<{ i: number; completed: number; dead: number }>(
+  const rows = await queryRows<{ start_ms: number; completed: number; dead: number }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
+    bounds as (
+      select to_timestamp((floor(extract(epoch from now) / ${size}::float8) + 1 - ${buckets}::int) * ${size}::float8) as since
+      from clock
+    ),
     finished as (
       select ${bucketOf(sql`j.finished_at`)} as i,
         count(*) filter (where j.state = 'completed') as completed, count(*) filter (where j.state = 'dead') as dead
       from ${jobs} j
-      where j.state in ('completed', 'dead') and j.finished_at is not null and j.finished_at > ${since}
+      where j.state in ('completed', 'dead') and j.finished_at is not null and j.finished_at >= ${since}
         and j.finished_at <= (select now from clock) ${queue('j')}
       group by 1
       union all
       select ${bucketOf(sql`c.minute`)}, sum(c.completed), 0 from ${counts} c
-      where c.minute > ${since} and c.minute <= (select now from clock) ${queue('c')}
+      where c.minute >= ${since} and c.minute <= (select now from clock) ${queue('c')}
       group by 1
     )
-    select i, sum(completed)::int as completed, sum(dead)::int as dead from finished
-    where i between 0 and ${buckets - 1} group by i`,
+    select (extract(epoch from ${since}) * 1000 + b.i * ${size * 1000}::float8)::float8 as start_ms,
+      coalesce(sum(f.completed), 0)::int as completed, coalesce(sum(f.dead), 0)::int as dead
+    from generate_series(0, ${buckets - 1}::int) as b(i) left join finished f on f.i = b.i
+    group by b.i order by b.i`,
     schema,
   );
-  const byIndex = new Map(rows.map((r) => [r.i, r]));
-  const end = (request.now ?? new Date()).getTime();
-  return Array.from({ length: buckets }, (_, i) => ({
-    startMs: end - (buckets - i) * size * 1000,
-    completed: byIndex.get(i)?.completed ?? 0,
-    dead: byIndex.get(i)?.dead ?? 0,
-  }));
+  return rows.map((r) => ({ startMs: Number(r.start_ms), completed: r.completed, dead: r.dead }));
 }
