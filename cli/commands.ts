@@ -2,7 +2,7 @@
 
 import { ConfigError } from '../base/errors.js';
 import type { JobRecord, JobState } from '../base/rows.js';
-import { activity, cancel, getJob, listJobs, retryNow, stats } from '../core/admin.js';
+import { activity, cancel, getJob, listJobs, moveToDlq, retryNow, stats } from '../core/admin.js';
 import { breakers } from '../core/breakers.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
@@ -301,6 +301,24 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       { replayed, refused, dryRun: base.dryRun },
     );
     return refused.length > 0 ? EXIT.refused : EXIT.ok;
+  },
+
+  async 'dlq move'({ conn, schema, rest, o, emit, io }) {
+    const by = str(o.by) ?? `cli:${io.env.USER ?? 'unknown'}`;
+    const outcomes = await moveToDlq(conn, ids(rest, 'dlq move'), { schema, by, reason: str(o.reason) });
+    emit(
+      outcomes
+        .map((m) =>
+          m.moved
+            ? `moved job ${m.id} to the DLQ`
+            : m.previousState
+              ? `job ${m.id} is ${m.previousState}: only queued or running jobs can be moved`
+              : `job ${m.id} does not exist`,
+        )
+        .join('\n'),
+      outcomes,
+    );
+    return outcomes.every((m) => m.moved) ? EXIT.ok : EXIT.refused;
   },
 
   async cancel({ conn, schema, rest, emit }) {

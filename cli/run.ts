@@ -36,6 +36,8 @@ commands:
   dlq replay <id...>                    replay dead jobs by id, or by filter:
       [--kind k] [--queue q] [--reason r] [--since iso] [--until iso] [--all]
       [--dry-run] [--limit n] [--keep-attempts] [--by name]
+  dlq move <id...> [--reason r] [--by name]
+                                        move queued or running jobs to the DLQ (reason: manual)
   cancel <id...>                        cancel queued or running jobs
   retry <id...>                         run waiting jobs now
   queues pause <queue> [--reason text] [--by name]

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { InvalidOptionsError } from '../../base/errors.js';
 import type { ParentJob } from '../../base/rows.js';
-import { cancel, getJob } from '../../core/admin.js';
+import { cancel, getJob, moveToDlq } from '../../core/admin.js';
 import { defineJob } from '../../core/jobs.js';
 import { jsonLogger, silentLogger } from '../../core/logger.js';
 import { replay as replayDead } from '../../core/replay.js';
@@ -136,6 +136,18 @@ describe(`dependencies between jobs (${testDriver()})`, () => {
     });
     expect(await job(late.child.id)).toMatchObject({ state: 'cancelled', deadReason: 'dependency_failed' });
     expect(await job(late.next.id)).toMatchObject({ state: 'cancelled', deadReason: 'dependency_failed' });
+  });
+
+  it('a parent moved to the DLQ by hand cancels its waiting child; replaying the parent brings the child back', async () => {
+    const { ran, step } = steps();
+    const chain = await q.enqueueChain(t.db, [step.with({ name: 'parent' }), step.with({ name: 'child' })]);
+    const [parent, child] = chain as [(typeof chain)[0], (typeof chain)[0]];
+    await moveToDlq(t.db, [parent.id], { schema: t.schema, by: 'ops' });
+    expect(await job(child.id)).toMatchObject({ state: 'cancelled', deadReason: 'dependency_failed' });
+    await replayDead(t.db, { ids: [parent.id], schema: t.schema, by: 'ops' });
+    expect(await status(child.id)).toBe('waiting');
+    expect(await run([step])).toMatchObject({ completed: 2 });
+    expect(ran).toEqual(['parent', 'child']);
   });
 
   it('replaying a dead parent brings its cancelled children back; they run after it completes', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionsError, PayloadValidationError } from '../../base/errors.js';
-import { activity, cancel, expireDeadlines, getJob, stats } from '../../core/admin.js';
+import { activity, cancel, expireDeadlines, getJob, moveToDlq, stats } from '../../core/admin.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { replay } from '../../core/replay.js';
 import { claimJobs } from '../../db/statements/claim.js';
@@ -165,6 +165,35 @@ describe(`cancel, deadlines, stats (${testDriver()})`, () => {
       [],
     );
     expect((await getJob(t.db, id, opts()))?.state).toBe('cancelled');
+  });
+
+  it('moveToDlq: queued and running jobs die as manual, with who did it; the holder loses its completion; replay brings them back', async () => {
+    const [deadId] = await deadJobs(1);
+    const queued = await q.enqueue(t.db, sendEmail, email(1));
+    const running = await q.enqueue(t.db, sendEmail, email(2));
+    const [job] = (await claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 1, invocationId: 'x' })).jobs;
+    const held = job?.id === running.id ? running : queued;
+    const result = await moveToDlq(t.db, [queued.id, running.id, deadId!, '424242'], { ...opts(), by: 'ops:ada' });
+    expect(result.map((r) => [r.id, r.moved])).toEqual([
+      [queued.id, true],
+      [running.id, true],
+      [deadId, false],
+      ['424242', false],
+    ]);
+    expect(result.find((r) => r.id === held.id)?.previousState).toBe('running');
+    const moved = await getJob(t.db, held.id, opts());
+    expect(moved).toMatchObject({ state: 'dead', deadReason: 'manual', leaseExpiresAt: null });
+    expect(moved?.lastError).toMatchObject({ class: 'moved_to_dlq', message: 'moved to the DLQ by ops:ada' });
+    expect(
+      await settleJobs(t.db.db, t.schema, [{ id: held.id, leaseToken: job!.leaseToken, outcome: 'completed' }]),
+    ).toEqual([]);
+    expect((await getJob(t.db, held.id, opts()))?.state).toBe('dead');
+    const replayed = await replay(t.db, { ...opts(), reason: 'manual', by: 'ops:ada' });
+    expect(replayed.replayed.map((r) => r.id).sort()).toEqual([queued.id, running.id].sort());
+    await expect(moveToDlq(t.db, [queued.id], { ...opts(), reason: 'Bad Reason' })).rejects.toThrow(
+      InvalidOptionsError,
+    );
+    await expect(moveToDlq(t.db, ['1; drop'], opts())).rejects.toThrow(InvalidOptionsError);
   });
 
   it('expireDeadlines moves only queued jobs past their deadline to the DLQ', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { cancel, stats } from '../../core/admin.js';
+import { cancel, moveToDlq, stats } from '../../core/admin.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { buryDoomed } from '../../db/statements/bury.js';
@@ -174,6 +174,23 @@ describe(`ordering keys (${testDriver()})`, () => {
     // The running head is cancelled: step 2 is released by the same statement.
     expect((await cancel(t.db, [head?.id as string], { schema: t.schema }))[0]?.cancelled).toBe(true);
     expect((await claim()).jobs.map((j) => j.id)).toEqual([second]);
+  });
+
+  it('moving the running head of a key to the DLQ by hand releases the next job, unless its kind holds the key', async () => {
+    await enqueueSteps(event, '6', 2);
+    await enqueueSteps(held, '6', 2);
+    const heads = (await claim()).jobs;
+    expect(heads.map((j) => j.kind).sort()).toEqual(['held-event', 'order-event']);
+    const moved = await moveToDlq(
+      t.db,
+      heads.map((j) => j.id),
+      { schema: t.schema, by: 'test' },
+    );
+    expect(moved.every((m) => m.moved)).toBe(true);
+    // order-event continues with step 2 at once; held-event's key waits for the replay of its head.
+    expect((await claim()).jobs.map((j) => [j.kind, (j.payload as { step: number }).step])).toEqual([
+      ['order-event', 2],
+    ]);
   });
 
   it('a head buried when its last lease expired keeps its key when its kind holds it', async () => {

@@ -186,6 +186,24 @@ describe('skiplock CLI against a real database', () => {
     const { rows } = await admin.query(`select replayed_by from "${schema}".jobs where id = 2`);
     expect(rows[0].replayed_by).toBe('cli:tester');
 
+    // By hand into the DLQ and out again.
+    expect(await cli('dlq', 'move', '2', '--reason', 'bad_payload')).toMatchObject({
+      code: EXIT.ok,
+      out: 'moved job 2 to the DLQ',
+    });
+    const moved = await admin.query(`select state, dead_reason, last_error from "${schema}".jobs where id = 2`);
+    expect(moved.rows[0]).toMatchObject({
+      state: 'dead',
+      dead_reason: 'bad_payload',
+      last_error: { class: 'moved_to_dlq', message: 'moved to the DLQ by cli:tester' },
+    });
+    expect(await cli('dlq', 'move', '2')).toMatchObject({
+      code: EXIT.refused,
+      out: 'job 2 is dead: only queued or running jobs can be moved',
+    });
+    expect((await cli('dlq', 'move', '2', '--reason', 'Bad Reason')).code).toBe(EXIT.usage);
+    expect((await cli('dlq', 'replay', '2')).code).toBe(EXIT.ok);
+
     expect(await cli('retry', '2')).toMatchObject({ code: EXIT.ok, out: 'job 2 will run now' });
     expect(await cli('cancel', '2')).toMatchObject({ code: EXIT.ok, out: 'cancelled job 2' });
     expect(await cli('cancel', '2')).toMatchObject({ code: EXIT.refused, out: 'job 2 is cancelled: not cancelled' });
