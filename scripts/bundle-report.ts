@@ -4,7 +4,7 @@
  */
 import { bundleFunction } from './bundle.js';
 
-const FUNCTIONS = ['worker', 'enqueue', 'replay', 'maintenance'] as const;
+const FUNCTIONS = ['worker', 'enqueue', 'replay', 'control', 'console', 'maintenance'] as const;
 const DRIVERS = ['pg', 'neon-ws', 'neon-http'] as const;
 
 const sizes: Record<string, Record<string, number>> = {};

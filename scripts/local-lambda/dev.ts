@@ -48,7 +48,7 @@ export async function serveLambda(database: { url: string; embedded: boolean }, 
   if (!process.env.SKIPLOCK_ADMIN_TOKEN) {
     process.env.SKIPLOCK_ADMIN_TOKEN = randomBytes(16).toString('hex');
     console.log(
-      `SKIPLOCK_ADMIN_TOKEN=${process.env.SKIPLOCK_ADMIN_TOKEN}  (generated for this session: POST /control)`,
+      `SKIPLOCK_ADMIN_TOKEN=${process.env.SKIPLOCK_ADMIN_TOKEN}  (generated for this session: POST /control, the console at /admin)`,
     );
   }
   // The functions' schema: the shell's, else the one serverless.yml gives them.

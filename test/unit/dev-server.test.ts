@@ -5,7 +5,11 @@ import { afterAll, expect, inject, it } from 'vitest';
 import { freePort } from '../../scripts/local-postgres.js';
 
 const schema = `dev_${randomBytes(4).toString('hex')}`;
-const secrets = { CRON_SECRET: 'dev-cron-secret-0123456789', SKIPLOCK_ENQUEUE_TOKEN: 'dev-enqueue-token-0123456789' };
+const secrets = {
+  CRON_SECRET: 'dev-cron-secret-0123456789',
+  SKIPLOCK_ENQUEUE_TOKEN: 'dev-enqueue-token-0123456789',
+  SKIPLOCK_ADMIN_TOKEN: 'dev-admin-token-0123456789',
+};
 let child: ChildProcess | undefined;
 
 afterAll(async () => {
@@ -58,4 +62,23 @@ it('npm run dev serves the routes on localhost and runs the crons', async () => 
   expect(await worker.json()).toMatchObject({ claimed: 1, completed: 1 });
   expect((await fetch(`${base}/api/worker`)).status).toBe(401);
   expect((await fetch(`${base}/nope`)).status).toBe(404);
+
+  // The console at /admin, through vercel.json's rewrites to api/admin.ts.
+  expect(output).toContain(`console: ${base}/admin`);
+  const visit = await fetch(`${base}/admin`, { redirect: 'manual' });
+  expect(visit.status).toBe(303);
+  expect(visit.headers.get('location')).toBe('/admin/login?next=%2Fadmin');
+  const login = await fetch(`${base}/admin/login`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: base },
+    body: new URLSearchParams({ token: secrets.SKIPLOCK_ADMIN_TOKEN, name: 'dev' }).toString(),
+  });
+  expect(login.status).toBe(303);
+  const cookie = (login.headers.getSetCookie()[0] ?? '').split(';')[0] as string;
+  const overview = await fetch(`${base}/admin/`, { headers: { cookie } });
+  expect(overview.status).toBe(200);
+  const page = await overview.text();
+  expect(page).toContain('<h1>Overview');
+  expect(page).toContain('build-report');
 });

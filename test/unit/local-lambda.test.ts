@@ -241,6 +241,7 @@ describe('npm run dev -- --lambda', () => {
       SKIPLOCK_LOG_LEVEL: 'error',
     };
     delete env.SKIPLOCK_ENQUEUE_TOKEN;
+    delete env.SKIPLOCK_ADMIN_TOKEN;
     const dev = spawn(
       process.execPath,
       ['--import', 'tsx', 'scripts/dev.ts', '--lambda', '--packaged', join(packages, 'app')],
@@ -267,9 +268,15 @@ describe('npm run dev -- --lambda', () => {
     const token = /SKIPLOCK_ENQUEUE_TOKEN=([0-9a-f]{32})/.exec(output)?.[1];
     expect(token).toBeDefined();
     expect(output).toContain(`Invoke API on http://127.0.0.1:${lambdaPort}`);
-    expect(output).toContain(
-      `listening on http://127.0.0.1:${port}  (routes: POST /jobs → skiplock-test-enqueue, POST /control → skiplock-test-control)`,
-    );
+    expect(output).toContain(`listening on http://127.0.0.1:${port}  (routes: `);
+    for (const route of [
+      'POST /jobs → skiplock-test-enqueue',
+      'POST /control → skiplock-test-control',
+      'GET /admin → skiplock-test-console',
+      'ANY /admin/{proxy+} → skiplock-test-console',
+    ]) {
+      expect(output).toContain(route);
+    }
     expect(output).toMatch(/schedule skiplock-test-worker → \{"invocationId"/);
 
     const response = await fetch(`http://127.0.0.1:${port}/jobs`, {
@@ -285,6 +292,20 @@ describe('npm run dev -- --lambda', () => {
       state = (await t.admin.query(`select state from "${devSchema}".jobs`)).rows[0]?.state;
     }
     expect(state).toBe('completed');
+
+    // The console through the emulated HTTP API (cookies in the event and in the result).
+    const adminToken = /SKIPLOCK_ADMIN_TOKEN=([0-9a-f]{32})/.exec(output)?.[1] as string;
+    const login = await fetch(`http://127.0.0.1:${port}/admin/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: adminToken, name: 'dev' }).toString(),
+    });
+    expect(login.status).toBe(303);
+    const cookie = (login.headers.getSetCookie()[0] ?? '').split(';')[0] as string;
+    const jobs = await fetch(`http://127.0.0.1:${port}/admin/jobs?state=completed`, { headers: { cookie } });
+    expect(jobs.status).toBe(200);
+    expect(await jobs.text()).toContain('build-report');
 
     const codeDir = join(root, '.local-lambda', `dev-${dev.pid}`);
     expect(existsSync(codeDir)).toBe(true);

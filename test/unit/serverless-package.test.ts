@@ -28,7 +28,7 @@ afterAll(() => {
 const ofType = (type: string) => Object.entries(resources).filter(([, r]) => r.Type === type);
 
 describe('serverless package (offline, no AWS credentials)', () => {
-  it('defines the six functions on Node 22 with timeouts that leave room for the leases', () => {
+  it('defines the seven functions on Node 22 with timeouts that leave room for the leases', () => {
     const functions = Object.fromEntries(
       ofType('AWS::Lambda::Function').map(([name, r]) => [
         name,
@@ -36,6 +36,7 @@ describe('serverless package (offline, no AWS credentials)', () => {
       ]),
     );
     expect(Object.keys(functions).sort()).toEqual([
+      'ConsoleLambdaFunction',
       'ControlLambdaFunction',
       'EnqueueLambdaFunction',
       'MaintenanceLambdaFunction',
@@ -61,16 +62,20 @@ describe('serverless package (offline, no AWS credentials)', () => {
     });
   });
 
-  it('exposes only enqueue and control over HTTP; replay has no HTTP event', () => {
+  it('exposes only enqueue, control and the console over HTTP; replay has no HTTP event', () => {
     const routes = ofType('AWS::ApiGatewayV2::Route').map(([, r]) => r.Properties.RouteKey);
-    expect(routes.sort()).toEqual(['POST /control', 'POST /jobs']);
+    expect(routes.sort()).toEqual(['ANY /admin/{proxy+}', 'GET /admin', 'POST /control', 'POST /jobs']);
     const permissions = ofType('AWS::Lambda::Permission').map(
       ([, r]) => r.Properties as { FunctionName: { 'Fn::GetAtt': string[] }; Principal: string },
     );
     const httpTargets = permissions
       .filter((p) => p.Principal === 'apigateway.amazonaws.com')
       .map((p) => p.FunctionName['Fn::GetAtt'][0]);
-    expect(httpTargets.sort()).toEqual(['ControlLambdaFunction', 'EnqueueLambdaFunction']);
+    expect([...new Set(httpTargets)].sort()).toEqual([
+      'ConsoleLambdaFunction',
+      'ControlLambdaFunction',
+      'EnqueueLambdaFunction',
+    ]);
     expect(permissions.some((p) => p.FunctionName['Fn::GetAtt'][0] === 'ReplayLambdaFunction')).toBe(false);
   });
 
@@ -150,13 +155,16 @@ describe('serverless package (offline, no AWS credentials)', () => {
   });
 
   it('every bundle loads; the bundled worker, enqueue and control run for real: ESM banner, SDK external, pg driver only', async () => {
-    const names = ['worker', 'reportsWorker', 'enqueue', 'replay', 'control', 'maintenance'];
+    const names = ['worker', 'reportsWorker', 'enqueue', 'replay', 'control', 'console', 'maintenance'];
     for (const name of names) await run('unzip', ['-q', '-o', join(out, `${name}.zip`), '-d', unpacked]);
     const worker = readFileSync(join(unpacked, 'functions/worker.mjs'), 'utf8');
     expect(worker.startsWith("import { createRequire } from 'module'")).toBe(true);
     expect(worker).not.toContain('neon.tech'); // Neon's driver was left out of this pg bundle
     // 422 KB with croner (schedules) in: the budget catches a driver or an SDK bundled by mistake.
     expect(Buffer.byteLength(worker)).toBeLessThan(450_000);
+    // The console is its own function: the worker's bundle carries none of it.
+    expect(worker).not.toContain('skiplock-console');
+    expect(Buffer.byteLength(readFileSync(join(unpacked, 'functions/console.mjs')))).toBeLessThan(450_000);
 
     const url = inject('databaseUrl');
     const schema = 'sls_bundle_test';
@@ -170,7 +178,7 @@ describe('serverless package (offline, no AWS credentials)', () => {
     Object.assign(process.env, { DATABASE_URL: url, SKIPLOCK_SCHEMA: schema, SKIPLOCK_LOG_LEVEL: 'error' });
     try {
       // A bundle that fails at import time (e.g. a statement built before drizzle is initialised) fails here.
-      for (const file of ['worker', 'enqueue', 'replay', 'control', 'maintenance']) {
+      for (const file of ['worker', 'enqueue', 'replay', 'control', 'console', 'maintenance']) {
         expect(typeof (await import(join(unpacked, `functions/${file}.mjs`))).handler).toBe('function');
       }
       const enqueue = (await import(join(unpacked, 'functions/enqueue.mjs'))).handler;
@@ -192,6 +200,23 @@ describe('serverless package (offline, no AWS credentials)', () => {
       // its first occurrence the next 03:00 UTC (no cron of its own).
       const recorded = await admin.query(`select name, cron, kind from ${schema}.schedules`);
       expect(recorded.rows).toEqual([{ name: 'nightly-report', cron: '0 3 * * *', kind: 'build-report' }]);
+
+      // The bundled console: log in over an HTTP API event, then the overview shows the job that ran.
+      process.env.SKIPLOCK_ADMIN_TOKEN = 'bundle-admin-token-0123456789';
+      const consoleHandler = (await import(join(unpacked, 'functions/console.mjs'))).handler;
+      const event = (method: string, path: string, extra: Record<string, unknown> = {}) => ({
+        rawPath: path,
+        headers: { host: 'api.example.com', 'content-type': 'application/x-www-form-urlencoded' },
+        requestContext: { http: { method, sourceIp: '192.0.2.10' } },
+        ...extra,
+      });
+      const login = await consoleHandler(
+        event('POST', '/admin/login', { body: `token=${process.env.SKIPLOCK_ADMIN_TOKEN}&name=ops` }),
+      );
+      expect(login.statusCode).toBe(303);
+      const overview = await consoleHandler(event('GET', '/admin/', { cookies: [login.cookies[0].split(';')[0]] }));
+      expect(overview.statusCode).toBe(200);
+      expect(overview.body).toContain('send-email');
     } finally {
       process.env = saved;
       await admin.query(`drop schema if exists ${schema} cascade`);
