@@ -27,6 +27,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".destinations TO skiplock_work
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".rate_limits, "skiplock".rate_buckets TO skiplock_worker;
 -- Schedules: a worker's tick records each schedule it runs and when it last fired.
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".schedules TO skiplock_worker;
+-- The operator console (run with the worker's credentials, like the control function): its sessions
+-- and its failed-login counts.
+GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".console_sessions, "skiplock".console_logins TO skiplock_worker;
 -- A worker that runs schedules (createWorker({ schedules })) also enqueues their occurrences: give
 -- it these two grants as well (an enqueuer's insert rights), or run the schedules with the
 -- enqueuer's credentials. Without schedules, leave them out: the worker then cannot insert jobs.
