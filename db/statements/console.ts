@@ -86,7 +86,8 @@ export interface LoginThrottle {
 
 /**
  * Counts a failed login against `client` and against `*`, each in its window (a window that has
- * passed starts over); a count that reaches its limit blocks logins there for one window.
+ * passed starts over); a count that reaches its limit blocks logins there for one window. Counts of
+ * other clients that have run out are deleted on the way.
  */
 export async function recordConsoleLoginFailure(
   db: AnyPgDatabase,
@@ -102,7 +103,13 @@ export async function recordConsoleLoginFailure(
   const limit = sql`(case when l.client = '*' then ${throttle.overall}::int else ${throttle.perClient}::int end)`;
   await queryRows(
     db,
-    sql`with clock as (select ${nowExpr(now)} as now)
+    sql`with clock as (select ${nowExpr(now)} as now),
+    -- Other clients' counts whose window and block have passed: gone, so the table never grows.
+    stale as (
+      delete from ${logins} o where o.client <> all(${sql.param([client, '*'])}::text[])
+        and o.window_started_at <= (select now from clock) - ${window}
+        and coalesce(o.blocked_until, '-infinity') <= (select now from clock)
+    )
     insert into ${logins} as l (client, failures, window_started_at, blocked_until)
     select k.client, 1, c.now, null from unnest(${sql.param([client, '*'])}::text[]) as k(client), clock c
     on conflict (client) do update set

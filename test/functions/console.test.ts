@@ -132,8 +132,15 @@ describe(`the console's login and sessions (${testDriver()})`, () => {
     expect(lines.join('')).toContain('console_login_blocked');
     // Someone else is not blocked by it.
     expect((await client({}, '192.0.2.1').post('/admin/login', { token: ADMIN })).status).toBe(303);
+    await client({}, '192.0.2.99').post('/admin/login', { token: 'one-wrong-token-only-xx' });
     now = new Date('2026-11-23T10:15:01Z');
     expect((await client({}, '198.51.100.9').post('/admin/login', { token: ADMIN })).status).toBe(303);
+    // Counts whose window and block have passed go with the next failure: the table does not grow.
+    now = new Date('2026-11-23T10:31:00Z');
+    await client({}, '192.0.2.50').post('/admin/login', { token: 'another-wrong-token-xx' });
+    expect(
+      (await rows(`select client from "${t.schema}".console_logins order by client`)).map((r) => r.client),
+    ).toEqual(['*', '192.0.2.50']);
   });
 
   it('ends a session when it expires, on logout, and when the admin token changes', async () => {

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 const config = JSON.parse(readFileSync('vercel.json', 'utf8')) as {
   functions: Record<string, { maxDuration: number }>;
   crons: { path: string; schedule: string }[];
+  rewrites: { source: string; destination: string }[];
 };
 
 describe('vercel.json', () => {
@@ -35,5 +36,16 @@ describe('vercel.json', () => {
       if (budget) expect(Number(budget.replaceAll('_', ''))).toBe(maxDuration * 1000);
       else expect(source).not.toMatch(/createVercel(Worker|Maintenance)/);
     }
+  });
+
+  it('rewrites /admin and everything under it to the console route, which serves GET and POST', async () => {
+    expect(config.rewrites).toEqual([
+      { source: '/admin', destination: '/api/admin' },
+      { source: '/admin/:path*', destination: '/api/admin' },
+    ]);
+    expect(config.functions['api/admin.ts']).toBeDefined();
+    const route = (await import('../../api/admin.js')) as Record<string, unknown>;
+    expect(typeof route.GET).toBe('function');
+    expect(route.POST).toBe(route.GET);
   });
 });
