@@ -1,15 +1,15 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { SkiplockDb } from '../db/connect.js';
 import {
   type ConsoleSessionRow,
-  clearConsoleLoginFailures,
-  consoleLoginBlockedUntil,
   deleteConsoleSession,
   findConsoleSession,
+  forgetConsoleLoginAttempts,
   insertConsoleSession,
   type LoginThrottle,
-  recordConsoleLoginFailure,
+  recordConsoleLoginAttempt,
 } from '../db/statements/console.js';
 
 /**
@@ -67,20 +67,45 @@ export async function closeConsoleSession(conn: SkiplockDb, secret: string, opti
   await deleteConsoleSession(conn.db, schemaOf(options), idOf(secret));
 }
 
-/** When logins from `client` are allowed again, if they are blocked now (by its failures or everyone's). */
-export async function consoleLoginBlocked(conn: SkiplockDb, client: string, options: Options = {}) {
-  return consoleLoginBlockedUntil(conn.db, schemaOf(options), [client, '*'], options.now);
+/**
+ * What login attempts are counted under: an IPv4 address, the /64 of an IPv6 one (one host
+ * usually has a whole /64), or `unknown` — never `*`, the key of every client together.
+ */
+export function clientKey(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
+  if (mapped && isIP(mapped) === 4) return `ip:${mapped}`;
+  if (isIP(address) === 4) return `ip:${address}`;
+  if (isIP(address) === 6) {
+    const [head = '', tail = ''] = address.toLowerCase().split('::');
+    const front = head ? head.split(':') : [];
+    const back = address.includes('::') ? (tail ? tail.split(':') : []) : [];
+    const groups = [...front, ...Array(Math.max(0, 8 - front.length - back.length)).fill('0'), ...back];
+    return `ip6:${groups
+      .slice(0, 4)
+      .map((g) => g.replace(/^0+(?=.)/, ''))
+      .join(':')}::/64`;
+  }
+  return 'unknown';
 }
 
-export async function recordFailedConsoleLogin(
+/**
+ * Counts a login attempt from `client` (a clientKey) before its token is compared; says until when
+ * it is refused, if it is, and how many attempts every client made together in the window.
+ */
+export async function countConsoleLoginAttempt(
   conn: SkiplockDb,
   client: string,
   throttle: LoginThrottle,
   options: Options = {},
-): Promise<void> {
-  await recordConsoleLoginFailure(conn.db, schemaOf(options), client, throttle, options.now);
+): Promise<{ blockedUntil: Date | null; overallFailures: number }> {
+  const counted = await recordConsoleLoginAttempt(conn.db, schemaOf(options), client, throttle, options.now);
+  return {
+    blockedUntil: counted.blockedUntilMs === null ? null : new Date(counted.blockedUntilMs),
+    overallFailures: counted.overallFailures,
+  };
 }
 
-export async function forgetFailedConsoleLogins(conn: SkiplockDb, client: string, options: Options = {}) {
-  await clearConsoleLoginFailures(conn.db, schemaOf(options), client);
+/** After a right token: the client's attempts are forgotten. */
+export async function forgetConsoleLoginAttemptsOf(conn: SkiplockDb, client: string, options: Options = {}) {
+  await forgetConsoleLoginAttempts(conn.db, schemaOf(options), client);
 }

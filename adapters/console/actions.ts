@@ -214,7 +214,7 @@ export const ACTION_NAMES = Object.keys(ACTIONS);
 /** The confirmation page, or — confirmed — the change made, logged and reported. */
 export async function handleAction(ctx: ConsoleContext, form: URLSearchParams): Promise<Page> {
   const name = form.get('action') ?? '';
-  const action = ACTIONS[name];
+  const action = Object.hasOwn(ACTIONS, name) ? ACTIONS[name] : undefined;
   if (!action) throw new InvalidOptionsError(`unknown action ${JSON.stringify(name.slice(0, 40))}`);
   if (form.get('confirmed') !== '1') {
     const { question, fields, danger } = await action.confirm(ctx, form);

@@ -38,8 +38,7 @@ export const raw = (markup: string) => new Html(markup);
 
 /** `2026-11-23 14:05:09Z`; a dash for none. */
 export function formatTime(at: Date | null | undefined): string {
-  if (!at) return '–';
-  if (!Number.isFinite(at.getTime())) return at.getTime() > 0 ? 'never (waiting)' : '–';
+  if (!at || !Number.isFinite(at.getTime())) return '–';
   return `${at.toISOString().slice(0, 19).replace('T', ' ')}Z`;
 }
 

@@ -1,12 +1,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { InvalidOptionsError } from '../../base/errors.js';
 import {
+  clientKey,
   closeConsoleSession,
-  consoleLoginBlocked,
-  forgetFailedConsoleLogins,
+  countConsoleLoginAttempt,
+  forgetConsoleLoginAttemptsOf,
   openConsoleSession,
   readConsoleSession,
-  recordFailedConsoleLogin,
   tokenId,
 } from '../../core/console-sessions.js';
 import { type JobDefinition, JobRegistry } from '../../core/jobs.js';
@@ -40,9 +40,19 @@ export interface ConsoleOptions {
   readOnly?: boolean;
   /** The time sessions, login blocks and charts are measured against (tests). @defaultValue the database's clock */
   now?: () => Date;
+  /**
+   * The origin browsers show for the console (`https://ops.example.com`) when a proxy in front of
+   * the function (CloudFront) changes the Host header: a POST whose Origin names another host is
+   * refused. @defaultValue the request's own host
+   */
+  origin?: string;
 }
 
-/** Failed logins allowed per window from one client address, and from all of them together. */
+/**
+ * Login attempts allowed per window from one client address (the next is refused until the window
+ * ends), and failed logins from every client together past which each failure is logged as
+ * `console_login_flood` — a flood from many addresses is logged, it never locks the admin out.
+ */
 export const CONSOLE_LOGIN_THROTTLE = { perClient: 5, overall: 50, windowMs: 15 * 60_000 } as const;
 
 const MAX_FORM_BYTES = 256 * 1024;
@@ -74,19 +84,21 @@ async function readForm(request: ConsoleRequest): Promise<URLSearchParams> {
 }
 
 /** A POST must come from a page of this console: an Origin header, when sent, names this host. */
-function sameOrigin(request: ConsoleRequest): boolean {
+function sameOrigin(request: ConsoleRequest, expected: string | undefined): boolean {
   const origin = request.header('origin');
   if (origin === undefined) return true;
   try {
-    return new URL(origin).host === request.url.host;
+    return new URL(origin).host === (expected ? new URL(expected).host : request.url.host);
   } catch {
     return false;
   }
 }
 
-/** Where to go after logging in: a path of the console only. */
+/** Where to go after logging in: a path of the console only, in printable ASCII (a Location header). */
 function nextPath(base: string, next: string | null): string {
-  if (next && (next === base || next.startsWith(`${base}/`)) && !/[\\\s]|\/\//.test(next)) return next;
+  if (next && (next === base || next.startsWith(`${base}/`)) && /^[\x21-\x7e]+$/.test(next) && !/\\|\/\//.test(next)) {
+    return next;
+  }
   return `${base}/`;
 }
 
@@ -142,7 +154,7 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     const schema = settings.schema;
     const now = options.now;
     const method = request.method.toUpperCase();
-    if (method === 'POST' && !sameOrigin(request)) {
+    if (method === 'POST' && !sameOrigin(request, options.origin)) {
       throw new HttpError(403, 'cross_origin', 'this form was not sent from the console; nothing was changed');
     }
 
@@ -235,17 +247,26 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     const form = await readForm(request);
     const next = nextPath(base, form.get('next'));
     const client = request.client;
+    const key = clientKey(client);
     const at = { schema, now: now?.() };
-    const blocked = await runtime.withDb((db) => consoleLoginBlocked(db, client, at));
-    if (blocked) {
-      runtime.logger.warn('console_login_blocked', { client, until: blocked.toISOString() });
-      return loginPage(base, 429, next, `Too many failed logins. Try again after ${blocked.toISOString()}.`);
+    // Counted before the token is compared: a burst of guesses queues on the client's count.
+    const { blockedUntil, overallFailures } = await runtime.withDb((db) =>
+      countConsoleLoginAttempt(db, key, CONSOLE_LOGIN_THROTTLE, at),
+    );
+    if (blockedUntil) {
+      runtime.logger.warn('console_login_blocked', { client, until: blockedUntil.toISOString() });
+      return loginPage(base, 429, next, `Too many failed logins. Try again after ${blockedUntil.toISOString()}.`);
     }
     const presented = form.get('token') ?? '';
     const match = tokens.find((t) => equalSecret(presented, t.token));
     if (!match) {
-      await runtime.withDb((db) => recordFailedConsoleLogin(db, client, CONSOLE_LOGIN_THROTTLE, at));
       runtime.logger.warn('console_login_failed', { client });
+      if (overallFailures > CONSOLE_LOGIN_THROTTLE.overall) {
+        runtime.logger.error('console_login_flood', {
+          failures: overallFailures,
+          windowMs: CONSOLE_LOGIN_THROTTLE.windowMs,
+        });
+      }
       return loginPage(base, 401, next, 'That token is not right.');
     }
     const name = (form.get('name') ?? '').trim() || 'admin';
@@ -254,7 +275,7 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     }
     const ttlMs = sessionMinutes * 60_000;
     const { secret } = await runtime.withDb(async (db) => {
-      await forgetFailedConsoleLogins(db, client, at);
+      await forgetConsoleLoginAttemptsOf(db, key, at);
       return openConsoleSession(
         db,
         { who: name, readOnly: match.readOnly, tokenId: tokenId(match.token), client, ttlMs },

@@ -1,6 +1,7 @@
 import { InvalidOptionsError } from '../../base/errors.js';
 import { JOB_STATES, type JobState } from '../../base/rows.js';
 import { getJob, type JobRecord, listJobs } from '../../core/admin.js';
+import { maskSecretText } from '../../core/masking.js';
 import { type ConsoleContext, csrfField, query, shownValue, stateBadge, withDb } from './context.js';
 import type { Page } from './html.js';
 import { formatTime, type Html, html } from './html.js';
@@ -12,10 +13,9 @@ const SINCE: Record<string, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d'
 /** `1h`, `24h`, `7d`, or an ISO time → a Date; anything else is refused. */
 function sinceOf(text: string | undefined, now: Date): Date | undefined {
   if (!text) return undefined;
-  const span = SINCE[text];
-  if (span !== undefined) return new Date(now.getTime() - span);
+  if (Object.hasOwn(SINCE, text)) return new Date(now.getTime() - (SINCE[text] as number));
   const at = new Date(text);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(at.getTime())) {
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || !Number.isFinite(at.getTime())) {
     throw new InvalidOptionsError('since must be 1h, 24h, 7d or a date such as 2026-11-23T10:00Z');
   }
   return at;
@@ -54,7 +54,11 @@ export async function readJobs(ctx: ConsoleContext, filters: JobFilters, limit: 
   return withDb(ctx, (db) => listJobs(db, { schema: ctx.schema, state, kind, queue, reason, since, limit }));
 }
 
-const lastError = (job: JobRecord) => (job.lastError ? `${job.lastError.class}: ${job.lastError.message}` : '');
+const lastError = (job: JobRecord) =>
+  job.lastError ? maskSecretText(`${job.lastError.class}: ${job.lastError.message}`) : '';
+/** A job waiting for its turn (ordering key) or its parents has no time to run at: run_at is infinity. */
+const waitingForOthers = (job: JobRecord) => job.state === 'queued' && !Number.isFinite(job.runAt.getTime());
+const runAtText = (job: JobRecord) => (waitingForOthers(job) ? 'when what it waits for ends' : formatTime(job.runAt));
 
 function filterForm(ctx: ConsoleContext, path: string, f: JobFilters, dead: boolean): Html {
   const input = (name: keyof JobFilters, label: string, placeholder = '') =>
@@ -80,7 +84,7 @@ function jobTable(ctx: ConsoleContext, jobs: JobRecord[], dead: boolean, selecta
       <td><a href="${ctx.base}/jobs/${j.id}">#${j.id}</a></td><td>${j.kind}</td><td>${j.queue}</td>
       <td>${dead ? html`<span class="badge dead">${j.deadReason}</span>` : stateBadge(j)}</td>
       <td class="n">${j.attempt}/${j.maxAttempts}</td>
-      <td>${formatTime(dead ? j.finishedAt : j.state === 'queued' ? j.runAt : (j.finishedAt ?? j.attemptedAt))}</td>
+      <td>${dead ? formatTime(j.finishedAt) : j.state === 'queued' ? runAtText(j) : formatTime(j.finishedAt ?? j.attemptedAt)}</td>
       <td class="bad">${lastError(j)}</td></tr>`,
   );
   return html`<table><thead><tr>${selectable ? html`<th></th>` : html``}<th>Job</th><th>Kind</th><th>Queue</th>
@@ -148,9 +152,9 @@ function attemptTimeline(job: JobRecord): Html {
     const at = typeof e.at === 'string' || typeof e.at === 'number' ? new Date(e.at) : null;
     const status = e.responseStatus !== undefined ? html` · HTTP ${String(e.responseStatus)}` : html``;
     const holder = typeof e.holder === 'string' ? html` · holder <code>${e.holder}</code>` : html``;
-    const body = typeof e.responseBody === 'string' ? html`<pre>${e.responseBody}</pre>` : html``;
+    const body = typeof e.responseBody === 'string' ? html`<pre>${maskSecretText(e.responseBody)}</pre>` : html``;
     return html`<li class="${e.class === 'moved_to_dlq' ? 'info' : ''}"><strong>attempt ${String(e.attempt ?? '?')}</strong>
-      · <code>${String(e.class)}</code>${status} · ${formatTime(at)}${holder}<br>${String(e.message ?? '')}${body}</li>`;
+      · <code>${String(e.class)}</code>${status} · ${formatTime(at)}${holder}<br>${maskSecretText(String(e.message ?? ''))}${body}</li>`;
   });
   const now =
     job.state === 'running'
@@ -184,7 +188,8 @@ function jobActions(ctx: ConsoleContext, job: JobRecord): Html {
     html`<form method="post" action="${ctx.base}/actions">${csrfField(ctx)}<input type="hidden" name="id" value="${job.id}">
       <button name="action" value="${action}" class="${cls}">${label}</button></form>`;
   const live = job.state === 'queued' || job.state === 'running';
-  const waiting = job.state === 'queued' && job.runAt.getTime() > (ctx.now ?? new Date()).getTime();
+  const waiting =
+    job.state === 'queued' && !waitingForOthers(job) && job.runAt.getTime() > (ctx.now ?? new Date()).getTime();
   return html`<div class="actions">
     ${job.state === 'dead' ? button('replay', 'Replay', 'primary') : html``}
     ${waiting ? button('retry_now', 'Retry now') : html``}
@@ -213,7 +218,7 @@ export async function jobPage(ctx: ConsoleContext, id: string): Promise<Page | n
       <dt>Attempt</dt><dd>${job.attempt} of ${job.maxAttempts}</dd>
       <dt>Priority</dt><dd>${job.priority}</dd>
       <dt>Created</dt><dd>${formatTime(job.createdAt)}</dd>
-      <dt>Run at</dt><dd>${formatTime(job.runAt)}</dd>
+      <dt>Run at</dt><dd>${runAtText(job)}</dd>
       <dt>Last attempt</dt><dd>${formatTime(job.attemptedAt)}</dd>
       <dt>Finished</dt><dd>${formatTime(job.finishedAt)}</dd>
       ${job.deadReason ? html`<dt>Reason</dt><dd><span class="badge dead">${job.deadReason}</span></dd>` : html``}

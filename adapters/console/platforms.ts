@@ -102,7 +102,13 @@ function fromEvent(event: ConsoleHttpEvent): ConsoleRequest {
 export function createLambdaConsole(jobs: Kinds, options: ConsoleOptions = {}) {
   const handle = createConsole(jobs, options);
   return async (event: ConsoleHttpEvent): Promise<ConsoleHttpResult> => {
-    const response: ConsoleResponse = await handle(fromEvent(event));
+    let request: ConsoleRequest;
+    try {
+      request = fromEvent(event);
+    } catch {
+      return { statusCode: 400, headers: { 'content-type': 'text/plain' }, cookies: [], body: 'bad request' };
+    }
+    const response: ConsoleResponse = await handle(request);
     return { statusCode: response.status, headers: response.headers, cookies: response.cookies, body: response.body };
   };
 }

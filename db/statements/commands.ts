@@ -67,6 +67,7 @@ async function changeByIds(
   states: readonly JobState[],
   set: SQL,
   after?: SQL,
+  where: SQL = sql``,
 ): Promise<{ id: string; previousState: JobState | null; changed: boolean }[]> {
   if (ids.length === 0) return [];
   const jobs = jobsRef(schema);
@@ -78,7 +79,7 @@ async function changeByIds(
     ),
     changed as (
       update ${jobs} j set ${set}
-      from target t where j.id = t.id and t.state = any(${sql.param(states)}::text[])
+      from target t where j.id = t.id and t.state = any(${sql.param(states)}::text[]) ${where}
       returning j.id
     )${after ? sql`, ${after}` : sql``}
     select t.id::text as id, t.state, c.id is not null as changed
@@ -101,8 +102,11 @@ export async function retryNow(
     schema,
     ids,
     ['queued'],
-    // A job parked behind its ordering key's running job keeps waiting for its turn.
-    sql`run_at = case when run_at = 'infinity' then run_at else ${nowExpr(now)} end, updated_at = ${nowExpr(now)}`,
+    // A job parked behind its ordering key's running job, or waiting for its parents, keeps waiting
+    // for its turn: reported unchanged.
+    sql`run_at = ${nowExpr(now)}, updated_at = ${nowExpr(now)}`,
+    undefined,
+    sql`and j.run_at <> 'infinity'`,
   );
   return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, retried: o.changed }));
 }

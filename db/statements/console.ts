@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
-import { nowExpr } from './common.js';
+import { epochMs, nowExpr } from './common.js';
 
 /**
  * The operator console's sessions and login throttle (tables console_sessions, console_logins).
@@ -26,7 +26,7 @@ export async function insertConsoleSession(
   now?: Date,
 ): Promise<Date> {
   const sessions = table(schema, 'console_sessions');
-  const [row] = await queryRows<{ expires_at: string }>(
+  const [row] = await queryRows<{ expires_at_ms: number }>(
     db,
     sql`with clock as (select ${nowExpr(now)} as now),
     expired as (delete from ${sessions} where expires_at <= (select now from clock))
@@ -34,10 +34,10 @@ export async function insertConsoleSession(
     select ${session.id}, ${session.who}, ${session.readOnly}, ${session.csrf}, ${session.tokenId}, ${session.client},
       c.now, c.now + make_interval(secs => ${session.ttlMs / 1000}::float8)
     from clock c
-    returning expires_at::text`,
+    returning ${epochMs(sql`expires_at`)} as expires_at_ms`,
     schema,
   );
-  return new Date(row?.expires_at as string);
+  return new Date(row?.expires_at_ms as number);
 }
 
 /** The live session with this id, opened by one of the tokens `tokenIds` name; null otherwise. */
@@ -48,79 +48,80 @@ export async function findConsoleSession(
   tokenIds: readonly string[],
   now?: Date,
 ): Promise<ConsoleSessionRow | null> {
-  const [row] = await queryRows<{ who: string; read_only: boolean; csrf: string; expires_at: string }>(
+  const [row] = await queryRows<{ who: string; read_only: boolean; csrf: string; expires_at_ms: number }>(
     db,
-    sql`select who, read_only, csrf, expires_at::text from ${table(schema, 'console_sessions')}
+    sql`select who, read_only, csrf, ${epochMs(sql`expires_at`)} as expires_at_ms from ${table(schema, 'console_sessions')}
     where id = ${id} and token_id = any(${sql.param(tokenIds)}::text[]) and expires_at > ${nowExpr(now)}`,
     schema,
   );
-  return row ? { who: row.who, readOnly: row.read_only, csrf: row.csrf, expiresAt: new Date(row.expires_at) } : null;
+  return row ? { who: row.who, readOnly: row.read_only, csrf: row.csrf, expiresAt: new Date(row.expires_at_ms) } : null;
 }
 
 export async function deleteConsoleSession(db: AnyPgDatabase, schema: string, id: string): Promise<void> {
   await queryRows(db, sql`delete from ${table(schema, 'console_sessions')} where id = ${id}`, schema);
 }
 
-/** When the latest block on any of `clients` ends, if one is in force. */
-export async function consoleLoginBlockedUntil(
-  db: AnyPgDatabase,
-  schema: string,
-  clients: readonly string[],
-  now?: Date,
-): Promise<Date | null> {
-  const [row] = await queryRows<{ until: string | null }>(
-    db,
-    sql`select max(blocked_until)::text as until from ${table(schema, 'console_logins')}
-    where client = any(${sql.param(clients)}::text[]) and blocked_until > ${nowExpr(now)}`,
-    schema,
-  );
-  return row?.until ? new Date(row.until) : null;
-}
-
 export interface LoginThrottle {
-  /** Failures a window allows from one client, and from `*` (every client together). */
+  /** Login attempts a window allows from one client; the next is refused until the window ends. */
   perClient: number;
+  /** Failed logins a window may see from every client together before each one is logged as a flood. */
   overall: number;
   windowMs: number;
 }
 
 /**
- * Counts a failed login against `client` and against `*`, each in its window (a window that has
- * passed starts over); a count that reaches its limit blocks logins there for one window. Counts of
- * other clients that have run out are deleted on the way.
+ * Counts a login attempt against `client` and against `*` (all clients), each in its window (a
+ * window that has passed starts over), BEFORE the token is compared: concurrent attempts queue on
+ * the client's row, so no burst gets more than `perClient` through. An attempt past the limit blocks
+ * the client until its window ends (an attempt while blocked changes nothing). Counts of other
+ * clients that have run out are deleted on the way, so the table never grows. A right token then
+ * takes its attempt back (forgetConsoleLoginAttempts).
  */
-export async function recordConsoleLoginFailure(
+export async function recordConsoleLoginAttempt(
   db: AnyPgDatabase,
   schema: string,
   client: string,
   throttle: LoginThrottle,
   now?: Date,
-): Promise<void> {
+): Promise<{ blockedUntilMs: number | null; overallFailures: number }> {
   const logins = table(schema, 'console_logins');
   const window = sql`make_interval(secs => ${throttle.windowMs / 1000}::float8)`;
-  const stale = sql`l.window_started_at <= (select now from clock) - ${window}`;
+  const at = sql`(select now from clock)`;
+  const stale = sql`l.window_started_at <= ${at} - ${window}`;
+  const blocked = sql`coalesce(l.blocked_until > ${at}, false)`;
   const failures = sql`(case when ${stale} then 1 else l.failures + 1 end)`;
-  const limit = sql`(case when l.client = '*' then ${throttle.overall}::int else ${throttle.perClient}::int end)`;
-  await queryRows(
+  const [row] = await queryRows<{ blocked_until_ms: number | null; overall: number | null }>(
     db,
     sql`with clock as (select ${nowExpr(now)} as now),
-    -- Other clients' counts whose window and block have passed: gone, so the table never grows.
     stale as (
       delete from ${logins} o where o.client <> all(${sql.param([client, '*'])}::text[])
-        and o.window_started_at <= (select now from clock) - ${window}
-        and coalesce(o.blocked_until, '-infinity') <= (select now from clock)
+        and o.window_started_at <= ${at} - ${window}
+        and coalesce(o.blocked_until, '-infinity') <= ${at}
+    ),
+    counted as (
+      insert into ${logins} as l (client, failures, window_started_at, blocked_until)
+      select k.client, 1, c.now, null from unnest(${sql.param([client, '*'])}::text[]) as k(client), clock c
+      on conflict (client) do update set
+        failures = case when ${blocked} then l.failures else ${failures} end,
+        window_started_at = case when ${blocked} or not ${stale} then l.window_started_at else ${at} end,
+        blocked_until = case when ${blocked} then l.blocked_until
+          when l.client <> '*' and ${failures} > ${throttle.perClient}::int then ${at} + ${window} end
+      returning l.client, l.failures, l.blocked_until
     )
-    insert into ${logins} as l (client, failures, window_started_at, blocked_until)
-    select k.client, 1, c.now, null from unnest(${sql.param([client, '*'])}::text[]) as k(client), clock c
-    on conflict (client) do update set
-      failures = ${failures},
-      window_started_at = case when ${stale} then (select now from clock) else l.window_started_at end,
-      blocked_until = case when ${failures} >= ${limit} then (select now from clock) + ${window} else l.blocked_until end`,
+    select ${epochMs(sql`(select blocked_until from counted where client <> '*')`)} as blocked_until_ms,
+      (select failures from counted where client = '*') as overall`,
     schema,
   );
+  return { blockedUntilMs: row?.blocked_until_ms ?? null, overallFailures: row?.overall ?? 0 };
 }
 
-/** A successful login forgets its client's failures (not the overall count). */
-export async function clearConsoleLoginFailures(db: AnyPgDatabase, schema: string, client: string): Promise<void> {
-  await queryRows(db, sql`delete from ${table(schema, 'console_logins')} where client = ${client}`, schema);
+/** A right token: its client's attempts are forgotten, and the attempt it added to `*` taken back. */
+export async function forgetConsoleLoginAttempts(db: AnyPgDatabase, schema: string, client: string): Promise<void> {
+  const logins = table(schema, 'console_logins');
+  await queryRows(
+    db,
+    sql`with forgotten as (delete from ${logins} where client = ${client})
+    update ${logins} set failures = greatest(failures - 1, 0) where client = '*'`,
+    schema,
+  );
 }

@@ -13,7 +13,12 @@ let t: TestContext;
 useTestSchema('functions-console', (ctx) => {
   t = ctx;
 });
-afterEach(() => resetSharedRuntime());
+/** One env object per configuration: the shared runtime (and its pool) is kept per env object. */
+const envs = new Map<string, Record<string, string | undefined>>();
+afterEach(async () => {
+  envs.clear();
+  await resetSharedRuntime();
+});
 
 const ADMIN = SECRETS.SKIPLOCK_ADMIN_TOKEN;
 const VIEWER = 'viewer-token-0123456789abcdef';
@@ -30,8 +35,13 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
 /** The wall clock the console's statements use: moved by the tests, never slept on. */
 let now = new Date();
 const clock = () => now;
+const envFor = (extra: Record<string, string | undefined>) => {
+  const key = JSON.stringify(extra);
+  if (!envs.has(key)) envs.set(key, env(extra));
+  return envs.get(key) as Record<string, string | undefined>;
+};
 const consoleRoute = (extra: Record<string, string | undefined> = {}) =>
-  createVercelConsole([sendEmail, charge], { env: env(extra), now: clock });
+  createVercelConsole([sendEmail, charge], { env: envFor(extra), now: clock });
 const client = (extra: Record<string, string | undefined> = {}, ip?: string) =>
   new ConsoleClient(consoleRoute(extra), 'https://app.example.com', ip);
 
@@ -140,7 +150,32 @@ describe(`the console's login and sessions (${testDriver()})`, () => {
     await client({}, '192.0.2.50').post('/admin/login', { token: 'another-wrong-token-xx' });
     expect(
       (await rows(`select client from "${t.schema}".console_logins order by client`)).map((r) => r.client),
-    ).toEqual(['*', '192.0.2.50']);
+    ).toEqual(['*', 'ip:192.0.2.50']);
+  });
+
+  it('counts an attempt before comparing its token: 20 guesses at once from one address get 5 tries', async () => {
+    now = new Date('2026-11-23T11:00:00Z');
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        client({}, '198.51.100.77')
+          .post('/admin/login', { token: `concurrent-wrong-token-${i}` })
+          .then((r) => r.status),
+      ),
+    );
+    expect(statuses.filter((s) => s === 401)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(15);
+  });
+
+  it('a flood of failures from many addresses is logged, and never locks the admin out', async () => {
+    now = new Date('2026-11-23T12:00:00Z');
+    const { lines } = await captureStdout(async () => {
+      for (let host = 1; host <= 11; host++) {
+        for (let i = 0; i < 5; i++)
+          await client({}, `203.0.113.${host}`).post('/admin/login', { token: `flood-${i}-wrong-token` });
+      }
+    });
+    expect(lines.filter((l) => l.includes('console_login_flood')).length).toBeGreaterThan(0);
+    expect((await client({}, '192.0.2.200').post('/admin/login', { token: ADMIN })).status).toBe(303);
   });
 
   it('ends a session when it expires, on logout, and when the admin token changes', async () => {
@@ -317,7 +352,7 @@ describe(`the console's actions (${testDriver()})`, () => {
     const id = (result as { id: string }).id;
     await t.admin.query(
       `update "${t.schema}".jobs set state = 'dead', dead_reason = 'http_4xx', finished_at = now(), attempt = 1,
-        errors = '[{"class":"HttpError","message":"partner refused","attempt":1,"responseStatus":422,"responseBody":"{\\"error\\":\\"card declined\\"}"}]'
+        errors = '[{"class":"HttpError","message":"partner refused","attempt":1,"responseStatus":422,"responseBody":"{\\"error\\":\\"card declined\\"}"},{"class":"Error","message":"could not reach postgres://billing:pa55word@db.internal/app","attempt":2}]'
        where id = $1`,
       [id],
     );
@@ -326,6 +361,8 @@ describe(`the console's actions (${testDriver()})`, () => {
     const page = await c.get(`/admin/jobs/${id}`);
     expect(page.html).not.toContain('4242424242424242');
     expect(page.html).not.toContain('sk_live_abcdef');
+    expect(page.html).not.toContain('pa55word');
+    expect(page.html).toContain('postgres://billing:***@db.internal/app');
     expect(page.html).toContain('&quot;last4&quot;: &quot;4242&quot;');
     expect(page.html).toContain('HTTP 422');
     expect(page.html).toContain('card declined');
@@ -348,6 +385,16 @@ describe(`the console's actions (${testDriver()})`, () => {
     expect(huge.status).toBe(413);
     const unknown = await c.post('/admin/actions', { csrf: c.csrf, action: 'drop_everything', confirmed: '1' });
     expect(unknown.status).toBe(400);
+    for (const name of ['constructor', '__proto__', 'toString']) {
+      expect((await c.post('/admin/actions', { csrf: c.csrf, action: name, confirmed: '1' })).status).toBe(400);
+      expect((await c.get(`/admin/dlq?since=${name}`)).status).toBe(400);
+    }
+    expect(
+      (await c.post('/admin/actions', { csrf: c.csrf, action: 'replay_matching', since: '__proto__' })).status,
+    ).toBe(400);
+    const euro = await client().post('/admin/login', { token: ADMIN, next: '/admin/€' });
+    expect(euro.status).toBe(303);
+    expect(euro.headers.get('location')).toBe('/admin/');
     // A dead database: the page says so, without the connection string.
     const down = new ConsoleClient(consoleRoute({ DATABASE_URL: 'postgres://u:hunter2secret@127.0.0.1:9/none' }));
     await resetSharedRuntime();
