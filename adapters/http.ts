@@ -76,6 +76,25 @@ export async function readJson(request: HttpRequest, maxBytes: number): Promise<
   }
 }
 
+/** A Web Request's body as text, refused (HttpError 413) as soon as it passes `maxBytes`. */
+export async function readWebBody(request: Request, maxBytes: number): Promise<string> {
+  if (!request.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = request.body.getReader();
+  while (true) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(maxBytes);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 export function tooLarge(maxBytes: number): HttpError {
   return new HttpError(413, 'body_too_large', `the request body is over the ${maxBytes}-byte limit`);
 }

@@ -6,7 +6,7 @@ import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { controlFromBody } from './control.js';
-import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
+import { errorResponse, type HttpRequest, type HttpResponse, readJson, readWebBody, requireBearer } from './http.js';
 import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker, type WorkerRun } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
 import {
@@ -66,23 +66,7 @@ function fromWebRequest(request: Request): HttpRequest {
   return {
     method: request.method.toUpperCase(),
     header: (name) => request.headers.get(name) ?? undefined,
-    readBody: async (maxBytes) => {
-      if (!request.body) return '';
-      const chunks: Uint8Array[] = [];
-      let size = 0;
-      const reader = request.body.getReader();
-      while (true) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        size += value.byteLength;
-        if (size > maxBytes) {
-          await reader.cancel().catch(() => {});
-          throw tooLarge(maxBytes);
-        }
-        chunks.push(value);
-      }
-      return Buffer.concat(chunks).toString('utf8');
-    },
+    readBody: (maxBytes) => readWebBody(request, maxBytes),
   };
 }
 

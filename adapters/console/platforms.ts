@@ -1,4 +1,4 @@
-import { tooLarge } from '../http.js';
+import { readWebBody, tooLarge } from '../http.js';
 import { type ConsoleRequest, type ConsoleResponse, cookieFrom } from './http.js';
 import { type ConsoleOptions, createConsole } from './index.js';
 
@@ -8,24 +8,6 @@ import { type ConsoleOptions, createConsole } from './index.js';
  */
 
 type Kinds = Parameters<typeof createConsole>[0];
-
-async function readWebBody(request: Request, maxBytes: number): Promise<string> {
-  if (!request.body) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = request.body.getReader();
-  while (true) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(maxBytes);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 /**
  * Vercel: `export const GET = createVercelConsole(jobs); export const POST = GET;` in api/admin.ts,
