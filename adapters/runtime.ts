@@ -100,7 +100,10 @@ export class FunctionRuntime {
   }
 }
 
-let shared: { runtime: FunctionRuntime; env: Record<string, string | undefined> } | undefined;
+/** The runtimes of this container by environment object (one in a deployed function; tests use several). */
+const shared = new Map<Record<string, string | undefined>, FunctionRuntime>();
+/** More environments than this (a fresh object per call): the oldest runtime is closed. */
+const MAX_SHARED = 8;
 
 /**
  * The runtime of this container, built on first use. A problem with the settings every function
@@ -108,17 +111,23 @@ let shared: { runtime: FunctionRuntime; env: Record<string, string | undefined> 
  * some functions read are checked by those functions (runtime.settings.require).
  */
 export function sharedRuntime(env: Record<string, string | undefined> = process.env): FunctionRuntime {
-  if (shared && shared.env === env) return shared.runtime;
+  const known = shared.get(env);
+  if (known) return known;
   const runtime = new FunctionRuntime(new EnvironmentSettings(env));
-  shared = { runtime, env };
+  shared.set(env, runtime);
+  if (shared.size > MAX_SHARED) {
+    const [oldestEnv, oldest] = shared.entries().next().value as [Record<string, string | undefined>, FunctionRuntime];
+    shared.delete(oldestEnv);
+    void oldest.close().catch(() => {});
+  }
   return runtime;
 }
 
-/** For tests and local development: forget the container state. */
+/** For tests and local development: forget the container state, closing every pool. */
 export async function resetSharedRuntime(): Promise<void> {
-  const current = shared;
-  shared = undefined;
-  await current?.runtime.close();
+  const runtimes = [...shared.values()];
+  shared.clear();
+  await Promise.all(runtimes.map((r) => r.close()));
 }
 
 /** A message safe to return or log for any error: ours verbatim, anything else generic. */
