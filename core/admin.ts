@@ -90,7 +90,10 @@ export async function getJob(conn: SkiplockDb, id: string, options: SchemaOption
   return job ?? null;
 }
 
-/** Filters of listJobs: state, queue, kind, DLQ reason, since, and `limit` (1..1000, default 50). */
+/**
+ * Filters of listJobs: state, queue, kind, DLQ reason, since, `beforeId` (the next page: jobs older
+ * than this id) and `limit` (1..1000, default 50).
+ */
 export interface ListJobsOptions extends SchemaOption, JobFilter {}
 
 /** Lists jobs newest first, filtered by state, queue, kind, DLQ reason and time. */
@@ -99,6 +102,7 @@ export async function listJobs(conn: SkiplockDb, options: ListJobsOptions = {}):
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
     throw new InvalidOptionsError('limit must be an integer from 1 to 1000');
   }
+  if (options.beforeId !== undefined) checkIds([options.beforeId]);
   if (options.state !== undefined && !(JOB_STATES as readonly string[]).includes(options.state)) {
     throw new InvalidOptionsError(`state must be one of ${JOB_STATES.join(', ')}`);
   }

@@ -32,6 +32,8 @@ export interface JobFilters {
   queue?: string;
   reason?: string;
   since?: string;
+  /** The page after the one that ended with this id. */
+  before?: string;
 }
 
 export function filtersOf(url: URL, dead: boolean): JobFilters {
@@ -45,13 +47,14 @@ export function filtersOf(url: URL, dead: boolean): JobFilters {
     queue: param(url, 'queue'),
     reason: dead ? param(url, 'reason') : undefined,
     since: param(url, 'since'),
+    before: param(url, 'before'),
   };
 }
 
 export async function readJobs(ctx: ConsoleContext, filters: JobFilters, limit: number): Promise<JobRecord[]> {
   const since = sinceOf(filters.since, ctx.now ?? new Date());
-  const { state, kind, queue, reason } = filters;
-  return withDb(ctx, (db) => listJobs(db, { schema: ctx.schema, state, kind, queue, reason, since, limit }));
+  const { state, kind, queue, reason, before: beforeId } = filters;
+  return withDb(ctx, (db) => listJobs(db, { schema: ctx.schema, state, kind, queue, reason, since, beforeId, limit }));
 }
 
 const lastError = (job: JobRecord) =>
@@ -94,6 +97,24 @@ function jobTable(ctx: ConsoleContext, jobs: JobRecord[], dead: boolean, selecta
 
 const PAGE_SIZE = 100;
 
+/** "Newest first, at most 100", with links to the newest page and to the next older one. */
+function pager(ctx: ConsoleContext, path: string, f: JobFilters, jobs: JobRecord[]): Html {
+  const keep = {
+    state: path === '/jobs' ? f.state : undefined,
+    kind: f.kind,
+    queue: f.queue,
+    reason: f.reason,
+    since: f.since,
+  };
+  const last = jobs.at(-1);
+  const older =
+    jobs.length === PAGE_SIZE && last
+      ? html` · <a href="${ctx.base}${path}${query({ ...keep, before: last.id })}">Older →</a>`
+      : '';
+  const newest = f.before ? html` · <a href="${ctx.base}${path}${query(keep)}">← Newest</a>` : '';
+  return html`<p class="muted">Newest first, ${PAGE_SIZE} a page${f.before ? `, older than #${f.before}` : ''}.${newest}${older}</p>`;
+}
+
 /** GET /jobs: every state, filtered; running and waiting jobs can be cancelled, retried now or moved to the DLQ. */
 export async function jobsPage(ctx: ConsoleContext, url: URL): Promise<Page> {
   const filters = filtersOf(url, false);
@@ -110,7 +131,7 @@ export async function jobsPage(ctx: ConsoleContext, url: URL): Promise<Page> {
     section: 'jobs',
     body: html`<h1>Jobs</h1>${filterForm(ctx, '/jobs', filters, false)}
       <form method="post" action="${ctx.base}/actions">${csrfField(ctx)}${actions}${jobTable(ctx, jobs, false, canAct)}</form>
-      <p class="muted">Newest first, at most ${PAGE_SIZE}.</p>`,
+      ${pager(ctx, '/jobs', filters, jobs)}`,
   };
 }
 
@@ -134,11 +155,11 @@ export async function dlqPage(ctx: ConsoleContext, url: URL): Promise<Page> {
       <form method="post" action="${ctx.base}/actions">${csrfField(ctx)}
       ${canAct ? html`<div class="actions"><button name="action" value="replay">Replay selected</button></div>` : html``}
       ${jobTable(ctx, jobs, true, canAct)}</form>
-      <p class="muted">Newest first, at most ${PAGE_SIZE}. Showing ${jobs.length}${
+      ${pager(ctx, '/dlq', filters, jobs)}${
         filters.kind || filters.queue || filters.reason || filters.since
-          ? html` matching <a href="${ctx.base}/dlq">(clear filters)</a>`
+          ? html`<p class="muted"><a href="${ctx.base}/dlq">Clear the filters</a></p>`
           : ''
-      }.</p>`,
+      }`,
   };
 }
 

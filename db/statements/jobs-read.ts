@@ -46,6 +46,8 @@ export interface JobFilter {
   reason?: string;
   /** Created (or, for finished jobs, finished) at or after this time. */
   since?: Date;
+  /** Only jobs with a smaller id: the next page after a page that ended with this id. */
+  beforeId?: string;
   /** Newest first. @defaultValue 50 */
   limit?: number;
 }
@@ -59,6 +61,7 @@ export async function listJobs(db: AnyPgDatabase, schema: string, filter: JobFil
   if (filter.reason !== undefined) conditions.push(sql`j.dead_reason = ${filter.reason}`);
   if (filter.since)
     conditions.push(sql`coalesce(j.finished_at, j.created_at) >= ${filter.since.toISOString()}::timestamptz`);
+  if (filter.beforeId !== undefined) conditions.push(sql`j.id < ${filter.beforeId}::bigint`);
   const rows = await queryRows<Record<string, unknown>>(
     db,
     sql`select ${columns()} from ${jobsRef(schema)} j where ${sql.join(conditions, sql` and `)}

@@ -326,6 +326,30 @@ describe(`the console's actions (${testDriver()})`, () => {
     for (const id of [other, late]) expect((await jobState(id)).state).toBe('dead');
   });
 
+  it('pages through a long DLQ, newest first, keeping the filters', async () => {
+    now = new Date();
+    await t.admin.query(
+      `insert into "${t.schema}".jobs (kind, queue, payload, state, finished_at, dead_reason, attempt)
+       select 'send-email', 'emails', '{}', 'dead', now(), 'max_attempts', 3 from generate_series(1, 105)`,
+    );
+    const c = client();
+    await c.login(ADMIN);
+    const ids = (html: string) => [...html.matchAll(/name="id" value="(\d+)"/g)].map((m) => Number(m[1]));
+    const first = await c.get('/admin/dlq?reason=max_attempts');
+    const page1 = ids(first.html);
+    expect(page1).toHaveLength(100);
+    expect(page1).toEqual([...page1].sort((a, b) => b - a));
+    const older = /href="([^"]+)">Older →/.exec(first.html)?.[1]?.replaceAll('&amp;', '&') as string;
+    expect(older).toBe(`/admin/dlq?reason=max_attempts&before=${page1.at(-1)}`);
+    const second = await c.get(older);
+    const page2 = ids(second.html);
+    expect(page2).toHaveLength(5);
+    expect(Math.max(...page2)).toBeLessThan(Math.min(...page1));
+    expect(second.html).not.toContain('Older →');
+    expect(second.html).toContain('← Newest');
+    expect((await c.get('/admin/dlq?before=abc')).status).toBe(400);
+  });
+
   it('gives a read-only session every page and no change: viewer token, or SKIPLOCK_CONSOLE_READ_ONLY', async () => {
     now = new Date();
     const id = await deadJob();
