@@ -60,3 +60,19 @@ export async function waitUntilZero(
   }
   throw new Error('timed out waiting for the queue to drain');
 }
+
+/**
+ * A connection that counts the jobs not yet finished (queued or running) in the skiplock schema:
+ * what a probe polls to know its workers are done. `close` ends it.
+ */
+export async function openBacklogCounter(url: string): Promise<{ left(): Promise<number>; close(): Promise<void> }> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  return {
+    left: async () =>
+      Number(
+        (await client.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
+      ),
+    close: () => client.end(),
+  };
+}

@@ -4,7 +4,6 @@
  * child) — so the cost of waiting and releasing shows as jobs/s beside the same work without it.
  * `node .bench/probe-dependencies.mjs [K...]`; PROBE_JOBS (20,000), PROBE_FAN_IN (1,000).
  */
-import pg from 'pg';
 import * as z from 'zod';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { JobRequest } from '../core/jobs.js';
@@ -13,7 +12,7 @@ import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { freshDatabase, vacuumAnalyze } from './db.js';
+import { freshDatabase, openBacklogCounter, vacuumAnalyze } from './db.js';
 
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
 const jobs = Number(process.env.PROBE_JOBS ?? 20_000);
@@ -47,12 +46,8 @@ for (const k of process.argv.slice(2).map(Number).length ? process.argv.slice(2)
     if (shape === 'fan-in') await enqueuer.enqueueFlow(setup, steps(shape, 0, total));
     else for (let i = 0; i < jobs; i += 1000) await enqueuer.enqueueFlow(setup, steps(shape, i, 1000));
     await vacuumAnalyze(url);
-    const check = new pg.Client({ connectionString: url });
-    await check.connect();
-    const left = async () =>
-      Number(
-        (await check.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
-      );
+    const check = await openBacklogCounter(url);
+    const left = check.left;
     const t = performance.now();
     let invocations = 0;
     await Promise.all(
@@ -70,7 +65,7 @@ for (const k of process.argv.slice(2).map(Number).length ? process.argv.slice(2)
     console.log(
       `K=${k} ${shape} (${total} jobs): ${Math.round(total / (ms / 1000))} jobs/s, ${ms.toFixed(0)} ms, ${invocations} invocations`,
     );
-    await check.end();
+    await check.close();
     await setup.close();
   }
 }

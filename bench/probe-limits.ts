@@ -6,7 +6,6 @@
  *    when the small tenant's last job starts, against the whole drain (with keys, and without).
  * `npx tsx bench/probe-limits.ts [K]`; PROBE_JOBS (20,000), PROBE_BIG (50,000).
  */
-import pg from 'pg';
 import * as z from 'zod';
 import { createEnqueuer } from '../core/enqueue.js';
 import { defineJob, defineQueue } from '../core/jobs.js';
@@ -14,7 +13,7 @@ import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { freshDatabase, vacuumAnalyze } from './db.js';
+import { freshDatabase, openBacklogCounter, vacuumAnalyze } from './db.js';
 
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
 const jobs = Number(process.env.PROBE_JOBS ?? 20_000);
@@ -50,12 +49,8 @@ const run = async (
     );
   }
   await vacuumAnalyze(url);
-  const check = new pg.Client({ connectionString: url });
-  await check.connect();
-  const left = async () =>
-    Number(
-      (await check.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
-    );
+  const check = await openBacklogCounter(url);
+  const left = check.left;
   started.small = 0;
   smallStartedAt = undefined;
   const t = performance.now();
@@ -71,7 +66,7 @@ const run = async (
   const small =
     smallStartedAt === undefined ? '' : `, small tenant's 10th job started at ${Math.round(smallStartedAt - t)} ms`;
   console.log(`K=${k} ${label}: ${Math.round(count / (ms / 1000))} jobs/s, drained in ${Math.round(ms)} ms${small}`);
-  await check.end();
+  await check.close();
   await setup.close();
 };
 

@@ -3,7 +3,6 @@
  * with PROBE_KEYS keys (jobs spread round-robin, so each key's jobs run one after another).
  * `node .bench/probe-ordering.mjs [K...]`; PROBE_JOBS (20,000), PROBE_KEYS (1,000).
  */
-import pg from 'pg';
 import * as z from 'zod';
 import { createEnqueuer } from '../core/enqueue.js';
 import { defineJob } from '../core/jobs.js';
@@ -11,7 +10,7 @@ import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { freshDatabase, vacuumAnalyze } from './db.js';
+import { freshDatabase, openBacklogCounter, vacuumAnalyze } from './db.js';
 
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
 const jobs = Number(process.env.PROBE_JOBS ?? 20_000);
@@ -32,12 +31,8 @@ for (const k of process.argv.slice(2).map(Number).length ? process.argv.slice(2)
       );
     }
     await vacuumAnalyze(url);
-    const check = new pg.Client({ connectionString: url });
-    await check.connect();
-    const left = async () =>
-      Number(
-        (await check.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
-      );
+    const check = await openBacklogCounter(url);
+    const left = check.left;
     const t = performance.now();
     await Promise.all(
       Array.from({ length: k }, async () => {
@@ -49,7 +44,7 @@ for (const k of process.argv.slice(2).map(Number).length ? process.argv.slice(2)
     );
     const ms = performance.now() - t;
     console.log(`K=${k} ${keyed ? `${keys} keys` : 'no keys'}: ${Math.round(jobs / (ms / 1000))} jobs/s`);
-    await check.end();
+    await check.close();
     await setup.close();
   }
 }

@@ -376,7 +376,7 @@ describe(`the console's actions (${testDriver()})`, () => {
     const id = (result as { id: string }).id;
     await t.admin.query(
       `update "${t.schema}".jobs set state = 'dead', dead_reason = 'http_4xx', finished_at = now(), attempt = 1,
-        errors = '[{"class":"HttpError","message":"partner refused","attempt":1,"responseStatus":422,"responseBody":"{\\"error\\":\\"card declined\\"}"},{"class":"Error","message":"could not reach postgres://billing:pa55word@db.internal/app","attempt":2}]'
+        errors = '[{"class":"HttpError","message":"partner refused","attempt":1,"responseStatus":422,"responseBody":"{\\"error\\":\\"card declined\\"}"},{"class":"Error","message":"could not reach postgres://billing:FAKE-test-secret@db.internal/app","attempt":2}]'
        where id = $1`,
       [id],
     );
@@ -385,7 +385,7 @@ describe(`the console's actions (${testDriver()})`, () => {
     const page = await c.get(`/admin/jobs/${id}`);
     expect(page.html).not.toContain('4242424242424242');
     expect(page.html).not.toContain('sk_live_abcdef');
-    expect(page.html).not.toContain('pa55word');
+    expect(page.html).not.toContain('FAKE-test-secret');
     expect(page.html).toContain('postgres://billing:***@db.internal/app');
     expect(page.html).toContain('&quot;last4&quot;: &quot;4242&quot;');
     expect(page.html).toContain('HTTP 422');
