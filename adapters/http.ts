@@ -106,6 +106,7 @@ const STATUS_BY_CODE: Record<string, number> = {
   unknown_kind: 400,
   payload_too_large: 413,
   not_migrated: 503,
+  schema_outdated: 503,
   database_error: 503,
   config_error: 500,
 };

@@ -81,6 +81,54 @@ export class NotMigratedError extends SkiplockError {
 }
 
 /**
+ * The schema is older than this code: a column, function or table the code uses is missing. The
+ * new code was deployed before its migration ran; migrate first, then deploy.
+ */
+export class SchemaOutdatedError extends SkiplockError {
+  constructor(schema: string, missing: string) {
+    super(
+      'schema_outdated',
+      `skiplock schema "${schema}" is older than this code (${missing}); run \`npx skiplock migrate\` with this version, then deploy. Migrate first, then deploy: the previous release runs on the new schema, the new release does not run on the old one`,
+    );
+  }
+}
+
+/** A migration step could not take its locks within lock_timeout, however often it was tried. */
+export class MigrationLockTimeoutError extends SkiplockError {
+  readonly tag: string;
+  constructor(schema: string, tag: string, attempts: number, lockTimeoutMs: number) {
+    super(
+      'migration_lock_timeout',
+      `migration ${tag} of skiplock schema "${schema}" could not take its locks within ${lockTimeoutMs} ms in ${attempts} attempts: a long transaction holds its tables (see pg_stat_activity). The step was rolled back; steps before it stay applied and the next run resumes after them. Run migrate again when the transaction has ended, or raise --lock-timeout`,
+    );
+    this.tag = tag;
+  }
+}
+
+/**
+ * The schema was migrated by a pre-release skiplock whose migrations (0000_jobs … 0021) were
+ * squashed into the 0.1.0 baseline, and not to the end of that chain.
+ */
+export class LegacyMigrationsError extends SkiplockError {
+  constructor(schema: string, last: string) {
+    super(
+      'legacy_migrations',
+      `skiplock schema "${schema}" was migrated by a pre-release skiplock up to ${last}; those migrations were squashed into 0000_baseline and only a schema migrated to their end (0021_fan_in_recheck) is carried over. Finish it with the pre-release version's migrate (commit aa0b208), then run this one; or drop the schema (its jobs with it) and migrate again`,
+    );
+  }
+}
+
+/** A migration needs a session (a concurrent index build) and the driver has none (neon-http). */
+export class MigrationNeedsSessionError extends SkiplockError {
+  constructor(tag: string) {
+    super(
+      'migration_needs_session',
+      `migration ${tag} builds an index concurrently, which needs one database session from start to end; neon-http has none. Run it with the pg or neon-ws driver (\`npx skiplock migrate --driver pg\`: Neon accepts direct connections)`,
+    );
+  }
+}
+
+/**
  * A migration this version ships was applied with other content: its file was edited after it
  * was applied. migrate() applies nothing rather than guess which version the schema reflects.
  */

@@ -14,9 +14,11 @@ import { replay } from '../core/replay.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
+import { checkSchema, hasDrift } from '../db/schema-dump.js';
 import { breakersTable, pausesTable } from './flow-commands.js';
 import { age, table } from './format.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
+import { describeDrift, describeMigrationEvent } from './migrate-output.js';
 import { rateUseTable } from './rate-commands.js';
 
 export interface CommandContext {
@@ -68,8 +70,18 @@ const summaryRow = (job: JobRecord) => ({
 });
 
 export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
-  async migrate({ conn, schema, emit }) {
-    const result = await migrate(conn, { schema });
+  async migrate({ conn, schema, emit, o, io }) {
+    if (o.check) {
+      const drift = await checkSchema(conn.db, schema);
+      emit(describeDrift(schema, drift), { schema, drift, ok: !hasDrift(drift) });
+      return hasDrift(drift) ? EXIT.refused : EXIT.ok;
+    }
+    const result = await migrate(conn, {
+      schema,
+      lockTimeoutMs: num(o, 'lock-timeout'),
+      statementTimeoutMs: num(o, 'statement-timeout'),
+      onProgress: (event) => io.err(describeMigrationEvent(event)),
+    });
     emit(
       result.applied.length ? `applied ${result.applied.join(', ')} to "${schema}"` : `"${schema}" is up to date`,
       result,

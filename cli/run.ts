@@ -1,10 +1,21 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ConfigError, DatabaseError, InvalidOptionsError, NotMigratedError, SkiplockError } from '../base/errors.js';
+import {
+  ConfigError,
+  DatabaseError,
+  InvalidOptionsError,
+  MigrationLockTimeoutError,
+  NotMigratedError,
+  SchemaOutdatedError,
+  SkiplockError,
+} from '../base/errors.js';
+import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import { type JobDefinition, JobRegistry } from '../core/jobs.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
+import { migrationSql } from '../db/migration-plan.js';
+import { MIGRATIONS } from '../db/migrations.generated.js';
 import { COMMANDS, type CommandContext } from './commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject } from './init.js';
@@ -22,7 +33,14 @@ commands:
   init lambda|vercel [--dir path]       write a deployable app into your project (default: the current
                                         folder): job kinds, handlers, serverless.yml or vercel.json;
                                         refuses to overwrite existing files
-  migrate                               apply migrations
+  migrate [--lock-timeout ms] [--statement-timeout ms]
+                                        apply migrations online: each step commits on its own and waits
+                                        at most --lock-timeout (1000) for a table lock, then retries;
+                                        --statement-timeout (0: none). Migrate first, then deploy
+  migrate --print [--objects]           print the SQL migrate applies, for --schema (no database
+                                        needed); --objects: only what drizzle-kit cannot generate
+  migrate --check                       compare the schema with what this version's migrations create
+                                        (missing or changed objects, INVALID indexes): exit 1 on drift
   enqueue <kind> --payload <json>       enqueue a job (needs --jobs)
       [--queue q] [--priority n] [--delay ms] [--run-at iso] [--deadline iso] [--max-attempts n]
       [--dedupe-key k] [--dedupe-mode skip|replace|window] [--window-ms n] [--correlation-id id]
@@ -82,8 +100,9 @@ global options:
   --jobs module           a module exporting \`jobs\` (your job kinds) and optionally \`schedules\`: enables enqueue, payload
                           masking; default: $SKIPLOCK_JOBS_MODULE
 
-exit codes: 0 ok, 1 refused (e.g. a job was not dead), 2 usage, 3 database unreachable or not
-migrated, 4 configuration`;
+exit codes: 0 ok, 1 refused (e.g. a job was not dead, a schema drifted or migrated by another
+version), 2 usage, 3 database unreachable, not migrated, older than this version or locked too
+long for a migration, 4 configuration`;
 
 const OPTIONS = {
   json: { type: 'boolean' },
@@ -121,6 +140,11 @@ const OPTIONS = {
   by: { type: 'string' },
   dir: { type: 'string' },
   'per-key': { type: 'boolean' },
+  print: { type: 'boolean' },
+  objects: { type: 'boolean' },
+  check: { type: 'boolean' },
+  'lock-timeout': { type: 'string' },
+  'statement-timeout': { type: 'string' },
 } as const;
 
 /** Runs one CLI command; returns the exit code. Never throws. */
@@ -141,6 +165,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const json = o.json ?? false;
   const emit = (human: string, data: unknown) => io.out(json ? JSON.stringify(data, null, 2) : human);
   if (command === 'init') return init(rest, o.dir ?? '.', io, json);
+  if (command === 'migrate' && o.print) return printMigrations(o.schema ?? io.env.SKIPLOCK_SCHEMA, o.objects, io);
   const sub = SUBCOMMANDS.has(command);
   // `breakers` alone lists; `breakers reset <destination>` resets.
   const key = sub && rest.length > 0 ? `${command} ${rest[0]}` : command;
@@ -159,7 +184,16 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (!(DRIVERS as readonly string[]).includes(driver))
       throw new UsageError(`--driver must be one of ${DRIVERS.join(', ')}`);
     const schema = o.schema ?? io.env.SKIPLOCK_SCHEMA ?? 'skiplock';
-    conn = connect({ connectionString: url, driver, max: 2, connectionTimeoutMs: 5_000 });
+    // A migration's concurrent index build may take minutes: migrate sets its own statement
+    // timeout (--statement-timeout) and needs no client-side one.
+    const migrating = command === 'migrate';
+    conn = connect({
+      connectionString: url,
+      driver,
+      max: 2,
+      connectionTimeoutMs: 5_000,
+      ...(migrating ? { queryTimeoutMs: 0 } : {}),
+    });
     const { registry, schedules } = await loadJobsModule(o.jobs ?? io.env.SKIPLOCK_JOBS_MODULE);
     const ctx: CommandContext = {
       conn,
@@ -178,9 +212,17 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       io.err(`${err.message}\nrun \`skiplock --help\` for usage`);
       return EXIT.usage;
     }
-    if (err instanceof NotMigratedError) {
+    if (
+      err instanceof NotMigratedError ||
+      err instanceof SchemaOutdatedError ||
+      err instanceof MigrationLockTimeoutError
+    ) {
       io.err(err.message);
       return EXIT.database;
+    }
+    if (err instanceof SkiplockError && REFUSED_MIGRATIONS.has(err.code)) {
+      io.err(err.message);
+      return EXIT.refused;
     }
     if (err instanceof DatabaseError) {
       io.err(`cannot reach the database: ${err.message}`);
@@ -198,6 +240,25 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     return EXIT.config;
   } finally {
     await conn?.close().catch(() => {});
+  }
+}
+
+/** A schema migrate will not touch as it is: the message says what to do (exit 1). */
+const REFUSED_MIGRATIONS = new Set([
+  'migration_mismatch',
+  'migrated_by_newer_version',
+  'legacy_migrations',
+  'migration_needs_session',
+]);
+
+/** `migrate --print` needs no database: it renders this version's migrations for the schema. */
+function printMigrations(schema: string | undefined, objectsOnly: boolean | undefined, io: CliIo): number {
+  try {
+    io.out(migrationSql(MIGRATIONS, assertSchemaName(schema ?? DEFAULT_SCHEMA), { objectsOnly: objectsOnly ?? false }));
+    return EXIT.ok;
+  } catch (err) {
+    io.err(err instanceof Error ? err.message : String(err));
+    return EXIT.usage;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { SQL } from 'drizzle-orm';
-import { DatabaseError, NotMigratedError, SkiplockError } from '../base/errors.js';
+import { DatabaseError, NotMigratedError, SchemaOutdatedError, SkiplockError } from '../base/errors.js';
 import type { AnyPgDatabase } from './connect.js';
 
 /** Runs one statement and returns its rows, turning driver failures into named errors. */
@@ -14,6 +14,8 @@ export async function queryRows<T>(db: AnyPgDatabase, query: SQL, schema: string
 
 /** SQLSTATEs that mean our tables are not there. */
 const NOT_MIGRATED = new Set(['42P01', '3F000']);
+/** SQLSTATEs that mean a column or function this code uses is not there: the schema is older than the code. */
+const OUTDATED = new Set(['42703', '42883']);
 
 /**
  * Finds the driver error under Drizzle's wrapper and keeps only what is safe to show:
@@ -25,6 +27,7 @@ export function toSkiplockError(err: unknown, schema: string): SkiplockError {
   const driverError = findDriverError(err);
   const sqlState = driverError?.code;
   if (sqlState && NOT_MIGRATED.has(sqlState)) return new NotMigratedError(schema);
+  if (sqlState && OUTDATED.has(sqlState) && driverError) return new SchemaOutdatedError(schema, driverError.message);
   const message = driverError?.message ?? describeThrown(err);
   return new DatabaseError(scrubSecrets(message), sqlState);
 }

@@ -1,7 +1,7 @@
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
-import { jitOff } from './session.js';
+import { jitOff, pooledSession } from './session.js';
 
 /** node-postgres Pool: any Postgres, PgBouncer in transaction mode. */
 export function pgDatabase(settings: PoolSettings): SkiplockDb {
@@ -9,5 +9,14 @@ export function pgDatabase(settings: PoolSettings): SkiplockDb {
   const pool = new pg.Pool({ ...poolSettings, ...(jit ? {} : { onConnect: jitOff }) });
   // An idle client's error (server restart, network drop) must not crash the process.
   pool.on('error', () => {});
-  return { driver: 'pg', db: drizzle({ client: pool }), interactiveTransactions: true, close: () => pool.end() };
+  return {
+    driver: 'pg',
+    db: drizzle({ client: pool }),
+    interactiveTransactions: true,
+    session: pooledSession(
+      () => pool.connect(),
+      (client) => drizzle({ client }),
+    ),
+    close: () => pool.end(),
+  };
 }

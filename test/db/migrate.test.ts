@@ -1,29 +1,54 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidIdentifierError, NotMigratedError, SkiplockError } from '../../base/errors.js';
-import { migrate } from '../../db/migrate.js';
+import { applyMigrations, type MigrationEvent, migrate } from '../../db/migrate.js';
+import { LEGACY_TAGS } from '../../db/migration-journal.js';
+import type { Migration } from '../../db/migration-plan.js';
 import { MIGRATIONS } from '../../db/migrations.generated.js';
+import { checkSchema, dumpSchema, hasDrift, parseSchemaDump } from '../../db/schema-dump.js';
 import { getJobs } from '../../db/statements/jobs-read.js';
 import { readMigrationFolder } from '../../scripts/migration-folder.js';
 import { openAdminPool, openDb, schemaFor } from '../helpers/db.js';
 
-describe('migrate', () => {
-  const db = openDb();
-  const admin = openAdminPool();
-  const schema = schemaFor('migrate');
+const db = openDb();
+const admin = openAdminPool();
+afterAll(async () => {
+  await db.close();
+  await admin.end();
+});
 
-  beforeAll(async () => {
-    await admin.query(`drop schema if exists "${schema}" cascade`);
-  });
-  afterAll(async () => {
-    await admin.query(`drop schema if exists "${schema}" cascade`);
-    await db.close();
-    await admin.end();
-  });
+/** A migration written for a test, in the shape db/migrations.generated.ts holds. */
+function testMigration(tag: string, statements: string[]): Migration {
+  return { tag, hash: createHash('sha256').update(statements.join('\n')).digest('hex'), statements, objectsFrom: 0 };
+}
+
+/** A schema of its own for one test: dropped first, migrated to the baseline. */
+async function baselineSchema(label: string): Promise<string> {
+  const schema = schemaFor(label);
+  await admin.query(`drop schema if exists "${schema}" cascade`);
+  await migrate(db, { schema });
+  return schema;
+}
+
+const journalRows = async (schema: string) =>
+  (await admin.query(`select tag, hash, steps_done from "${schema}".skiplock_migrations order by id`)).rows as {
+    tag: string;
+    hash: string;
+    steps_done: number | null;
+  }[];
+
+describe('migrate', () => {
+  const schema = schemaFor('migrate');
+  beforeAll(() => admin.query(`drop schema if exists "${schema}" cascade`));
+  afterAll(() => admin.query(`drop schema if exists "${schema}" cascade`));
 
   it('embeds exactly the migrations in db/migrations (run npm run db:generate after editing them)', () => {
     const folder = fileURLToPath(new URL('../../db/migrations', import.meta.url));
     expect(MIGRATIONS).toEqual(readMigrationFolder(folder));
+    expect(MIGRATIONS.map((m) => m.tag)).toEqual(['0000_baseline']);
   });
 
   it('reports a missing schema as not migrated, naming the command a package user has', async () => {
@@ -33,13 +58,31 @@ describe('migrate', () => {
     expect((error as Error).message).not.toMatch(/npm run/);
   });
 
-  it('applies every migration once; a second run is a no-op', async () => {
-    const first = await migrate(db, { schema });
-    expect(first.applied).toEqual(MIGRATIONS.map((m) => m.tag));
-    const second = await migrate(db, { schema });
-    expect(second.applied).toEqual([]);
-    const { rows } = await admin.query(`select tag from "${schema}".skiplock_migrations order by id`);
-    expect(rows.map((r) => r.tag)).toEqual(MIGRATIONS.map((m) => m.tag));
+  it('applies the baseline once; a second run is a no-op', async () => {
+    expect((await migrate(db, { schema })).applied).toEqual(['0000_baseline']);
+    expect((await migrate(db, { schema })).applied).toEqual([]);
+    expect(await journalRows(schema)).toEqual([{ tag: '0000_baseline', hash: MIGRATIONS[0]?.hash, steps_done: null }]);
+  });
+
+  it('creates exactly db/schema.sql (after changing a migration: npm run db:dump)', async () => {
+    const expected = readFileSync(fileURLToPath(new URL('../../db/schema.sql', import.meta.url)), 'utf8');
+    const dump = await dumpSchema(db.db, schema);
+    expect(dump.objects, 'db/schema.sql is stale: run `npm run db:dump`').toEqual(parseSchemaDump(expected));
+    expect(expected.endsWith(dump.text), 'db/schema.sql is stale: run `npm run db:dump`').toBe(true);
+    expect(hasDrift(await checkSchema(db.db, schema))).toBe(false);
+  });
+
+  it('says a schema older than the code is older, and to migrate first', async () => {
+    const old = await baselineSchema('migrate-outdated');
+    try {
+      await admin.query(`alter table "${old}".jobs drop column result cascade`);
+      const error = await getJobs(db.db, old, ['1']).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'schema_outdated' });
+      expect((error as Error).message).toMatch(/older than this code \(column .*result.* does not exist\)/);
+      expect((error as Error).message).toMatch(/Migrate first, then deploy/);
+    } finally {
+      await admin.query(`drop schema if exists "${old}" cascade`);
+    }
   });
 
   it('lets concurrent migrators finish without errors or double application', async () => {
@@ -48,68 +91,18 @@ describe('migrate', () => {
     const connections = [openDb(), openDb(), openDb(), openDb()];
     try {
       const results = await Promise.all(connections.map((c) => migrate(c, { schema: other })));
-      const applied = results.flatMap((r) => r.applied);
-      expect(applied.sort()).toEqual(MIGRATIONS.map((m) => m.tag).sort());
-      const { rows } = await admin.query(`select count(*)::int as n from "${other}".skiplock_migrations`);
-      expect(rows[0].n).toBe(MIGRATIONS.length);
+      expect(results.flatMap((r) => r.applied)).toEqual(['0000_baseline']);
+      expect((await journalRows(other)).length).toBe(1);
     } finally {
       await Promise.all(connections.map((c) => c.close()));
       await admin.query(`drop schema if exists "${other}" cascade`);
     }
   });
 
-  describe('the journal tracks migrations by tag', () => {
-    const tagged = schemaFor('migrate-tags');
-    const journal = `"${tagged}".skiplock_migrations`;
-    const journalRows = async () =>
-      (await admin.query(`select tag, hash from ${journal} order by id`)).rows as { tag: string; hash: string }[];
-
-    beforeAll(async () => {
-      await admin.query(`drop schema if exists "${tagged}" cascade`);
-      await migrate(db, { schema: tagged });
-    });
-    afterAll(async () => {
-      await admin.query(`drop schema if exists "${tagged}" cascade`);
-    });
-
-    it('refuses to run when an applied migration was edited since, naming it; nothing is rerun', async () => {
-      const edited = MIGRATIONS[1]?.tag as string;
-      await admin.query(`update ${journal} set hash = 'hash-of-the-original-file' where tag = $1`, [edited]);
-      try {
-        const before = await journalRows();
-        const error = await migrate(db, { schema: tagged }).catch((e: unknown) => e);
-        expect(error).toBeInstanceOf(SkiplockError);
-        expect(error).toMatchObject({ code: 'migration_mismatch' });
-        expect((error as Error).message).toContain(edited);
-        expect((error as Error).message).toMatch(/edited after it was applied/);
-        expect(await journalRows()).toEqual(before);
-      } finally {
-        await admin.query(`update ${journal} set hash = $2 where tag = $1`, [edited, MIGRATIONS[1]?.hash]);
-      }
-    });
-
-    it('refuses to run on a schema migrated by a newer version (a tag it does not know)', async () => {
-      await admin.query(`insert into ${journal} (tag, hash) values ('9999_from_the_future', 'f00d')`);
-      try {
-        const error = await migrate(db, { schema: tagged }).catch((e: unknown) => e);
-        expect(error).toBeInstanceOf(SkiplockError);
-        expect(error).toMatchObject({ code: 'migrated_by_newer_version' });
-        expect((error as Error).message).toContain('9999_from_the_future');
-        expect((error as Error).message).toMatch(/upgrade skiplock/i);
-      } finally {
-        await admin.query(`delete from ${journal} where tag = '9999_from_the_future'`);
-      }
-    });
-
-    it('keeps working on a journal table created by earlier versions (hash unique, tag not)', async () => {
-      await admin.query(`drop schema "${tagged}" cascade`);
-      await admin.query(`create schema "${tagged}"`);
-      await admin.query(`create table ${journal} (id serial primary key, tag text not null,
-        hash text not null unique, applied_at timestamptz not null default now())`);
-      expect((await migrate(db, { schema: tagged })).applied).toEqual(MIGRATIONS.map((m) => m.tag));
-      expect((await migrate(db, { schema: tagged })).applied).toEqual([]);
-      expect(await journalRows()).toEqual(MIGRATIONS.map((m) => ({ tag: m.tag, hash: m.hash })));
-    });
+  it('rejects hostile schema names before touching the database', async () => {
+    for (const name of ['a"b', "a'b", 'a%b', 'a$b', 'a;drop table x', 'A', 'x'.repeat(64), 'ünï']) {
+      await expect(migrate(db, { schema: name })).rejects.toBeInstanceOf(InvalidIdentifierError);
+    }
   });
 
   it('enforces the lifecycle invariants in the database', async () => {
@@ -124,10 +117,230 @@ describe('migrate', () => {
     await expect(insert('priority', '5000')).rejects.toThrow(/jobs_priority_check/);
     await expect(insert('dedupe_key', `'x'`)).rejects.toThrow(/jobs_dedupe_check/);
   });
+});
 
-  it('rejects hostile schema names before touching the database', async () => {
-    for (const name of ['a"b', "a'b", 'a%b', 'a$b', 'a;drop table x', 'A', 'x'.repeat(64), 'ünï']) {
-      await expect(migrate(db, { schema: name })).rejects.toBeInstanceOf(InvalidIdentifierError);
+describe('the journal', () => {
+  const schema = schemaFor('migrate-journal');
+  const journal = `"${schema}".skiplock_migrations`;
+  beforeAll(() => baselineSchema('migrate-journal'));
+  afterAll(() => admin.query(`drop schema if exists "${schema}" cascade`));
+
+  it('refuses to run when an applied migration was edited since, naming it; nothing is rerun', async () => {
+    await admin.query(`update ${journal} set hash = 'hash-of-the-original-file'`);
+    try {
+      const error = await migrate(db, { schema }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SkiplockError);
+      expect(error).toMatchObject({ code: 'migration_mismatch' });
+      expect((error as Error).message).toContain('0000_baseline');
+      expect((error as Error).message).toMatch(/edited after it was applied/);
+    } finally {
+      await admin.query(`update ${journal} set hash = $1`, [MIGRATIONS[0]?.hash]);
+    }
+  });
+
+  it('refuses to run on a schema migrated by a newer version (a tag it does not know)', async () => {
+    await admin.query(`insert into ${journal} (tag, hash) values ('9999_from_the_future', 'f00d')`);
+    try {
+      const error = await migrate(db, { schema }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'migrated_by_newer_version' });
+      expect((error as Error).message).toContain('9999_from_the_future');
+      expect((error as Error).message).toMatch(/upgrade skiplock/i);
+    } finally {
+      await admin.query(`delete from ${journal} where tag = '9999_from_the_future'`);
+    }
+  });
+
+  it('carries a schema migrated by the whole pre-release chain over to the baseline, applying nothing', async () => {
+    // The pre-release journal had no steps_done column; its schema is what the baseline creates.
+    await admin.query(`drop table ${journal}`);
+    await admin.query(`create table ${journal} (id serial primary key, tag text not null unique, hash text not null,
+      applied_at timestamptz not null default now())`);
+    for (const tag of LEGACY_TAGS) await admin.query(`insert into ${journal} (tag, hash) values ($1, 'old')`, [tag]);
+    await admin.query(`insert into "${schema}".jobs (kind) values ('kept')`);
+    const events: MigrationEvent[] = [];
+    expect((await migrate(db, { schema, onProgress: (e) => events.push(e) })).applied).toEqual([]);
+    expect(await journalRows(schema)).toEqual([{ tag: '0000_baseline', hash: MIGRATIONS[0]?.hash, steps_done: null }]);
+    expect((await admin.query(`select kind from "${schema}".jobs`)).rows).toEqual([{ kind: 'kept' }]);
+    if (db.session) expect(events).toContainEqual(expect.objectContaining({ type: 'carried_over' }));
+  });
+
+  it('refuses a schema part-way through the pre-release chain, saying what to do; changes nothing', async () => {
+    await admin.query(`delete from ${journal}`);
+    for (const tag of LEGACY_TAGS.slice(0, 15))
+      await admin.query(`insert into ${journal} (tag, hash) values ($1, 'old')`, [tag]);
+    try {
+      const error = await migrate(db, { schema }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'legacy_migrations' });
+      expect((error as Error).message).toMatch(/up to 0014_destinations/);
+      expect((error as Error).message).toMatch(/pre-release version's migrate .* or drop the schema/);
+      expect((await journalRows(schema)).length).toBe(15);
+    } finally {
+      await admin.query(`delete from ${journal}`);
+      await admin.query(`insert into ${journal} (tag, hash) values ('0000_baseline', $1)`, [MIGRATIONS[0]?.hash]);
+    }
+  });
+});
+
+describe('online migrations', () => {
+  const baseline = MIGRATIONS[0] as Migration;
+  const expand = testMigration('0001_expand', [
+    'ALTER TABLE "skiplock"."jobs" ADD COLUMN "tenant" text;',
+    'ALTER TABLE "skiplock"."jobs" ADD CONSTRAINT "jobs_tenant_check" CHECK (tenant <> \'\') NOT VALID;',
+    'ALTER TABLE "skiplock"."jobs" VALIDATE CONSTRAINT "jobs_tenant_check";',
+    'CREATE INDEX CONCURRENTLY IF NOT EXISTS "jobs_tenant_idx" ON "skiplock"."jobs" USING btree ("tenant");',
+  ]);
+
+  it('commits each step on its own and records it; validates and builds concurrently (or says which driver can)', async () => {
+    const schema = await baselineSchema('online-steps');
+    try {
+      const events: MigrationEvent[] = [];
+      const run = applyMigrations(db, [baseline, expand], { schema, onProgress: (e) => events.push(e) });
+      if (!db.session) {
+        // neon-http has no session for the concurrent build: the steps before it are applied and
+        // recorded, the build is refused with the driver that can run it.
+        await expect(run).rejects.toMatchObject({ code: 'migration_needs_session' });
+        expect((await journalRows(schema)).at(-1)).toMatchObject({ tag: '0001_expand', steps_done: 2 });
+        return;
+      }
+      expect((await run).applied).toEqual(['0001_expand']);
+      expect(events.filter((e) => e.type === 'step').map((e) => (e.type === 'step' ? e.kind : ''))).toEqual([
+        'transaction',
+        'transaction',
+        'alone',
+      ]);
+      const dump = await dumpSchema(db.db, schema);
+      expect(dump.objects.get('index jobs_tenant_idx')).toMatch(/CREATE INDEX jobs_tenant_idx ON skiplock\.jobs/);
+      expect(dump.invalidIndexes).toEqual([]);
+      expect(dump.unvalidatedConstraints).toEqual([]);
+      expect((await journalRows(schema)).at(-1)).toMatchObject({ tag: '0001_expand', steps_done: null });
+      // And --check reports the extra objects as drift from this version's schema.
+      expect((await checkSchema(db.db, schema)).unexpected).toEqual(
+        expect.arrayContaining(['constraint jobs.jobs_tenant_check', 'index jobs_tenant_idx']),
+      );
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
+  it('resumes an interrupted migration after its last recorded step', async () => {
+    const schema = await baselineSchema('online-resume');
+    try {
+      // Step 1 (ADD COLUMN and ADD CONSTRAINT, not repeatable) ran and was recorded before the process died.
+      await admin.query(`alter table "${schema}".jobs add column tenant text`);
+      await admin.query(`alter table "${schema}".jobs add constraint jobs_tenant_check check (tenant <> '') not valid`);
+      await admin.query(`insert into "${schema}".skiplock_migrations (tag, hash, steps_done) values ($1, $2, 1)`, [
+        expand.tag,
+        expand.hash,
+      ]);
+      const run = applyMigrations(db, [baseline, expand], { schema });
+      if (!db.session) await expect(run).rejects.toMatchObject({ code: 'migration_needs_session' });
+      else expect((await run).applied).toEqual(['0001_expand']);
+      const constraint = await admin.query(
+        `select convalidated from pg_constraint where conname = 'jobs_tenant_check' and connamespace = $1::regnamespace`,
+        [schema],
+      );
+      expect(constraint.rows).toEqual([{ convalidated: true }]);
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
+  it('waits for a lock at most lock_timeout, lets enqueues through meanwhile, and retries until it gets it', async () => {
+    const schema = await baselineSchema('online-lock');
+    const reader = await admin.connect();
+    try {
+      // A long read on jobs: an ALTER TABLE must wait for it, and whatever queues behind the ALTER waits too.
+      await reader.query(`begin; select count(*) from "${schema}".jobs`);
+      const events: MigrationEvent[] = [];
+      const addColumn = testMigration('0001_add_column', ['ALTER TABLE "skiplock"."jobs" ADD COLUMN "tenant" text;']);
+      const migrating = applyMigrations(db, [baseline, addColumn], {
+        schema,
+        lockTimeoutMs: 100,
+        retryDelayMs: 20,
+        lockAttempts: 1000,
+        onProgress: (e) => events.push(e),
+      });
+      // Enqueues keep going while the read is open and the migration keeps retrying.
+      for (let i = 0; i < 5; i++) {
+        const started = Date.now();
+        await db.db.execute(sql.raw(`insert into "${schema}".jobs (kind) values ('during')`));
+        expect(Date.now() - started).toBeLessThan(1_000);
+      }
+      await expect.poll(() => events.filter((e) => e.type === 'lock_timeout').length).toBeGreaterThan(1);
+      await reader.query('commit');
+      expect((await migrating).applied).toEqual(['0001_add_column']);
+      const columns = await admin.query(
+        `select 1 from pg_attribute where attrelid = '"${schema}".jobs'::regclass and attname = 'tenant'`,
+      );
+      expect(columns.rowCount).toBe(1);
+    } finally {
+      await reader.query('rollback').catch(() => {});
+      reader.release();
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
+  it('gives up after its attempts with a clear error, leaving nothing of the step applied', async () => {
+    const schema = await baselineSchema('online-give-up');
+    const reader = await admin.connect();
+    try {
+      await reader.query(`begin; select count(*) from "${schema}".jobs`);
+      const addColumn = testMigration('0001_add_column', [
+        'ALTER TABLE "skiplock"."jobs" ADD COLUMN "tenant" text;',
+        'ALTER TABLE "skiplock"."jobs" ADD COLUMN "region" text;',
+      ]);
+      const error = await applyMigrations(db, [baseline, addColumn], {
+        schema,
+        lockTimeoutMs: 50,
+        retryDelayMs: 10,
+        lockAttempts: 3,
+      }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'migration_lock_timeout' });
+      expect((error as Error).message).toMatch(/0001_add_column .* within 50 ms in 3 attempts/);
+      await reader.query('commit');
+      const columns = await admin.query(
+        `select attname from pg_attribute where attrelid = '"${schema}".jobs'::regclass and attname in ('tenant', 'region')`,
+      );
+      expect(columns.rows).toEqual([]);
+      expect((await journalRows(schema)).map((r) => r.tag)).toEqual(['0000_baseline']);
+    } finally {
+      await reader.query('rollback').catch(() => {});
+      reader.release();
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
+  it('finds an INVALID index an interrupted build left and builds it again (with a session)', async () => {
+    const schema = await baselineSchema('online-invalid');
+    try {
+      // A concurrent unique build over duplicates fails and leaves the index INVALID, as a killed build does.
+      await admin.query(`insert into "${schema}".jobs (kind, correlation_id) values ('a', 'same'), ('b', 'same')`);
+      await admin
+        .query(`create unique index concurrently jobs_correlation_uq on "${schema}".jobs (correlation_id)`)
+        .catch(() => {});
+      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual(['jobs_correlation_uq']);
+      expect((await checkSchema(db.db, schema)).invalidIndexes).toEqual(['jobs_correlation_uq']);
+      await admin.query(`delete from "${schema}".jobs where kind = 'b'`);
+
+      const events: MigrationEvent[] = [];
+      const unique = testMigration('0001_unique', [
+        'CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS "jobs_correlation_uq" ON "skiplock"."jobs" USING btree ("correlation_id");',
+      ]);
+      const run = applyMigrations(db, [baseline, unique], { schema, onProgress: (e) => events.push(e) });
+      if (!db.session) {
+        await expect(run).rejects.toMatchObject({ code: 'migration_needs_session' });
+        expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual(['jobs_correlation_uq']);
+        return;
+      }
+      await run;
+      expect(events).toContainEqual({
+        type: 'invalid_index_dropped',
+        tag: '0001_unique',
+        index: 'jobs_correlation_uq',
+      });
+      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual([]);
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
     }
   });
 });

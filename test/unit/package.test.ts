@@ -63,6 +63,11 @@ describe('the packed package, installed into an app outside the repository', () 
     expect(files).toContain('package/functions/jobs.ts');
     expect(files).toContain('package/api/worker.ts');
     expect(files.filter((f) => f.endsWith('.map'))).toEqual([]);
+    // migrate() and `migrate --check` read what they need from dist (migrations embedded, the
+    // expected schema as a module): no migration folder, drizzle snapshots or SQL files.
+    expect(files).toContain('package/dist/db/migrations.generated.js');
+    expect(files).toContain('package/dist/db/schema-sql.generated.js');
+    expect(files.filter((f) => f.startsWith('package/db/') || f.endsWith('.sql'))).toEqual([]);
     expect(
       files.filter((f) => /^package\/(core|db|adapters|base|cli|testing|test|bench|chaos)\/.*\.ts$/.test(f)),
     ).toEqual([]);

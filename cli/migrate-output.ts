@@ -1,0 +1,33 @@
+// What `skiplock migrate` prints while it works, and what `migrate --check` found.
+
+import type { MigrationEvent } from '../db/migrate.js';
+import { hasDrift, type SchemaDrift } from '../db/schema-dump.js';
+
+export function describeMigrationEvent(event: MigrationEvent): string {
+  switch (event.type) {
+    case 'carried_over':
+      return `the pre-release migrations (up to ${event.from}) are recorded as ${event.to}: nothing to apply for them`;
+    case 'step':
+      return `${event.tag}: step ${event.step} of ${event.of} (${event.kind === 'alone' ? 'concurrent index build' : 'transaction'})`;
+    case 'lock_timeout':
+      return `${event.tag}: step ${event.step} waited too long for a lock (another transaction holds the table); try ${event.attempt + 1} in ${event.retryInMs} ms`;
+    case 'invalid_index_dropped':
+      return `${event.tag}: index ${event.index} was left INVALID by an interrupted build: dropped, building it again`;
+  }
+}
+
+export function describeDrift(schema: string, drift: SchemaDrift): string {
+  if (!hasDrift(drift)) return `"${schema}" matches this version's schema`;
+  const lines = [`"${schema}" differs from this version's schema (db/schema.sql):`];
+  const list = (label: string, items: string[]) => {
+    for (const item of items) lines.push(`  ${label}: ${item}`);
+  };
+  list('missing', drift.missing);
+  list('changed', drift.changed);
+  list('unexpected', drift.unexpected);
+  for (const index of drift.invalidIndexes)
+    lines.push(`  INVALID index: ${index} (rebuild it: REINDEX INDEX CONCURRENTLY "${schema}"."${index}")`);
+  list('constraint not validated', drift.unvalidatedConstraints);
+  lines.push('run `npx skiplock migrate` with this version; an unexpected object may belong to a newer one');
+  return lines.join('\n');
+}

@@ -1,2 +1,0 @@
-DROP INDEX "skiplock"."jobs_dedupe_waiting_uq";--> statement-breakpoint
-CREATE UNIQUE INDEX "jobs_dedupe_waiting_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key") WHERE dedupe_mode = 'replace' and state = 'queued' and attempted_at is null;

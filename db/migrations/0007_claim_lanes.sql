@@ -1,1 +1,0 @@
-CREATE INDEX "jobs_claim_lane_idx" ON "skiplock"."jobs" USING btree (((id / 64) % 16),"priority","run_at","id") WHERE state = 'queued';

@@ -1,1 +1,0 @@
-ALTER TABLE "skiplock"."jobs" ADD COLUMN "trace_context" jsonb;

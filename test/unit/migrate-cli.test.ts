@@ -1,0 +1,61 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { EXIT, runCli } from '../../cli/run.js';
+
+const schema = `cli_migrate_${randomBytes(4).toString('hex')}`;
+let admin: pg.Pool;
+
+async function cli(argv: string[], env: Record<string, string> = { DATABASE_URL: inject('databaseUrl') }) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, { env, out: (t) => out.push(t), err: (t) => err.push(t) });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+beforeAll(() => {
+  admin = new pg.Pool({ connectionString: inject('databaseUrl'), max: 1 });
+});
+afterAll(async () => {
+  await admin.query(`drop schema if exists "${schema}" cascade`);
+  await admin.end();
+});
+
+describe('skiplock migrate', () => {
+  it('--print writes the SQL for the schema without a database; --objects only what drizzle-kit cannot', async () => {
+    const all = await cli(['migrate', '--print', '--schema', 'app_jobs'], {});
+    expect(all.code).toBe(EXIT.ok);
+    expect(all.out).toMatch(/^-- skiplock migration 0000_baseline, schema "app_jobs"/);
+    expect(all.out).toContain('CREATE TABLE "app_jobs"."jobs"');
+    expect(all.out).toContain('CREATE FUNCTION "app_jobs".claim_room');
+    expect(all.out).not.toContain('"skiplock"');
+    const objects = await cli(['migrate', '--print', '--objects'], {});
+    expect(objects.out).not.toContain('CREATE TABLE');
+    expect(objects.out).toContain('CREATE TRIGGER jobs_dependents');
+    const hostile = await cli(['migrate', '--print', '--schema', 'x"; drop table y; --'], {});
+    expect(hostile.code).toBe(EXIT.usage);
+    expect(hostile.out).toBe('');
+  });
+
+  it('applies with the timeouts given, telling each step; refuses a timeout that is not a number', async () => {
+    const bad = await cli(['migrate', '--schema', schema, '--lock-timeout', 'soon']);
+    expect(bad.code).toBe(EXIT.usage);
+    expect(bad.err).toMatch(/--lock-timeout must be a number/);
+    const applied = await cli(['migrate', '--schema', schema, '--lock-timeout', '500', '--statement-timeout', '0']);
+    expect(applied).toMatchObject({ code: EXIT.ok });
+    expect(applied.out).toMatch(/applied 0000_baseline/);
+    expect(applied.err).toMatch(/0000_baseline: step 1 of 1 \(transaction\)/);
+  });
+
+  it('--check exits 0 on a schema that matches, 1 naming what drifted', async () => {
+    expect(await cli(['migrate', '--check', '--schema', schema])).toMatchObject({ code: EXIT.ok });
+    await admin.query(`drop index "${schema}".jobs_deadline_idx`);
+    await admin.query(`create function "${schema}".added_by_hand() returns int language sql as 'select 1'`);
+    const drift = await cli(['migrate', '--check', '--schema', schema]);
+    expect(drift.code).toBe(EXIT.refused);
+    expect(drift.out).toMatch(/missing: index jobs_deadline_idx/);
+    expect(drift.out).toMatch(/unexpected: function added_by_hand\(\)/);
+    const json = JSON.parse((await cli(['migrate', '--check', '--json', '--schema', schema])).out);
+    expect(json).toMatchObject({ ok: false, drift: { missing: ['index jobs_deadline_idx'] } });
+  });
+});
