@@ -113,7 +113,9 @@ export class LegacyMigrationsError extends SkiplockError {
   constructor(schema: string, last: string) {
     super(
       'legacy_migrations',
-      `skiplock schema "${schema}" was migrated by a pre-release skiplock up to ${last}; those migrations were squashed into 0000_baseline and only a schema migrated to their end (0021_fan_in_recheck) is carried over. Finish it with the pre-release version's migrate (commit aa0b208), then run this one; or drop the schema (its jobs with it) and migrate again`,
+      last === '0021_fan_in_recheck'
+        ? `skiplock schema "${schema}" was migrated by the pre-release chain (0000_jobs … 0021_fan_in_recheck), and this version's baseline has other tables than that chain made, so it cannot be carried over; drop the schema (its jobs with it) and migrate again`
+        : `skiplock schema "${schema}" was migrated by a pre-release skiplock up to ${last}; those migrations were squashed into 0000_baseline and only a schema migrated to their end (0021_fan_in_recheck) is carried over. Finish it with the pre-release version's migrate (commit aa0b208), then run this one; or drop the schema (its jobs with it) and migrate again`,
     );
   }
 }

@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { LegacyMigrationsError, MigratedByNewerVersionError, MigrationMismatchError } from '../base/errors.js';
-import type { Migration } from './migration-plan.js';
+import { type Migration, renderStatement } from './migration-plan.js';
 
 /**
  * The migration journal, inside the skiplock schema (apart from the application's own drizzle
@@ -67,9 +68,11 @@ export function sessionLockStatement(schema: string, lock: boolean) {
 }
 
 /**
- * The pre-release chain squashed into 0000_baseline. A schema migrated to its end holds exactly
- * what the baseline creates (checked against db/schema.sql when the squash was made), so its
- * journal is rewritten to the baseline's entry; a schema part-way through it is refused.
+ * The pre-release chain squashed into 0000_baseline. A schema migrated to its end has exactly the
+ * baseline's tables (checked against db/schema.sql when the squash was made); it is carried over
+ * by applying the baseline's objects part again (written to run again: OR REPLACE, DROP … IF
+ * EXISTS), which adds what came since, and rewriting its journal to the baseline's entry. A schema
+ * part-way through the chain is refused.
  */
 export const LEGACY_TAGS = [
   '0000_jobs',
@@ -105,8 +108,18 @@ export function isLegacyJournal(journal: readonly JournalEntry[], schema: string
   throw new LegacyMigrationsError(schema, tags.sort().at(-1) ?? '');
 }
 
+/**
+ * sha256 of the baseline's table part (its statements before objectsFrom, joined by newlines) as
+ * the chain's end had it. A baseline whose tables changed since cannot be carried over that way.
+ */
+const LEGACY_TABLES_SHA256 = '4967f3ea6b32466e301aecedb1975c7f5d28c72930a466d25fc6ba60d326a5b5';
+
 export function carryOverStatements(schema: string, baseline: Migration) {
+  const tables = baseline.statements.slice(0, baseline.objectsFrom).join('\n');
+  if (createHash('sha256').update(tables).digest('hex') !== LEGACY_TABLES_SHA256)
+    throw new LegacyMigrationsError(schema, LEGACY_TAGS[LEGACY_TAGS.length - 1] as string);
   return [
+    ...baseline.statements.slice(baseline.objectsFrom).map((statement) => sql.raw(renderStatement(statement, schema))),
     sql`delete from ${sql.identifier(schema)}.${sql.identifier(JOURNAL)} where tag = any(${sql.param([...LEGACY_TAGS])}::text[])`,
     journalRecord(schema, baseline, null),
   ];

@@ -104,7 +104,7 @@ CREATE TABLE skiplock.jobs (
 );
 
 -- object: storage jobs
-ALTER TABLE skiplock.jobs SET (fillfactor=70);
+ALTER TABLE skiplock.jobs SET (fillfactor=70, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=5000, autovacuum_vacuum_insert_scale_factor=0.01, autovacuum_analyze_scale_factor=0.01, autovacuum_analyze_threshold=5000);
 
 -- object: table limits
 CREATE TABLE skiplock.limits (
@@ -644,6 +644,22 @@ BEGIN
     COALESCE(pg_catalog.current_setting('skiplock.ended_parents', true), '') || NEW.id || ',', true);
   RETURN NULL;
 END;
+$function$;
+
+-- object: function lapsed_leases(now_ts timestamp with time zone, kinds text[], max_rows integer)
+CREATE OR REPLACE FUNCTION skiplock.lapsed_leases(now_ts timestamp with time zone, kinds text[], max_rows integer)
+ RETURNS SETOF bigint
+ LANGUAGE plpgsql
+ STABLE ROWS 10
+ SET enable_bitmapscan TO 'off'
+AS $function$
+BEGIN
+  RETURN QUERY
+    SELECT j.id FROM skiplock.jobs j
+    WHERE j.state = 'running' AND j.lease_expires_at <= now_ts AND j.kind = ANY (kinds)
+    ORDER BY j.lease_expires_at
+    LIMIT max_rows;
+END
 $function$;
 
 -- object: function queue_activity(window_seconds integer)

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { ClaimDeadJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
-import { appendCapped, jobsRef, nowExpr } from './common.js';
+import { appendCapped, jobsRef, lapsedLeases, lapsedWindow, leaseRanOut, nowExpr } from './common.js';
 import { releaseAfterCtes, releaseParkedCtes } from './ordering.js';
 
 /**
@@ -55,8 +55,10 @@ export async function buryDoomed(
       for update skip locked
     ),
     by_lease as (
+      -- Candidates from lapsed_leases, as the claim's rescue (see the function).
       select j.id from ${jobs} j
-      where j.state = 'running' and j.lease_expires_at <= ${now}
+      where j.id = any(${lapsedLeases(schema, now, request.kinds, lapsedWindow(request.limit))})
+        and j.state = 'running' and ${leaseRanOut(now)}
         and (j.attempt >= j.max_attempts or j.deadline <= ${now}) and ${kindFilter}
       limit ${request.limit}
       for update skip locked

@@ -4,7 +4,16 @@ import type { BreakerMove, Completion, Outcome, SettleReport } from '../../base/
 import type { ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows, sqlStateOf } from '../execute.js';
-import { appendCapped, epochMs, holdsKey, jobsRef, nowExpr } from './common.js';
+import {
+  appendCapped,
+  epochMs,
+  holdsKey,
+  jobsRef,
+  lapsedLeases,
+  lapsedWindow,
+  leaseRanOut,
+  nowExpr,
+} from './common.js';
 import { claimProbeCtes, hasDestinations, movesJson, toMoves } from './destinations.js';
 import {
   type DeclaredLimit,
@@ -423,9 +432,12 @@ function claimStatement(schema: string, request: ClaimRequest, shape: Shape, lea
       for update skip locked
     ),
     expired as (
-      -- Rescue: a lease that ran out (its holder died or overran) with attempts left.
+      -- Rescue: a lease that ran out (its holder died or overran) with attempts left. The candidates
+      -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
+      -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from ${jobs} j
-      where j.state = 'running' and j.lease_expires_at <= ${now} and j.attempt < j.max_attempts
+      where j.id = any(${lapsedLeases(schema, now, kinds, lapsedWindow(limit))})
+        and j.state = 'running' and ${leaseRanOut(now)} and j.attempt < j.max_attempts
         and ${notPastDeadline} and ${mine} and ${notPaused(schema)} and ${inTurn} ${open} ${notSettling} ${afterSettle}
         ${flowing ? sql`and ${destinationOpen()}` : sql``}
       order by j.lease_expires_at

@@ -47,3 +47,30 @@ export function appendCapped(history: SQL, entry: SQL): SQL {
 export function toDate(ms: number | null | undefined): Date | null {
   return ms === null || ms === undefined ? null : new Date(ms);
 }
+
+/**
+ * How many lapsed leases a rescue considers, oldest first. More than it takes: some are skipped
+ * (held by another claim, paused, outside their window). The usual claim finds none, whatever this is.
+ */
+export const lapsedWindow = (limit: number) => Math.max(limit * 4, 500);
+
+/**
+ * The ids of the running jobs of `kinds` whose lease ran out by `now`, oldest first (at most
+ * `max`), as an array: lapsed_leases walks jobs_lease_idx with a plain index scan. An array (an
+ * InitPlan) is computed before the scan of jobs that uses it, so the walk always happens and the
+ * jobs are read by primary key; as a joined FROM item, the planner could start from jobs instead
+ * and never call it.
+ */
+export function lapsedLeases(schema: string, now: SQL, kinds: readonly string[], max: number): SQL {
+  return sql`array(select ${sql.identifier(schema)}.lapsed_leases(${now}, ${sql.param(kinds)}::text[], ${max}::int))`;
+}
+
+/**
+ * "The lease ran out", re-checked on the locked row, in a form jobs_lease_idx cannot serve: a plain
+ * `lease_expires_at <= now` implies the index's predicate (lease_expires_at is not null), and the
+ * planner would read the index again with a bitmap scan (every dead entry) instead of taking the ids
+ * lapsedLeases found by primary key. A running row always has a lease (jobs_running_lease_check).
+ */
+export function leaseRanOut(now: SQL): SQL {
+  return sql`coalesce(j.lease_expires_at, 'infinity') <= ${now}`;
+}

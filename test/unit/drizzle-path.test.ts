@@ -72,7 +72,7 @@ describe('the Drizzle path', () => {
     expect(custom).toBeDefined();
     const objects = await cli(['migrate', '--print', '--objects'], databaseUrl(database));
     expect(objects.code).toBe(EXIT.ok);
-    expect(objects.out).toMatch(/CREATE FUNCTION "skiplock"\.claim_room/);
+    expect(objects.out).toMatch(/CREATE OR REPLACE FUNCTION "skiplock"\.claim_room/);
     expect(objects.out).not.toMatch(/CREATE TABLE/);
     writeFileSync(join(app, 'drizzle', custom as string), objects.out);
     await drizzleKit('migrate');

@@ -27,7 +27,7 @@ describe('skiplock migrate', () => {
     expect(all.code).toBe(EXIT.ok);
     expect(all.out).toMatch(/^-- skiplock migration 0000_baseline, schema "app_jobs"/);
     expect(all.out).toContain('CREATE TABLE "app_jobs"."jobs"');
-    expect(all.out).toContain('CREATE FUNCTION "app_jobs".claim_room');
+    expect(all.out).toContain('CREATE OR REPLACE FUNCTION "app_jobs".claim_room');
     expect(all.out).not.toContain('"skiplock"');
     const objects = await cli(['migrate', '--print', '--objects'], {});
     expect(objects.out).not.toContain('CREATE TABLE');
