@@ -219,7 +219,8 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   };
 }
 
-type Shape = 'plain' | 'flow' | 'rated';
+export type ClaimShape = 'plain' | 'flow' | 'rated';
+type Shape = ClaimShape;
 const RICHNESS: Record<Shape, number> = { plain: 0, flow: 1, rated: 2 };
 
 async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest, shape: Shape): Promise<ClaimResult> {
@@ -292,7 +293,8 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
   return result;
 }
 
-function claimStatement(schema: string, request: ClaimRequest, shape: Shape, leaseToken: string): SQL {
+/** The claim statement of one shape for a request (exported for db/claim-shapes.ts, which renders them). */
+export function claimStatement(schema: string, request: ClaimRequest, shape: Shape, leaseToken: string): SQL {
   const flowing = shape !== 'plain';
   const rated = shape === 'rated';
   const settle = request.settle ?? [];

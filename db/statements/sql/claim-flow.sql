@@ -1,0 +1,272 @@
+-- claim shape "flow": a concurrency limit declared (or keyed jobs waiting): claim_room decides
+with recursive clock as (select clock_timestamp() as now),
+
+    settle_input as (select r.id, ($1::uuid[])[r.t] as token
+    from unnest(string_to_array($2, ',')::bigint[], string_to_array($3, ',')::int[]) as r(id, t)), settled as (update "skiplock".jobs j set
+      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
+      -- the row sees which token each write was made under (the chaos checker relies on it).
+      lease_token = r.token,
+      state = (case
+    when r.outcome = 'completed' then 'completed'
+    when r.outcome = 'cancelled' then 'cancelled'
+    when r.outcome = 'retry' and not (r.outcome = 'retry' and j.attempt >= j.max_attempts) then 'queued'
+    else 'dead'
+  end),
+      dead_reason = case
+        when r.outcome = 'dead' then coalesce(r.reason, 'discarded')
+        when (r.outcome = 'retry' and j.attempt >= j.max_attempts) then 'max_attempts'
+      end,
+      run_at = case when (case
+    when r.outcome = 'completed' then 'completed'
+    when r.outcome = 'cancelled' then 'cancelled'
+    when r.outcome = 'retry' and not (r.outcome = 'retry' and j.attempt >= j.max_attempts) then 'queued'
+    else 'dead'
+  end) = 'queued'
+        then greatest((select now from clock) + r.delay_ms * interval '1 millisecond', case when r.after_lease then j.lease_expires_at end)
+        else j.run_at end,
+      finished_at = case when (case
+    when r.outcome = 'completed' then 'completed'
+    when r.outcome = 'cancelled' then 'cancelled'
+    when r.outcome = 'retry' and not (r.outcome = 'retry' and j.attempt >= j.max_attempts) then 'queued'
+    else 'dead'
+  end) = 'queued' then null else (select now from clock) end,
+      lease_expires_at = null,
+      result = case when r.outcome = 'completed' then r.result else j.result end,
+      last_error = coalesce(r.error, j.last_error),
+      errors = case when r.error is null then j.errors else jsonb_path_query_array(j.errors || jsonb_build_array(r.error), '$[last-9 to last]') end,
+      updated_at = (select now from clock)
+    from jsonb_to_recordset($4::jsonb)
+      as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb,
+        result jsonb)
+    where j.id = r.id and j.lease_token = r.token and (case when j.state = 'running' then true end)
+    returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent),
+      settle_done as (select (select count(*) from settled) as n),
+    flow as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($5::text[])))
+    or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
+    or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
+    or exists (select 1 from "skiplock".destinations d
+      where (d.state <> 'closed' or d.deferred_until is not null)
+        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[]))) as rated),
+    lim as (
+      select l.scope, l.name, l.max_running from (
+        select coalesce(t.scope, c.scope) as scope, coalesce(t.name, c.name) as name,
+          coalesce(t.max_running, c.max_running) as max_running
+        from unnest($8::text[], $9::text[],
+            $10::int[]) as c(scope, name, max_running)
+          full join "skiplock".limits t on t.scope = c.scope and t.name = c.name
+      ) l
+      where (l.scope <> 'kind' or l.name = any($11::text[]))
+    ),
+    rate_held as (select '{}'::text[] as queues, '{}'::text[] as kinds, '{}'::text[] as destinations,
+    null::timestamptz as next_at),
+    held as (
+      select coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $12), '{}'::text[]) || coalesce((select array_agg(l.name) from lim l
+      where l.scope = $13 and (select count(*) from (select 1 from "skiplock".jobs r
+        where r.state = 'running' and r.lease_expires_at is not null and r.queue = l.name and r.id not in (select id from settle_input) limit l.max_running) x) >= l.max_running),
+      '{}'::text[]) || rh.queues as queues,
+        coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $14), '{}'::text[]) || coalesce((select array_agg(l.name) from lim l
+      where l.scope = $15 and (select count(*) from (select 1 from "skiplock".jobs r
+        where r.state = 'running' and r.lease_expires_at is not null and r.kind = l.name and r.id not in (select id from settle_input) limit l.max_running) x) >= l.max_running),
+      '{}'::text[]) || rh.kinds as kinds,
+        x.blocked || rh.destinations as destinations, x.probing, rh.next_at as rate_next_at
+      from (select * from "skiplock".held_destinations((select now from clock)) x where (select n from settle_done) >= 0) x cross join rate_held rh
+    ),
+
+    ready as (
+      select j.id from "skiplock".jobs j
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($16::text[])
+    and (j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
+  and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[]))) and (j.ordering_key is null or (
+    not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
+    and not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold)))))  and (j.after is null or not exists (
+    select 1 from "skiplock".jobs p where p.id = any(j.after)
+      and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0 and j.concurrency_key is null
+      order by j.priority, j.run_at, j.id
+      limit $17
+      for update skip locked
+    ),
+    expired as (
+      -- Rescue: a lease that ran out (its holder died or overran) with attempts left. The candidates
+      -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
+      -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
+      select j.id from "skiplock".jobs j
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $18::text[], $19::int)))
+        and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($20::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $21), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $22), '{}'::text[])) and (j.ordering_key is null or (
+    not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
+    and not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold)))))  and j.id not in (select id from settle_input) and (select n from settle_done) >= 0
+        and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[])))
+      order by j.lease_expires_at
+      limit $23
+      for update skip locked
+    ),
+    key_walk_a(h, q, k, n) as (
+      (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, 1 from "skiplock".jobs j
+        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $24::int
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
+      union all
+      select x.h, x.q, x.k, w.n + 1 from key_walk_a w cross join lateral (
+        select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
+        where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $25
+    ),
+    key_walk_b(h, q, k, n) as (
+      (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, (select count(*) from key_walk_a)::int + 1 from "skiplock".jobs j
+        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $26::int
+          and (select count(*) from key_walk_a) < $27
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
+      union all
+      select x.h, x.q, x.k, w.n + 1 from key_walk_b w cross join lateral (
+        select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
+        where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $28 and x.h < $29::int
+    ),
+    walked as (select h, q, k from key_walk_a union all select h, q, k from key_walk_b),
+    -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
+    key_rate as (select w.h, w.q, w.k, $30::bigint as room, null::timestamptz as next_at from walked w),
+    keyed as (
+      select c.id from key_rate w
+      cross join lateral (
+        select coalesce((select greatest(l.max_running - (select count(*) from (
+            select 1 from "skiplock".jobs r
+            where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k and r.id not in (select id from settle_input)
+            limit l.max_running) x), 0)
+          from lim l where l.scope = 'key' and l.name = w.q), $31) as room
+      ) kr
+      cross join lateral (
+        select j.id from "skiplock".jobs j
+        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) = w.h and j.queue = w.q and j.concurrency_key = w.k
+          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($32::text[])
+    and (j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
+  and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[]))) and (j.ordering_key is null or (
+    not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
+    and not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold)))))  and (j.after is null or not exists (
+    select 1 from "skiplock".jobs p where p.id = any(j.after)
+      and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0
+        order by j.priority, j.run_at, j.id
+        limit least(kr.room, w.room, ceil($33::numeric / greatest((select count(*) from walked), 1))::bigint)
+        for update skip locked
+      ) c
+    ),
+    cands as (
+
+      select id, 2 as src from ready union all select id, 2 from keyed
+    ),
+    cinfo as (
+      select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
+      from (select id, src from cands union all select id, 0 from expired) c join "skiplock".jobs j on j.id = c.id
+    ),
+    -- A destination whose breaker's cool-down ended lets one job through, its probe: of its
+    -- candidates (an expired lease first: a probe whose invocation died), the first; the claim asks
+    -- claim_probes for the turn only if that job survives the limits and the batch (claimProbeCtes).
+    probe_pick as (
+      select distinct on (c.dest) c.dest, c.id, c.kind from cinfo c
+      where c.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and (select n from settle_done) >= 0
+      order by c.dest, c.src, c.priority, c.run_at, c.id
+    ),
+    need as (
+      select l.scope, l.name, null::text as key, l.max_running from lim l
+      where l.scope <> 'key' and (select n from settle_done) >= 0
+        and exists (select 1 from cinfo c
+          where c.src > 0 and (case l.scope when 'queue' then c.queue else c.kind end) = l.name)
+      union all
+      select 'key', c.queue, c.ck, l.max_running from cinfo c join lim l on l.scope = 'key' and l.name = c.queue
+      where c.src > 0 and c.ck is not null and (select n from settle_done) >= 0
+      group by c.queue, c.ck, l.max_running
+    ),
+    room as (
+      select * from "skiplock".claim_room(
+        (select coalesce(array_agg(scope), '{}') from need), (select coalesce(array_agg(name), '{}') from need),
+        (select coalesce(array_agg(key), '{}') from need), (select coalesce(array_agg(max_running), '{}') from need))
+    ),
+    -- The keys' rooms as one object, looked up per candidate: a join on (queue, key) was planned as a
+    -- merge on the queue alone, comparing every candidate with every key (250,000 pairs, 150 ms).
+    key_room as (
+      select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
+      from room y where y.limit_scope = 'key'
+    ),
+
+    within as (
+      select r.id from (
+        select c.*,
+          count(*) filter (where c.src > 0) over (partition by c.queue order by c.src, c.priority, c.run_at, c.id rows between unbounded preceding and current row) as in_queue,
+          count(*) filter (where c.src > 0) over (partition by c.kind order by c.src, c.priority, c.run_at, c.id rows between unbounded preceding and current row) as in_kind,
+          count(*) filter (where c.src > 0) over (partition by c.queue, c.ck order by c.src, c.priority, c.run_at, c.id rows between unbounded preceding and current row) as in_key
+        from cinfo c
+      ) r
+      left join room q on q.limit_scope = 'queue' and q.limit_name = r.queue
+      left join room k on k.limit_scope = 'kind' and k.limit_name = r.kind
+      where (r.src = 0 or (r.in_queue <= coalesce(q.room, r.in_queue) and r.in_kind <= coalesce(k.room, r.in_kind)
+        and (r.ck is null
+          or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))))
+
+        and (r.dest is null or r.dest <> all(coalesce((select h.probing from held h), '{}'::text[]))
+          or r.id in (select p.id from probe_pick p))
+      order by r.src, r.priority, r.run_at, r.id
+      limit $34
+    ),
+    probe_won as (
+      select * from "skiplock".claim_probes(
+        (select coalesce(array_agg(p.dest), '{}') from probe_pick p where p.id in (select id from within)),
+        (select coalesce(array_agg(p.id), '{}') from probe_pick p where p.id in (select id from within)),
+        (select coalesce(array_agg(($35::int[])[array_position($36::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
+        (select now from clock))
+    ),
+    claimed as (
+      -- The row is locked and the predicates above were re-checked on its latest version,
+      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
+      update "skiplock".jobs j set
+        state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = $37::uuid,
+        lease_expires_at = (select now from clock) + ($38::int[])[array_position($39::text[], j.kind)]
+          * interval '1 millisecond',
+        locked_by = $40,
+        started_at = coalesce(j.started_at, (select now from clock)),
+        attempted_at = (select now from clock),
+        updated_at = (select now from clock),
+        last_error = case when j.state = 'running' then jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock)) else j.last_error end,
+        errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
+      from (select c.id from within c
+          where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)) p
+        where j.id = p.id and not (select f.rated from flow f)
+      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
+        j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
+    )
+    -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
+    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
+    select
+      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
+          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context)
+          order by c.priority, c.run_at, c.id)
+        from claimed c) as jobs,
+      (select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms, s.parent))
+    from (select 'settled' as row_kind, s.id::text as id, s.state, s.dead_reason,
+        (extract(epoch from s.run_at) * 1000)::float8 as run_at_ms, s.parent
+      from settled s where s.state <> 'completed'
+      union all
+      select 'lost', i.id::text, null, null, null::float8, null
+      from settle_input i where i.id not in (select id from settled)) s) as report,
+      (select f.needed from flow f) as flow,
+      exists (select 1 from settled s where s.parent) as ended_parents,
+      (select f.rated from flow f) as rated,
+      null::json as moves,
+      (select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w) as probes,
+      null::float8 as next_start_ms,
+      null::float8 as next_start_in_ms

@@ -1,0 +1,97 @@
+-- claim shape "windows": a run window declared
+with recursive clock as (select clock_timestamp() as now),
+    closed as (
+      select coalesce(array_agg(w.name) filter (where w.scope = 'kind'), '{}') as kinds,
+        coalesce(array_agg(w.name) filter (where w.scope = 'queue'), '{}') as queues
+      from unnest($1::text[], $2::text[], $3::int[],
+          $4::int[], $5::text[]) as w(scope, name, s, e, tz)
+      cross join lateral (select (extract(hour from (select now from clock) at time zone w.tz) * 60
+        + extract(minute from (select now from clock) at time zone w.tz))::int as m) t
+      where not (case when w.s < w.e then t.m >= w.s and t.m < w.e else t.m >= w.s or t.m < w.e end)
+    ),
+
+    flow as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
+    or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[])))
+    or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
+    or exists (select 1 from "skiplock".destinations d
+      where (d.state <> 'closed' or d.deferred_until is not null)
+        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($8::text[]))) as rated),
+
+
+    ready as (
+      select j.id from "skiplock".jobs j
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($9::text[])
+    and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $10), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $11), '{}'::text[])) and (j.ordering_key is null or (
+    not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
+    and not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold))))) and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+    and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[])) and (j.after is null or not exists (
+    select 1 from "skiplock".jobs p where p.id = any(j.after)
+      and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled')))))  and j.concurrency_key is null
+      order by j.priority, j.run_at, j.id
+      limit $12
+      for update skip locked
+    ),
+    expired as (
+      -- Rescue: a lease that ran out (its holder died or overran) with attempts left. The candidates
+      -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
+      -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
+      select j.id from "skiplock".jobs j
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $13::text[], $14::int)))
+        and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($15::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $16), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $17), '{}'::text[])) and (j.ordering_key is null or (
+    not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
+    and not exists (
+      select 1 from "skiplock".jobs o
+      where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold))))) and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+    and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[]))
+
+      order by j.lease_expires_at
+      limit $18
+      for update skip locked
+    ),
+
+    claimed as (
+      -- The row is locked and the predicates above were re-checked on its latest version,
+      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
+      update "skiplock".jobs j set
+        state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = $19::uuid,
+        lease_expires_at = (select now from clock) + ($20::int[])[array_position($21::text[], j.kind)]
+          * interval '1 millisecond',
+        locked_by = $22,
+        started_at = coalesce(j.started_at, (select now from clock)),
+        attempted_at = (select now from clock),
+        updated_at = (select now from clock),
+        last_error = case when j.state = 'running' then jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock)) else j.last_error end,
+        errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
+      from (select id from expired union all select id from ready limit $23) p
+        where not (select f.needed from flow f) and j.id = p.id
+      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
+        j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
+    )
+    -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
+    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
+    select
+      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
+          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context)
+          order by c.priority, c.run_at, c.id)
+        from claimed c) as jobs,
+      null::json as report,
+      (select f.needed from flow f) as flow,
+      false as ended_parents,
+      (select f.rated from flow f) as rated,
+      null::json as moves,
+      null::json as probes,
+      null::float8 as next_start_ms,
+      null::float8 as next_start_in_ms
