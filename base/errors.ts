@@ -106,16 +106,15 @@ export class MigrationLockTimeoutError extends SkiplockError {
 }
 
 /**
- * The schema was migrated by a pre-release skiplock whose migrations (0000_jobs … 0021) were
- * squashed into the 0.1.0 baseline, and not to the end of that chain.
+ * The schema was migrated by a pre-release skiplock, whose migrations (0000_jobs … 0021) were
+ * squashed into the 0.1.0 baseline; the baseline adds tables the chain never made, so such a
+ * schema is not carried over.
  */
 export class LegacyMigrationsError extends SkiplockError {
-  constructor(schema: string, last: string) {
+  constructor(schema: string, last: string, complete: boolean) {
     super(
       'legacy_migrations',
-      last === '0021_fan_in_recheck'
-        ? `skiplock schema "${schema}" was migrated by the pre-release chain (0000_jobs … 0021_fan_in_recheck), and this version's baseline has other tables than that chain made, so it cannot be carried over; drop the schema (its jobs with it) and migrate again`
-        : `skiplock schema "${schema}" was migrated by a pre-release skiplock up to ${last}; those migrations were squashed into 0000_baseline and only a schema migrated to their end (0021_fan_in_recheck) is carried over. Finish it with the pre-release version's migrate (commit aa0b208), then run this one; or drop the schema (its jobs with it) and migrate again`,
+      `skiplock schema "${schema}" was migrated by a pre-release skiplock (${complete ? 'the whole chain, ' : ''}up to ${last}); those migrations were squashed into the 0.1.0 baseline, which has tables they never made, so nothing was migrated. Drop the schema (its jobs with it; export what you need to keep first) and run migrate again, or migrate into another schema (--schema)`,
     );
   }
 }

@@ -5,8 +5,6 @@ import { hasDrift, type SchemaDrift } from '../db/schema-dump.js';
 
 export function describeMigrationEvent(event: MigrationEvent): string {
   switch (event.type) {
-    case 'carried_over':
-      return `the pre-release migrations (up to ${event.from}) are recorded as ${event.to}; the functions, views and settings added since were applied`;
     case 'step':
       return `${event.tag}: step ${event.step} of ${event.of} (${event.kind === 'alone' ? 'concurrent index build' : 'transaction'})`;
     case 'lock_timeout':

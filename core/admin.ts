@@ -7,6 +7,7 @@ import { buryJobs, cancelJobs, retryNow as retryNowStatement } from '../db/state
 import { getJobs, type JobFilter, listJobs as listJobsStatement } from '../db/statements/jobs-read.js';
 import { expireDeadlines as expireDeadlinesStatement } from '../db/statements/maintenance.js';
 import { listPauses } from '../db/statements/pauses.js';
+import { rollUpActivity as rollUpActivityStatement } from '../db/statements/rollups.js';
 import {
   type ActivityBucket,
   activitySeries as activitySeriesStatement,
@@ -157,6 +158,15 @@ export async function activitySeries(
     }
   }
   return activitySeriesStatement(conn.db, schemaOf(options), { bucketSeconds, buckets, queue, now: options.now });
+}
+
+/**
+ * Rolls the minutes finished since the last rollup into activity_rollups, which the stats and the
+ * charts read instead of the finished rows. Maintenance runs it every tick; the console before its
+ * charts. Returns the rows written (0 when another caller is rolling up at that moment).
+ */
+export async function rollUpActivity(conn: SkiplockDb, options: SchemaOption & { now?: Date } = {}): Promise<number> {
+  return rollUpActivityStatement(conn.db, schemaOf(options), { now: options.now });
 }
 
 /** Moves queued jobs past their deadline to the DLQ (`deadline_exceeded`). Returns their ids. */

@@ -32,6 +32,7 @@ export {
   type QueueStatsRow,
   type RetryNowOutcome,
   retryNow,
+  rollUpActivity,
   stats,
 } from './admin.js';
 export { BACKOFF_DEFAULTS, type BackoffOption } from './backoff.js';

@@ -4,6 +4,7 @@ import type { QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { compactCompletedCounts, expireDeadlines, pruneFinished } from '../db/statements/maintenance.js';
 import { releaseParked } from '../db/statements/ordering.js';
+import { pruneRollups, rollUpActivity } from '../db/statements/rollups.js';
 import { queueStats } from '../db/statements/stats.js';
 import { type Clock, systemClock } from './clock.js';
 
@@ -18,6 +19,8 @@ export interface MaintenanceOptions {
   pruneBatchSize?: number;
   /** Stop pruning when this much of the time budget is used. @defaultValue 20000 */
   maxDurationMs?: number;
+  /** The per-minute counts of finished jobs (the stats and the console's charts) are kept this long. @defaultValue 30 days */
+  rollupRetentionMs?: number;
   clock?: Clock;
 }
 
@@ -30,6 +33,8 @@ export interface MaintenanceReport {
   pruneFinished: boolean;
   /** Parked jobs released whose ordering key was free (a cancelled head, a missed release). */
   releasedParked: number;
+  /** Rows written to activity_rollups: the minutes finished since the last rollup, per queue and kind. */
+  rolledUp: number;
   stats: QueueStatsRow[];
 }
 
@@ -38,11 +43,13 @@ export const MAINTENANCE_DEFAULTS = {
   deadRetentionMs: 30 * 24 * 3_600_000,
   pruneBatchSize: 1_000,
   maxDurationMs: 20_000,
+  rollupRetentionMs: 30 * 24 * 3_600_000,
 } as const;
 
 /**
- * One maintenance tick: expire deadlines to the DLQ, prune finished jobs past their
- * retention in bounded batches, and read the queue stats.
+ * One maintenance tick: expire deadlines to the DLQ, roll the minutes finished since the last tick
+ * up (before pruning: a pruned row is counted first), prune finished jobs past their retention in
+ * bounded batches, and read the queue stats.
  */
 export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptions = {}): Promise<MaintenanceReport> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
@@ -67,6 +74,8 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     }
     return { total, done: false };
   };
+  const rolledUp = await rollUpActivity(conn.db, schema);
+  await pruneRollups(conn.db, schema, o.rollupRetentionMs);
   const completed = await prune('completed', o.completedRetentionMs);
   const cancelled = await prune('cancelled', o.completedRetentionMs);
   const dead = await prune('dead', o.deadRetentionMs);
@@ -82,6 +91,7 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     prunedDead: dead.total,
     pruneFinished: completed.done && cancelled.done && dead.done,
     releasedParked: released.length,
+    rolledUp,
     stats: await queueStats(conn.db, schema),
   };
 }

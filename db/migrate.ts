@@ -6,13 +6,12 @@ import type { AnyPgDatabase, SkiplockDb } from './connect.js';
 import { queryRows, sqlStateOf, toSkiplockError } from './execute.js';
 import {
   bootstrapStatements,
-  carryOverStatements,
-  isLegacyJournal,
   type JournalEntry,
   journalQuery,
   journalRecord,
   lockStatement,
   pendingMigrations,
+  refuseLegacyJournal,
   sessionLockStatement,
 } from './migration-journal.js';
 import { type Migration, planSteps, renderStatement, type Step } from './migration-plan.js';
@@ -44,7 +43,6 @@ export interface MigrateOptions {
 }
 
 export type MigrationEvent =
-  | { type: 'carried_over'; from: string; to: string }
   | { type: 'step'; tag: string; step: number; of: number; kind: Step['kind'] }
   | { type: 'lock_timeout'; tag: string; step: number; attempt: number; retryInMs: number }
   | { type: 'invalid_index_dropped'; tag: string; index: string };
@@ -109,14 +107,8 @@ async function migrateInSession(db: AnyPgDatabase, migrations: readonly Migratio
   await db.execute(sessionLockStatement(s.schema, true));
   try {
     for (const statement of bootstrapStatements(s.schema)) await db.execute(statement);
-    let journal = await readJournal(db, s.schema);
-    if (isLegacyJournal(journal, s.schema)) {
-      await db.transaction(async (tx) => {
-        for (const statement of carryOverStatements(s.schema, baselineOf(migrations))) await tx.execute(statement);
-      });
-      s.onProgress({ type: 'carried_over', from: '0021_fan_in_recheck', to: baselineOf(migrations).tag });
-      journal = await readJournal(db, s.schema);
-    }
+    const journal = await readJournal(db, s.schema);
+    refuseLegacyJournal(journal, s.schema);
     const pending = pendingMigrations(journal, migrations, s.schema);
     for (const { migration, stepsDone } of pending) {
       const steps = planSteps(migration.statements);
@@ -172,11 +164,8 @@ async function migrateInBatches(db: NeonHttpDatabase, migrations: readonly Migra
   const batch = (statements: SQL[]) =>
     db.batch([db.execute(lockStatement(s.schema)), ...statements.map((statement) => db.execute(statement))]);
   await batch(bootstrapStatements(s.schema));
-  let journal = await readJournal(db, s.schema);
-  if (isLegacyJournal(journal, s.schema)) {
-    await batch(carryOverStatements(s.schema, baselineOf(migrations)));
-    journal = await readJournal(db, s.schema);
-  }
+  const journal = await readJournal(db, s.schema);
+  refuseLegacyJournal(journal, s.schema);
   const pending = pendingMigrations(journal, migrations, s.schema);
   const applied: string[] = [];
   for (const { migration, stepsDone } of pending) {
@@ -225,10 +214,4 @@ async function withLockRetries(tag: string, step: number, s: Settings, work: () 
 
 function readJournal(db: AnyPgDatabase, schema: string): Promise<JournalEntry[]> {
   return queryRows<JournalEntry>(db, journalQuery(schema), schema);
-}
-
-function baselineOf(migrations: readonly Migration[]): Migration {
-  const [baseline] = migrations;
-  if (!baseline) throw new Error('no migrations');
-  return baseline;
 }

@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { LegacyMigrationsError, MigratedByNewerVersionError, MigrationMismatchError } from '../base/errors.js';
-import { type Migration, renderStatement } from './migration-plan.js';
+import type { Migration } from './migration-plan.js';
 
 /**
  * The migration journal, inside the skiplock schema (apart from the application's own drizzle
@@ -68,11 +67,9 @@ export function sessionLockStatement(schema: string, lock: boolean) {
 }
 
 /**
- * The pre-release chain squashed into 0000_baseline. A schema migrated to its end has exactly the
- * baseline's tables (checked against db/schema.sql when the squash was made); it is carried over
- * by applying the baseline's objects part again (written to run again: OR REPLACE, DROP … IF
- * EXISTS), which adds what came since, and rewriting its journal to the baseline's entry. A schema
- * part-way through the chain is refused.
+ * The pre-release chain squashed into 0000_baseline. Its schema cannot be carried over: the
+ * baseline has tables and indexes the chain never made (activity_rollups, jobs_dead_idx). A
+ * journal that holds any of its tags is refused with what to do.
  */
 export const LEGACY_TAGS = [
   '0000_jobs',
@@ -99,30 +96,12 @@ export const LEGACY_TAGS = [
   '0021_fan_in_recheck',
 ] as const;
 
-/** Whether the journal is the pre-release chain's, complete (true) — or throws when it is part of it. */
-export function isLegacyJournal(journal: readonly JournalEntry[], schema: string): boolean {
+/** Throws when the journal is the pre-release chain's (whole or part of it). */
+export function refuseLegacyJournal(journal: readonly JournalEntry[], schema: string): void {
   const legacy = new Set<string>(LEGACY_TAGS);
   const tags = journal.map((entry) => entry.tag).filter((tag) => legacy.has(tag));
-  if (tags.length === 0) return false;
-  if (tags.length === LEGACY_TAGS.length) return true;
-  throw new LegacyMigrationsError(schema, tags.sort().at(-1) ?? '');
-}
-
-/**
- * sha256 of the baseline's table part (its statements before objectsFrom, joined by newlines) as
- * the chain's end had it. A baseline whose tables changed since cannot be carried over that way.
- */
-const LEGACY_TABLES_SHA256 = '4967f3ea6b32466e301aecedb1975c7f5d28c72930a466d25fc6ba60d326a5b5';
-
-export function carryOverStatements(schema: string, baseline: Migration) {
-  const tables = baseline.statements.slice(0, baseline.objectsFrom).join('\n');
-  if (createHash('sha256').update(tables).digest('hex') !== LEGACY_TABLES_SHA256)
-    throw new LegacyMigrationsError(schema, LEGACY_TAGS[LEGACY_TAGS.length - 1] as string);
-  return [
-    ...baseline.statements.slice(baseline.objectsFrom).map((statement) => sql.raw(renderStatement(statement, schema))),
-    sql`delete from ${sql.identifier(schema)}.${sql.identifier(JOURNAL)} where tag = any(${sql.param([...LEGACY_TAGS])}::text[])`,
-    journalRecord(schema, baseline, null),
-  ];
+  if (tags.length > 0)
+    throw new LegacyMigrationsError(schema, tags.sort().at(-1) ?? '', tags.length === LEGACY_TAGS.length);
 }
 
 /** The migrations still to apply, after checking the journal against this version's migrations. */

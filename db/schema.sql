@@ -3,6 +3,16 @@
 -- do not edit. A test fails when it and a freshly migrated schema differ, and
 -- `skiplock migrate --check` compares a database with it.
 
+-- object: table activity_rollups
+CREATE TABLE skiplock.activity_rollups (
+  cancelled bigint DEFAULT 0 NOT NULL,
+  completed bigint DEFAULT 0 NOT NULL,
+  dead bigint DEFAULT 0 NOT NULL,
+  kind text NOT NULL,
+  minute timestamp with time zone NOT NULL,
+  queue text NOT NULL
+);
+
 -- object: table completed_counts
 CREATE TABLE skiplock.completed_counts (
   completed bigint NOT NULL,
@@ -160,6 +170,9 @@ CREATE TABLE skiplock.schedules (
   updated_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+-- object: constraint activity_rollups.activity_rollups_pk
+ALTER TABLE skiplock.activity_rollups ADD CONSTRAINT activity_rollups_pk PRIMARY KEY (minute, queue, kind);
+
 -- object: constraint console_logins.console_logins_pkey
 ALTER TABLE skiplock.console_logins ADD CONSTRAINT console_logins_pkey PRIMARY KEY (client);
 
@@ -263,6 +276,9 @@ CREATE INDEX jobs_claim_idx ON skiplock.jobs USING btree (priority, run_at, id) 
 
 -- object: index jobs_claim_lane_idx
 CREATE INDEX jobs_claim_lane_idx ON skiplock.jobs USING btree ((((id / 64) % (16)::bigint)), priority, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NULL));
+
+-- object: index jobs_dead_idx
+CREATE INDEX jobs_dead_idx ON skiplock.jobs USING btree (queue, kind) WHERE (state = 'dead'::text);
 
 -- object: index jobs_deadline_idx
 CREATE INDEX jobs_deadline_idx ON skiplock.jobs USING btree (deadline) WHERE ((state = 'queued'::text) AND (deadline IS NOT NULL));
@@ -394,22 +410,34 @@ WITH live_rows AS (
             jobs.kind,
             count(*) AS dead
            FROM skiplock.jobs
-          WHERE ((jobs.state = 'dead'::text) AND (jobs.finished_at IS NOT NULL))
+          WHERE (jobs.state = 'dead'::text)
           GROUP BY jobs.queue, jobs.kind
+        ), rolled AS (
+         SELECT COALESCE((max(activity_rollups.minute) + '00:01:00'::interval), '-infinity'::timestamp with time zone) AS until
+           FROM skiplock.activity_rollups
         ), recent AS (
          SELECT finished.queue,
             finished.kind,
             (sum(finished.completed_1h))::bigint AS completed_1h,
             (sum(finished.dead_1h))::bigint AS dead_1h,
             (sum(finished.cancelled_1h))::bigint AS cancelled_1h
-           FROM ( SELECT jobs.queue,
-                    jobs.kind,
-                    count(*) FILTER (WHERE (jobs.state = 'completed'::text)) AS completed_1h,
-                    count(*) FILTER (WHERE (jobs.state = 'dead'::text)) AS dead_1h,
-                    count(*) FILTER (WHERE (jobs.state = 'cancelled'::text)) AS cancelled_1h
-                   FROM skiplock.jobs
-                  WHERE ((jobs.state = ANY (ARRAY['completed'::text, 'dead'::text, 'cancelled'::text])) AND (jobs.finished_at IS NOT NULL) AND (jobs.finished_at >= (now() - '01:00:00'::interval)))
-                  GROUP BY jobs.queue, jobs.kind
+           FROM ( SELECT r.queue,
+                    r.kind,
+                    sum(r.completed) AS sum,
+                    sum(r.dead) AS sum,
+                    sum(r.cancelled) AS sum
+                   FROM skiplock.activity_rollups r
+                  WHERE ((r.minute >= date_trunc('minute'::text, (now() - '01:00:00'::interval))) AND (r.minute < ( SELECT rolled.until
+                           FROM rolled)))
+                  GROUP BY r.queue, r.kind
+                UNION ALL
+                 SELECT finished_since.queue,
+                    finished_since.kind,
+                    finished_since.completed,
+                    finished_since.dead,
+                    finished_since.cancelled
+                   FROM skiplock.finished_since(GREATEST(date_trunc('minute'::text, (now() - '01:00:00'::interval)), ( SELECT rolled.until
+                           FROM rolled))) finished_since(queue, kind, completed, dead, cancelled)
                 UNION ALL
                  SELECT completed_counts.queue,
                     completed_counts.kind,
@@ -417,8 +445,9 @@ WITH live_rows AS (
                     0,
                     0
                    FROM skiplock.completed_counts
-                  WHERE (completed_counts.minute >= date_trunc('minute'::text, (now() - '01:00:00'::interval)))
-                  GROUP BY completed_counts.queue, completed_counts.kind) finished
+                  WHERE (completed_counts.minute >= GREATEST(date_trunc('minute'::text, (now() - '01:00:00'::interval)), ( SELECT rolled.until
+                           FROM rolled)))
+                  GROUP BY completed_counts.queue, completed_counts.kind) finished(queue, kind, completed_1h, dead_1h, cancelled_1h)
           GROUP BY finished.queue, finished.kind
         )
  SELECT COALESCE(live.queue, dlq.queue, recent.queue) AS queue,
@@ -522,6 +551,24 @@ BEGIN
     got_room := got_room OR (s.scope = 'key' AND room > 0);
     RETURN NEXT;
   END LOOP;
+END
+$function$;
+
+-- object: function finished_since(since timestamp with time zone)
+CREATE OR REPLACE FUNCTION skiplock.finished_since(since timestamp with time zone)
+ RETURNS TABLE(queue text, kind text, completed bigint, dead bigint, cancelled bigint)
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+  RETURN QUERY
+    SELECT j.queue, j.kind,
+      count(*) FILTER (WHERE j.state = 'completed'),
+      count(*) FILTER (WHERE j.state = 'dead'),
+      count(*) FILTER (WHERE j.state = 'cancelled')
+    FROM skiplock.jobs j
+    WHERE j.state IN ('completed', 'dead', 'cancelled') AND j.finished_at IS NOT NULL AND j.finished_at >= since
+    GROUP BY j.queue, j.kind;
 END
 $function$;
 

@@ -176,6 +176,9 @@ export function jobsTableIn(schema: PgSchema<string>) {
       index('jobs_lease_idx').on(t.leaseExpiresAt).where(sql`state = 'running' and lease_expires_at is not null`),
       // DLQ listing, replay filters and retention pruning.
       index('jobs_finished_idx').on(t.state, t.finishedAt).where(sql`finished_at is not null`),
+      // The DLQ's size per queue and kind (queue_stats, `skiplock stats`): an index-only count, where
+      // counting through jobs_finished_idx read every dead row (a seq scan once they are many).
+      index('jobs_dead_idx').on(t.queue, t.kind).where(sql`state = 'dead'`),
       index('jobs_deadline_idx').on(t.deadline).where(sql`state = 'queued' and deadline is not null`),
       // Dedupe modes, enforced by the database so they hold under concurrency:
       // skip — one active (queued or running) job per kind and key;
@@ -211,6 +214,27 @@ export function completedCountsTableIn(schema: PgSchema<string>) {
       completed: bigint('completed', { mode: 'number' }).notNull(),
     },
     (t) => [index('completed_counts_minute_idx').on(t.minute)],
+  );
+}
+
+/**
+ * Jobs finished per minute, queue and kind (completed, dead, cancelled), rolled up from the jobs
+ * table and completed_counts once a minute has closed (rollUpActivity: maintenance and the console
+ * run it). The stats and the console's charts read these for closed minutes and the jobs table only
+ * for the minutes since: a day of 2,000,000 finished jobs took 1.5 s to chart from the table.
+ */
+export function activityRollupsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'activity_rollups',
+    {
+      minute: timestamp('minute', tz).notNull(),
+      queue: text('queue').notNull(),
+      kind: text('kind').notNull(),
+      completed: bigint('completed', { mode: 'number' }).notNull().default(0),
+      dead: bigint('dead', { mode: 'number' }).notNull().default(0),
+      cancelled: bigint('cancelled', { mode: 'number' }).notNull().default(0),
+    },
+    (t) => [primaryKey({ name: 'activity_rollups_pk', columns: [t.minute, t.queue, t.kind] })],
   );
 }
 
@@ -433,6 +457,7 @@ export function consoleLoginsTableIn(schema: PgSchema<string>) {
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
 export const completedCounts = completedCountsTableIn(skiplockSchema);
+export const activityRollups = activityRollupsTableIn(skiplockSchema);
 export const invocations = invocationsTableIn(skiplockSchema);
 export const pauses = pausesTableIn(skiplockSchema);
 export const limits = limitsTableIn(skiplockSchema);

@@ -12,6 +12,8 @@ GRANT SELECT, UPDATE, DELETE ON "skiplock".jobs TO skiplock_worker;
 GRANT SELECT ON "skiplock".job_status, "skiplock".queue_stats TO skiplock_worker;
 -- Completion counts, written by workers that delete completed jobs and pruned by maintenance.
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".completed_counts TO skiplock_worker;
+-- Jobs finished per minute, rolled up by maintenance and the console, pruned by maintenance.
+GRANT SELECT, INSERT, DELETE ON "skiplock".activity_rollups TO skiplock_worker;
 -- Registrations of running invocations (a cap on how many run at once).
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".invocations TO skiplock_worker;
 -- Pauses: every claim reads them; the control function (worker credentials) sets and clears them.

@@ -1,4 +1,4 @@
-import { activitySeries, type QueueStatsRow, stats } from '../../core/admin.js';
+import { activitySeries, type QueueStatsRow, rollUpActivity, stats } from '../../core/admin.js';
 import { breakers } from '../../core/breakers.js';
 import { limits, pauses } from '../../core/flow-control.js';
 import { rateLimits } from '../../core/rate-limits.js';
@@ -40,13 +40,15 @@ function statsTable(ctx: ConsoleContext, rows: QueueStatsRow[]): Html {
 export async function overviewPage(ctx: ConsoleContext, url: URL): Promise<Page> {
   const queue = url.searchParams.get('queue')?.trim() || undefined;
   const now = ctx.now;
-  const [all, hour, day] = await withDb(ctx, (db) =>
-    Promise.all([
+  const [all, hour, day] = await withDb(ctx, async (db) => {
+    // The charts read rolled-up minutes; roll up what closed since maintenance last did.
+    await rollUpActivity(db, { schema: ctx.schema, now });
+    return Promise.all([
       stats(db, { schema: ctx.schema }),
       activitySeries(db, { schema: ctx.schema, queue, now, ...HOUR }),
       activitySeries(db, { schema: ctx.schema, queue, now, ...DAY }),
-    ]),
-  );
+    ]);
+  });
   const rows = queue ? all.filter((r) => r.queue === queue) : all;
   const queues = [...new Set(all.map((r) => r.queue))];
   const chips = html`<p>Queues: <a href="${ctx.base}/" class="${queue ? '' : 'badge'}">all</a> ${queues.map(

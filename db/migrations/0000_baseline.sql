@@ -1,5 +1,15 @@
 CREATE SCHEMA "skiplock";
 --> statement-breakpoint
+CREATE TABLE "skiplock"."activity_rollups" (
+	"minute" timestamp with time zone NOT NULL,
+	"queue" text NOT NULL,
+	"kind" text NOT NULL,
+	"completed" bigint DEFAULT 0 NOT NULL,
+	"dead" bigint DEFAULT 0 NOT NULL,
+	"cancelled" bigint DEFAULT 0 NOT NULL,
+	CONSTRAINT "activity_rollups_pk" PRIMARY KEY("minute","queue","kind")
+);
+--> statement-breakpoint
 CREATE TABLE "skiplock"."completed_counts" (
 	"minute" timestamp with time zone NOT NULL,
 	"queue" text NOT NULL,
@@ -183,6 +193,7 @@ CREATE UNIQUE INDEX "jobs_ordering_running_uq" ON "skiplock"."jobs" USING btree 
 CREATE INDEX "jobs_parked_idx" ON "skiplock"."jobs" USING btree ("ordering_key","id") WHERE ordering_key is not null and state = 'queued' and run_at = 'infinity';--> statement-breakpoint
 CREATE INDEX "jobs_lease_idx" ON "skiplock"."jobs" USING btree ("lease_expires_at") WHERE state = 'running' and lease_expires_at is not null;--> statement-breakpoint
 CREATE INDEX "jobs_finished_idx" ON "skiplock"."jobs" USING btree ("state","finished_at") WHERE finished_at is not null;--> statement-breakpoint
+CREATE INDEX "jobs_dead_idx" ON "skiplock"."jobs" USING btree ("queue","kind") WHERE state = 'dead';--> statement-breakpoint
 CREATE INDEX "jobs_deadline_idx" ON "skiplock"."jobs" USING btree ("deadline") WHERE state = 'queued' and deadline is not null;--> statement-breakpoint
 CREATE UNIQUE INDEX "jobs_dedupe_active_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key") WHERE dedupe_mode = 'skip' and state in ('queued', 'running');--> statement-breakpoint
 CREATE UNIQUE INDEX "jobs_dedupe_waiting_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key") WHERE dedupe_mode = 'replace' and state = 'queued' and attempted_at is null;--> statement-breakpoint
@@ -191,10 +202,9 @@ CREATE UNIQUE INDEX "jobs_dedupe_window_uq" ON "skiplock"."jobs" USING btree ("k
 -- skiplock:objects
 -- Everything above is what drizzle-kit generates from db/schema.ts; what follows is what it cannot
 -- express: storage settings, functions, views and triggers. The Drizzle path (README) applies this
--- part as one custom migration (`npx skiplock migrate --print --objects`). It can run again on a
--- schema that has it (OR REPLACE, DROP … IF EXISTS): that is how a schema migrated by the
--- pre-release chain gets what was added since. Always write the schema as "skiplock" (quoted): the
--- migrator substitutes it, also inside strings and function bodies.
+-- part as one custom migration (`npx skiplock migrate --print --objects`), and may run it again
+-- (OR REPLACE, DROP … IF EXISTS). Always write the schema as "skiplock" (quoted): the migrator
+-- substitutes it, also inside strings and function bodies.
 --
 -- Room on every page for the new row versions of claims and outcomes: an UPDATE that stays
 -- on its page logs only the changed bytes (and lets pruning reclaim space without vacuum).
@@ -320,6 +330,26 @@ BEGIN
     WHERE j.state = 'running' AND j.lease_expires_at <= now_ts AND j.kind = ANY (kinds)
     ORDER BY j.lease_expires_at
     LIMIT max_rows;
+END
+$$;
+--> statement-breakpoint
+-- Jobs finished since `since`, per queue and kind: the minutes not rolled up yet (queue_stats). A
+-- function so that the bound is a value when the statement is planned: inline, the view's bound came
+-- from a subquery, and the planner, expecting a third of the table, read all of it (650 ms on a
+-- table keeping a day of 2,000,000 finished jobs) instead of the minutes since on jobs_finished_idx.
+CREATE OR REPLACE FUNCTION "skiplock".finished_since(since timestamptz)
+RETURNS TABLE (queue text, kind text, completed bigint, dead bigint, cancelled bigint)
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+  RETURN QUERY
+    SELECT j.queue, j.kind,
+      count(*) FILTER (WHERE j.state = 'completed'),
+      count(*) FILTER (WHERE j.state = 'dead'),
+      count(*) FILTER (WHERE j.state = 'cancelled')
+    FROM "skiplock".jobs j
+    WHERE j.state IN ('completed', 'dead', 'cancelled') AND j.finished_at IS NOT NULL AND j.finished_at >= since
+    GROUP BY j.queue, j.kind;
 END
 $$;
 --> statement-breakpoint
@@ -749,9 +779,9 @@ SELECT
   j.ordering_key, j.concurrency_key, j.destination, j.result, j.after, j.dependents, j.on_parent_failure
 FROM "skiplock"."jobs" j;
 --> statement-breakpoint
--- Depth per queue and kind. It reads only live rows (queued, running: the partial indexes), dead
--- rows (the DLQ) and rows finished in the last hour: its cost follows the backlog, the DLQ and one
--- hour of throughput, not the table size.
+-- Depth per queue and kind. It reads only live rows (queued, running: the partial indexes), the
+-- DLQ's index, and the jobs finished since the last rollup: its cost follows the backlog and the
+-- DLQ, not the table size or the throughput.
 CREATE OR REPLACE VIEW "skiplock"."queue_stats" AS
 WITH live_rows AS (
   -- Three scans, each on its own partial index (an IN over both states would read the table):
@@ -778,30 +808,33 @@ WITH live_rows AS (
   FROM live_rows
   GROUP BY queue, kind
 ), dlq AS (
+  -- An index-only count on jobs_dead_idx.
   SELECT queue, kind, count(*) AS dead
   FROM "skiplock"."jobs"
-  WHERE state = 'dead' AND finished_at IS NOT NULL
+  WHERE state = 'dead'
   GROUP BY queue, kind
+), rolled AS (
+  -- Minutes before this one are in activity_rollups; the table is read only after them.
+  SELECT coalesce(max(minute) + interval '1 minute', '-infinity') AS until FROM "skiplock"."activity_rollups"
 ), recent AS (
-  -- Finished rows of the last hour, plus the per-minute counts of completed jobs that were
-  -- deleted as they completed (completedJobs: 'delete'), to the minute.
+  -- Jobs finished in the last hour, to the minute: the rolled-up minutes, then the finished rows
+  -- and the per-minute counts of deleted completions (completedJobs: 'delete') since.
   SELECT queue, kind, sum(completed_1h)::bigint AS completed_1h, sum(dead_1h)::bigint AS dead_1h,
     sum(cancelled_1h)::bigint AS cancelled_1h
   FROM (
-    SELECT queue, kind,
-      count(*) FILTER (WHERE state = 'completed') AS completed_1h,
-      count(*) FILTER (WHERE state = 'dead') AS dead_1h,
-      count(*) FILTER (WHERE state = 'cancelled') AS cancelled_1h
-    FROM "skiplock"."jobs"
-    WHERE state IN ('completed', 'dead', 'cancelled') AND finished_at IS NOT NULL
-      AND finished_at >= now() - interval '1 hour'  -- now(), not clock_timestamp(): an index condition must be stable
-    GROUP BY queue, kind
+    SELECT r.queue, r.kind, sum(r.completed), sum(r.dead), sum(r.cancelled)
+    FROM "skiplock"."activity_rollups" r
+    WHERE r.minute >= date_trunc('minute', now() - interval '1 hour') AND r.minute < (SELECT until FROM rolled)
+    GROUP BY r.queue, r.kind
+    UNION ALL
+    -- now(), not clock_timestamp(): the bound must be stable
+    SELECT * FROM "skiplock".finished_since(greatest(date_trunc('minute', now() - interval '1 hour'), (SELECT until FROM rolled)))
     UNION ALL
     SELECT queue, kind, sum(completed)::bigint, 0, 0
     FROM "skiplock"."completed_counts"
-    WHERE minute >= date_trunc('minute', now() - interval '1 hour')
+    WHERE minute >= greatest(date_trunc('minute', now() - interval '1 hour'), (SELECT until FROM rolled))
     GROUP BY queue, kind
-  ) finished
+  ) finished (queue, kind, completed_1h, dead_1h, cancelled_1h)
   GROUP BY queue, kind
 )
 SELECT

@@ -99,9 +99,9 @@ export interface ActivityBucket {
 
 /**
  * Jobs finished per bucket, oldest bucket first, for the console's charts: `buckets` buckets of
- * `bucketSeconds` on whole multiples of it (minutes, hours), the last one holding now. Completed
- * rows and the completed_counts of deleted ones, and dead rows, read through jobs_finished_idx.
- * `queue` narrows it to one queue.
+ * `bucketSeconds` on whole multiples of it (minutes, hours), the last one holding now. The minutes
+ * rolled up into activity_rollups, then — after them — completed and dead rows (jobs_finished_idx)
+ * and the completed_counts of deleted ones. `queue` narrows it to one queue.
  */
 export async function activitySeries(
   db: AnyPgDatabase,
@@ -111,27 +111,39 @@ export async function activitySeries(
   const { bucketSeconds: size, buckets } = request;
   const jobs = jobsRef(schema);
   const counts = sql`${sql.identifier(schema)}.completed_counts`;
+  const rollups = sql`${sql.identifier(schema)}.activity_rollups`;
   const since = sql`(select since from bounds)`;
+  const after = sql`(select after from bounds)`;
   const bucketOf = (at: SQL) => sql`floor(extract(epoch from (${at} - ${since})) / ${size}::float8)::int`;
   const queue = (alias: string) =>
     request.queue === undefined ? sql`` : sql`and ${sql.raw(alias)}.queue = ${request.queue}`;
   const rows = await queryRows<{ start_ms: number; completed: number; dead: number }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
-    bounds as (
+    window_start as (
       select to_timestamp((floor(extract(epoch from now) / ${size}::float8) + 1 - ${buckets}::int) * ${size}::float8) as since
       from clock
     ),
+    bounds as (
+      select w.since, greatest(w.since,
+        coalesce((select max(r.minute) + interval '1 minute' from ${rollups} r), '-infinity')) as after
+      from window_start w
+    ),
     finished as (
-      select ${bucketOf(sql`j.finished_at`)} as i,
-        count(*) filter (where j.state = 'completed') as completed, count(*) filter (where j.state = 'dead') as dead
+      select ${bucketOf(sql`r.minute`)} as i, sum(r.completed) as completed, sum(r.dead) as dead
+      from ${rollups} r
+      where r.minute >= ${since} and r.minute < ${after} ${queue('r')}
+      group by 1
+      union all
+      select ${bucketOf(sql`j.finished_at`)},
+        count(*) filter (where j.state = 'completed'), count(*) filter (where j.state = 'dead')
       from ${jobs} j
-      where j.state in ('completed', 'dead') and j.finished_at is not null and j.finished_at >= ${since}
+      where j.state in ('completed', 'dead') and j.finished_at is not null and j.finished_at >= ${after}
         and j.finished_at <= (select now from clock) ${queue('j')}
       group by 1
       union all
       select ${bucketOf(sql`c.minute`)}, sum(c.completed), 0 from ${counts} c
-      where c.minute >= ${since} and c.minute <= (select now from clock) ${queue('c')}
+      where c.minute >= ${after} and c.minute <= (select now from clock) ${queue('c')}
       group by 1
     )
     select (extract(epoch from ${since}) * 1000 + b.i * ${size * 1000}::float8)::float8 as start_ms,

@@ -187,7 +187,7 @@ export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplock
     // Migrate with the installed bin, then run the bundled handlers as Lambda would.
     const url = inject('databaseUrl');
     const migrated = await skiplock(['migrate', '--schema', schema], { DATABASE_URL: url });
-    expect(migrated.stdout).toMatch(/applied 0000_jobs/);
+    expect(migrated.stdout).toMatch(/applied 0000_baseline/);
     // The bundles run in a plain Node process, as in Lambda (not through the test runner's loader).
     const invoke = async (fn: string, event: unknown, extraEnv: Record<string, string | undefined>) => {
       const { stdout } = await run(
