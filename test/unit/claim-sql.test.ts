@@ -28,4 +28,29 @@ describe('the rendered claim statements', () => {
       expect(shape.sql, shape.name).not.toMatch(/j\.lease_expires_at <= \(select now from clock\)/);
     }
   });
+
+  it('defines every CTE once, before any piece reads it, and reads every CTE it defines', () => {
+    for (const shape of shapes) {
+      const code = shape.sql
+        .split('\n')
+        .filter((line) => !line.trimStart().startsWith('--'))
+        .join('\n');
+      const defined = [
+        ...code.matchAll(/(?:with recursive |with |,\s*)([a-z_][a-z0-9_]*)(?:\s*\([a-z_, ]*\))? as (?:not materialized |materialized )?\(/g),
+      ];
+      const names = defined.map((m) => m[1] as string);
+      expect(names.length, `${shape.name}: its CTEs were not found`).toBeGreaterThanOrEqual(5);
+      expect(new Set(names).size, `${shape.name}: a CTE defined twice`).toBe(names.length);
+      for (const match of defined) {
+        const name = match[1] as string;
+        const at = match.index ?? 0;
+        const reads = [...code.matchAll(new RegExp(`\\b(?:from|join)\\s+${name}\\b`, 'g'))].map((m) => m.index ?? 0);
+        expect(reads.length, `${shape.name}: ${name} is defined and never read`).toBeGreaterThan(0);
+        expect(
+          reads.filter((i) => i < at),
+          `${shape.name}: ${name} is read before it is defined`,
+        ).toEqual([]);
+      }
+    }
+  });
 });
