@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Outcome } from '../../base/outcomes.js';
@@ -31,135 +34,82 @@ const rows = async (kind: string) =>
     )
   ).rows as { id: string; state: string; parked: boolean }[];
 
-describe(`dependencies under concurrency (${testDriver()})`, () => {
-  it('two parents of each child completed at the same moment by two connections: every child is released once, no deadlock', async () => {
-    const PAIRS = 60;
-    const flows = await enqueuer().enqueueMany(
-      t.db,
-      Array.from({ length: PAIRS * 2 }, (_, n) => parentKind.with({ n })),
-    );
-    const ids = flows.map((f) => f.id);
-    await enqueuer().enqueueMany(
-      t.db,
-      Array.from({ length: PAIRS }, (_, n) =>
-        childKind.with({ n }, { after: [ids[2 * n] as string, ids[2 * n + 1] as string] }),
-      ),
-    );
-    const { jobs } = await claim({ leases: [LEASES[0] as (typeof LEASES)[0]] });
-    expect(jobs).toHaveLength(PAIRS * 2);
-    expect((await claim()).jobs).toEqual([]); // children wait
-    // One connection ends the first parent of every pair, the other the second, in opposite orders,
-    // in batches of three, all at once: each child's two parents end in two transactions side by side.
-    const byN = new Map(jobs.map((j) => [(j.payload as { n: number }).n, j]));
-    const firsts = Array.from({ length: PAIRS }, (_, n) => byN.get(2 * n)).filter((j) => j !== undefined);
-    const seconds = Array.from({ length: PAIRS }, (_, n) => byN.get(2 * n + 1))
-      .filter((j) => j !== undefined)
-      .reverse();
-    const connections = [openDb({ max: 1 }), openDb({ max: 1 })] as const;
-    try {
-      const settleAll = async (db: (typeof connections)[0], list: typeof jobs) => {
-        for (let i = 0; i < list.length; i += 3) {
-          await settleJobs(db.db, t.schema, completed(list.slice(i, i + 3)));
-        }
-      };
-      await Promise.all([settleAll(connections[0], firsts), settleAll(connections[1], seconds)]);
-    } finally {
-      await Promise.all(connections.map((c) => c.close()));
-    }
-    const children = await rows('child');
-    expect(children.filter((c) => c.parked)).toEqual([]);
-    const next = await claim();
-    expect(next.jobs).toHaveLength(PAIRS);
-  });
+/** How many statements of this schema's that match `pattern` wait on a lock (other files share the server). */
+const waitingOnLock = async (pattern: string) =>
+  (
+    await t.admin.query(
+      `select count(*)::int as n from pg_stat_activity
+       where wait_event_type = 'Lock' and query like $1 and strpos(query, $2) > 0`,
+      [pattern, `"${t.schema}"`],
+    )
+  ).rows[0].n as number;
 
-  // Three rounds: a race between two parents' enders left a child waiting about once in 100 rounds
-  // under load (fixed in migration 0021; 1,800 rounds of this scenario ran clean after it).
-  it('parents ended by many concurrent claim-and-settle loops: each child runs after both its parents, none is stranded', async () => {
-    for (let round = 0; round < 3; round++) {
-      await t.admin.query(`truncate "${t.schema}".jobs`);
-      await endParentsConcurrently();
-    }
-  });
-
-  async function endParentsConcurrently() {
-    const PAIRS = 40;
-    const parents = await enqueuer().enqueueMany(
-      t.db,
-      Array.from({ length: PAIRS * 2 }, (_, n) => parentKind.with({ n })),
-    );
-    const ids = parents.map((f) => f.id);
-    await enqueuer().enqueueMany(
-      t.db,
-      Array.from({ length: PAIRS }, (_, n) =>
-        childKind.with({ n }, { after: [ids[n] as string, ids[PAIRS * 2 - 1 - n] as string] }),
-      ),
-    );
-    const ended = new Map<string, number>();
-    const started: { id: string; at: number }[] = [];
-    let tick = 0;
-    const connections = Array.from({ length: 4 }, () => openDb({ max: 1 }));
-    try {
-      await Promise.all(
-        connections.map(async (db, w) => {
-          let held: { id: string; leaseToken: string; kind: string }[] = [];
-          for (let round = 0; round < 200; round++) {
-            const result = await claimJobs(db.db, t.schema, {
-              leases: LEASES,
-              limit: 3,
-              invocationId: `w${w}`,
-              settle: completed(held),
-            });
-            for (const j of held) ended.set(j.id, tick++);
-            for (const j of result.jobs) if (j.kind === 'child') started.push({ id: j.id, at: tick++ });
-            held = result.jobs;
-            if (held.length === 0 && !result.endedParents && (await rows('child')).every((c) => c.state !== 'queued'))
-              break;
-          }
-          await settleJobs(db.db, t.schema, completed(held));
-        }),
-      );
-    } finally {
-      await Promise.all(connections.map((c) => c.close()));
-    }
-    expect((await rows('child')).map((c) => c.state)).toEqual(Array(PAIRS).fill('completed'));
-    const { rows: children } = await t.admin.query(
-      `select id::text, after::text[] as after from "${t.schema}".jobs where kind = 'child'`,
-    );
-    for (const child of children as { id: string; after: string[] }[]) {
-      const start = started.find((s) => s.id === child.id)?.at as number;
-      for (const parent of child.after) expect(ended.get(parent)).toBeLessThan(start);
-    }
-  }
-
-  // neon-http has no interactive transactions: nothing there can hold the parent's row while it ends.
-  if (testDriver() === 'neon-http') return;
-  it('a child enqueued in an open transaction while its parent completes is released after both commit', async () => {
-    const [parent] = await enqueuer().enqueueMany(t.db, [parentKind.with({ n: 1 })]);
-    const { jobs } = await claim();
-    expect(jobs.map((j) => j.id)).toEqual([parent?.id]);
-    const other = openDb({ max: 1 });
-    try {
-      let childId = '';
-      let settling: Promise<unknown> = Promise.resolve();
-      await t.db.db.transaction(async (tx) => {
-        const child = await enqueuer().enqueue(tx, childKind, { n: 1 }, { after: [parent?.id as string] });
-        childId = child.id;
-        // The completion waits for this transaction's lock on the parent row, then sees the child.
-        settling = settleJobs(other.db, t.schema, completed(jobs));
-        const waiting = async () =>
+describe(`a child enqueued while its parent completes (${testDriver()})`, () => {
+  if (testDriver() !== 'neon-http') {
+    it('a child enqueued in an open transaction while its parent completes is released after both commit', async () => {
+      const [parent] = await enqueuer().enqueueMany(t.db, [parentKind.with({ n: 1 })]);
+      const { jobs } = await claim();
+      expect(jobs.map((j) => j.id)).toEqual([parent?.id]);
+      const other = openDb({ max: 1 });
+      try {
+        let childId = '';
+        let settling: Promise<unknown> = Promise.resolve();
+        await t.db.db.transaction(async (tx) => {
+          const child = await enqueuer().enqueue(tx, childKind, { n: 1 }, { after: [parent?.id as string] });
+          childId = child.id;
+          // The completion waits for this transaction's lock on the parent row, then sees the child.
+          settling = settleJobs(other.db, t.schema, completed(jobs));
+          while ((await waitingOnLock('%settle_input%')) === 0) await new Promise((resolve) => setImmediate(resolve));
+        });
+        const settled = (await settling) as { state: string }[];
+        expect(settled.map((s) => s.state)).toEqual(['completed']);
+        expect(await rows('child')).toEqual([{ id: childId, state: 'queued', parked: false }]);
+        expect((await claim()).jobs.map((j) => j.id)).toEqual([childId]);
+      } finally {
+        await other.close();
+      }
+    });
+  } else {
+    // neon-http has no interactive transactions: the caller's transaction is a batch. The batch
+    // enqueues the child, then waits on an advisory lock the test holds, so it is open (holding
+    // its lock on the parent row) while the parent's completion is sent.
+    it('a child enqueued in a neon-http batch while its parent completes is released after both commit', async () => {
+      const [parent] = await enqueuer().enqueueMany(t.db, [parentKind.with({ n: 1 })]);
+      const { jobs } = await claim();
+      expect(jobs.map((j) => j.id)).toEqual([parent?.id]);
+      const gate = await t.admin.connect();
+      const other = openDb({ max: 1 });
+      try {
+        const key = Number.parseInt(createHash('sha1').update(t.schema).digest('hex').slice(0, 8), 16);
+        await gate.query('select pg_advisory_lock($1)', [key]);
+        const db = t.db.db as unknown as NeonHttpDatabase;
+        const prepared = enqueuer().prepareEnqueue([childKind.with({ n: 1 }, { after: [parent?.id as string] })]);
+        const batch = db.batch([
+          ...prepared.statements.map((s) => db.execute(s)),
+          db.execute(sql.raw(`select pg_advisory_xact_lock(${key})`)),
+        ] as never) as Promise<unknown[]>;
+        const waitingOnGate = async () =>
           (
             await t.admin.query(
-              `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%settle_input%'`,
+              `select count(*)::int as n from pg_stat_activity where wait_event = 'advisory' and strpos(query, $1) > 0`,
+              [String(key)],
             )
           ).rows[0].n as number;
-        while ((await waiting()) === 0) await new Promise((resolve) => setImmediate(resolve));
-      });
-      const settled = (await settling) as { state: string }[];
-      expect(settled.map((s) => s.state)).toEqual(['completed']);
-      expect(await rows('child')).toEqual([{ id: childId, state: 'queued', parked: false }]);
-      expect((await claim()).jobs.map((j) => j.id)).toEqual([childId]);
-    } finally {
-      await other.close();
-    }
-  });
+        // pg_stat_activity shows a batch's last statement; the advisory lock call carries the key.
+        while ((await waitingOnGate()) === 0) await new Promise((resolve) => setImmediate(resolve));
+        const settling = settleJobs(other.db, t.schema, completed(jobs));
+        while ((await waitingOnLock('%settle_input%')) === 0) await new Promise((resolve) => setImmediate(resolve));
+        await gate.query('select pg_advisory_unlock($1)', [key]);
+        const [child] = prepared.read((await batch).slice(0, prepared.statements.length));
+        const settled = (await settling) as { state: string }[];
+        expect(settled.map((s) => s.state)).toEqual(['completed']);
+        expect(child?.outcome).toBe('inserted');
+        expect(await rows('child')).toEqual([{ id: child?.id, state: 'queued', parked: false }]);
+        expect((await claim()).jobs.map((j) => j.id)).toEqual([child?.id]);
+      } finally {
+        gate.release();
+        await other.close();
+      }
+    });
+  }
 });

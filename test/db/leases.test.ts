@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { buryDoomed } from '../../db/statements/bury.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { extendLease, releaseJobs, reportProgress, settleJobs } from '../../db/statements/settle.js';
-import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail, syncProfile } from '../helpers/kinds.js';
 
 let t: TestContext;
@@ -25,48 +25,6 @@ const email = (i = 0) => ({ to: `u${i}@example.com`, subject: `s${i}` });
 const failure = { class: 'Error', message: 'boom' };
 
 describe(`claim (${testDriver()})`, () => {
-  it('4 concurrent claimers on separate connections over 2,000 jobs: each job claimed exactly once', async () => {
-    await q.enqueueMany(
-      t.db,
-      Array.from({ length: 2000 }, (_, i) => sendEmail.with(email(i))),
-    );
-    const claimers = Array.from({ length: 4 }, () => openDb({ max: 1 }));
-    try {
-      const held = await Promise.all(
-        claimers.map(async (conn, c) => {
-          const mine: { id: string; token: string; claim: string }[] = [];
-          while (true) {
-            const { jobs } = await claimJobs(conn.db, t.schema, {
-              leases: LEASES,
-              limit: 25,
-              invocationId: `claimer-${c}`,
-            });
-            if (jobs.length === 0) return mine;
-            const claim = `${c}-${mine.length}`;
-            mine.push(...jobs.map((j) => ({ id: j.id, token: j.leaseToken, claim })));
-          }
-        }),
-      );
-      const all = held.flat();
-      expect(all).toHaveLength(2000);
-      expect(new Set(all.map((h) => h.id)).size).toBe(2000);
-      // One lease token per claim statement: every claim issued its own, shared by its batch.
-      const claims = new Set(all.map((h) => h.claim));
-      expect(new Set(all.map((h) => h.token)).size).toBe(claims.size);
-      expect(new Set(all.map((h) => `${h.claim}:${h.token}`)).size).toBe(claims.size);
-      // More than one claimer got work: the claims really interleaved.
-      expect(held.filter((h) => h.length > 0).length).toBeGreaterThan(1);
-      const { rows } = await t.admin.query(
-        `select count(*)::int as running, count(distinct lease_token)::int as tokens,
-           bool_and(lease_expires_at > now()) as unexpired, bool_and(attempt = 1) as one_attempt
-         from "${t.schema}".jobs where state = 'running'`,
-      );
-      expect(rows[0]).toEqual({ running: 2000, tokens: claims.size, unexpired: true, one_attempt: true });
-    } finally {
-      await Promise.all(claimers.map((c) => c.close()));
-    }
-  });
-
   it('claims by priority, then run_at, and only the kinds and queues asked for', async () => {
     const low = await q.enqueue(t.db, syncProfile, { userId: 1, name: 'low' }, { priority: 10 });
     const high = await q.enqueue(t.db, syncProfile, { userId: 2, name: 'high' }, { priority: -10 });

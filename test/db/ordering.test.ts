@@ -256,7 +256,10 @@ describe(`ordering keys (${testDriver()})`, () => {
       const waiting = async () =>
         (
           await t.admin.query(
-            `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%ready as%'`,
+            // This schema's claim only: other test files share the server.
+            `select count(*)::int as n from pg_stat_activity
+             where wait_event_type = 'Lock' and query like '%ready as%' and strpos(query, $1) > 0`,
+            [`"${t.schema}"`],
           )
         ).rows[0].n as number;
       while ((await waiting()) === 0) await new Promise((resolve) => setImmediate(resolve));

@@ -6,7 +6,7 @@ import { silentLogger } from '../../core/logger.js';
 import { defineSchedule, listSchedules, runSchedules } from '../../core/schedules.js';
 import { createWorker } from '../../core/worker.js';
 import { fireSchedule, syncSchedules } from '../../db/statements/schedules.js';
-import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 
 let t: TestContext;
 useTestSchema('schedules', (ctx) => {
@@ -72,36 +72,6 @@ describe(`schedules (${testDriver()})`, () => {
         ).rows[0].id,
       ),
     );
-  });
-
-  it('8 ticks on separate connections at the same moments enqueue each occurrence once', async () => {
-    const conns = Array.from({ length: 8 }, () => openDb({ max: 1 }));
-    try {
-      await tick('2026-06-01T00:00:00Z');
-      // Two days, a tick every 20 minutes, all 8 at once each time: 48 hourly occurrences and 2 nightly.
-      for (let m = 20; m <= 48 * 60; m += 20) {
-        const now = new Date(Date.parse('2026-06-01T00:00:00Z') + m * 60_000).toISOString();
-        await Promise.all(conns.map((c) => tick(now, [nightly, hourly], c)));
-        // As if they ran: a finished job no longer holds its dedupe key, so only the schedule's
-        // compare-and-set stands between a second tick and a second job.
-        await t.admin.query(
-          `update "${t.schema}".jobs set state = 'completed', finished_at = now() where state = 'queued'`,
-        );
-      }
-    } finally {
-      await Promise.all(conns.map((c) => c.close()));
-    }
-    const { rows } = await t.admin.query(
-      `select kind, dedupe_key, count(*)::int as n from "${t.schema}".jobs group by 1, 2 having count(*) > 1`,
-    );
-    expect(rows).toEqual([]);
-    const counts = await t.admin.query(
-      `select payload->>'day' = 'any' as hourly, count(*)::int as n from "${t.schema}".jobs group by 1 order by 1`,
-    );
-    expect(counts.rows).toEqual([
-      { hourly: false, n: 2 },
-      { hourly: true, n: 48 },
-    ]);
   });
 
   it('a tick that read the schedule before another fired it enqueues nothing, even after that job finished', async () => {

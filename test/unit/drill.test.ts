@@ -30,7 +30,7 @@ describe('the partner-outage drill', () => {
     expect(withBreaker.drain_after_recovery_s).toBeGreaterThanOrEqual(0);
     // The third run adds a rate of 5 a second for each partner: the first wave alone sends 10 to the
     // failing partner without it. The receiver sees a request a few ms after its start was recorded
-    // (the strict count, on recorded starts, is test/db/rate-limits.test.ts): a margin of 2 for that.
+    // (the strict count, on recorded starts, is test/concurrency/rate-limits.test.ts): a margin of 2 for that.
     expect(withBreaker.max_requests_per_s).toBeGreaterThanOrEqual(10);
     expect(rated.lost).toBe(0);
     expect(rated.max_requests_per_s).toBeLessThanOrEqual(options.ratePerS + 2);

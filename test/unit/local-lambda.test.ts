@@ -163,8 +163,13 @@ describe('the local Lambda emulator over the packaged app', () => {
   });
 
   it('a function that runs past its timeout is killed (Sandbox.Timedout); the server stays up, the next invocation runs, and the job is rescued when its lease expires', async () => {
+    // Warm the function first: a cold start (a new process, the bundle, a connection) on a loaded
+    // machine can take most of the 2 s, and a worker claims no job it has no time left to run
+    // (this invocation may stop for its deadline rather than an empty queue: nothing is queued).
+    expect(payloadOf(await invoke(fixture, STALL, {}))).toMatchObject({ claimed: 0 });
     const job = await createEnqueuer({ schema: t.schema }).enqueue(t.db, stall, { blockMs: 30_000 });
     const killed = await invoke(fixture, STALL, {});
+    expect(fixture.invocations.at(-1)).toMatchObject({ coldStart: false });
     expect(killed.FunctionError).toBe('Unhandled');
     expect(payloadOf(killed)).toMatchObject({
       errorType: 'Sandbox.Timedout',

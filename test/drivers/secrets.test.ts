@@ -12,6 +12,10 @@ import { lambdaContext, scheduledEvent } from '../../testing/events.js';
 import { configureNeonForLocalPostgres, testDriver } from '../helpers/db.js';
 import { awsEnvFor, startSecretsEndpoint } from '../helpers/secrets-endpoint.js';
 
+// On every driver (test/drivers): a refused login is recognised by the SQLSTATE each driver
+// reports in its own way (node-postgres, Neon's WebSocket pool, SQL over HTTP), and only then is
+// the secret fetched again.
+
 // A Postgres that checks passwords (the machine's server trusts everyone), so a rotated
 // password really is refused.
 let pg: Awaited<ReturnType<typeof startEmbeddedPostgres>>;
