@@ -15,80 +15,95 @@ import { migrate } from '../db/migrate.js';
 import { HttpError } from './http.js';
 import { type FunctionRuntime, isAuthFailure } from './runtime.js';
 
-const isoDate = z.iso.datetime({ offset: true }).transform((s) => new Date(s));
+/**
+ * The request bodies' schemas, built on first use rather than at import: only the enqueue and
+ * replay functions read bodies, and the worker (which imports this module too) never builds them.
+ */
+function buildBodySchemas() {
+  const isoDate = z.iso.datetime({ offset: true }).transform((s) => new Date(s));
 
-const enqueueOptionsSchema = z
-  .object({
-    queue: z.string().optional(),
-    priority: z.number().optional(),
-    runAt: isoDate.optional(),
-    delayMs: z.number().optional(),
-    maxAttempts: z.number().optional(),
-    deadline: isoDate.optional(),
-    dedupe: z
-      .object({
-        key: z.string(),
-        mode: z.enum(['skip', 'replace', 'window']).optional(),
-        windowMs: z.number().optional(),
-      })
-      .strict()
-      .optional(),
-    correlationId: z.string().optional(),
-    // Job ids (in a flow, also the names of its other steps).
-    after: z
-      .array(z.union([z.string(), z.number().int().positive()]).transform(String))
-      .max(1000)
-      .optional(),
-    onParentFailure: z.enum(['cancel', 'run']).optional(),
-  })
-  .strict();
-
-const jobInput = z
-  .object({ kind: z.string(), payload: z.unknown(), options: enqueueOptionsSchema.optional() })
-  .strict();
-
-/** The enqueue body: one job, `{ jobs: [...] }` (at most 1000), or a flow `{ flow: { name: job, … } }`. */
-export const enqueueBodySchema = z.union([
-  jobInput,
-  z.object({ jobs: z.array(jobInput).min(1).max(1000) }).strict(),
-  z
+  const enqueueOptionsSchema = z
     .object({
-      flow: z
-        .record(z.string(), jobInput)
-        .refine((steps) => Object.keys(steps).length >= 1 && Object.keys(steps).length <= 1000, {
-          message: 'a flow has 1 to 1000 steps',
-        }),
+      queue: z.string().optional(),
+      priority: z.number().optional(),
+      runAt: isoDate.optional(),
+      delayMs: z.number().optional(),
+      maxAttempts: z.number().optional(),
+      deadline: isoDate.optional(),
+      dedupe: z
+        .object({
+          key: z.string(),
+          mode: z.enum(['skip', 'replace', 'window']).optional(),
+          windowMs: z.number().optional(),
+        })
+        .strict()
+        .optional(),
+      correlationId: z.string().optional(),
+      // Job ids (in a flow, also the names of its other steps).
+      after: z
+        .array(z.union([z.string(), z.number().int().positive()]).transform(String))
+        .max(1000)
+        .optional(),
+      onParentFailure: z.enum(['cancel', 'run']).optional(),
     })
-    .strict(),
-]);
+    .strict();
 
-export const replayBodySchema = z
-  .object({
-    ids: z
-      .array(z.union([z.string(), z.number().int().positive()]).transform(String))
-      .max(10_000)
-      .optional(),
-    kind: z.string().optional(),
-    queue: z.string().optional(),
-    reason: z.string().optional(),
-    since: isoDate.optional(),
-    until: isoDate.optional(),
-    all: z.boolean().optional(),
-    limit: z.number().int().optional(),
-    dryRun: z.boolean().optional(),
-    resetAttempts: z.boolean().optional(),
-    override: z
+  const jobInput = z
+    .object({ kind: z.string(), payload: z.unknown(), options: enqueueOptionsSchema.optional() })
+    .strict();
+
+  // The enqueue body: one job, `{ jobs: [...] }` (at most 1000), or a flow `{ flow: { name: job, … } }`.
+  const enqueueBody = z.union([
+    jobInput,
+    z.object({ jobs: z.array(jobInput).min(1).max(1000) }).strict(),
+    z
       .object({
-        payload: z.unknown().optional(),
-        queue: z.string().optional(),
-        priority: z.number().int().optional(),
-        maxAttempts: z.number().int().optional(),
+        flow: z
+          .record(z.string(), jobInput)
+          .refine((steps) => Object.keys(steps).length >= 1 && Object.keys(steps).length <= 1000, {
+            message: 'a flow has 1 to 1000 steps',
+          }),
       })
-      .strict()
-      .optional(),
-    by: z.string().max(255).optional(),
-  })
-  .strict();
+      .strict(),
+  ]);
+
+  const replayBody = z
+    .object({
+      ids: z
+        .array(z.union([z.string(), z.number().int().positive()]).transform(String))
+        .max(10_000)
+        .optional(),
+      kind: z.string().optional(),
+      queue: z.string().optional(),
+      reason: z.string().optional(),
+      since: isoDate.optional(),
+      until: isoDate.optional(),
+      all: z.boolean().optional(),
+      limit: z.number().int().optional(),
+      dryRun: z.boolean().optional(),
+      resetAttempts: z.boolean().optional(),
+      override: z
+        .object({
+          payload: z.unknown().optional(),
+          queue: z.string().optional(),
+          priority: z.number().int().optional(),
+          maxAttempts: z.number().int().optional(),
+        })
+        .strict()
+        .optional(),
+      by: z.string().max(255).optional(),
+    })
+    .strict();
+  return { jobInput, enqueueBody, replayBody };
+}
+
+let bodySchemasBuilt: ReturnType<typeof buildBodySchemas> | undefined;
+function bodySchemas(): ReturnType<typeof buildBodySchemas> {
+  bodySchemasBuilt ??= buildBodySchemas();
+  return bodySchemasBuilt;
+}
+
+type JobInput = z.output<ReturnType<typeof buildBodySchemas>['jobInput']>;
 
 function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
   const parsed = schema.safeParse(body);
@@ -105,8 +120,8 @@ export async function enqueueFromBody(
   nudger?: Nudger,
   tracing?: Tracing,
 ): Promise<{ results: EnqueueResult[] } | { flow: Record<string, EnqueueResult> }> {
-  const input = parseBody(enqueueBodySchema, body);
-  const toRequest = (item: z.output<typeof jobInput>): JobRequest => ({
+  const input = parseBody(bodySchemas().enqueueBody, body);
+  const toRequest = (item: JobInput): JobRequest => ({
     job: registry.get(item.kind),
     payload: item.payload,
     options: (item.options ?? {}) as EnqueueOptions,
@@ -134,7 +149,7 @@ export async function replayFromBody(
   body: unknown,
   defaultBy: string,
 ): Promise<ReplayResult> {
-  const input = parseBody(replayBodySchema, body);
+  const input = parseBody(bodySchemas().replayBody, body);
   return runtime.withDb((db) =>
     replay(db, { ...input, by: input.by ?? defaultBy, schema: runtime.config.schema, registry }),
   );

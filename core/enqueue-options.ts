@@ -76,40 +76,52 @@ const JOB_ID = /^[1-9][0-9]{0,18}$/;
 const MAX_DELAY_MS = 366 * 24 * 3_600_000;
 const MAX_PAST_RUN_AT_MS = 24 * 3_600_000;
 
-const optionsSchema = z
-  .object({
-    queue: z.string().optional(),
-    priority: z.number().int().min(-1000).max(1000).optional(),
-    runAt: z.date().optional(),
-    delayMs: z.number().int().min(0).max(MAX_DELAY_MS).optional(),
-    maxAttempts: z.number().int().min(1).max(1000).optional(),
-    deadline: z.date().optional(),
-    dedupe: z
-      .union([
-        z.strictObject({ key: z.string().min(1).max(255), mode: z.literal('skip').optional() }),
-        z.strictObject({ key: z.string().min(1).max(255), mode: z.literal('replace') }),
-        z.strictObject({
-          key: z.string().min(1).max(255),
-          mode: z.literal('window'),
-          windowMs: z.number().int().min(1).max(MAX_DELAY_MS),
-        }),
-      ])
-      .optional(),
-    correlationId: z.string().max(255).optional(),
-    orderingKey: z.string().min(1).max(255).optional(),
-    concurrencyKey: z.string().min(1).max(255).optional(),
-    destination: z.string().min(1).max(MAX_DESTINATION_LENGTH).optional(),
-    nudge: z.boolean().optional(),
-    after: z
-      .array(z.union([z.string(), z.looseObject({ id: z.string() })]))
-      .max(MAX_PARENTS)
-      .optional(),
-    onParentFailure: z.enum(['cancel', 'run']).optional(),
-  })
-  .strict()
-  .refine((o) => o.runAt === undefined || o.delayMs === undefined, {
-    message: 'give runAt or delayMs, not both',
-  });
+/**
+ * The options' schema, built on first use rather than at import: a function that never enqueues
+ * (a worker whose handlers enqueue nothing, the console) does not pay for it at cold start.
+ */
+let optionsSchemaBuilt: ReturnType<typeof buildOptionsSchema> | undefined;
+const optionsSchema = () => {
+  optionsSchemaBuilt ??= buildOptionsSchema();
+  return optionsSchemaBuilt;
+};
+
+function buildOptionsSchema() {
+  return z
+    .object({
+      queue: z.string().optional(),
+      priority: z.number().int().min(-1000).max(1000).optional(),
+      runAt: z.date().optional(),
+      delayMs: z.number().int().min(0).max(MAX_DELAY_MS).optional(),
+      maxAttempts: z.number().int().min(1).max(1000).optional(),
+      deadline: z.date().optional(),
+      dedupe: z
+        .union([
+          z.strictObject({ key: z.string().min(1).max(255), mode: z.literal('skip').optional() }),
+          z.strictObject({ key: z.string().min(1).max(255), mode: z.literal('replace') }),
+          z.strictObject({
+            key: z.string().min(1).max(255),
+            mode: z.literal('window'),
+            windowMs: z.number().int().min(1).max(MAX_DELAY_MS),
+          }),
+        ])
+        .optional(),
+      correlationId: z.string().max(255).optional(),
+      orderingKey: z.string().min(1).max(255).optional(),
+      concurrencyKey: z.string().min(1).max(255).optional(),
+      destination: z.string().min(1).max(MAX_DESTINATION_LENGTH).optional(),
+      nudge: z.boolean().optional(),
+      after: z
+        .array(z.union([z.string(), z.looseObject({ id: z.string() })]))
+        .max(MAX_PARENTS)
+        .optional(),
+      onParentFailure: z.enum(['cancel', 'run']).optional(),
+    })
+    .strict()
+    .refine((o) => o.runAt === undefined || o.delayMs === undefined, {
+      message: 'give runAt or delayMs, not both',
+    });
+}
 
 export interface KindDefaults {
   kind: string;
@@ -160,7 +172,7 @@ export function toInsertRow(
   options: EnqueueOptions,
   steps?: ReadonlyMap<string, number>,
 ): JobInsertRow {
-  const parsed = optionsSchema.safeParse(options ?? {});
+  const parsed = optionsSchema().safeParse(options ?? {});
   if (!parsed.success) {
     throw new InvalidOptionsError(
       `invalid enqueue options for ${kind.kind}: ${describeIssues(parsed.error, 'options')}`,
