@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import type { SoakResult } from './soak.js';
 
 interface ReportInput {
   results: Record<string, unknown>;
@@ -85,7 +86,7 @@ pg-boss at K = 4 with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs
 
 Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its default completion mode): ${ratio(k4, floor)}. The same minimal SQL on skiplock's own table (its indexes and CHECKs, the columns skiplock writes, the completion fenced on the token): ${fmt(schemaFloor)} jobs/s, ${ratio(schemaFloor, floor)} of the bare floor (what the schema costs); skiplock runs at ${ratio(k4, schemaFloor)} of it (what the library's statement shape and Node cost). The UPDATE floor at K = 16: ${fmt(floor16)} jobs/s (${ratio(floor16, floor)} of its K = 4) — what 16 independent SKIP LOCKED claimers cost with no library at all.
 
-${flowSection(r)}
+${flowSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : ''}
 ## Round trips, scale, WAL, cold start
 
 - Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state (above 128 outcomes the settle goes first in a statement of its own: two per batch).
@@ -181,5 +182,32 @@ function chart(r: Record<string, unknown>): string {
 <text x="10" y="${height / 2}" font-size="12" transform="rotate(-90 10 ${height / 2})">jobs / s</text>
 <line x1="55" y1="${height - 40}" x2="${width - 10}" y2="${height - 40}" stroke="#333"/>${bars}${labels}
 </svg>
+`;
+}
+
+/** Phase 9: claims while VACUUM lags, a row per period (a minute; 30 s with --quick) for each completion mode. */
+export function soakSection(soak: Record<string, SoakResult>): string {
+  const modes = Object.entries(soak);
+  const summary = modes
+    .map(
+      ([mode, s]) =>
+        `${mode}: claim p50 ${s.claim_p50_ms_unvacuumed} ms after the minutes without VACUUM against ${s.claim_p50_ms_vacuumed} ms after one (${s.claim_p50_ms_vacuumed ? (s.claim_p50_ms_unvacuumed / s.claim_p50_ms_vacuumed).toFixed(2) : '–'}×; target ≤ 1.5×), ${s.entries_per_claim_unvacuumed} lease-index entries per claim, ${s.jobs_per_s} jobs/s`,
+    )
+    .join('; ');
+  const rows = modes
+    .flatMap(([mode, s]) =>
+      s.per_period.map(
+        (m) =>
+          `| ${mode} | ${m.at_s} | ${m.vacuumed ? 'after VACUUM' : 'none since start'} | ${m.claims} | ${m.claim_p50_ms} | ${m.entries_per_claim} | ${m.jobs} |`,
+      ),
+    )
+    .join('\n');
+  return `## Soak: claims while VACUUM lags
+
+A steady load (enqueue at a fixed rate, two claim-and-settle loops, batches of 10, leases of 10 s) with the table's autovacuum off, then one VACUUM; a row per minute (30 s with \`--quick\`), \`s\` counted from the start of the load. Every finished job leaves a dead entry in the lease index, which the claim's rescue looks through once its lease time has passed; the claim must not slow down with them (bench/soak.ts). ${summary}.
+
+| mode | s | vacuum | claims | claim p50, ms | lease-index entries per claim | jobs |
+| --- | --- | --- | --- | --- | --- | --- |
+${rows}
 `;
 }

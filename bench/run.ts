@@ -1,7 +1,9 @@
 /**
- * `npm run bench [-- --quick] [-- --json]`: skiplock, graphile-worker and pg-boss side by side
- * on the same Postgres, plus the raw-SQL floor. Writes bench/RESULTS.md and bench/process.svg
- * (a --quick run: bench/RESULTS.quick.md and bench/process.quick.svg, not committed).
+ * `npm run bench [-- --quick] [-- --json] [-- --soak]`: skiplock, graphile-worker and pg-boss side
+ * by side on the same Postgres, plus the raw-SQL floor. Writes bench/RESULTS.md and
+ * bench/process.svg (a --quick run: bench/RESULTS.quick.md and bench/process.quick.svg, not
+ * committed). `--soak` adds the soak phase (bench/soak.ts: claims while VACUUM lags, both
+ * completion modes; 24 min, or 4 min with --quick); `--soak-only` runs just that phase and prints it.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -9,6 +11,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import * as z from 'zod';
+import type { Completion } from '../base/outcomes.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import { defineJob } from '../core/jobs.js';
 import { connect } from '../db/connect.js';
@@ -17,7 +20,8 @@ import { claimJobs } from '../db/statements/claim.js';
 import { bundleFunction } from '../scripts/bundle.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
-import { renderReport } from './report.js';
+import { renderReport, soakSection } from './report.js';
+import { runSoak, SOAK_FULL, SOAK_QUICK, type SoakResult } from './soak.js';
 import { graphileSystem } from './systems/graphile.js';
 import { pgBossSystem } from './systems/pgboss.js';
 import { rawSystem } from './systems/raw.js';
@@ -28,6 +32,7 @@ import type { BenchSystem, Flow } from './systems/types.js';
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const asJson = args.includes('--json');
+const soak = args.includes('--soak') || args.includes('--soak-only');
 const log = (line: string) => {
   if (!asJson) console.log(line);
   else process.stderr.write(`${line}\n`);
@@ -120,6 +125,24 @@ const serverVersion = await withClient(server, async (c) =>
 );
 const results: Record<string, unknown> = {};
 const started = Date.now();
+
+/** Phase 9: the soak (bench/soak.ts), keep and delete mode, on a fresh database. */
+async function soakPhase(): Promise<Record<Completion, SoakResult>> {
+  log(`phase 9: soak, claims while VACUUM lags (${quick ? '--quick' : 'full'})`);
+  const url = await freshDatabase(server, DB);
+  const params = quick ? SOAK_QUICK : SOAK_FULL;
+  const keep = await runSoak({ url, completion: 'keep', ...params, progress: log });
+  const deleted = await runSoak({ url, completion: 'delete', ...params, progress: log });
+  return { keep, delete: deleted };
+}
+if (args.includes('--soak-only')) {
+  results.soak = await soakPhase();
+  log(soakSection(results.soak as Record<Completion, SoakResult>));
+  if (asJson) console.log(JSON.stringify({ soak: results.soak }));
+  await dropDatabase(server, DB);
+  await database.stop();
+  process.exit(0);
+}
 
 // 1. Enqueue.
 log('phase 1: enqueue');
@@ -325,6 +348,8 @@ results.skiplock_delete = deleteMode;
 results.wal_raw_bytes_per_job = wal['raw (update)'];
 results.wal_raw_delete_bytes_per_job = wal['raw (delete)'];
 log(`  WAL bytes per job: ${JSON.stringify(wal)}`);
+
+if (soak) results.soak = await soakPhase();
 
 // 7. Cold start: the worker bundle and its import time vs a bare handler.
 log('phase 7: cold start');
