@@ -91,7 +91,11 @@ export async function runDrill(options: DrillOptions, mode: DrillMode): Promise<
     timeoutMs: 2_000,
     backoff: { type: 'exponential', baseMs: 1_000, factor: 2, maxMs: 8_000, jitter: 0 },
     handler: async (p, ctx) => {
-      const res = await fetch(`${receiver.url}/hook/${p.partner}/${p.n}`, { method: 'POST', signal: ctx.signal });
+      const res = await fetch(`${receiver.url}/hook/${p.partner}/${p.n}`, {
+        method: 'POST',
+        headers: { 'x-sent-at': String(Date.now()) },
+        signal: ctx.signal,
+      });
       const info = { response: { status: res.status, body: await res.text() } };
       if (res.ok) return;
       if (res.status === 429)

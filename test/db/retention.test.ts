@@ -35,9 +35,16 @@ describe(`retention pruning (${testDriver()})`, () => {
     );
     expect(result).toMatchObject({ prunedCompleted: 7, prunedCancelled: 3, prunedDead: 1, pruneFinished: true });
     // 7 completed in batches of 3 → 3 deletes; cancelled 3 → 2 (the second finds none); dead → 1;
-    // plus one for the per-minute completion counts.
-    expect(texts.filter((q) => /delete from/i.test(q))).toHaveLength(7);
+    // plus one for the per-minute completion counts and one for the rollups past their retention.
+    expect(texts.filter((q) => /delete from/i.test(q))).toHaveLength(8);
     expect(texts.filter((q) => /delete from .*completed_counts/is.test(q))).toHaveLength(1);
+    expect(texts.filter((q) => /delete from .*activity_rollups/is.test(q))).toHaveLength(1);
+    // The rollup ran before the pruning: the pruned jobs stay counted, per minute.
+    const rolled = await t.admin.query(
+      `select state_totals.* from (select sum(completed)::int as completed, sum(dead)::int as dead,
+        sum(cancelled)::int as cancelled from ${s}.activity_rollups) state_totals`,
+    );
+    expect(rolled.rows).toEqual([{ completed: 9, dead: 2, cancelled: 3 }]);
     const { rows } = await t.admin.query(
       `select state, count(*)::int as n from ${s}.jobs group by state order by state`,
     );
