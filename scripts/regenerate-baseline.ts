@@ -34,5 +34,4 @@ try {
   rmSync(config, { force: true });
   rmSync(out, { recursive: true, force: true });
 }
-execFileSync('npx', ['tsx', 'scripts/embed-migrations.ts'], { cwd: root, stdio: 'inherit' });
-execFileSync('npx', ['tsx', 'scripts/dump-schema.ts'], { cwd: root, stdio: 'inherit' });
+execFileSync('npm', ['run', 'db:dump'], { cwd: root, stdio: 'inherit' });

@@ -45,7 +45,7 @@ describe('migrate', () => {
   beforeAll(() => admin.query(`drop schema if exists "${schema}" cascade`));
   afterAll(() => admin.query(`drop schema if exists "${schema}" cascade`));
 
-  it('embeds exactly the migrations in db/migrations (run npm run db:generate after editing them)', () => {
+  it('embeds exactly the migrations in db/migrations (run npm run db:dump after editing them)', () => {
     const folder = fileURLToPath(new URL('../../db/migrations', import.meta.url));
     expect(MIGRATIONS).toEqual(readMigrationFolder(folder));
     expect(MIGRATIONS.map((m) => m.tag)).toEqual(['0000_baseline']);
