@@ -36,7 +36,9 @@ describe('the rendered claim statements', () => {
         .filter((line) => !line.trimStart().startsWith('--'))
         .join('\n');
       const defined = [
-        ...code.matchAll(/(?:with recursive |with |,\s*)([a-z_][a-z0-9_]*)(?:\s*\([a-z_, ]*\))? as (?:not materialized |materialized )?\(/g),
+        ...code.matchAll(
+          /(?:with recursive |with |,\s*)([a-z_][a-z0-9_]*)(?:\s*\([a-z_, ]*\))? as (?:not materialized |materialized )?\(/g,
+        ),
       ];
       const names = defined.map((m) => m[1] as string);
       expect(names.length, `${shape.name}: its CTEs were not found`).toBeGreaterThanOrEqual(5);
