@@ -1,13 +1,13 @@
 import { InvalidOptionsError } from '../base/errors.js';
+import type { LimitScope } from '../base/flow-control.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { SkiplockDb } from '../db/connect.js';
+import type { LimitOverride } from '../db/statements/limits.js';
 import {
   clearLimit as clearLimitStatement,
-  type LimitOverride,
-  type LimitScope,
   listLimits,
   setLimit as setLimitStatement,
-} from '../db/statements/limits.js';
+} from '../db/statements/limits-admin.js';
 import {
   listPauses,
   type Pause,

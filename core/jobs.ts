@@ -1,10 +1,9 @@
 import type { z } from 'zod';
 import { ConfigError, UnknownKindError } from '../base/errors.js';
+import type { DeclaredLimit, DeclaredRateLimit } from '../base/flow-control.js';
 import { assertLabel } from '../base/identifiers.js';
 import type { ParentJob } from '../base/rows.js';
 import type { AnyPgDatabase } from '../db/connect.js';
-import type { DeclaredLimit } from '../db/statements/limits.js';
-import type { DeclaredRateLimit } from '../db/statements/rate-limits.js';
 import { type BackoffFn, type BackoffOption, toBackoff } from './backoff.js';
 import { type BreakerSettings, breakerSettings } from './destinations.js';
 import type { EnqueueOptions } from './enqueue-options.js';

@@ -1,15 +1,14 @@
 import { ConfigError, InvalidOptionsError } from '../base/errors.js';
+import type { DeclaredRateLimit, RateLimitScope } from '../base/flow-control.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { SkiplockDb } from '../db/connect.js';
+import type { RateLimitOverride } from '../db/statements/rate-limits.js';
 import {
   clearRateLimit as clearStatement,
-  type DeclaredRateLimit,
   listRateLimits,
-  type RateLimitOverride,
-  type RateLimitScope,
   type RateUse,
   setRateLimit as setStatement,
-} from '../db/statements/rate-limits.js';
+} from '../db/statements/rate-limits-admin.js';
 import { MAX_DESTINATION_LENGTH } from './destinations.js';
 
 /**

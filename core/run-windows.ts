@@ -1,6 +1,6 @@
 import { ConfigError } from '../base/errors.js';
+import type { DeclaredWindow } from '../base/flow-control.js';
 import { isTimeZone } from '../base/identifiers.js';
-import type { DeclaredWindow } from '../db/statements/windows.js';
 
 /**
  * When a kind's or a queue's jobs may start: from `start` to `end` (24-hour `HH:MM`) in

@@ -48,9 +48,9 @@ const SHAPES: { name: string; description: string; shape: ClaimShape; request: C
     request: { ...base, lane: 3, laneWhen: { worker: 'w', moreThan: 4 } },
   },
   {
-    name: 'flow',
+    name: 'limited',
     description: 'a concurrency limit declared (or keyed jobs waiting): claim_room decides',
-    shape: 'flow',
+    shape: 'limited',
     request: { ...base, settle, limits: [{ scope: 'queue', name: 'default', maxRunning: 5 }] },
   },
   {

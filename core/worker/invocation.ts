@@ -381,7 +381,7 @@ export class Invocation implements AttemptHost {
             limits: this.settings.limits,
             rateLimits: this.settings.rateLimits,
             windows: this.settings.windows,
-            flow: this.settings.claimShape.flow,
+            limited: this.settings.claimShape.limited,
             rated: this.settings.claimShape.rated,
           }),
         ),
@@ -390,7 +390,7 @@ export class Invocation implements AttemptHost {
     // Jobs claimed are taken in even if the settle beside the claim failed: the error path then
     // gives them back instead of leaving them to their leases.
     if (claimed.status === 'fulfilled') {
-      this.settings.claimShape.flow = claimed.value.flow;
+      this.settings.claimShape.limited = claimed.value.limited;
       this.settings.claimShape.rated = claimed.value.rated;
       buffer.settled(batch, claimed.value.settled);
       this.#ledger.claimed(claimed.value.jobs.length);

@@ -1,8 +1,6 @@
+import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/flow-control.js';
 import type { Completion } from '../../base/outcomes.js';
 import type { SkiplockDb } from '../../db/connect.js';
-import type { DeclaredLimit } from '../../db/statements/limits.js';
-import type { DeclaredRateLimit } from '../../db/statements/rate-limits.js';
-import type { DeclaredWindow } from '../../db/statements/windows.js';
 import type { Clock } from '../clock.js';
 import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
@@ -68,7 +66,7 @@ export interface WorkerSettings {
    * What the last claim said of the next (`flow`): a warm instance's next invocation starts with
    * the claim shape its last one ended with. The only state shared between invocations.
    */
-  readonly claimShape: { flow: boolean; rated: boolean };
+  readonly claimShape: { limited: boolean; rated: boolean };
   /** Spans for claims and attempts (the worker's `tracing`), or undefined. */
   readonly tracing: Tracing | undefined;
 }

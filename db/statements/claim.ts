@@ -19,9 +19,9 @@ import {
   type DeclaredLimit,
   destinationOpen,
   effectiveLimitsCte,
-  flowNeeded,
   heldCte,
   keyedCtes,
+  limitedClaimNeeded,
   notHeld,
   withinLimitsCtes,
 } from './limits.js';
@@ -31,7 +31,7 @@ import {
   effectiveRateLimitsCte,
   noRateHeldCte,
   rateHeldCte,
-  rateLimitsNeedFlow,
+  rateLimitsNeedLimitedClaim,
   recordRateStartsCte,
 } from './rate-limits.js';
 import { addReportTuples, type SettleReportTuple, settleCtes, settleOutcomes, settleReportJson } from './settle.js';
@@ -83,12 +83,12 @@ export interface ClaimRequest {
   /** Test hook: the hash at which the walk over concurrency keys starts. @defaultValue random */
   keyStart?: number;
   /**
-   * Send the flow claim first (what the last claim's `flow` said). A plain claim that finds a limit
-   * or a keyed job claims nothing and the flow claim follows at once, so this only saves that
+   * Send the limited claim first (what the last claim's `limited` said). A plain claim that finds a limit
+   * or a keyed job claims nothing and the limited claim follows at once, so this only saves that
    * round trip. @defaultValue false (true when `limits` or `rateLimits` declares any)
    */
-  flow?: boolean;
-  /** Send the rated flow claim first (what the last claim's `rated` said). @defaultValue false (true when `rateLimits` declares any) */
+  limited?: boolean;
+  /** Send the rated claim first (what the last claim's `rated` said). @defaultValue false (true when `rateLimits` declares any) */
   rated?: boolean;
 }
 
@@ -115,9 +115,9 @@ export interface ClaimResult {
   moves: BreakerMove[];
   /** Jobs this claim took as the half-open probe of their destination's breaker. */
   probes: { destination: string; jobId: string }[];
-  /** Whether the next claim needs the flow claim (a limit applies, or keyed jobs wait): pass it as `flow`. */
-  flow: boolean;
-  /** Whether it needs the rated flow claim (a rate limit applies): pass it as `rated`. */
+  /** Whether the next claim needs the limited claim (a limit applies, or keyed jobs wait): pass it as `limited`. */
+  limited: boolean;
+  /** Whether it needs the rated claim (a rate limit applies): pass it as `rated`. */
   rated: boolean;
   /**
    * Whether `settle` ended a job that others wait for: its children, released as the statement
@@ -153,7 +153,7 @@ type ClaimRow = {
     | null;
   report: SettleReportTuple[] | null;
   /** A limit applies to this claimer, or a job with a concurrency key waits. */
-  flow: boolean;
+  limited: boolean;
   /** A rate limit applies to this claimer. */
   rated: boolean;
   ended_parents: boolean;
@@ -175,13 +175,13 @@ type ClaimRow = {
  * their deadline and rescues with no attempts left are never picked; buryDoomed() moves them to
  * the DLQ (the worker runs it at the start of every invocation).
  *
- * Three shapes. The plain claim is the above. The flow claim (JobClaimFlow) is taken when a
+ * Three shapes. The plain claim is the above. The limited claim (JobClaimLimited) is taken when a
  * concurrency limit applies to the claimer's queues or kinds, jobs with a concurrency key wait, or a
  * breaker holds a destination back: keyed jobs come from a walk over their keys (fair share, see
  * keyedCtes), and claim_room decides race-free which candidates fit their limits. The rated flow
  * claim adds rate limits (rate_room decides, record_rate_starts writes the starts taken). Each shape
  * checks whether a richer one is needed, and when it is, claims nothing (its settle still writes)
- * and that one follows at once; the flow claim costs about 3 ms more to plan than the plain one and
+ * and that one follows at once; the limited claim costs about 3 ms more to plan than the plain one and
  * the rated about 2 ms more again, which a claim that needs neither never pays.
  *
  * One lease token per claim, not per job: the token fences a holder, and a job claimed again
@@ -192,9 +192,9 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const settle = request.settle ?? [];
   if (request.limit < 1 || request.leases.length === 0) {
     const settled = await settleOutcomes(db, schema, settle, request.now, request.completion);
-    const { flow = false, rated = false } = request;
+    const { limited = false, rated = false } = request;
     const none = { nextStartAt: null, nextStartInMs: null, endedParents: false };
-    return { jobs: [], settled, flow, rated, moves: settled.moves ?? [], probes: [], ...none };
+    return { jobs: [], settled, limited, rated, moves: settled.moves ?? [], probes: [], ...none };
   }
   const lane = request.lane;
   if (lane !== undefined && !(Number.isInteger(lane) && lane >= 0 && lane < CLAIM_LANES)) {
@@ -202,16 +202,16 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   }
   const declaresRates = (request.rateLimits?.length ?? 0) > 0;
   const declares = (request.limits?.length ?? 0) > 0 || declaresRates;
-  const shape = request.rated || declaresRates ? 'rated' : request.flow || declares ? 'flow' : 'plain';
+  const shape = request.rated || declaresRates ? 'rated' : request.limited || declares ? 'limited' : 'plain';
   const first = await runClaim(db, schema, request, shape);
-  const needed = first.rated || declaresRates ? 'rated' : first.flow || declares ? 'flow' : 'plain';
-  const result = { ...first, flow: needed !== 'plain', rated: needed === 'rated' };
+  const needed = first.rated || declaresRates ? 'rated' : first.limited || declares ? 'limited' : 'plain';
+  const result = { ...first, limited: needed !== 'plain', rated: needed === 'rated' };
   if (RICHNESS[needed] <= RICHNESS[shape]) return result;
   // This shape found what only a richer one handles and claimed nothing; its settle is written.
   const second = await runClaim(db, schema, { ...request, settle: [] }, needed);
   return {
     ...second,
-    flow: true,
+    limited: true,
     rated: second.rated || needed === 'rated',
     settled: first.settled,
     moves: first.moves,
@@ -219,9 +219,9 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   };
 }
 
-export type ClaimShape = 'plain' | 'flow' | 'rated';
+export type ClaimShape = 'plain' | 'limited' | 'rated';
 type Shape = ClaimShape;
-const RICHNESS: Record<Shape, number> = { plain: 0, flow: 1, rated: 2 };
+const RICHNESS: Record<Shape, number> = { plain: 0, limited: 1, rated: 2 };
 
 async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest, shape: Shape): Promise<ClaimResult> {
   const leaseToken = randomUUID();
@@ -239,7 +239,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
   const row = rows[0] ?? {
     jobs: null,
     report: null,
-    flow: false,
+    limited: false,
     rated: false,
     ended_parents: false,
     moves: null,
@@ -250,7 +250,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
   const result: ClaimResult = {
     jobs: [],
     settled: { lost: new Set(), changed: new Map() },
-    flow: row.flow,
+    limited: row.limited,
     rated: row.rated,
     endedParents: row.ended_parents,
     moves: toMoves(row.moves),
@@ -295,7 +295,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
 
 /** The claim statement of one shape for a request (exported for db/claim-shapes.ts, which renders them). */
 export function claimStatement(schema: string, request: ClaimRequest, shape: Shape, leaseToken: string): SQL {
-  const flowing = shape !== 'plain';
+  const limiting = shape !== 'plain';
   const rated = shape === 'rated';
   const settle = request.settle ?? [];
   const limit = request.limit;
@@ -335,7 +335,7 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   const mine = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   // Paused queues and kinds are never claimed, rescues included (a rescue starts an attempt). The
-  // flow claim also leaves out the queues and kinds a limit fills — not for rescues, which start
+  // limited claim also leaves out the queues and kinds a limit fills — not for rescues, which start
   // no new job.
   const windowed = (request.windows?.length ?? 0) > 0;
   const open = windowed ? sql`and ${inWindow()}` : sql``;
@@ -345,7 +345,7 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
     select 1 from ${jobs} p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled')))))`;
   const runnable = sql`j.state = 'queued' and j.run_at <= ${now} and ${notPastDeadline} and ${mine}
-    and ${flowing ? notHeld() : notPaused(schema)} and ${inTurn} ${open} and ${parentsDone} ${afterSettle}`;
+    and ${limiting ? notHeld() : notPaused(schema)} and ${inTurn} ${open} and ${parentsDone} ${afterSettle}`;
   const lane = request.lane;
   const laneExpr = sql.raw(`((j.id / ${LANE_RUN}) % ${CLAIM_LANES})`);
   // The lane's rows in claim order (jobs_claim_lane_idx); the head fills what the lane lacks, and
@@ -370,7 +370,7 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   const fromLane = lane === undefined ? sql`` : sql`select id from in_lane union all `;
   // The head meets the lane's rows too, and locks them again (they are ours): not twice.
   const notInLane = lane === undefined ? sql`` : sql`and j.id not in (select id from in_lane)`;
-  const flowCtes =
+  const limitCtes =
     shape === 'plain'
       ? sql``
       : sql`${keyedCtes(schema, {
@@ -392,26 +392,26 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
       now,
     })},`;
   // Rescues first (a backlog must not starve them), then the lane, then the head. The plain claim
-  // takes nothing when the flow claim is needed, the flow claim nothing when the rated one is (a
+  // takes nothing when the limited claim is needed, the limited claim nothing when the rated one is (a
   // one-time condition: nothing below it runs).
   const picked =
     shape === 'plain'
       ? sql`(select id from expired union all ${fromLane}select id from ready limit ${limit}) p
-        where not (select f.needed from flow f) and j.id = p.id`
+        where not (select f.needed from shape f) and j.id = p.id`
       : sql`(select c.id from within c
           where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)) p
-        where j.id = p.id ${rated ? sql`` : sql`and not (select f.rated from flow f)`}`;
+        where j.id = p.id ${rated ? sql`` : sql`and not (select f.rated from shape f)`}`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
-    flow as (select ${flowNeeded(schema, {
+    shape as (select ${limitedClaimNeeded(schema, {
       kinds,
       queues: request.queues,
       now,
       ...(hasSettle && hasDestinations(settle) ? { afterSettle: sql`(select n from settle_done) >= 0` } : {}),
-    })} as needed, ${rateLimitsNeedFlow(schema, { kinds, queues: request.queues })} as rated),
+    })} as needed, ${rateLimitsNeedLimitedClaim(schema, { kinds, queues: request.queues })} as rated),
     ${
-      flowing
+      limiting
         ? sql`${effectiveLimitsCte(schema, { declared: request.limits ?? [], kinds, queues: request.queues })},
     ${
       rated
@@ -441,12 +441,12 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
       where j.id = any(${lapsedLeases(schema, now, kinds, lapsedWindow(limit))})
         and j.state = 'running' and ${leaseRanOut(now)} and j.attempt < j.max_attempts
         and ${notPastDeadline} and ${mine} and ${notPaused(schema)} and ${inTurn} ${open} ${notSettling} ${afterSettle}
-        ${flowing ? sql`and ${destinationOpen()}` : sql``}
+        ${limiting ? sql`and ${destinationOpen()}` : sql``}
       order by j.lease_expires_at
       limit ${limit}
       for update skip locked
     ),
-    ${flowCtes}
+    ${limitCtes}
     claimed as (
       -- The row is locked and the predicates above were re-checked on its latest version,
       -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
@@ -479,11 +479,11 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
           order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       ${hasSettle ? settleReportJson() : sql`null::json`} as report,
-      (select f.needed from flow f) as flow,
+      (select f.needed from shape f) as limited,
       ${hasSettle ? sql`exists (select 1 from settled s where s.parent)` : sql`false`} as ended_parents,
-      (select f.rated from flow f) as rated,
+      (select f.rated from shape f) as rated,
       ${hasSettle && hasDestinations(settle) ? movesJson() : sql`null::json`} as moves,
-      ${flowing ? sql`(select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w)` : sql`null::json`} as probes,
+      ${limiting ? sql`(select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w)` : sql`null::json`} as probes,
       ${rated ? sql`n.at_ms` : sql`null::float8`} as next_start_ms,
       ${rated ? sql`n.at_ms - ${epochMs(now)}` : sql`null::float8`} as next_start_in_ms
     ${rated ? sql`from (select ${nextStartMs()} as at_ms) n` : sql``}`;

@@ -8,7 +8,7 @@ import { epochMs, nowExpr, toDate } from './common.js';
  * Destination health: a breaker and a Retry-After deferral per destination, in the table
  * `destinations` (migration 0014). The state machine itself lives in two functions of that
  * migration: record_destination_outcomes (every settle that carries attempts against destinations)
- * and claim_probes (the half-open probe, in the flow claim).
+ * and claim_probes (the half-open probe, in the limited claim).
  */
 export interface DestinationHealth {
   name: string;
@@ -74,10 +74,10 @@ export function toMoves(json: MoveTuple[] | null | undefined): BreakerMove[] {
 }
 
 /**
- * Whether any destination needs the flow claim: a breaker not closed, or a deferral. The partial
+ * Whether any destination needs the limited claim: a breaker not closed, or a deferral. The partial
  * index destinations_attention_idx holds only those rows (and expired deferrals until cleared).
  */
-export function destinationsNeedFlow(schema: string, now: SQL): SQL {
+export function destinationsNeedLimitedClaim(schema: string, now: SQL): SQL {
   return sql`exists (select 1 from ${destinationsRef(schema)} d
       where (d.state <> 'closed' or d.deferred_until is not null)
         and (d.state <> 'closed' or d.deferred_until > ${now}))`;
@@ -97,7 +97,7 @@ export function heldDestinationsFrom(schema: string, now: SQL, gate: SQL): SQL {
  * Whether a claim must leave some destination out, read after its settle (see
  * heldDestinationColumns): for statements whose settle carries attempts against destinations.
  */
-export function destinationsNeedFlowAfter(schema: string, now: SQL, gate: SQL): SQL {
+export function destinationsNeedLimitedClaimAfter(schema: string, now: SQL, gate: SQL): SQL {
   return sql`exists (select 1 from ${sql.identifier(schema)}.held_destinations(${now}) x
       where ${gate} and (cardinality(x.blocked) > 0 or cardinality(x.probing) > 0))`;
 }

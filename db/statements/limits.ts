@@ -1,22 +1,16 @@
 import { type SQL, sql } from 'drizzle-orm';
+import type { DeclaredLimit, LimitScope } from '../../base/flow-control.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { epochMs, nowExpr, runningRow, toDate } from './common.js';
-import { destinationsNeedFlow, destinationsNeedFlowAfter, heldDestinationsFrom } from './destinations.js';
-import { keyRateRoom, rateLimitsNeedFlow, rateRoomCtes } from './rate-limits.js';
+import {
+  destinationsNeedLimitedClaim,
+  destinationsNeedLimitedClaimAfter,
+  heldDestinationsFrom,
+} from './destinations.js';
+import { keyRateRoom, rateLimitsNeedLimitedClaim, rateRoomCtes } from './rate-limits.js';
 
-/**
- * What a concurrency limit counts: `queue` — running jobs in the queue `name`; `kind` — running
- * jobs of the kind `name`; `key` — running jobs of each concurrency key in the queue `name`.
- */
-export type LimitScope = 'queue' | 'kind' | 'key';
-
-/** A limit as the code declares it (queue definitions and kind options). */
-export interface DeclaredLimit {
-  scope: LimitScope;
-  name: string;
-  maxRunning: number;
-}
+export type { DeclaredLimit, LimitScope } from '../../base/flow-control.js';
 
 /** A limit set at run time: it overrides the code's limit of the same scope and name. */
 export interface LimitOverride extends DeclaredLimit {
@@ -25,7 +19,7 @@ export interface LimitOverride extends DeclaredLimit {
   reason: string | null;
 }
 
-const limitsRef = (schema: string) => sql`${sql.identifier(schema)}.limits`;
+export const limitsRef = (schema: string) => sql`${sql.identifier(schema)}.limits`;
 
 /**
  * The condition that limit row `l` (scope, name) applies to a claimer of `kinds` in `queues`.
@@ -63,20 +57,20 @@ export function effectiveLimitsCte(
 }
 
 /**
- * Whether this claimer needs the flow claim: a limit applies to its queues or kinds (none is
- * declared: the caller sends the flow claim when the code declares one), or a job with a
+ * Whether this claimer needs the limited claim: a limit applies to its queues or kinds (none is
+ * declared: the caller sends the limited claim when the code declares one), or a job with a
  * concurrency key waits. Two probes of a few index entries.
  */
-export function flowNeeded(
+export function limitedClaimNeeded(
   schema: string,
   request: { kinds: readonly string[]; queues?: readonly string[]; now: SQL; afterSettle?: SQL },
 ): SQL {
   // A settle that carries attempts against destinations may open a breaker: then ask after it.
   const destinations = request.afterSettle
-    ? destinationsNeedFlowAfter(schema, request.now, request.afterSettle)
-    : destinationsNeedFlow(schema, request.now);
+    ? destinationsNeedLimitedClaimAfter(schema, request.now, request.afterSettle)
+    : destinationsNeedLimitedClaim(schema, request.now);
   return sql`(exists (select 1 from ${limitsRef(schema)} l where ${appliesTo(request)})
-    or ${rateLimitsNeedFlow(schema, request)}
+    or ${rateLimitsNeedLimitedClaim(schema, request)}
     or exists (select 1 from ${sql.identifier(schema)}.jobs j where j.state = 'queued' and j.concurrency_key is not null)
     or ${destinations})`;
 }
@@ -256,84 +250,4 @@ export function withinLimitsCtes(schema: string, request: { limit: number; gate:
       order by r.src, r.priority, r.run_at, r.id
       limit ${request.limit}
     )`;
-}
-
-type LimitRow = {
-  scope: LimitScope;
-  name: string;
-  max_running: number;
-  set_at_ms: number;
-  set_by: string;
-  reason: string | null;
-};
-const toOverride = (r: LimitRow): LimitOverride => ({
-  scope: r.scope,
-  name: r.name,
-  maxRunning: r.max_running,
-  setAt: toDate(r.set_at_ms) as Date,
-  setBy: r.set_by,
-  reason: r.reason,
-});
-// A function, not a constant (see pauses.ts: bundles initialise drizzle lazily).
-const returning = () => sql`scope, name, max_running, ${epochMs(sql`set_at`)} as set_at_ms, set_by, reason`;
-
-/** Sets a run-time limit (LimitSet), replacing any earlier one of the same scope and name. */
-export async function setLimit(
-  db: AnyPgDatabase,
-  schema: string,
-  request: DeclaredLimit & { by: string; reason?: string; now?: Date },
-): Promise<{ limit: LimitOverride; previous: number | null }> {
-  const rows = await queryRows<LimitRow & { previous: number | null }>(
-    db,
-    sql`with old as (select max_running from ${limitsRef(schema)} where scope = ${request.scope} and name = ${request.name})
-    insert into ${limitsRef(schema)} as l (scope, name, max_running, set_at, set_by, reason)
-      values (${request.scope}, ${request.name}, ${request.maxRunning}, ${nowExpr(request.now)}, ${request.by},
-        ${request.reason ?? null})
-      on conflict (scope, name) do update
-        set max_running = excluded.max_running, set_at = excluded.set_at, set_by = excluded.set_by, reason = excluded.reason
-      returning ${returning()}, (select max_running from old) as previous`,
-    schema,
-  );
-  const row = rows[0] as LimitRow & { previous: number | null };
-  return { limit: toOverride(row), previous: row.previous };
-}
-
-/** Removes a run-time limit (LimitClear): the code's limit, if any, applies again. Returns the one removed, or null. */
-export async function clearLimit(
-  db: AnyPgDatabase,
-  schema: string,
-  request: { scope: LimitScope; name: string },
-): Promise<LimitOverride | null> {
-  const rows = await queryRows<LimitRow>(
-    db,
-    sql`delete from ${limitsRef(schema)} where scope = ${request.scope} and name = ${request.name} returning ${returning()}`,
-    schema,
-  );
-  return rows[0] ? toOverride(rows[0]) : null;
-}
-
-/** The run-time limits, each with how many jobs its scope runs now (LimitList). */
-export async function listLimits(
-  db: AnyPgDatabase,
-  schema: string,
-): Promise<(LimitOverride & { running: number; busiestKey: string | null })[]> {
-  const jobs = sql`${sql.identifier(schema)}.jobs`;
-  const rows = await queryRows<LimitRow & { running: number; busiest_key: string | null }>(
-    db,
-    sql`select ${returning()}, coalesce(r.running, 0)::int as running, r.busiest_key from ${limitsRef(schema)} l
-      left join lateral (
-        -- The scope's running jobs; for a per-key limit, those of its busiest key.
-        select count(*) as running, case when l.scope = 'key' then j.concurrency_key end as busiest_key
-        from ${jobs} j
-        where ${runningRow('j')}
-          and case l.scope when 'queue' then j.queue = l.name when 'kind' then j.kind = l.name
-            else j.queue = l.name and j.concurrency_key is not null end
-        group by case when l.scope = 'key' then j.concurrency_key end
-        order by count(*) desc, 2
-        limit 1
-      ) r on true
-      order by l.scope, l.name`,
-    schema,
-  );
-  return rows.map((r) => ({ ...toOverride(r), running: r.running, busiestKey: r.busiest_key }));
 }

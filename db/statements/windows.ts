@@ -1,13 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
+import type { DeclaredWindow } from '../../base/flow-control.js';
 
-/** A run window as the code declares it, on a kind or on a queue (see core/run-windows.ts). */
-export interface DeclaredWindow {
-  scope: 'kind' | 'queue';
-  name: string;
-  startMinute: number;
-  endMinute: number;
-  timezone: string;
-}
+export type { DeclaredWindow } from '../../base/flow-control.js';
 
 /**
  * The claim's CTE `closed` (kinds, queues): the declared windows that are shut at `now`, read in

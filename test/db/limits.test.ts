@@ -46,7 +46,7 @@ describe(`concurrency limits (${testDriver()})`, () => {
     // The limit holds the webhooks back; the other queue's jobs still fill the batch.
     expect(first.jobs.filter((j) => j.queue === 'webhooks')).toHaveLength(3);
     expect(first.jobs.filter((j) => j.queue === 'emails')).toHaveLength(4);
-    expect(first.flow).toBe(true);
+    expect(first.limited).toBe(true);
     expect((await claim({ limits })).jobs).toEqual([]);
     // Two webhooks end in the next claim's statement: it starts two more, not more.
     const two = first.jobs.filter((j) => j.queue === 'webhooks').slice(0, 2);
@@ -62,17 +62,17 @@ describe(`concurrency limits (${testDriver()})`, () => {
     ]);
     const set = await setLimit(t.db, { kind: 'send-email' }, 5, { ...opts(), reason: 'smtp quota' });
     expect(set).toMatchObject({ previous: null, limit: { scope: 'kind', name: 'send-email', maxRunning: 5 } });
-    // A plain claim (no flow hint) finds the limit and the flow claim follows in the same call.
+    // A plain claim (no limited hint) finds the limit and the limited claim follows in the same call.
     const first = await claim();
     expect(first.jobs.filter((j) => j.kind === 'send-email')).toHaveLength(5);
     expect(first.jobs.filter((j) => j.kind === 'sync-profile')).toHaveLength(1);
-    expect(first.flow).toBe(true);
+    expect(first.limited).toBe(true);
     expect((await setLimit(t.db, { kind: 'send-email' }, 2, opts())).previous).toBe(5);
     const emails = first.jobs.filter((j) => j.kind === 'send-email');
     // 5 run, the limit is now 2: two ends leave 3 running — still no room.
-    expect((await claim({ flow: true, settle: done(emails.slice(0, 2)) })).jobs).toEqual([]);
+    expect((await claim({ limited: true, settle: done(emails.slice(0, 2)) })).jobs).toEqual([]);
     // Two more ends leave 1: one place.
-    const after = await claim({ flow: true, settle: done(emails.slice(2, 4)) });
+    const after = await claim({ limited: true, settle: done(emails.slice(2, 4)) });
     expect(after.jobs.map((j) => j.kind)).toEqual(['send-email']);
     expect(await running(`kind = 'send-email'`)).toBe(2);
     const listed = await limits(t.db, { schema: t.schema });
@@ -102,12 +102,12 @@ describe(`concurrency limits (${testDriver()})`, () => {
     await setLimit(t.db, { queue: 'tenants', perKey: true }, 2, opts());
     const first = await claim();
     expect((await keysOf(first.jobs)).sort()).toEqual(['acme', 'acme', 'globex', 'globex', null].sort());
-    expect((await claim({ flow: true })).jobs).toEqual([]);
+    expect((await claim({ limited: true })).jobs).toEqual([]);
     const listed = await limits(t.db, { schema: t.schema });
     expect(listed[0]).toMatchObject({ scope: 'key', name: 'tenants', running: 2 });
     // The per-key limit counts per queue: acme's jobs in another queue are not limited by it.
     await q.enqueueMany(t.db, [sendEmail.with(email(1), { queue: 'other', concurrencyKey: 'acme' })]);
-    expect((await claim({ flow: true })).jobs.map((j) => j.queue)).toEqual(['other']);
+    expect((await claim({ limited: true })).jobs.map((j) => j.queue)).toEqual(['other']);
   });
 
   it('an expired lease still holds its place, and its rescue needs no room', async () => {

@@ -63,7 +63,7 @@ describe(`rate limits (${testDriver()})`, () => {
     expect(rateLimit).toMatchObject({ scope: 'destination', name: 'slow.example', maxStarts: 2, periodMs: 1_000 });
     expect(previous).toBeNull();
     await setRateLimit(t.db, { destination: '*' }, { limit: 3, periodMs: 60_000 }, opts());
-    // The first claim is plain or flow: it finds the rates and the rated claim follows in the same call.
+    // The first claim is plain or limited: it finds the rates and the rated claim follows in the same call.
     const first = await claim(at(0));
     const by = (d?: string) => count(first.jobs, (j) => (j.destination ?? undefined) === d);
     expect([by('slow.example'), by('a.example'), by('b.example'), by(undefined)]).toEqual([2, 3, 3, 10]);

@@ -41,7 +41,7 @@ with recursive clock as (select clock_timestamp() as now),
     where j.id = r.id and j.lease_token = r.token and (case when j.state = 'running' then true end)
     returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent),
       settle_done as (select (select count(*) from settled) as n),
-    flow as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($5::text[])))
+    shape as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($5::text[])))
     or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
     or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
     or exists (select 1 from "skiplock".destinations d
@@ -343,9 +343,9 @@ with recursive clock as (select clock_timestamp() as now),
       union all
       select 'lost', i.id::text, null, null, null::float8, null
       from settle_input i where i.id not in (select id from settled)) s) as report,
-      (select f.needed from flow f) as flow,
+      (select f.needed from shape f) as limited,
       exists (select 1 from settled s where s.parent) as ended_parents,
-      (select f.rated from flow f) as rated,
+      (select f.rated from shape f) as rated,
       null::json as moves,
       (select json_agg(json_build_array(w.destination, w.job_id::text)) from probe_won w) as probes,
       n.at_ms as next_start_ms,

@@ -10,7 +10,7 @@ with recursive clock as (select clock_timestamp() as now),
       where not (case when w.s < w.e then t.m >= w.s and t.m < w.e else t.m >= w.s or t.m < w.e end)
     ),
 
-    flow as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
+    shape as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
     or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[])))
     or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
     or exists (select 1 from "skiplock".destinations d
@@ -76,7 +76,7 @@ with recursive clock as (select clock_timestamp() as now),
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
       from (select id from expired union all select id from ready limit $23) p
-        where not (select f.needed from flow f) and j.id = p.id
+        where not (select f.needed from shape f) and j.id = p.id
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     )
@@ -88,9 +88,9 @@ with recursive clock as (select clock_timestamp() as now),
           order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       null::json as report,
-      (select f.needed from flow f) as flow,
+      (select f.needed from shape f) as limited,
       false as ended_parents,
-      (select f.rated from flow f) as rated,
+      (select f.rated from shape f) as rated,
       null::json as moves,
       null::json as probes,
       null::float8 as next_start_ms,
