@@ -1,8 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { DeclaredLimit, LimitScope } from '../../base/flow-control.js';
-import type { AnyPgDatabase } from '../connect.js';
-import { queryRows } from '../execute.js';
-import { epochMs, nowExpr, runningRow, toDate } from './common.js';
+import type { DeclaredLimit } from '../../base/flow-control.js';
+import { runningRow } from './common.js';
 import {
   destinationsNeedLimitedClaim,
   destinationsNeedLimitedClaimAfter,

@@ -1,8 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { DeclaredRateLimit, RateLimitScope } from '../../base/flow-control.js';
-import type { AnyPgDatabase } from '../connect.js';
-import { queryRows } from '../execute.js';
-import { epochMs, nowExpr, toDate } from './common.js';
+import type { DeclaredRateLimit } from '../../base/flow-control.js';
 
 export type { DeclaredRateLimit, RateLimitScope } from '../../base/flow-control.js';
 
