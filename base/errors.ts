@@ -119,16 +119,6 @@ export class LegacyMigrationsError extends SkiplockError {
   }
 }
 
-/** A migration needs a session (a concurrent index build) and the driver has none (neon-http). */
-export class MigrationNeedsSessionError extends SkiplockError {
-  constructor(tag: string) {
-    super(
-      'migration_needs_session',
-      `migration ${tag} builds an index concurrently, which needs one database session from start to end; neon-http has none. Run it with the pg or neon-ws driver (\`npx skiplock migrate --driver pg\`: Neon accepts direct connections)`,
-    );
-  }
-}
-
 /**
  * A migration this version ships was applied with other content: its file was edited after it
  * was applied. migrate() applies nothing rather than guess which version the schema reflects.

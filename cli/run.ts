@@ -184,15 +184,18 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (!(DRIVERS as readonly string[]).includes(driver))
       throw new UsageError(`--driver must be one of ${DRIVERS.join(', ')}`);
     const schema = o.schema ?? io.env.SKIPLOCK_SCHEMA ?? 'skiplock';
-    // A migration's concurrent index build may take minutes: migrate sets its own statement
-    // timeout (--statement-timeout) and needs no client-side one.
+    // A migration's concurrent index build may take minutes and is a statement of its own: the
+    // connection carries --statement-timeout (default none), with no client-side limit.
     const migrating = command === 'migrate';
+    const statementTimeout = Number(o['statement-timeout'] ?? 0);
     conn = connect({
       connectionString: url,
       driver,
       max: 2,
       connectionTimeoutMs: 5_000,
-      ...(migrating ? { queryTimeoutMs: 0 } : {}),
+      ...(migrating && Number.isFinite(statementTimeout)
+        ? { queryTimeoutMs: 0, statementTimeoutMs: Math.max(0, statementTimeout) }
+        : {}),
     });
     const { registry, schedules } = await loadJobsModule(o.jobs ?? io.env.SKIPLOCK_JOBS_MODULE);
     const ctx: CommandContext = {
@@ -244,12 +247,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
 }
 
 /** A schema migrate will not touch as it is: the message says what to do (exit 1). */
-const REFUSED_MIGRATIONS = new Set([
-  'migration_mismatch',
-  'migrated_by_newer_version',
-  'legacy_migrations',
-  'migration_needs_session',
-]);
+const REFUSED_MIGRATIONS = new Set(['migration_mismatch', 'migrated_by_newer_version', 'legacy_migrations']);
 
 /** `migrate --print` needs no database: it renders this version's migrations for the schema. */
 function printMigrations(schema: string | undefined, objectsOnly: boolean | undefined, io: CliIo): number {

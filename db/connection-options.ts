@@ -68,12 +68,6 @@ export interface SkiplockDb {
   readonly db: AnyPgDatabase;
   /** Whether `db.transaction()` works (false on neon-http). */
   readonly interactiveTransactions: boolean;
-  /**
-   * Runs `work` on one connection taken from the pool, returned after it (pg, neon-ws; neon-http
-   * has no session). For work whose statements must share one session: the migrator's lock and
-   * its concurrent index builds. Never on the hot path.
-   */
-  readonly session?: <T>(work: (session: AnyPgDatabase) => Promise<T>) => Promise<T>;
   close(): Promise<void>;
 }
 

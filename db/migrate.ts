@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
-import { MigrationLockTimeoutError, MigrationNeedsSessionError } from '../base/errors.js';
+import { MigrationLockTimeoutError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { AnyPgDatabase, SkiplockDb } from './connect.js';
 import { queryRows, sqlStateOf, toSkiplockError } from './execute.js';
@@ -12,7 +12,6 @@ import {
   lockStatement,
   pendingMigrations,
   refuseLegacyJournal,
-  sessionLockStatement,
 } from './migration-journal.js';
 import { type Migration, planSteps, renderStatement, type Step } from './migration-plan.js';
 import { MIGRATIONS } from './migrations.generated.js';
@@ -34,8 +33,9 @@ export interface MigrateOptions {
   /** The wait before the second try; it doubles with each try, up to 10 s, with jitter. @defaultValue 500 */
   retryDelayMs?: number;
   /**
-   * `statement_timeout` of the migration's statements (0: none). A concurrent index build over
-   * millions of rows takes minutes; it blocks no enqueue or claim meanwhile. @defaultValue 0
+   * `statement_timeout` of the statements of each transaction step (0: none). A concurrent index
+   * build runs with the connection's own (it is a statement of its own, with no session setting
+   * to carry one): `skiplock migrate` connects with none. @defaultValue 0
    */
   statementTimeoutMs?: number;
   /** Told about each step, each lost lock wait and each rebuilt index (the CLI prints them). */
@@ -66,7 +66,7 @@ interface Settings {
  * Applies skiplock's migrations to `schema`, online: each step commits on its own under
  * `lock_timeout` and is retried when it loses (see db/migration-plan.ts), so a migration never
  * makes enqueues and claims queue behind it for longer than the lock timeout. Idempotent;
- * concurrent migrators take turns on an advisory lock. The journal lives inside the skiplock
+ * concurrent migrators take turns, step by step, on a transaction-scoped advisory lock. The journal lives inside the skiplock
  * schema, apart from the application's own drizzle journal.
  *
  * A journal entry whose content differs from this version's migration of the same tag
@@ -92,115 +92,136 @@ export async function applyMigrations(
     onProgress: options.onProgress ?? (() => {}),
   };
   try {
-    const applied = conn.session
-      ? await conn.session((session) => migrateInSession(session, migrations, settings))
-      : await migrateInBatches(conn.db as unknown as NeonHttpDatabase, migrations, settings);
+    const applied = await migrateSteps(conn, migrations, settings);
     return { schema: settings.schema, applied };
   } catch (err) {
     throw toSkiplockError(err, settings.schema);
   }
 }
 
-/** pg, neon-ws: one session holds the advisory lock from the first read of the journal to the end. */
-async function migrateInSession(db: AnyPgDatabase, migrations: readonly Migration[], s: Settings): Promise<string[]> {
-  await db.execute(sql`select set_config('statement_timeout', ${String(s.statementTimeoutMs)}, false)`);
-  await db.execute(sessionLockStatement(s.schema, true));
-  try {
-    for (const statement of bootstrapStatements(s.schema)) await db.execute(statement);
-    const journal = await readJournal(db, s.schema);
-    refuseLegacyJournal(journal, s.schema);
-    const pending = pendingMigrations(journal, migrations, s.schema);
-    for (const { migration, stepsDone } of pending) {
-      const steps = planSteps(migration.statements);
-      for (let k = stepsDone; k < steps.length; k++) {
-        const step = steps[k] as Step;
-        const record = journalRecord(s.schema, migration, k + 1 === steps.length ? null : k + 1);
-        s.onProgress({ type: 'step', tag: migration.tag, step: k + 1, of: steps.length, kind: step.kind });
-        if (step.kind === 'alone') {
-          await buildAlone(db, migration.tag, step, s);
-          await db.execute(record);
-        } else {
-          await withLockRetries(migration.tag, k + 1, s, () =>
-            db.transaction(async (tx) => {
-              await tx.execute(sql`select set_config('lock_timeout', ${`${s.lockTimeoutMs}ms`}, true)`);
-              for (const statement of step.statements) await tx.execute(sql.raw(renderStatement(statement, s.schema)));
-              await tx.execute(record);
-            }),
-          );
-        }
-      }
-    }
-    return pending.map((p) => p.migration.tag);
-  } finally {
-    await db.execute(sessionLockStatement(s.schema, false));
-    await db.execute(sql.raw('reset statement_timeout'));
-  }
-}
-
 /**
- * A concurrent index build, outside any transaction. An INVALID index of the same name is what an
- * interrupted build leaves (it is skipped by reads but slows every write): dropped and built again.
- * No lock_timeout: the build's lock lets enqueues and claims pass, and it waits for open
- * transactions on the table by design.
+ * Every driver, and behind PgBouncer in transaction mode: no session state. Each transaction step
+ * takes the migration's transaction-scoped advisory lock first and checks in the journal that no
+ * other migrator did the step meanwhile; a concurrent index build is a single statement of its own.
  */
-async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: 'alone' }, s: Settings) {
-  if (step.index) {
-    const [index] = await queryRows<{ valid: boolean }>(
-      db,
-      sql`select x.indisvalid as valid from pg_index x join pg_class i on i.oid = x.indexrelid
-          where i.relname = ${step.index} and i.relnamespace = ${s.schema}::regnamespace`,
-      s.schema,
-    );
-    if (index && !index.valid) {
-      await db.execute(sql.raw(`drop index concurrently if exists "${s.schema}"."${step.index}"`));
-      s.onProgress({ type: 'invalid_index_dropped', tag, index: step.index });
-    }
-  }
-  await db.execute(sql.raw(renderStatement(step.statement, s.schema)));
-}
-
-/** neon-http: no session. Each step is one batch (one transaction) that takes the lock itself. */
-async function migrateInBatches(db: NeonHttpDatabase, migrations: readonly Migration[], s: Settings) {
-  const batch = (statements: SQL[]) =>
-    db.batch([db.execute(lockStatement(s.schema)), ...statements.map((statement) => db.execute(statement))]);
-  await batch(bootstrapStatements(s.schema));
-  const journal = await readJournal(db, s.schema);
+async function migrateSteps(conn: SkiplockDb, migrations: readonly Migration[], s: Settings): Promise<string[]> {
+  await inTransaction(conn, s, bootstrapStatements(s.schema), undefined);
+  const journal = await readJournal(conn.db, s.schema);
   refuseLegacyJournal(journal, s.schema);
-  const pending = pendingMigrations(journal, migrations, s.schema);
   const applied: string[] = [];
-  for (const { migration, stepsDone } of pending) {
+  for (const { migration, stepsDone } of pendingMigrations(journal, migrations, s.schema)) {
     const steps = planSteps(migration.statements);
+    let finished = false;
     for (let k = stepsDone; k < steps.length; k++) {
       const step = steps[k] as Step;
-      if (step.kind === 'alone') throw new MigrationNeedsSessionError(migration.tag);
+      const record = journalRecord(s.schema, migration, k + 1 === steps.length ? null : k + 1);
+      const done = { migration, step: k };
       s.onProgress({ type: 'step', tag: migration.tag, step: k + 1, of: steps.length, kind: step.kind });
-      const statements = [
-        sql`select set_config('lock_timeout', ${`${s.lockTimeoutMs}ms`}, true)`,
-        sql`select set_config('statement_timeout', ${String(s.statementTimeoutMs)}, true)`,
-        ...step.statements.map((statement) => sql.raw(renderStatement(statement, s.schema))),
-        journalRecord(s.schema, migration, k + 1 === steps.length ? null : k + 1),
-      ];
-      try {
-        await withLockRetries(migration.tag, k + 1, s, () => batch(statements));
-      } catch (err) {
-        // A concurrent migrator may have applied this step between our read and our batch (the
-        // batch then fails on existing objects and rolls back whole): nothing left to do then.
-        const still = pendingMigrations(await readJournal(db, s.schema), migrations, s.schema);
-        const mine = still.find((p) => p.migration.tag === migration.tag);
-        if (mine && mine.stepsDone <= k) throw err;
-        return applied;
+      if (step.kind === 'alone') {
+        await buildAlone(conn.db, migration.tag, step, s);
+        finished = await inTransaction(conn, s, [record], done);
+      } else {
+        const statements = step.statements.map((statement) => sql.raw(renderStatement(statement, s.schema)));
+        finished = await withLockRetries(migration.tag, k + 1, s, () =>
+          inTransaction(conn, s, [...statements, record], done),
+        );
       }
     }
-    applied.push(migration.tag);
+    // Applied by this call when it wrote the last step (a concurrent migrator may have written it).
+    if (finished) applied.push(migration.tag);
   }
   return applied;
 }
 
-async function withLockRetries(tag: string, step: number, s: Settings, work: () => Promise<unknown>): Promise<void> {
+/**
+ * Runs `statements` in one transaction after the migration lock, under lock_timeout and
+ * statement_timeout (SET LOCAL: nothing outlives the transaction). `done` names the step: when the
+ * journal already records it (another migrator was faster), nothing runs. neon-http sends it as one
+ * batch, which cannot read between statements: there a step another migrator did fails on its
+ * existing objects and rolls back, and the journal, read again, says it is done.
+ */
+async function inTransaction(
+  conn: SkiplockDb,
+  s: Settings,
+  statements: SQL[],
+  done: { migration: Migration; step: number } | undefined,
+): Promise<boolean> {
+  const lock = lockStatement(s.schema);
+  const timeouts = [
+    sql`select set_config('lock_timeout', ${`${s.lockTimeoutMs}ms`}, true)`,
+    sql`select set_config('statement_timeout', ${String(s.statementTimeoutMs)}, true)`,
+  ];
+  if (conn.interactiveTransactions) {
+    return conn.db.transaction(async (tx) => {
+      await tx.execute(lock);
+      if (done && (await stepDone(tx, s.schema, done))) return false;
+      for (const statement of [...timeouts, ...statements]) await tx.execute(statement);
+      return true;
+    });
+  }
+  const db = conn.db as unknown as NeonHttpDatabase;
+  try {
+    await db.batch([db.execute(lock), ...[...timeouts, ...statements].map((statement) => db.execute(statement))]);
+    return true;
+  } catch (err) {
+    if (done && (await stepDone(conn.db, s.schema, done))) return false;
+    throw err;
+  }
+}
+
+async function stepDone(db: AnyPgDatabase, schema: string, done: { migration: Migration; step: number }) {
+  const entry = (await readJournal(db, schema)).find((e) => e.tag === done.migration.tag);
+  return entry !== undefined && (entry.steps_done === null || entry.steps_done > done.step);
+}
+
+/**
+ * A concurrent index build, outside any transaction (its lock lets enqueues and claims pass, and it
+ * waits for the open transactions on the table by design: no lock_timeout). An INVALID index of
+ * that name is either being built by another migrator right now (then this one waits for it) or
+ * what an interrupted build left — skipped by reads but slowing every write: dropped and built
+ * again. It ends when the index is valid.
+ */
+async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: 'alone' }, s: Settings) {
+  const index = step.index;
+  const state = async () => {
+    if (!index) return 'absent';
+    const [row] = await queryRows<{ valid: boolean; building: boolean }>(
+      db,
+      sql`select x.indisvalid as valid,
+            exists (select 1 from pg_stat_progress_create_index p where p.index_relid = x.indexrelid) as building
+          from pg_index x join pg_class i on i.oid = x.indexrelid
+          where i.relname = ${index} and i.relnamespace = ${s.schema}::regnamespace`,
+      s.schema,
+    );
+    return !row ? 'absent' : row.valid ? 'valid' : row.building ? 'building' : 'invalid';
+  };
+  for (let attempt = 1; ; attempt++) {
+    const now = await state();
+    if (now === 'valid') return;
+    if (now === 'building') {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(s.retryDelayMs, 1_000)));
+      continue;
+    }
+    if (now === 'invalid') {
+      await db.execute(sql.raw(`drop index concurrently if exists "${s.schema}"."${index}"`));
+      s.onProgress({ type: 'invalid_index_dropped', tag, index: index as string });
+    }
+    try {
+      await db.execute(sql.raw(renderStatement(step.statement, s.schema)));
+    } catch (err) {
+      // Another migrator's build of the same index started at the same instant: its name is taken,
+      // or the two builds deadlocked (each waits for the other's snapshot) and this one was chosen
+      // to fail. Look again: the other build is running, done, or left the index to rebuild.
+      if (!['42P07', '23505', '40P01'].includes(sqlStateOf(err) ?? '') || attempt > 5) throw err;
+    }
+    if (!index) return;
+  }
+}
+
+async function withLockRetries<T>(tag: string, step: number, s: Settings, work: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await work();
-      return;
+      return await work();
     } catch (err) {
       const lost = ['55P03', '40P01'].includes(sqlStateOf(err) ?? '');
       if (!lost) throw err;

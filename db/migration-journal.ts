@@ -61,11 +61,6 @@ export function lockStatement(schema: string) {
   return sql`select pg_advisory_xact_lock(hashtext(${`skiplock:migrate:${schema}`}))`;
 }
 
-export function sessionLockStatement(schema: string, lock: boolean) {
-  const key = `skiplock:migrate:${schema}`;
-  return lock ? sql`select pg_advisory_lock(hashtext(${key}))` : sql`select pg_advisory_unlock(hashtext(${key}))`;
-}
-
 /**
  * The pre-release chain squashed into 0000_baseline. Its schema cannot be carried over: the
  * baseline has tables and indexes the chain never made (activity_rollups, jobs_dead_idx). A

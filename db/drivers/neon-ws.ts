@@ -2,7 +2,7 @@ import { neonConfig, Pool } from '@neondatabase/serverless';
 import { drizzle } from 'drizzle-orm/neon-serverless';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
 import { applyNeonOptions } from './neon-config.js';
-import { jitOff, pooledSession } from './session.js';
+import { jitOff } from './session.js';
 
 /**
  * Neon's WebSocket Pool: interactive transactions over WebSockets (Neon, or a wsproxy).
@@ -20,10 +20,6 @@ export function neonWsDatabase(settings: PoolSettings, webSocket?: unknown): Ski
     driver: 'neon-ws',
     db: drizzle({ client: pool }),
     interactiveTransactions: true,
-    session: pooledSession(
-      () => pool.connect(),
-      (client) => drizzle({ client }),
-    ),
     close: () => pool.end(),
   };
 }

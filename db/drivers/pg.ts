@@ -1,7 +1,7 @@
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
-import { jitOff, pooledSession } from './session.js';
+import { jitOff } from './session.js';
 
 /** node-postgres Pool: any Postgres, PgBouncer in transaction mode. */
 export function pgDatabase(settings: PoolSettings): SkiplockDb {
@@ -13,10 +13,6 @@ export function pgDatabase(settings: PoolSettings): SkiplockDb {
     driver: 'pg',
     db: drizzle({ client: pool }),
     interactiveTransactions: true,
-    session: pooledSession(
-      () => pool.connect(),
-      (client) => drizzle({ client }),
-    ),
     close: () => pool.end(),
   };
 }
