@@ -9,7 +9,7 @@ import { claimJobs } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
-import { captureStatements, countStatements } from '../helpers/statements.js';
+import { captureStatements } from '../helpers/statements.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
@@ -395,64 +395,6 @@ describe(`the time budget (${testDriver()})`, () => {
       { timeoutMs: 2_000 },
     );
 
-  it('a statement still blocked at the deadline is not waited for: the invocation returns in time, and the outcome it carried is not lost', async () => {
-    const clock = new ManualClock();
-    const locker = await t.admin.connect();
-    try {
-      // The handler locks its own row from another session, so the statement that writes its
-      // outcome waits on the lock (as it would behind a stuck migration or a slow database).
-      const definition = kind(
-        async (_payload, ctx) => {
-          await locker.query('begin');
-          await locker.query(`select 1 from "${t.schema}".jobs where id = $1 for update`, [ctx.id]);
-        },
-        { timeoutMs: 1_000 },
-      );
-      const { id } = await q.enqueue(t.db, definition, { n: 1 });
-      // The outcome's statement, as the server sees it: waiting on the lock, or still running.
-      // This schema's only: the other drivers' runs of this test share the server.
-      const outcomeStatement = async (waiting: boolean) => {
-        const { rows } = await t.admin.query(
-          `select count(*)::int as n from pg_stat_activity
-           where state = 'active' and query like '%settle_input as%' and strpos(query, $1) > 0
-             and ($2::boolean is false or wait_event_type = 'Lock')`,
-          [`"${t.schema}".jobs`, waiting],
-        );
-        return rows[0].n > 0;
-      };
-      const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
-      let advanced = false;
-      const { result: summary } = await captureStatements(
-        testDriver(),
-        () => worker(definition, { clock, safetyMarginMs: 500 }).runInvocation({ remainingMs: 5_000 }),
-        (text) => {
-          if (advanced || !text.includes('settle_input as')) return;
-          advanced = true;
-          // Once the statement is queued on the lock, time runs out: 5 s pass on the invocation's clock.
-          void (async () => {
-            while (!(await outcomeStatement(true))) await nextTurn();
-            clock.advance(5_000);
-          })();
-        },
-      );
-      expect(summary).toMatchObject({
-        claimed: 1,
-        completed: 0,
-        stoppedBecause: 'error',
-        errorCode: 'invocation_deadline',
-      });
-      expect(summary.error).toMatch(/deadline/);
-      expect((await job(id)).state).toBe('running');
-      await locker.query('rollback');
-      // The abandoned statement goes on once the lock is free, and completes the job.
-      while (await outcomeStatement(false)) await nextTurn();
-      expect((await job(id)).state).toBe('completed');
-    } finally {
-      await locker.query('rollback').catch(() => {});
-      locker.release();
-    }
-  });
-
   it('with 5 s left and 2 s jobs, claims only what can finish and stops', async () => {
     const clock = new ManualClock();
     const definition = twoSecondJob(clock);
@@ -513,24 +455,6 @@ describe(`the time budget (${testDriver()})`, () => {
 });
 
 describe(`round trips (${testDriver()})`, () => {
-  it('claim + completion of a batch takes the same number of statements for 1, 10 and 100 jobs', async () => {
-    const definition = kind(() => {});
-    const counts: number[] = [];
-    for (const size of [1, 10, 100]) {
-      await t.admin.query(`truncate "${t.schema}".jobs`);
-      await enqueueTasks(definition, size);
-      const w = worker(definition, { concurrency: size, batchSize: size });
-      const { result, statements } = await countStatements(testDriver(), () =>
-        w.runInvocation({ remainingMs: 60_000 }),
-      );
-      expect(result.completed).toBe(size);
-      counts.push(statements);
-    }
-    // The invocation's DLQ sweep, one claim, then one statement that writes the completions
-    // and finds the queue empty.
-    expect(counts).toEqual([3, 3, 3]);
-  });
-
   it('a batch of more than 128 outcomes is written by its own statement, and the next claim carries none', async () => {
     const definition = kind(() => {});
     await enqueueTasks(definition, 300);
