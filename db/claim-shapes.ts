@@ -42,6 +42,12 @@ const SHAPES: { name: string; description: string; shape: ClaimShape; request: C
     request: { ...base, settle },
   },
   {
+    name: 'ordered',
+    description: "jobs with an ordering key are unfinished: the plain claim plus each one's turn",
+    shape: 'ordered',
+    request: { ...base, settle, ordered: true },
+  },
+  {
     name: 'plain-lane',
     description: 'more than a few invocations of the worker: claims from its lane first',
     shape: 'plain',

@@ -382,6 +382,7 @@ export class Invocation implements AttemptHost {
             rateLimits: this.settings.rateLimits,
             windows: this.settings.windows,
             limited: this.settings.claimShape.limited,
+            ordered: this.settings.claimShape.ordered,
             rated: this.settings.claimShape.rated,
           }),
         ),
@@ -391,6 +392,7 @@ export class Invocation implements AttemptHost {
     // gives them back instead of leaving them to their leases.
     if (claimed.status === 'fulfilled') {
       this.settings.claimShape.limited = claimed.value.limited;
+      this.settings.claimShape.ordered = claimed.value.ordered;
       this.settings.claimShape.rated = claimed.value.rated;
       buffer.settled(batch, claimed.value.settled);
       this.#ledger.claimed(claimed.value.jobs.length);

@@ -66,7 +66,7 @@ export interface WorkerSettings {
    * What the last claim said of the next (`flow`): a warm instance's next invocation starts with
    * the claim shape its last one ended with. The only state shared between invocations.
    */
-  readonly claimShape: { limited: boolean; rated: boolean };
+  readonly claimShape: { limited: boolean; ordered: boolean; rated: boolean };
   /** Spans for claims and attempts (the worker's `tracing`), or undefined. */
   readonly tracing: Tracing | undefined;
 }

@@ -249,7 +249,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     tracing: options.tracing,
     scheduleTick: tickStateOf(schedules),
     breakers: breakerOverrides(options.breakers),
-    claimShape: { limited: false, rated: false },
+    claimShape: { limited: false, ordered: false, rated: false },
     name,
     maxInvocations,
     fanOut,

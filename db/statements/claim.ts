@@ -25,6 +25,7 @@ import {
   notHeld,
   withinLimitsCtes,
 } from './limits.js';
+import { orderedClaimNeeded } from './ordering.js';
 import { notPaused, pausedNames } from './pauses.js';
 import {
   type DeclaredRateLimit,
@@ -88,6 +89,11 @@ export interface ClaimRequest {
    * round trip. @defaultValue false (true when `limits` or `rateLimits` declares any)
    */
   limited?: boolean;
+  /**
+   * Send the ordered claim first (what the last claim's `ordered` said): jobs with an ordering key
+   * wait for their turn there, and the plain claim leaves them out. @defaultValue false
+   */
+  ordered?: boolean;
   /** Send the rated claim first (what the last claim's `rated` said). @defaultValue false (true when `rateLimits` declares any) */
   rated?: boolean;
 }
@@ -117,6 +123,8 @@ export interface ClaimResult {
   probes: { destination: string; jobId: string }[];
   /** Whether the next claim needs the limited claim (a limit applies, or keyed jobs wait): pass it as `limited`. */
   limited: boolean;
+  /** Whether it needs at least the ordered claim (jobs with an ordering key exist): pass it as `ordered`. */
+  ordered: boolean;
   /** Whether it needs the rated claim (a rate limit applies): pass it as `rated`. */
   rated: boolean;
   /**
@@ -152,6 +160,8 @@ type ClaimRow = {
       ][]
     | null;
   report: SettleReportTuple[] | null;
+  /** Jobs with an ordering key are unfinished. */
+  ordered: boolean;
   /** A limit applies to this claimer, or a job with a concurrency key waits. */
   limited: boolean;
   /** A rate limit applies to this claimer. */
@@ -192,9 +202,9 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   const settle = request.settle ?? [];
   if (request.limit < 1 || request.leases.length === 0) {
     const settled = await settleOutcomes(db, schema, settle, request.now, request.completion);
-    const { limited = false, rated = false } = request;
+    const { limited = false, rated = false, ordered = false } = request;
     const none = { nextStartAt: null, nextStartInMs: null, endedParents: false };
-    return { jobs: [], settled, limited, rated, moves: settled.moves ?? [], probes: [], ...none };
+    return { jobs: [], settled, limited, rated, ordered, moves: settled.moves ?? [], probes: [], ...none };
   }
   const lane = request.lane;
   if (lane !== undefined && !(Number.isInteger(lane) && lane >= 0 && lane < CLAIM_LANES)) {
@@ -202,16 +212,24 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   }
   const declaresRates = (request.rateLimits?.length ?? 0) > 0;
   const declares = (request.limits?.length ?? 0) > 0 || declaresRates;
-  const shape = request.rated || declaresRates ? 'rated' : request.limited || declares ? 'limited' : 'plain';
+  const shapeOf = (hint: { rated?: boolean; limited?: boolean; ordered?: boolean }): Shape =>
+    hint.rated || declaresRates ? 'rated' : hint.limited || declares ? 'limited' : hint.ordered ? 'ordered' : 'plain';
+  const shape = shapeOf(request);
   const first = await runClaim(db, schema, request, shape);
-  const needed = first.rated || declaresRates ? 'rated' : first.limited || declares ? 'limited' : 'plain';
-  const result = { ...first, limited: needed !== 'plain', rated: needed === 'rated' };
+  const needed = shapeOf(first);
+  const result = {
+    ...first,
+    limited: RICHNESS[needed] >= RICHNESS.limited,
+    rated: needed === 'rated',
+    ordered: first.ordered || RICHNESS[needed] >= RICHNESS.limited,
+  };
   if (RICHNESS[needed] <= RICHNESS[shape]) return result;
   // This shape found what only a richer one handles and claimed nothing; its settle is written.
   const second = await runClaim(db, schema, { ...request, settle: [] }, needed);
   return {
     ...second,
-    limited: true,
+    limited: RICHNESS[needed] >= RICHNESS.limited || second.limited,
+    ordered: true,
     rated: second.rated || needed === 'rated',
     settled: first.settled,
     moves: first.moves,
@@ -219,9 +237,9 @@ export async function claimJobs(db: AnyPgDatabase, schema: string, request: Clai
   };
 }
 
-export type ClaimShape = 'plain' | 'limited' | 'rated';
+export type ClaimShape = 'plain' | 'ordered' | 'limited' | 'rated';
 type Shape = ClaimShape;
-const RICHNESS: Record<Shape, number> = { plain: 0, limited: 1, rated: 2 };
+const RICHNESS: Record<Shape, number> = { plain: 0, ordered: 1, limited: 2, rated: 3 };
 
 async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest, shape: Shape): Promise<ClaimResult> {
   const leaseToken = randomUUID();
@@ -240,6 +258,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
     jobs: null,
     report: null,
     limited: false,
+    ordered: false,
     rated: false,
     ended_parents: false,
     moves: null,
@@ -251,6 +270,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
     jobs: [],
     settled: { lost: new Set(), changed: new Map() },
     limited: row.limited,
+    ordered: row.ordered,
     rated: row.rated,
     endedParents: row.ended_parents,
     moves: toMoves(row.moves),
@@ -295,7 +315,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
 
 /** The claim statement of one shape for a request (exported for db/claim-shapes.ts, which renders them). */
 export function claimStatement(schema: string, request: ClaimRequest, shape: Shape, leaseToken: string): SQL {
-  const limiting = shape !== 'plain';
+  const limiting = shape === 'limited' || shape === 'rated';
   const rated = shape === 'rated';
   const settle = request.settle ?? [];
   const limit = request.limit;
@@ -325,13 +345,20 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   // followers (run_at = infinity) are waiting for this very job and do not count.
   // Two probes, each on its own index: the running one (jobs_ordering_running_uq) and the earlier
   // holder (jobs_ordering_blockers_idx, a key's few holders, never its parked backlog).
-  const inTurn = sql`(j.ordering_key is null or (
+  // The plain claim leaves jobs with an ordering key to the ordered claim: the two probes below cost
+  // every claim ~0.5 ms of planning (a claim is planned each time it is sent), whether or not any
+  // job has a key (bench/history.md, "Where the lead went").
+  const inTurn =
+    shape === 'plain'
+      ? sql`j.ordering_key is null`
+      : sql`(j.ordering_key is null or (
     not exists (
       select 1 from ${jobs} o
       where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
     and not exists (
       select 1 from ${jobs} o
       where o.ordering_key = j.ordering_key and o.id < j.id and ${holdsKey('o')})))`;
+  const plainOrOrdered = shape === 'plain' || shape === 'ordered';
   const mine = sql`j.kind = any(${sql.param(kinds)}::text[]) ${queueFilter}`;
   const notPastDeadline = sql`(j.deadline is null or j.deadline > ${now})`;
   // Paused queues and kinds are never claimed, rescues included (a rescue starts an attempt). The
@@ -370,18 +397,17 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   const fromLane = lane === undefined ? sql`` : sql`select id from in_lane union all `;
   // The head meets the lane's rows too, and locks them again (they are ours): not twice.
   const notInLane = lane === undefined ? sql`` : sql`and j.id not in (select id from in_lane)`;
-  const limitCtes =
-    shape === 'plain'
-      ? sql``
-      : sql`${keyedCtes(schema, {
-          limit,
-          maxKeys: Math.min(2 * limit, MAX_KEYS_WALKED),
-          start: request.keyStart ?? randomInt32(),
-          runnable,
-          notEnding,
-          now,
-          rated,
-        })},
+  const limitCtes = plainOrOrdered
+    ? sql``
+    : sql`${keyedCtes(schema, {
+        limit,
+        maxKeys: Math.min(2 * limit, MAX_KEYS_WALKED),
+        start: request.keyStart ?? randomInt32(),
+        runnable,
+        notEnding,
+        now,
+        rated,
+      })},
     cands as (
       ${lane === undefined ? sql`` : sql`select id, 1 as src from in_lane union all`}
       select id, 2 as src from ready union all select id, 2 from keyed
@@ -394,11 +420,11 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   // Rescues first (a backlog must not starve them), then the lane, then the head. The plain claim
   // takes nothing when the limited claim is needed, the limited claim nothing when the rated one is (a
   // one-time condition: nothing below it runs).
-  const picked =
-    shape === 'plain'
-      ? sql`(select id from expired union all ${fromLane}select id from ready limit ${limit}) p
-        where not (select f.needed from shape f) and j.id = p.id`
-      : sql`(select c.id from within c
+  const picked = plainOrOrdered
+    ? sql`(select id from expired union all ${fromLane}select id from ready limit ${limit}) p
+        where not (select f.needed from shape f) ${shape === 'plain' ? sql`and not (select f.ordered from shape f)` : sql``}
+          and j.id = p.id`
+    : sql`(select c.id from within c
           where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)) p
         where j.id = p.id ${rated ? sql`` : sql`and not (select f.rated from shape f)`}`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
@@ -409,7 +435,8 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
       queues: request.queues,
       now,
       ...(hasSettle && hasDestinations(settle) ? { afterSettle: sql`(select n from settle_done) >= 0` } : {}),
-    })} as needed, ${rateLimitsNeedLimitedClaim(schema, { kinds, queues: request.queues })} as rated),
+    })} as needed, ${rateLimitsNeedLimitedClaim(schema, { kinds, queues: request.queues })} as rated,
+      ${orderedClaimNeeded(schema)} as ordered),
     ${
       limiting
         ? sql`${effectiveLimitsCte(schema, { declared: request.limits ?? [], kinds, queues: request.queues })},
@@ -480,6 +507,7 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
         from claimed c) as jobs,
       ${hasSettle ? settleReportJson() : sql`null::json`} as report,
       (select f.needed from shape f) as limited,
+      (select f.ordered from shape f) as ordered,
       ${hasSettle ? sql`exists (select 1 from settled s where s.parent)` : sql`false`} as ended_parents,
       (select f.rated from shape f) as rated,
       ${hasSettle && hasDestinations(settle) ? movesJson() : sql`null::json`} as moves,

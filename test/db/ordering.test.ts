@@ -57,6 +57,25 @@ const enqueueSteps = (job: typeof event, orderId: string, count: number) =>
   );
 
 describe(`ordering keys (${testDriver()})`, () => {
+  it('the plain claim leaves jobs with a key to the ordered claim, which follows in the same call', async () => {
+    const q = enqueuer();
+    await q.enqueue(t.db, plain, { n: 1 });
+    // No key anywhere: the plain claim takes the job and says the next one need not be ordered.
+    const alone = await claim();
+    expect(alone.jobs.map((j) => j.kind)).toEqual(['plain']);
+    expect(alone.ordered).toBe(false);
+    await q.enqueue(t.db, event, { orderId: 'a', step: 1 });
+    await q.enqueue(t.db, plain, { n: 2 });
+    // A keyed job waits: the plain claim takes nothing and the ordered claim, sent at once, takes both.
+    const settle = alone.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' as const }));
+    const both = await claim({ settle });
+    expect(both.jobs.map((j) => j.kind).sort()).toEqual(['order-event', 'plain']);
+    expect(both.ordered).toBe(true);
+    // Told so, the next claim goes straight to the ordered shape, which finds the key busy.
+    await q.enqueue(t.db, event, { orderId: 'a', step: 2 });
+    expect((await claim({ ordered: true })).jobs).toEqual([]);
+  });
+
   it('one job per key at a time, in enqueue order; other work is not held back', async () => {
     await enqueueSteps(event, '42', 3);
     await enqueuer().enqueue(t.db, plain, { n: 1 });
@@ -256,9 +275,10 @@ describe(`ordering keys (${testDriver()})`, () => {
       const waiting = async () =>
         (
           await t.admin.query(
-            // This schema's claim only: other test files share the server.
+            // This schema's claim only: other test files share the server. (Only the statement's start:
+            // pg_stat_activity keeps the first 1,024 bytes of a query.)
             `select count(*)::int as n from pg_stat_activity
-             where wait_event_type = 'Lock' and query like '%ready as%' and strpos(query, $1) > 0`,
+             where wait_event_type = 'Lock' and query like 'with recursive clock as%' and strpos(query, $1) > 0`,
             [`"${t.schema}"`],
           )
         ).rows[0].n as number;

@@ -46,7 +46,10 @@ with recursive clock as (select clock_timestamp() as now),
     or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
     or exists (select 1 from "skiplock".destinations d
       where (d.state <> 'closed' or d.deferred_until is not null)
-        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[]))) as rated),
+        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[]))) as rated,
+      coalesce((select true from "skiplock".jobs o
+    where o.ordering_key is not null and o.finished_at is null and o.run_at <> 'infinity'
+    order by o.ordering_key, o.id limit 1), false) as ordered),
     lim as (select l.scope, l.name, l.max_running from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($8::text[]))),
     rlim as (
       select l.scope, l.name, l.max_starts, l.period_ms from (
@@ -344,6 +347,7 @@ with recursive clock as (select clock_timestamp() as now),
       select 'lost', i.id::text, null, null, null::float8, null
       from settle_input i where i.id not in (select id from settled)) s) as report,
       (select f.needed from shape f) as limited,
+      (select f.ordered from shape f) as ordered,
       exists (select 1 from settled s where s.parent) as ended_parents,
       (select f.rated from shape f) as rated,
       null::json as moves,

@@ -15,19 +15,16 @@ with recursive clock as (select clock_timestamp() as now),
     or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
     or exists (select 1 from "skiplock".destinations d
       where (d.state <> 'closed' or d.deferred_until is not null)
-        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($8::text[]))) as rated),
+        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($8::text[]))) as rated,
+      coalesce((select true from "skiplock".jobs o
+    where o.ordering_key is not null and o.finished_at is null and o.run_at <> 'infinity'
+    order by o.ordering_key, o.id limit 1), false) as ordered),
 
 
     ready as (
       select j.id from "skiplock".jobs j
       where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($9::text[])
-    and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $10), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $11), '{}'::text[])) and (j.ordering_key is null or (
-    not exists (
-      select 1 from "skiplock".jobs o
-      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
-    and not exists (
-      select 1 from "skiplock".jobs o
-      where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold))))) and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+    and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $10), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $11), '{}'::text[])) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
     and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[])) and (j.after is null or not exists (
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled')))))  and j.concurrency_key is null
@@ -42,13 +39,7 @@ with recursive clock as (select clock_timestamp() as now),
       select j.id from "skiplock".jobs j
       where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $13::text[], $14::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
-        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($15::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $16), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $17), '{}'::text[])) and (j.ordering_key is null or (
-    not exists (
-      select 1 from "skiplock".jobs o
-      where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
-    and not exists (
-      select 1 from "skiplock".jobs o
-      where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold))))) and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($15::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $16), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $17), '{}'::text[])) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
     and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[]))
 
       order by j.lease_expires_at
@@ -76,7 +67,8 @@ with recursive clock as (select clock_timestamp() as now),
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
       from (select id from expired union all select id from ready limit $23) p
-        where not (select f.needed from shape f) and j.id = p.id
+        where not (select f.needed from shape f) and not (select f.ordered from shape f)
+          and j.id = p.id
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     )
@@ -89,6 +81,7 @@ with recursive clock as (select clock_timestamp() as now),
         from claimed c) as jobs,
       null::json as report,
       (select f.needed from shape f) as limited,
+      (select f.ordered from shape f) as ordered,
       false as ended_parents,
       (select f.rated from shape f) as rated,
       null::json as moves,
