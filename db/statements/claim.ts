@@ -185,10 +185,12 @@ type ClaimRow = {
  * their deadline and rescues with no attempts left are never picked; buryDoomed() moves them to
  * the DLQ (the worker runs it at the start of every invocation).
  *
- * Three shapes. The plain claim is the above. The limited claim (JobClaimLimited) is taken when a
+ * Four shapes. The plain claim is the above, for jobs without an ordering key. The ordered claim
+ * (JobClaimOrdered) is the same plus each keyed job's turn, taken while any job with an ordering key
+ * is unfinished. The limited claim (JobClaimLimited) is taken when a
  * concurrency limit applies to the claimer's queues or kinds, jobs with a concurrency key wait, or a
  * breaker holds a destination back: keyed jobs come from a walk over their keys (fair share, see
- * keyedCtes), and claim_room decides race-free which candidates fit their limits. The rated flow
+ * keyedCtes), and claim_room decides race-free which candidates fit their limits. The rated
  * claim adds rate limits (rate_room decides, record_rate_starts writes the starts taken). Each shape
  * checks whether a richer one is needed, and when it is, claims nothing (its settle still writes)
  * and that one follows at once; the limited claim costs about 3 ms more to plan than the plain one and
