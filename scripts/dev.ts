@@ -4,7 +4,8 @@
  *
  * - Vercel (the default): serves the api/ routes (POST /api/enqueue, POST /api/replay,
  *   GET /api/worker, …) on PORT (default 3000) and runs the crons of vercel.json on their
- *   schedules (and once at start), in this process.
+ *   schedules (and once at start), in this process; `--crons-once` runs them only at start, so
+ *   the routes run only when called (what a test that drives them by hand needs).
  * - Lambda (`npm run dev -- --lambda`): serverless.yml's functions, packaged and run by the local
  *   Lambda emulator, each in its own process (scripts/local-lambda/dev.ts).
  */
@@ -124,11 +125,15 @@ async function serveVercel() {
   const tick = async (now: Date) => {
     for (const cron of crons) if (cronMatches(cron.fields, now)) await runCron(cron).catch(() => {});
   };
-  console.log(`crons: ${crons.map((c) => `${c.path} "${c.schedule}"`).join(', ')}; running each once now`);
+  const once = process.argv.includes('--crons-once');
+  console.log(
+    `crons: ${crons.map((c) => `${c.path} "${c.schedule}"`).join(', ')}; running each once now${once ? ' (--crons-once: not again)' : ''}`,
+  );
   for (const cron of crons) await runCron(cron).catch(() => {});
   // Fire on every minute boundary, like the platform's scheduler.
-  let timer: NodeJS.Timeout;
+  let timer: NodeJS.Timeout | undefined;
   const schedule = () => {
+    if (once) return;
     timer = setTimeout(
       async () => {
         await tick(new Date());

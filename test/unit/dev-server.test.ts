@@ -22,7 +22,8 @@ afterAll(async () => {
 
 it('npm run dev serves the routes on localhost and runs the crons', async () => {
   const port = await freePort();
-  child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts'], {
+  // --crons-once: a scheduled run at a minute boundary would otherwise claim the job below first.
+  child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts', '--crons-once'], {
     env: {
       ...process.env,
       DATABASE_URL: inject('databaseUrl'),
@@ -49,6 +50,7 @@ it('npm run dev serves the routes on localhost and runs the crons', async () => 
   });
   expect(output).toContain(`listening on http://127.0.0.1:${port}`);
   expect(output).toMatch(/cron \/api\/worker → 200 \{"invocationId"/);
+  expect(output).toContain('(--crons-once: not again)');
   const base = `http://127.0.0.1:${port}`;
   const enqueued = await fetch(`${base}/api/enqueue`, {
     method: 'POST',
