@@ -100,7 +100,8 @@ export function otelTracing(options: OtelTracingOptions = {}): Tracing {
         end: (outcome: AttemptTraceOutcome, error?: unknown) => {
           span.setAttribute('skiplock.job.outcome', outcome);
           if (error !== undefined) failed(span, error);
-          else if (outcome !== 'completed') span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
+          else if (outcome !== 'completed' && outcome !== 'suspended')
+            span.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
           span.end();
         },
       };

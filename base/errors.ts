@@ -234,6 +234,41 @@ export class DiscardError extends SkiplockError {
   }
 }
 
+/**
+ * Why a job's code cannot go on with its durable steps: a name used twice, steps reached in another
+ * order than the recorded one (the code changed under a running job), too many steps, a bad name,
+ * a step out of attempts. The job goes to the DLQ with `reason`.
+ */
+export class StepError extends DiscardError {
+  constructor(
+    reason:
+      | 'step_name_reused'
+      | 'step_order_changed'
+      | 'too_many_steps'
+      | 'invalid_step'
+      | 'step_failed'
+      | 'step_unsupported',
+    message: string,
+  ) {
+    super(message, { reason });
+    this.name = 'StepError';
+  }
+}
+
+/**
+ * Thrown into a handler by `ctx.step` or `ctx.sleep` when its job has left the invocation (a
+ * continuation, a sleep, a step's retry): the job is already back in the queue and resumes in a
+ * later invocation. A handler that catches errors around a step must let it through.
+ */
+export class StepSuspension extends Error {
+  readonly why: 'continued' | 'sleeping' | 'retrying';
+  constructor(why: StepSuspension['why']) {
+    super(`the job left this invocation (${why}); it resumes in a later one`);
+    this.name = 'StepSuspension';
+    this.why = why;
+  }
+}
+
 /** The job should not run any more: it ends `cancelled`, not dead. */
 export class CancelError extends SkiplockError {
   constructor(message = 'cancelled by handler') {

@@ -66,6 +66,8 @@ export interface FailureRecord {
   responseStatus?: number;
   responseBody?: string;
   attempt?: number;
+  /** The durable step that failed (`ctx.step`), when a step did. */
+  step?: string;
 }
 
 export interface SettledJob {

@@ -42,6 +42,42 @@ export interface JobContext {
    * and its handler's result; empty for a job without parents. One query per call.
    */
   parents(): Promise<ParentJob[]>;
+  /**
+   * A durable step: runs `fn` once for this job and stores its JSON result under the job; a retry,
+   * a rescue or a later invocation that reaches the step again gets the stored result without
+   * running it. A step that throws is retried on its own attempts (the job's are not used); one
+   * that would not fit the invocation's time left moves the job to a fresh invocation first.
+   * Names are unique within a job, and the job must reach its steps in the same order every run.
+   */
+  step<T>(name: string, fn: () => T, options?: StepOptions): Promise<Awaited<T>>;
+  /**
+   * A transactional step (pg, neon-ws): `fn`'s writes through `tx` and the step's stored result
+   * commit in one transaction, fenced on the job's lease — they happen exactly once.
+   */
+  step<T>(name: string, options: TransactionalStepOptions, fn: (tx: AnyPgDatabase) => Promise<T>): Promise<T>;
+  /** A durable sleep: the job leaves the invocation and runs again `ms` later (database clock); no attempt used. */
+  sleep(name: string, ms: number): Promise<void>;
+  /** A durable sleep until `at` (database clock). */
+  sleepUntil(name: string, at: Date): Promise<void>;
+}
+
+/** How one durable step runs. Every option falls back to the job's kind. */
+export interface StepOptions {
+  /** Attempts of this step before the job goes to the DLQ (`step_failed`). @defaultValue the kind's maxAttempts */
+  maxAttempts?: number;
+  /** The wait before a failed step runs again. @defaultValue the kind's backoff */
+  backoff?: BackoffOption;
+  /**
+   * The step's own timeout. It also decides whether the step still fits the invocation's time left
+   * (without one, the p95 of the step's recorded durations does, then the kind's timeoutMs).
+   * @defaultValue the kind's timeoutMs
+   */
+  timeoutMs?: number;
+}
+
+/** A transactional step: its writes and its stored result commit together (pg and neon-ws). */
+export interface TransactionalStepOptions extends StepOptions {
+  transaction: true;
 }
 
 /** In transactional mode the handler also gets the transaction its completion commits in. */
@@ -71,6 +107,8 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
   backoff?: BackoffOption;
   /** Run the handler inside a transaction that also completes the job (pg, neon-ws only). @defaultValue false */
   transactional?: Tx;
+  /** The most durable steps (`ctx.step`, `ctx.sleep`) one job may reach, 1..10000. @defaultValue 1000 */
+  maxSteps?: number;
   /** The handler; may also be given later to the worker. */
   handler?: JobHandler<z.output<S>, Tx>;
   /** Payload fields shown as *** wherever a payload is displayed (dot paths, `*` wildcards). @defaultValue [] */
@@ -192,6 +230,8 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   readonly timeoutMs: number;
   readonly backoff: BackoffFn;
   readonly transactional: Tx;
+  /** The most durable steps one job may reach. */
+  readonly maxSteps: number;
   readonly handler: JobHandler<z.output<S>, Tx> | undefined;
   /** Payload paths masked wherever a payload is shown. */
   readonly sensitive: readonly string[];
@@ -219,7 +259,13 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
 }
 
-export const JOB_DEFAULTS = { queue: 'default', priority: 0, maxAttempts: 25, timeoutMs: 30_000 } as const;
+export const JOB_DEFAULTS = {
+  queue: 'default',
+  priority: 0,
+  maxAttempts: 25,
+  timeoutMs: 30_000,
+  maxSteps: 1_000,
+} as const;
 
 /** Defines a job kind once: its payload schema, defaults and (optionally) its handler. */
 export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
@@ -243,6 +289,10 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
     throw new ConfigError(`${kind}: timeoutMs must be a positive integer`);
   }
+  const maxSteps = options.maxSteps ?? JOB_DEFAULTS.maxSteps;
+  if (!Number.isInteger(maxSteps) || maxSteps < 1 || maxSteps > 10_000) {
+    throw new ConfigError(`${kind}: maxSteps must be an integer from 1 to 10000`);
+  }
   const definition: JobDefinition<S, Tx> = {
     kind,
     payloadSchema: options.payload,
@@ -252,6 +302,7 @@ export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
     timeoutMs,
     backoff: toBackoff(options.backoff),
     transactional: (options.transactional ?? false) as Tx,
+    maxSteps,
     handler: options.handler,
     sensitive: options.sensitive ?? [],
     orderingKey: options.orderingKey,

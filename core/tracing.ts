@@ -9,7 +9,7 @@
 export type TraceCarrier = Record<string, string>;
 
 /** How one attempt ended, as its span records it. */
-export type AttemptTraceOutcome = 'completed' | 'retry' | 'dead' | 'cancelled' | 'lease_lost';
+export type AttemptTraceOutcome = 'completed' | 'retry' | 'dead' | 'cancelled' | 'lease_lost' | 'suspended';
 
 export interface Tracing {
   /**

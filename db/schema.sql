@@ -71,6 +71,21 @@ CREATE TABLE skiplock.invocations (
   worker text NOT NULL
 );
 
+-- object: table job_steps
+CREATE TABLE skiplock.job_steps (
+  attempts integer DEFAULT 0 NOT NULL,
+  duration_ms integer,
+  finished_at timestamp with time zone,
+  job_id bigint NOT NULL,
+  last_error jsonb,
+  name text NOT NULL,
+  position integer NOT NULL,
+  result jsonb,
+  started_at timestamp with time zone,
+  state text NOT NULL,
+  type text DEFAULT 'run'::text NOT NULL
+);
+
 -- object: table jobs
 CREATE TABLE skiplock.jobs (
   after bigint[],
@@ -197,6 +212,25 @@ ALTER TABLE skiplock.invocations ADD CONSTRAINT invocations_slot_check CHECK ((s
 -- object: constraint invocations.invocations_worker_slot_pk
 ALTER TABLE skiplock.invocations ADD CONSTRAINT invocations_worker_slot_pk PRIMARY KEY (worker, slot);
 
+-- object: constraint job_steps.job_steps_outcome_check
+ALTER TABLE skiplock.job_steps ADD CONSTRAINT job_steps_outcome_check CHECK (
+CASE state
+    WHEN 'completed'::text THEN (finished_at IS NOT NULL)
+    ELSE (last_error IS NOT NULL)
+END);
+
+-- object: constraint job_steps.job_steps_pk
+ALTER TABLE skiplock.job_steps ADD CONSTRAINT job_steps_pk PRIMARY KEY (job_id, name);
+
+-- object: constraint job_steps.job_steps_position_check
+ALTER TABLE skiplock.job_steps ADD CONSTRAINT job_steps_position_check CHECK ((("position" >= 0) AND (attempts >= 0)));
+
+-- object: constraint job_steps.job_steps_state_check
+ALTER TABLE skiplock.job_steps ADD CONSTRAINT job_steps_state_check CHECK ((state = ANY (ARRAY['completed'::text, 'failed'::text])));
+
+-- object: constraint job_steps.job_steps_type_check
+ALTER TABLE skiplock.job_steps ADD CONSTRAINT job_steps_type_check CHECK ((type = ANY (ARRAY['run'::text, 'sleep'::text])));
+
 -- object: constraint jobs.jobs_after_check
 ALTER TABLE skiplock.jobs ADD CONSTRAINT jobs_after_check CHECK ((((after IS NULL) = (on_parent_failure IS NULL)) AND ((on_parent_failure IS NULL) OR (on_parent_failure = ANY (ARRAY['cancel'::text, 'run'::text])))));
 
@@ -270,6 +304,9 @@ CREATE INDEX console_sessions_expires_idx ON skiplock.console_sessions USING btr
 
 -- object: index destinations_attention_idx
 CREATE INDEX destinations_attention_idx ON skiplock.destinations USING btree (name) WHERE ((state <> 'closed'::text) OR (deferred_until IS NOT NULL));
+
+-- object: index job_steps_position_idx
+CREATE UNIQUE INDEX job_steps_position_idx ON skiplock.job_steps USING btree (job_id, "position");
 
 -- object: index jobs_claim_idx
 CREATE INDEX jobs_claim_idx ON skiplock.jobs USING btree (priority, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NULL));

@@ -239,6 +239,48 @@ export function activityRollupsTableIn(schema: PgSchema<string>) {
 }
 
 /**
+ * The durable steps of jobs (`ctx.step`, `ctx.sleep`): one row per step a job reached, with its
+ * stored result once it completed, so a retry, a rescue or a later invocation returns that result
+ * instead of running the step again. `position` is the order the job's code reached its steps in:
+ * a run that reaches them in another order is refused (the code changed under a running job).
+ * No foreign key to jobs: a key would make every delete of a finished job (delete mode, pruning)
+ * look here; maintenance prunes the steps of jobs that are gone instead.
+ */
+export function jobStepsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'job_steps',
+    {
+      jobId: bigint('job_id', { mode: 'bigint' }).notNull(),
+      name: text('name').notNull(),
+      position: integer('position').notNull(),
+      // 'sleep' rows hold the wake-up time as their result: the sleep is over once the job runs again.
+      type: text('type', { enum: ['run', 'sleep'] })
+        .notNull()
+        .default('run'),
+      state: text('state', { enum: ['completed', 'failed'] }).notNull(),
+      attempts: integer('attempts').notNull().default(0),
+      result: jsonb('result'),
+      lastError: jsonb('last_error'),
+      durationMs: integer('duration_ms'),
+      startedAt: timestamp('started_at', tz),
+      finishedAt: timestamp('finished_at', tz),
+    },
+    (t) => [
+      primaryKey({ name: 'job_steps_pk', columns: [t.jobId, t.name] }),
+      uniqueIndex('job_steps_position_idx').on(t.jobId, t.position),
+      check('job_steps_state_check', sql`${t.state} in ('completed', 'failed')`),
+      check('job_steps_type_check', sql`${t.type} in ('run', 'sleep')`),
+      check('job_steps_position_check', sql`${t.position} >= 0 and ${t.attempts} >= 0`),
+      // A completed step says when; a failed one says why.
+      check(
+        'job_steps_outcome_check',
+        sql`case ${t.state} when 'completed' then ${t.finishedAt} is not null else ${t.lastError} is not null end`,
+      ),
+    ],
+  );
+}
+
+/**
  * The invocations running right now, per worker, for a cap on how many run at once (fan-out,
  * nudges). A row is a slot: the primary key (worker, slot) is what makes the cap hold when two
  * invocations start at the same instant, and a slot whose expires_at has passed is free again —
@@ -459,6 +501,7 @@ export const jobs = jobsTableIn(skiplockSchema);
 export const completedCounts = completedCountsTableIn(skiplockSchema);
 export const activityRollups = activityRollupsTableIn(skiplockSchema);
 export const invocations = invocationsTableIn(skiplockSchema);
+export const jobSteps = jobStepsTableIn(skiplockSchema);
 export const pauses = pausesTableIn(skiplockSchema);
 export const limits = limitsTableIn(skiplockSchema);
 export const destinations = destinationsTableIn(skiplockSchema);

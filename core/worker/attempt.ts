@@ -11,6 +11,7 @@ import { type Logger, withFields } from '../logger.js';
 import type { AttemptTrace } from '../tracing.js';
 import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
 import type { Kind, WorkerSettings } from './settings.js';
+import { StepRunner, type StepSuspension } from './steps.js';
 
 /** Why a job's signal fired. Recorded as the failure class (timeout, invocation_deadline). */
 export class JobAbort extends Error {
@@ -46,16 +47,27 @@ export interface PendingOutcome {
   readonly reason: string | undefined;
 }
 
+/** A job that left the invocation without ending (durable steps): already back in the queue. */
+export interface SuspendedEnd {
+  readonly suspended: StepSuspension['why'];
+  readonly job: ClaimedJob;
+  /** When it may run again. */
+  readonly runAt: Date;
+}
+
 /**
  * How an attempt ended: an outcome to write, `committed` (a transactional attempt completed in
- * its own transaction), or `lease_lost` (another holder has the job: nothing to write).
+ * its own transaction), `lease_lost` (another holder has the job: nothing to write), or suspended
+ * (a continuation, a sleep or a step's retry, written when it happened).
  */
-export type AttemptEnd = PendingOutcome | 'committed' | 'lease_lost';
+export type AttemptEnd = PendingOutcome | SuspendedEnd | 'committed' | 'lease_lost';
 
 /** What an attempt needs from its invocation. */
 export interface AttemptHost {
   readonly settings: WorkerSettings;
   readonly invocationId: string;
+  /** When the invocation stops running attempts, on its clock: a step that would end later waits for another. */
+  readonly stopAt: number;
   /** Told once per attempt, when it ended (possibly from inside run()): the host defers its bookkeeping. */
   ended(attempt: Attempt): void;
 }
@@ -73,8 +85,8 @@ export class Attempt implements ContextSource {
   readonly job: ClaimedJob;
   readonly kind: Kind;
   readonly startedAt: number;
-  /** When this attempt times out, on the invocation's clock (the watchdog compares it). */
-  readonly timeoutAt: number;
+  /** When this attempt times out, on the invocation's clock (the watchdog compares it); steps move it later. */
+  timeoutAt: number;
   /** Why it was aborted; set once. */
   aborted: JobAbort | undefined = undefined;
   /** How it ended; set once, and then the host is told. */
@@ -90,6 +102,8 @@ export class Attempt implements ContextSource {
   #trace: AttemptTrace | undefined = undefined;
   /** What it threw, for its span. */
   #thrown: unknown = undefined;
+  /** Its durable steps, made on the first `ctx.step` or `ctx.sleep`. */
+  #steps: StepRunner | undefined = undefined;
 
   /** The worker's breaker settings by destination. */
   get breakers(): WorkerSettings['breakers'] {
@@ -224,10 +238,37 @@ export class Attempt implements ContextSource {
     if (this.end) return;
     this.end = end;
     if (this.#trace) {
-      const outcome = typeof end === 'string' ? (end === 'committed' ? 'completed' : end) : end.outcome.outcome;
+      const outcome =
+        typeof end === 'string'
+          ? end === 'committed'
+            ? 'completed'
+            : end
+          : 'suspended' in end
+            ? 'suspended'
+            : end.outcome.outcome;
       this.#trace.end(outcome, outcome === 'completed' ? undefined : this.#thrown);
     }
     this.#host.ended(this);
+  }
+
+  /** Moves the attempt's timeout later (a step starts that may run until `at`). */
+  extendTimeout(at: number): void {
+    if (at > this.timeoutAt) this.timeoutAt = at;
+  }
+
+  steps(): StepRunner {
+    if (!this.#steps) {
+      const host = this.#host;
+      this.#steps = new StepRunner({
+        attempt: this,
+        settings: host.settings,
+        stopAt: host.stopAt,
+        suspended: (why, runAt) => {
+          this.#finish({ suspended: why, job: this.job, runAt });
+        },
+      });
+    }
+    return this.#steps;
   }
 
   signal(): AbortSignal {

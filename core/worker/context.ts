@@ -1,7 +1,9 @@
+import { StepError } from '../../base/errors.js';
 import type { ParentJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../../db/connect.js';
-import type { JobContext, TransactionalJobContext } from '../jobs.js';
+import type { JobContext, StepOptions, TransactionalJobContext, TransactionalStepOptions } from '../jobs.js';
 import type { Logger } from '../logger.js';
+import type { StepRunner } from './steps.js';
 
 /** What a handler's context reads from the attempt behind it; the attempt itself stays out of reach. */
 export interface ContextSource {
@@ -12,6 +14,7 @@ export interface ContextSource {
   extendLease(ms: number): Promise<boolean>;
   parents(): Promise<ParentJob[]>;
   readonly lastProgress: unknown;
+  steps(): StepRunner;
 }
 
 /**
@@ -65,6 +68,32 @@ export class HandlerContext implements JobContext {
 
   parents(): Promise<ParentJob[]> {
     return this.#source.parents();
+  }
+
+  step<T>(name: string, fn: () => T, options?: StepOptions): Promise<Awaited<T>>;
+  step<T>(name: string, options: TransactionalStepOptions, fn: (tx: AnyPgDatabase) => Promise<T>): Promise<T>;
+  step(
+    name: string,
+    second: (() => unknown) | TransactionalStepOptions,
+    third?: StepOptions | ((tx: AnyPgDatabase) => Promise<unknown>),
+  ): Promise<unknown> {
+    if (typeof second === 'function') {
+      return this.#source.steps().run(name, (third as StepOptions | undefined) ?? {}, second);
+    }
+    if (typeof third !== 'function') {
+      return Promise.reject(
+        new StepError('invalid_step', `step "${name}": give the step's function after its options`),
+      );
+    }
+    return this.#source.steps().run(name, second ?? {}, third as (tx?: AnyPgDatabase) => unknown);
+  }
+
+  sleep(name: string, ms: number): Promise<void> {
+    return this.#source.steps().sleep(name, { delayMs: ms });
+  }
+
+  sleepUntil(name: string, at: Date): Promise<void> {
+    return this.#source.steps().sleep(name, { wakeAt: at });
   }
 }
 

@@ -108,6 +108,8 @@ export class Invocation implements AttemptHost {
   readonly #waiting: ClaimedJob[] = [];
   /** Attempts started and not yet delivered. */
   #inflight = 0;
+  /** Kinds whose jobs went on to a later invocation because their next step did not fit. */
+  readonly #continuedKinds = new Set<string>();
   /** When the last claim was sent: the leases of the jobs waiting locally run from there. */
   #claimedAt: number;
   /** Attempts that ended, delivered together from one microtask. */
@@ -137,6 +139,11 @@ export class Invocation implements AttemptHost {
     return this.#state;
   }
 
+  /** AttemptHost: when attempts stop running (a step that would end later waits for another invocation). */
+  get stopAt(): number {
+    return this.#deadline.stopClaimingAt;
+  }
+
   async run(): Promise<InvocationSummary> {
     try {
       if (await this.#admit()) {
@@ -149,11 +156,30 @@ export class Invocation implements AttemptHost {
       await this.#fail(err);
     }
     this.#watchdog.stop();
+    await this.#startContinuations();
     if (this.#admission) {
       await this.#admission.close();
       this.#ledger.summary.invocationsStarted = this.#admission.started;
     }
     return this.#ledger.close();
+  }
+
+  /**
+   * Jobs went on to a later invocation (a continuation: the next step did not fit the time left):
+   * with fan-out, one fresh invocation starts now rather than at the next tick, which still runs them
+   * if the start fails.
+   */
+  async #startContinuations(): Promise<void> {
+    const { fanOut, logger } = this.settings;
+    if (!fanOut || this.#continuedKinds.size === 0) return;
+    try {
+      await fanOut.start(1);
+    } catch (err) {
+      logger.warn('continuation_start_failed', {
+        invocationId: this.invocationId,
+        error: err instanceof Error ? err.message : String(err),
+      });
+    }
   }
 
   /** Takes a slot when invocations are counted; false (stopped, saturated) when none is free. */
@@ -323,7 +349,7 @@ export class Invocation implements AttemptHost {
       // Its lease started at the claim: a job that waited locally too long to finish inside it
       // is given back rather than started (someone else could rescue it mid-run).
       const leaseLeft = this.#claimedAt + timeoutMs + leaseGraceMs - clock.now();
-      if (this.#deadline.fits(kind) && leaseLeft >= timeoutMs) this.#start(job, kind);
+      if (this.#fits(kind) && leaseLeft >= timeoutMs) this.#start(job, kind);
       else release.push(job);
     }
     waiting.splice(0, taken); // once, not a shift() per job
@@ -362,7 +388,7 @@ export class Invocation implements AttemptHost {
     const limit = batchSize > concurrency ? batchSize : Math.min(batchSize, free);
     const leases: { kind: string; leaseMs: number }[] = [];
     for (const kind of this.settings.kindList) {
-      if (this.#deadline.fits(kind)) {
+      if (this.#fits(kind)) {
         leases.push({ kind: kind.definition.kind, leaseMs: kind.definition.timeoutMs + leaseGraceMs });
       }
     }
@@ -422,8 +448,17 @@ export class Invocation implements AttemptHost {
   }
 
   #someKindFits(): boolean {
-    for (const kind of this.settings.kindList) if (this.#deadline.fits(kind)) return true;
+    for (const kind of this.settings.kindList) if (this.#fits(kind)) return true;
     return false;
+  }
+
+  /**
+   * Whether an attempt of `kind` started now would end before claiming stops — and, for a kind
+   * whose job just went on to a later invocation (its next step did not fit), never again in this
+   * one: claiming that job back at once would only suspend it again.
+   */
+  #fits(kind: Kind): boolean {
+    return this.#deadline.fits(kind) && !this.#continuedKinds.has(kind.definition.kind);
   }
 
   /** AttemptHost: an attempt ended. Its bookkeeping waits for a microtask, never under the loop's feet. */
@@ -448,7 +483,10 @@ export class Invocation implements AttemptHost {
       const { end } = attempt;
       if (end === 'committed') this.#ledger.committed(attempt.job);
       else if (end === 'lease_lost') this.#ledger.leaseLost(attempt.job);
-      else if (end) this.#buffer.add(end);
+      else if (end && 'suspended' in end) {
+        if (end.suspended === 'continued') this.#continuedKinds.add(attempt.kind.definition.kind);
+        this.#ledger.suspended(end, attempt.startedAt);
+      } else if (end) this.#buffer.add(end);
     }
     this.#notify();
   };

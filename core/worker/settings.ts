@@ -8,6 +8,7 @@ import type { Logger } from '../logger.js';
 import type { ScheduleDefinition } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import type { InvocationStarter } from './admission.js';
+import type { StepTimings } from './steps.js';
 
 /** A kind this worker runs: its definition and the handler it was given. */
 export interface Kind {
@@ -67,6 +68,8 @@ export interface WorkerSettings {
    * the claim shape its last one ended with. The only state shared between invocations.
    */
   readonly claimShape: { limited: boolean; ordered: boolean; rated: boolean };
+  /** The durations of the durable steps this warm instance ran (the time-left check reads their p95). */
+  readonly stepTimings: StepTimings;
   /** Spans for claims and attempts (the worker's `tracing`), or undefined. */
   readonly tracing: Tracing | undefined;
 }

@@ -2,7 +2,7 @@ import { DatabaseError, SkiplockError } from '../../base/errors.js';
 import type { BreakerMove, BreakerState, SettleReport } from '../../base/outcomes.js';
 import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
 import { scrubSecrets } from '../../db/execute.js';
-import { jobFields, type PendingOutcome } from './attempt.js';
+import { jobFields, type PendingOutcome, type SuspendedEnd } from './attempt.js';
 import type { WorkerSettings } from './settings.js';
 
 export interface InvocationInput {
@@ -33,6 +33,11 @@ export interface InvocationSummary {
   error?: string;
   /** With stoppedBecause 'error': the SQLSTATE when the database sent one, else the error code. */
   errorCode?: string;
+  /**
+   * Jobs that left this invocation to go on in a later one without ending (durable steps: a
+   * continuation when the next step would not fit the time left, a sleep); absent when none did.
+   */
+  suspended?: number;
   /** Occurrences of schedules this invocation's tick enqueued (absent when it did not tick). */
   scheduled?: number;
   /** Time spent waiting for a rate limit's next token (absent when it never waited). */
@@ -103,6 +108,20 @@ export class Ledger {
     if (this.#settings.infoLogs) {
       this.#settings.logger.info('job', { ...jobFields(job, this.summary.invocationId), outcome: 'completed' });
     }
+  }
+
+  /** A job that left the invocation without ending (durable steps); a step's retry counts as retried. */
+  suspended(end: SuspendedEnd, startedAt: number): void {
+    const { summary } = this;
+    if (end.suspended === 'retrying') summary.retried++;
+    else summary.suspended = (summary.suspended ?? 0) + 1;
+    if (!this.#settings.infoLogs) return;
+    this.#settings.logger.info('job', {
+      ...jobFields(end.job, summary.invocationId),
+      outcome: end.suspended === 'retrying' ? 'retry' : end.suspended,
+      durationMs: this.#settings.clock.now() - startedAt,
+      nextRunAt: end.runAt.toISOString(),
+    });
   }
 
   /** An attempt that found out, before writing, that another holder has its job. */

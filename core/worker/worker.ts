@@ -12,6 +12,7 @@ import type { Tracing } from '../tracing.js';
 import type { InvocationStarter } from './admission.js';
 import { Invocation } from './invocation.js';
 import type { Kind, WorkerSettings } from './settings.js';
+import { StepTimings } from './steps.js';
 import type { InvocationInput, InvocationSummary } from './summary.js';
 
 export interface WorkerOptions {
@@ -250,6 +251,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     scheduleTick: tickStateOf(schedules),
     breakers: breakerOverrides(options.breakers),
     claimShape: { limited: false, ordered: false, rated: false },
+    stepTimings: new StepTimings(),
     name,
     maxInvocations,
     fanOut,

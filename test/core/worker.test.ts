@@ -606,6 +606,9 @@ const JOB_CONTEXT_MEMBERS = [
   'queue',
   'reportProgress',
   'signal',
+  'sleep',
+  'sleepUntil',
+  'step',
 ];
 
 describe(`the handler's context (${testDriver()})`, () => {

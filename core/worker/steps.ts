@@ -1,0 +1,329 @@
+import { DiscardError, StepError, StepSuspension } from '../../base/errors.js';
+
+export { StepError, StepSuspension };
+
+import type { AnyPgDatabase } from '../../db/connect.js';
+import {
+  readSteps,
+  recordStep,
+  type StepRow,
+  type StepWrite,
+  type Suspension,
+  suspendJob,
+} from '../../db/statements/steps.js';
+import { toBackoff } from '../backoff.js';
+import { decideFailure } from '../failure.js';
+import type { StepOptions } from '../jobs.js';
+import type { Attempt } from './attempt.js';
+import { JobAbort } from './attempt.js';
+import type { WorkerSettings } from './settings.js';
+
+/** The longest step name. */
+export const STEP_LIMITS = { nameLength: 200 } as const;
+
+/**
+ * The durations of the steps this warm instance ran, per kind and step name (the last 50 of
+ * each): their p95 tells whether a step with no timeout of its own still fits the time left.
+ */
+export class StepTimings {
+  readonly #byStep = new Map<string, number[]>();
+
+  record(key: string, ms: number): void {
+    let list = this.#byStep.get(key);
+    if (!list) {
+      list = [];
+      this.#byStep.set(key, list);
+    }
+    list.push(ms);
+    if (list.length > 50) list.shift();
+  }
+
+  p95(key: string): number | undefined {
+    const list = this.#byStep.get(key);
+    if (!list || list.length === 0) return undefined;
+    const sorted = [...list].sort((a, b) => a - b);
+    return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.95) - 1)];
+  }
+}
+
+/** What the step runner needs from its attempt (and, through it, the invocation). */
+export interface StepHost {
+  readonly attempt: Attempt;
+  readonly settings: WorkerSettings;
+  /** When the invocation stops running attempts, on its clock. */
+  readonly stopAt: number;
+  /** The job left the invocation: the attempt ends (nothing more to write). */
+  suspended(why: StepSuspension['why'], runAt: Date): void;
+}
+
+/**
+ * The durable steps of one attempt: which steps the job completed before (read once, on the first
+ * step), which name comes at which position, and each step's run — memoized, timed, retried on its
+ * own, or moved to a later invocation when it would not fit the time left.
+ */
+export class StepRunner {
+  readonly #host: StepHost;
+  #recorded: Promise<Map<string, StepRow>> | undefined = undefined;
+  readonly #byPosition = new Map<number, StepRow>();
+  readonly #names = new Set<string>();
+  #next = 0;
+  /** The lease's end as this attempt may assume it, on the invocation's clock (the claim set it earlier). */
+  #leaseEnd: number;
+
+  constructor(host: StepHost) {
+    this.#host = host;
+    this.#leaseEnd = host.attempt.startedAt + host.attempt.kind.definition.timeoutMs;
+  }
+
+  async run<T>(
+    name: string,
+    options: StepOptions & { transaction?: boolean },
+    fn: (tx?: AnyPgDatabase) => T,
+  ): Promise<T> {
+    const { position, row } = await this.#reach(name, 'run');
+    if (row?.state === 'completed') return parseResult(row.resultJson) as T;
+    const { settings, attempt } = this.#host;
+    const definition = attempt.kind.definition;
+    if (options.transaction && !settings.db.interactiveTransactions) {
+      throw new StepError(
+        'step_unsupported',
+        `step "${name}": a transactional step needs interactive transactions (pg or neon-ws); ${settings.db.driver} has none`,
+      );
+    }
+    const timeoutMs = positiveInt(options.timeoutMs, `step "${name}": timeoutMs`) ?? definition.timeoutMs;
+    const key = `${definition.kind}\u0000${name}`;
+    await this.#beforeStart(options.timeoutMs ?? settings.stepTimings.p95(key) ?? timeoutMs, timeoutMs);
+    const attempts = (row?.attempts ?? 0) + 1;
+    const started = settings.clock.now();
+    let resultJson: string | undefined;
+    try {
+      if (options.transaction) {
+        resultJson = await settings.db.db.transaction(async (tx) => {
+          const json = stepResult(name, await fn(tx), settings.maxResultBytes);
+          const step: StepWrite = {
+            name,
+            position,
+            type: 'run',
+            state: 'completed',
+            attempts,
+            durationMs: settings.clock.now() - started,
+          };
+          if (json !== undefined) step.resultJson = json;
+          if (!(await recordStep(tx, settings.schema, attempt.job, step, { lock: true }))) throw lost();
+          return json;
+        });
+      } else {
+        resultJson = stepResult(name, await this.#timed(name, timeoutMs, fn), settings.maxResultBytes);
+      }
+    } catch (thrown) {
+      if (thrown instanceof JobAbort && thrown.reason === 'lease_lost') throw this.#lost();
+      if (thrown instanceof StepResultError) throw thrown;
+      return this.#failed(name, position, attempts, thrown, options);
+    }
+    const durationMs = settings.clock.now() - started;
+    settings.stepTimings.record(key, durationMs);
+    if (!options.transaction) {
+      const step: StepWrite = { name, position, type: 'run', state: 'completed', attempts, durationMs };
+      if (resultJson !== undefined) step.resultJson = resultJson;
+      if (!(await recordStep(settings.db.db, settings.schema, attempt.job, step))) throw this.#lost();
+    }
+    return parseResult(resultJson ?? null) as T;
+  }
+
+  /** A durable sleep: recorded with the job's release, so it happens once; done once the job runs again. */
+  async sleep(name: string, until: { delayMs: number } | { wakeAt: Date }): Promise<void> {
+    const { position, row } = await this.#reach(name, 'sleep');
+    if (row?.state === 'completed') return;
+    if ('delayMs' in until && !(Number.isFinite(until.delayMs) && until.delayMs >= 0)) {
+      throw new StepError('invalid_step', `sleep "${name}": the duration must be a number of milliseconds ≥ 0`);
+    }
+    if ('wakeAt' in until && !(until.wakeAt instanceof Date && Number.isFinite(until.wakeAt.getTime()))) {
+      throw new StepError('invalid_step', `sleep "${name}": sleepUntil needs a valid Date`);
+    }
+    await this.#suspend(
+      { ...until, step: { name, position, type: 'sleep', state: 'completed', attempts: 1 } },
+      'sleeping',
+    );
+  }
+
+  /** Checks a step's name and place, and returns what the job recorded for it before. */
+  async #reach(name: string, type: StepRow['type']): Promise<{ position: number; row: StepRow | undefined }> {
+    const { attempt } = this.#host;
+    if (attempt.end) throw attempt.aborted ?? new StepSuspension('continued');
+    if (attempt.kind.definition.transactional) {
+      throw new StepError(
+        'step_unsupported',
+        `step "${name}": a transactional kind runs in one transaction and has no durable steps; use ctx.step(name, { transaction: true }, fn) in a plain kind`,
+      );
+    }
+    if (typeof name !== 'string' || name.length === 0 || name.length > STEP_LIMITS.nameLength) {
+      throw new StepError(
+        'invalid_step',
+        `a step's name must be a string of 1 to ${STEP_LIMITS.nameLength} characters`,
+      );
+    }
+    if (this.#names.has(name)) {
+      throw new StepError(
+        'step_name_reused',
+        `step "${name}" is used twice in one run; step names are unique within a job`,
+      );
+    }
+    this.#names.add(name);
+    const position = this.#next++;
+    const { maxSteps } = attempt.kind.definition;
+    if (position >= maxSteps) {
+      throw new StepError(
+        'too_many_steps',
+        `step "${name}" would be step ${position + 1}; the kind allows ${maxSteps} (maxSteps)`,
+      );
+    }
+    const recorded = await this.#load();
+    const row = recorded.get(name);
+    const there = this.#byPosition.get(position);
+    if ((there && there.name !== name) || (row && (row.position !== position || row.type !== type))) {
+      const before = there ? `"${there.name}"` : `"${name}" at step ${(row?.position ?? 0) + 1}`;
+      throw new StepError(
+        'step_order_changed',
+        `step ${position + 1} is "${name}" (${type}), but this job recorded ${before} there when it ran before: ` +
+          'the code changed under a running job. Replay it from the beginning or from a named step.',
+      );
+    }
+    return { position, row };
+  }
+
+  #load(): Promise<Map<string, StepRow>> {
+    if (!this.#recorded) {
+      const { settings, attempt } = this.#host;
+      this.#recorded = readSteps(settings.db.db, settings.schema, attempt.job.id).then((rows) => {
+        for (const row of rows) this.#byPosition.set(row.position, row);
+        return new Map(rows.map((r) => [r.name, r]));
+      });
+    }
+    return this.#recorded;
+  }
+
+  /**
+   * Before a step runs: it must fit the invocation's time left (`needMs`: its timeout, or the p95 of
+   * its recorded durations), else the job continues in a fresh invocation; the lease must outlast
+   * it, and the attempt's own timeout moves past it.
+   */
+  async #beforeStart(needMs: number, timeoutMs: number): Promise<void> {
+    const { settings, attempt, stopAt } = this.#host;
+    const now = settings.clock.now();
+    if (now + needMs > stopAt) await this.#suspend({ delayMs: 0 }, 'continued');
+    const gapMs = attempt.kind.definition.timeoutMs;
+    attempt.extendTimeout(now + timeoutMs + gapMs);
+    if (now + timeoutMs + gapMs > this.#leaseEnd) {
+      if (!(await attempt.extendLease(timeoutMs + gapMs + settings.leaseGraceMs))) throw this.#lost();
+      this.#leaseEnd = now + timeoutMs + gapMs;
+    }
+  }
+
+  /** `fn` under the step's timeout: past it the step fails (it may still be running: abandoned). */
+  #timed<T>(name: string, timeoutMs: number, fn: () => T): Promise<Awaited<T>> {
+    const { clock } = this.#host.settings;
+    return new Promise<Awaited<T>>((resolve, reject) => {
+      const cancel = clock.setTimer(
+        () => reject(new JobAbort('timeout', `step "${name}" timed out after ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      Promise.resolve()
+        .then(fn)
+        .then(
+          (value) => {
+            cancel();
+            resolve(value as Awaited<T>);
+          },
+          (thrown: unknown) => {
+            cancel();
+            reject(thrown);
+          },
+        );
+    });
+  }
+
+  /** A step threw: retried on its own attempts (the job's are not used), or the job ends. */
+  async #failed(
+    name: string,
+    position: number,
+    attempts: number,
+    thrown: unknown,
+    options: StepOptions,
+  ): Promise<never> {
+    const { settings, attempt } = this.#host;
+    const definition = attempt.kind.definition;
+    const decision = decideFailure(thrown, attempts);
+    const error = { ...decision.error, step: name };
+    const failedRow: StepWrite = { name, position, type: 'run', state: 'failed', attempts, error };
+    const maxAttempts = positiveInt(options.maxAttempts, `step "${name}": maxAttempts`) ?? definition.maxAttempts;
+    if (decision.outcome !== 'retry' || attempts >= maxAttempts) {
+      await recordStep(settings.db.db, settings.schema, attempt.job, failedRow);
+      if (decision.outcome !== 'retry') throw thrown;
+      throw new StepError(
+        'step_failed',
+        `step "${name}" failed ${attempts} times (maxAttempts ${maxAttempts}): ${error.message}`,
+      );
+    }
+    const backoff = options.backoff === undefined ? definition.backoff : toBackoff(options.backoff);
+    let delayMs: number;
+    try {
+      delayMs = decision.delayMs ?? backoff(attempts, thrown);
+    } catch {
+      delayMs = toBackoff(undefined)(attempts, thrown);
+    }
+    const afterLease = thrown instanceof JobAbort;
+    return this.#suspend({ delayMs, afterLease, error, step: failedRow }, 'retrying');
+  }
+
+  /** The job leaves the invocation; the handler is unwound with a StepSuspension. */
+  async #suspend(suspension: Suspension, why: StepSuspension['why']): Promise<never> {
+    const { settings, attempt } = this.#host;
+    const runAt = await suspendJob(settings.db.db, settings.schema, attempt.job, suspension);
+    if (runAt === null) throw this.#lost();
+    this.#host.suspended(why, runAt);
+    throw new StepSuspension(why);
+  }
+
+  #lost(): JobAbort {
+    const abort = lost();
+    this.#host.attempt.abort(abort);
+    return abort;
+  }
+}
+
+const lost = () => new JobAbort('lease_lost', 'the lease was lost to another holder');
+
+/** A step's result that cannot be stored: the job goes to the DLQ (running the step again would not shrink it). */
+class StepResultError extends DiscardError {
+  constructor(message: string) {
+    super(message, { reason: 'invalid_result' });
+  }
+}
+
+function stepResult(name: string, value: unknown, maxBytes: number): string | undefined {
+  if (value === undefined) return undefined;
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (err) {
+    throw new StepResultError(`step "${name}": its result is not JSON: ${(err as Error).message}`);
+  }
+  if (text === undefined) return undefined;
+  const bytes = Buffer.byteLength(text);
+  if (bytes > maxBytes) {
+    throw new StepResultError(
+      `step "${name}": its result is ${bytes} bytes of JSON, more than maxResultBytes (${maxBytes})`,
+    );
+  }
+  return text;
+}
+
+function parseResult(json: string | null): unknown {
+  return json === null ? undefined : JSON.parse(json);
+}
+
+function positiveInt(value: number | undefined, what: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!Number.isInteger(value) || value < 1) throw new StepError('invalid_step', `${what} must be a positive integer`);
+  return value;
+}

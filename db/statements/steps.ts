@@ -1,0 +1,212 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { FailureRecord } from '../../base/outcomes.js';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
+import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
+
+/**
+ * The statements of durable steps (`ctx.step`, `ctx.sleep`). Every write is fenced on the job's
+ * lease like a settle: it happens only while the job is running under the writer's lease token.
+ * A job that uses no step never reaches this file.
+ */
+
+/** A step a job reached, as stored. */
+export interface StepRow {
+  name: string;
+  position: number;
+  type: 'run' | 'sleep';
+  state: 'completed' | 'failed';
+  attempts: number;
+  /** The step's result as JSON text (null when it returned nothing or has not completed). */
+  resultJson: string | null;
+  durationMs: number | null;
+}
+
+/** What is written for one step. */
+export interface StepWrite {
+  name: string;
+  position: number;
+  type: 'run' | 'sleep';
+  state: 'completed' | 'failed';
+  attempts: number;
+  /** JSON text, already checked against the size limit. */
+  resultJson?: string;
+  error?: FailureRecord;
+  durationMs?: number;
+}
+
+const stepsRef = (schema: string): SQL => sql`${sql.identifier(schema)}.job_steps`;
+
+/** The steps one job reached, in the order it reached them (JobStepsGet). */
+export async function readSteps(db: AnyPgDatabase, schema: string, jobId: string): Promise<StepRow[]> {
+  const rows = await queryRows<{
+    name: string;
+    position: number;
+    type: StepRow['type'];
+    state: StepRow['state'];
+    attempts: number;
+    result_json: string | null;
+    duration_ms: number | null;
+  }>(
+    db,
+    sql`select name, position, type, state, attempts, result::text as result_json, duration_ms
+      from ${stepsRef(schema)} where job_id = ${jobId} order by position`,
+    schema,
+  );
+  return rows.map((r) => ({
+    name: r.name,
+    position: Number(r.position),
+    type: r.type,
+    state: r.state,
+    attempts: Number(r.attempts),
+    resultJson: r.result_json,
+    durationMs: r.duration_ms === null ? null : Number(r.duration_ms),
+  }));
+}
+
+/** The upsert of one step row, for the rows of `holder` (a CTE or subquery yielding the job's id). */
+function upsertStep(schema: string, holder: SQL, step: StepWrite, now: SQL): SQL {
+  const completed = step.state === 'completed';
+  const duration = step.durationMs === undefined ? null : Math.max(0, Math.round(step.durationMs));
+  const started = duration === null ? sql`null::timestamptz` : sql`${now} - ${duration} * interval '1 millisecond'`;
+  return sql`insert into ${stepsRef(schema)} as s
+      (job_id, name, position, type, state, attempts, result, last_error, duration_ms, started_at, finished_at)
+    select h.id, ${step.name}, ${step.position}, ${step.type}, ${step.state}, ${step.attempts},
+      ${step.resultJson ?? null}::jsonb, ${step.error ? JSON.stringify(step.error) : null}::jsonb,
+      ${duration}::int, ${started}, ${completed ? now : sql`null::timestamptz`}
+    from ${holder} h
+    on conflict (job_id, name) do update set
+      state = excluded.state,
+      attempts = excluded.attempts,
+      result = excluded.result,
+      last_error = coalesce(excluded.last_error, s.last_error),
+      duration_ms = excluded.duration_ms,
+      started_at = excluded.started_at,
+      finished_at = excluded.finished_at
+    returning 1`;
+}
+
+/**
+ * Records a step (JobStepRecord): its completion with its result, or a failure that ends the job.
+ * `lock` (a transactional step, inside the transaction that made the step's writes): the job's
+ * row is locked FOR SHARE until that transaction commits, so no other holder can take the job
+ * (a rescue's claim updates the row) between this fence and the commit. False when the lease was lost.
+ */
+export async function recordStep(
+  db: AnyPgDatabase,
+  schema: string,
+  job: { id: string; leaseToken: string },
+  step: StepWrite,
+  options: { lock?: boolean; now?: Date } = {},
+): Promise<boolean> {
+  const now = nowExpr(options.now);
+  const rows = await queryRows<{ n: number }>(
+    db,
+    sql`with held as (
+        select j.id from ${jobsRef(schema)} j
+        where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
+        ${options.lock ? sql`for share` : sql``}
+      ),
+      written as (${upsertStep(schema, sql`held`, step, now)})
+      select count(*)::int as n from written`,
+    schema,
+  );
+  return Number(rows[0]?.n ?? 0) === 1;
+}
+
+/** How a job leaves its invocation without ending (JobSuspend). */
+export interface Suspension {
+  /** Runnable again this long after now (the database's). */
+  delayMs?: number;
+  /** Runnable again at this time; with delayMs, whichever is later. */
+  wakeAt?: Date;
+  /** Not before its lease ends either: a step it abandoned (timed out) may still be running. */
+  afterLease?: boolean;
+  /** A failure kept as the job's last error and in its history (a step that will be retried). */
+  error?: FailureRecord;
+  /** The step row written with it, in the same statement (a sleep, a step's failed attempt). */
+  step?: StepWrite;
+}
+
+/**
+ * Gives a running job back to the queue without ending it and without using an attempt (the claim
+ * counted one: it is taken back): a continuation in a later invocation, a durable sleep, a step's
+ * retry. The step row it carries is written in the same statement, so a sleep is never recorded
+ * without the job going to sleep. Returns when the job may run again, or null when the lease was lost.
+ */
+export async function suspendJob(
+  db: AnyPgDatabase,
+  schema: string,
+  job: { id: string; leaseToken: string },
+  suspension: Suspension,
+  now?: Date,
+): Promise<Date | null> {
+  const clock = nowExpr(now);
+  const delay = Math.max(0, Math.round(suspension.delayMs ?? 0));
+  const wake = suspension.wakeAt ? sql`${suspension.wakeAt.toISOString()}::timestamptz` : sql`null::timestamptz`;
+  const error = suspension.error ? JSON.stringify(suspension.error) : null;
+  const step = suspension.step
+    ? sql`, written as (${upsertStep(schema, sql`released`, suspension.step, clock)})`
+    : sql``;
+  const rows = await queryRows<{ run_at_ms: number }>(
+    db,
+    sql`with released as (
+        update ${jobsRef(schema)} j set
+          lease_token = ${job.leaseToken},
+          state = 'queued',
+          attempt = j.attempt - 1,
+          run_at = greatest(${clock} + ${delay} * interval '1 millisecond', ${wake},
+            ${suspension.afterLease ? sql`j.lease_expires_at` : sql`null::timestamptz`}),
+          started_at = case when j.attempt - 1 = 0 then null else j.started_at end,
+          lease_expires_at = null,
+          last_error = coalesce(${error}::jsonb, j.last_error),
+          errors = case when ${error}::jsonb is null then j.errors else ${appendCapped(sql`j.errors`, sql`${error}::jsonb`)} end,
+          updated_at = ${clock}
+        where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
+        returning j.id, j.run_at
+      )${step}
+      select ${epochMs(sql`r.run_at`)} as run_at_ms from released r
+      ${suspension.step ? sql`where (select count(*) from written) >= 0` : sql``}`,
+    schema,
+  );
+  const row = rows[0];
+  return row ? new Date(Number(row.run_at_ms)) : null;
+}
+
+/**
+ * Deletes the steps of jobs that no longer exist (deleted on completion, pruned, purged), at most
+ * `limit` per call (JobStepsPrune). Maintenance runs it; steps have no foreign key to jobs.
+ */
+export async function pruneOrphanSteps(db: AnyPgDatabase, schema: string, limit = 5_000): Promise<number> {
+  const rows = await queryRows<{ n: number }>(
+    db,
+    sql`with orphans as (
+        select s.job_id, s.name from ${stepsRef(schema)} s
+        where not exists (select 1 from ${jobsRef(schema)} j where j.id = s.job_id)
+        limit ${limit}
+      ),
+      deleted as (
+        delete from ${stepsRef(schema)} s using orphans o
+        where s.job_id = o.job_id and s.name = o.name
+        returning 1
+      )
+      select count(*)::int as n from deleted`,
+    schema,
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Forgets a job's steps, all of them or from the one named on (JobStepsReset): a replay from there. */
+export async function resetSteps(db: AnyPgDatabase, schema: string, jobId: string, from?: string): Promise<number> {
+  const rows = await queryRows<{ n: number }>(
+    db,
+    sql`with deleted as (
+        delete from ${stepsRef(schema)} s where s.job_id = ${jobId}
+        ${from === undefined ? sql`` : sql`and s.position >= (select f.position from ${stepsRef(schema)} f where f.job_id = ${jobId} and f.name = ${from})`}
+        returning 1
+      )
+      select count(*)::int as n from deleted`,
+    schema,
+  );
+  return Number(rows[0]?.n ?? 0);
+}

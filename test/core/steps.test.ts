@@ -1,0 +1,391 @@
+import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { DiscardError } from '../../base/errors.js';
+import { getJob } from '../../core/admin.js';
+import { defineJob, type JobDefinition } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { claimJobs } from '../../db/statements/claim.js';
+import { ManualClock } from '../../testing/clock.js';
+import { type TestContext, useTestSchema } from '../helpers/db.js';
+import { enqueuerFor } from '../helpers/kinds.js';
+import { useSuppliedClock } from '../helpers/supplied-clock.js';
+
+let t: TestContext;
+let q: ReturnType<typeof enqueuerFor>;
+useTestSchema('core-steps', (ctx) => {
+  t = ctx;
+  q = enqueuerFor(ctx.schema);
+});
+const { at } = useSuppliedClock();
+
+const payload = z.object({ n: z.number().default(0) });
+const instant = { type: 'constant', delayMs: 0 } as const;
+
+const run = (jobs: WorkerOptions['jobs'], options: Partial<WorkerOptions> = {}) =>
+  createWorker({ db: t.db, schema: t.schema, jobs, logger: silentLogger, ...options }).runInvocation({
+    remainingMs: 60_000,
+  });
+// biome-ignore lint/suspicious/noExplicitAny: kinds of any payload.
+const enqueue = async (kind: JobDefinition<any, any>, p: Record<string, unknown> = {}) =>
+  (await q.enqueueMany(t.db, [kind.with(p)]))[0]?.id as string;
+const job = async (id: string) =>
+  (await getJob(t.db, id, { schema: t.schema })) as NonNullable<Awaited<ReturnType<typeof getJob>>>;
+const steps = async (id: string) =>
+  (
+    await t.admin.query(
+      `select name, position, type, state, attempts, result, last_error from "${t.schema}".job_steps where job_id = $1 order by position`,
+      [id],
+    )
+  ).rows;
+
+describe('durable steps (ctx.step)', () => {
+  it('a completed step returns its stored result on the retry and never runs again; only the failing code reruns', async () => {
+    const ran: string[] = [];
+    let failOnce = true;
+    const report = defineJob({
+      kind: 'report',
+      payload,
+      backoff: instant,
+      handler: async (_p, ctx) => {
+        const data = await ctx.step('collect', () => {
+          ran.push('collect');
+          return { rows: [1, 2, 3], at: new Date('2026-01-02T03:04:05Z') };
+        });
+        const file = await ctx.step('build', async () => {
+          ran.push('build');
+          return `file-${data.rows.length}`;
+        });
+        const nothing = await ctx.step('note', () => {
+          ran.push('note');
+        });
+        if (failOnce) {
+          failOnce = false;
+          throw new Error('notify failed');
+        }
+        return { file, data, nothing: nothing === undefined };
+      },
+    });
+    const id = await enqueue(report);
+    // The job's own retry is claimed by the next invocation (a claim does not see the settle it carries).
+    expect(await run([report])).toMatchObject({ completed: 0, retried: 1 });
+    expect(await run([report])).toMatchObject({ completed: 1, retried: 0 });
+    expect(ran).toEqual(['collect', 'build', 'note']);
+    const done = await job(id);
+    // The stored result is JSON: the retry saw the Date as its ISO string, as the first run's step did.
+    expect(done.result).toEqual({
+      file: 'file-3',
+      data: { rows: [1, 2, 3], at: '2026-01-02T03:04:05.000Z' },
+      nothing: true,
+    });
+    expect(done.attempt).toBe(2);
+    expect(await steps(id)).toEqual([
+      {
+        name: 'collect',
+        position: 0,
+        type: 'run',
+        state: 'completed',
+        attempts: 1,
+        result: { rows: [1, 2, 3], at: '2026-01-02T03:04:05.000Z' },
+        last_error: null,
+      },
+      { name: 'build', position: 1, type: 'run', state: 'completed', attempts: 1, result: 'file-3', last_error: null },
+      { name: 'note', position: 2, type: 'run', state: 'completed', attempts: 1, result: null, last_error: null },
+    ]);
+  });
+
+  it("a failing step retries on its own attempts and backoff; the job's attempts are not used", async () => {
+    const ran: string[] = [];
+    let failures = 2;
+    const flaky = defineJob({
+      kind: 'flaky',
+      payload,
+      maxAttempts: 2,
+      handler: async (_p, ctx) => {
+        await ctx.step('first', () => ran.push('first'));
+        await ctx.step(
+          'partner',
+          () => {
+            ran.push('partner');
+            if (failures-- > 0) throw new Error(`partner 503 (${failures + 1} left)`);
+            return 'ok';
+          },
+          { maxAttempts: 3, backoff: instant },
+        );
+      },
+    });
+    const id = await enqueue(flaky);
+    expect(await run([flaky])).toMatchObject({ completed: 1, retried: 2, dead: 0 });
+    expect(ran).toEqual(['first', 'partner', 'partner', 'partner']);
+    const done = await job(id);
+    expect(done.state).toBe('completed');
+    expect(done.attempt).toBe(1); // two step retries, and still the job's first attempt
+    expect(done.lastError).toMatchObject({ step: 'partner', message: 'partner 503 (1 left)' });
+    expect((await steps(id))[1]).toMatchObject({ name: 'partner', state: 'completed', attempts: 3 });
+  });
+
+  it('a step out of attempts sends the job to the DLQ as step_failed, its last error on the step', async () => {
+    const hopeless = defineJob({
+      kind: 'hopeless',
+      payload,
+      handler: async (_p, ctx) => {
+        await ctx.step(
+          'charge',
+          () => {
+            throw new Error('card declined');
+          },
+          { maxAttempts: 2, backoff: instant },
+        );
+      },
+    });
+    const id = await enqueue(hopeless);
+    expect(await run([hopeless])).toMatchObject({ dead: 1, retried: 1 });
+    const dead = await job(id);
+    expect(dead).toMatchObject({ state: 'dead', deadReason: 'step_failed', attempt: 1 });
+    expect(dead.lastError?.message).toContain('step "charge" failed 2 times (maxAttempts 2): card declined');
+    expect(await steps(id)).toMatchObject([
+      { name: 'charge', state: 'failed', attempts: 2, last_error: { message: 'card declined', step: 'charge' } },
+    ]);
+  });
+
+  it('a DiscardError in a step ends the job at once with its reason', async () => {
+    const kind = defineJob({
+      kind: 'discards',
+      payload,
+      handler: async (_p, ctx) => {
+        await ctx.step('validate', () => {
+          throw new DiscardError('no such customer', { reason: 'unknown_customer' });
+        });
+      },
+    });
+    const id = await enqueue(kind);
+    expect(await run([kind])).toMatchObject({ dead: 1 });
+    expect(await job(id)).toMatchObject({ deadReason: 'unknown_customer' });
+    expect(await steps(id)).toMatchObject([{ name: 'validate', state: 'failed', attempts: 1 }]);
+  });
+
+  it('code that reaches its steps in another order than the recorded one is refused, never mixed', async () => {
+    let version = 1;
+    const ran: string[] = [];
+    const kind = defineJob({
+      kind: 'changes',
+      payload,
+      backoff: instant,
+      handler: async (_p, ctx) => {
+        const order = version === 1 ? ['a', 'b'] : ['a', 'c', 'b'];
+        for (const name of order) await ctx.step(name, () => ran.push(name));
+        if (version === 1) {
+          version = 2; // deployed between this attempt and its retry
+          throw new Error('fails after b');
+        }
+      },
+    });
+    const id = await enqueue(kind);
+    expect(await run([kind])).toMatchObject({ dead: 0, retried: 1 });
+    expect(await run([kind])).toMatchObject({ dead: 1, retried: 0 });
+    expect(ran).toEqual(['a', 'b']);
+    const dead = await job(id);
+    expect(dead.deadReason).toBe('step_order_changed');
+    expect(dead.lastError?.message).toContain('step 2 is "c" (run), but this job recorded "b" there');
+  });
+
+  it('refuses a step name used twice, a bad name, too many steps and a result over maxResultBytes, writing nothing', async () => {
+    const cases: [string, (ctx: Parameters<NonNullable<JobDefinition['handler']>>[1]) => Promise<unknown>, string][] = [
+      [
+        'twice',
+        async (ctx) => {
+          await ctx.step('x', () => 1);
+          await ctx.step('x', () => 2);
+        },
+        'step_name_reused',
+      ],
+      ['long', async (ctx) => ctx.step('n'.repeat(201), () => 1), 'invalid_step'],
+      [
+        'many',
+        async (ctx) => {
+          for (let i = 0; i < 3; i++) await ctx.step(`s${i}`, () => i);
+        },
+        'too_many_steps',
+      ],
+      ['big', async (ctx) => ctx.step('blob', () => 'x'.repeat(2_000)), 'invalid_result'],
+    ];
+    for (const [name, handler, reason] of cases) {
+      const kind = defineJob({ kind: `refuse-${name}`, payload, maxSteps: 2, handler: (_p, ctx) => handler(ctx) });
+      const id = await enqueue(kind);
+      expect(await run([kind], { maxResultBytes: 1_000 })).toMatchObject({ dead: 1 });
+      expect((await job(id)).deadReason).toBe(reason);
+      const written = await steps(id);
+      expect(written.map((s) => s.name)).toEqual(name === 'twice' ? ['x'] : name === 'many' ? ['s0', 's1'] : []);
+    }
+  });
+
+  it("a transactional step's writes and its result commit together: exactly once across a retry", async () => {
+    await t.admin.query(`create table if not exists "${t.schema}".invoices (order_id int primary key)`);
+    await t.admin.query(`truncate "${t.schema}".invoices`);
+    let failAfter = true;
+    const invoice = defineJob({
+      kind: 'invoice',
+      payload,
+      backoff: instant,
+      handler: async (p, ctx) => {
+        const number = await ctx.step('issue', { transaction: true }, async (tx) => {
+          await tx.execute(sql`insert into ${sql.identifier(t.schema)}.invoices (order_id) values (${p.n})`);
+          return `INV-${p.n}`;
+        });
+        if (failAfter) {
+          failAfter = false;
+          throw new Error('mail failed');
+        }
+        return number;
+      },
+    });
+    const id = await enqueue(invoice, { n: 7 });
+    expect(await run([invoice])).toMatchObject({ completed: 0, retried: 1 });
+    expect(await run([invoice])).toMatchObject({ completed: 1, retried: 0 });
+    expect((await job(id)).result).toBe('INV-7');
+    expect((await t.admin.query(`select count(*)::int as n from "${t.schema}".invoices`)).rows[0].n).toBe(1);
+  });
+
+  it('a transactional step whose lease is lost before it commits rolls back: no write, no stored result', async () => {
+    await t.admin.query(`create table if not exists "${t.schema}".invoices (order_id int primary key)`);
+    await t.admin.query(`truncate "${t.schema}".invoices`);
+    const invoice = defineJob({
+      kind: 'invoice-lost',
+      payload,
+      handler: async (p, ctx) => {
+        await ctx.step('issue', { transaction: true }, async (tx) => {
+          await tx.execute(sql`insert into ${sql.identifier(t.schema)}.invoices (order_id) values (${p.n})`);
+          // Another holder takes the job meanwhile (a rescue after this lease ran out).
+          await t.admin.query(`update "${t.schema}".jobs set lease_token = gen_random_uuid() where id = $1`, [ctx.id]);
+        });
+      },
+    });
+    const id = await enqueue(invoice, { n: 8 });
+    expect(await run([invoice])).toMatchObject({ leaseLost: 1, completed: 0 });
+    expect((await t.admin.query(`select count(*)::int as n from "${t.schema}".invoices`)).rows[0].n).toBe(0);
+    expect(await steps(id)).toEqual([]);
+  });
+});
+
+describe('continuation within the budget', () => {
+  it('10 steps of 2 s in invocations with 5 s left: done across ≥ 4 invocations, never killed mid-step, no attempt used', async () => {
+    const clock = new ManualClock();
+    const ran: number[] = [];
+    const long = defineJob({
+      kind: 'long',
+      payload,
+      timeoutMs: 2_500,
+      handler: async (_p, ctx) => {
+        let total = 0;
+        for (let i = 0; i < 10; i++) {
+          total += await ctx.step(`part-${i}`, () => {
+            ran.push(i);
+            clock.advance(2_000);
+            return i;
+          });
+        }
+        return total;
+      },
+    });
+    const id = await enqueue(long);
+    const worker = createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [long],
+      logger: silentLogger,
+      clock,
+      safetyMarginMs: 500,
+    });
+    const summaries = [];
+    for (let i = 0; i < 10 && (await job(id)).state !== 'completed'; i++) {
+      summaries.push(await worker.runInvocation({ remainingMs: 5_000 }));
+    }
+    expect(ran).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]); // each step once: none cut short and rerun
+    expect(summaries.length).toBeGreaterThanOrEqual(4);
+    expect(summaries.slice(0, -1).every((s) => s.suspended === 1 && s.retried === 0 && s.dead === 0)).toBe(true);
+    expect(summaries.at(-1)).toMatchObject({ completed: 1 });
+    const done = await job(id);
+    expect(done).toMatchObject({ state: 'completed', result: 45, attempt: 1 });
+    expect(done.lastError).toBeNull();
+  });
+});
+
+describe('durable sleep', () => {
+  it('a sleeping job leaves the invocation without using an attempt, and its sleep is done when it runs again', async () => {
+    const ran: string[] = [];
+    const onboarding = defineJob({
+      kind: 'onboarding',
+      payload,
+      handler: async (_p, ctx) => {
+        await ctx.step('welcome', () => ran.push('welcome'));
+        await ctx.sleep('three-days', 3 * 86_400_000);
+        await ctx.step('reminder', () => ran.push('reminder'));
+      },
+    });
+    const id = await enqueue(onboarding);
+    const summary = await run([onboarding]);
+    expect(summary).toMatchObject({ suspended: 1, completed: 0, retried: 0 });
+    const sleeping = await t.admin.query(
+      `select state, attempt, run_at > now() + interval '71 hours' as far from "${t.schema}".jobs where id = $1`,
+      [id],
+    );
+    expect(sleeping.rows[0]).toEqual({ state: 'queued', attempt: 0, far: true });
+    expect(ran).toEqual(['welcome']);
+    // sleepUntil a moment already past: the job runs on in the same invocation.
+    const past = defineJob({
+      kind: 'past',
+      payload,
+      handler: async (_p, ctx) => {
+        await ctx.sleepUntil('until', new Date(Date.now() - 1_000));
+        return ctx.step('after', () => 'woke');
+      },
+    });
+    const other = await enqueue(past);
+    expect(await run([past])).toMatchObject({ suspended: 1, completed: 1 });
+    expect(await job(other)).toMatchObject({ state: 'completed', result: 'woke', attempt: 1 });
+    expect((await steps(other)).map((s) => [s.name, s.type])).toEqual([
+      ['until', 'sleep'],
+      ['after', 'run'],
+    ]);
+  });
+
+  it('1,000 jobs sleeping an hour are claimed by none before their time and by the first claim after it', async () => {
+    const sleeper = defineJob({
+      kind: 'sleeper',
+      payload,
+      handler: async (_p, ctx) => {
+        await ctx.sleep('hour', 3_600_000);
+      },
+    });
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 1_000 }, (_, n) => sleeper.with({ n })),
+    );
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [sleeper],
+      logger: silentLogger,
+      concurrency: 100,
+      batchSize: 200,
+    }).runInvocation({ remainingMs: 60_000 });
+    expect(summary).toMatchObject({ suspended: 1_000, completed: 0 });
+    const leases = [{ kind: 'sleeper', leaseMs: 30_000 }];
+    // The wake-up time was set on the database's clock when each job went to sleep (now).
+    const before = await claimJobs(t.db.db, t.schema, {
+      leases,
+      limit: 2_000,
+      invocationId: 'early',
+      now: at(-60_000 + 3_540_000),
+    });
+    expect(before.jobs).toHaveLength(0);
+    const after = await claimJobs(t.db.db, t.schema, {
+      leases,
+      limit: 2_000,
+      invocationId: 'woke',
+      now: at(-60_000 + 3_660_000),
+    });
+    expect(after.jobs).toHaveLength(1_000);
+  });
+});
