@@ -261,7 +261,7 @@ export class StepError extends DiscardError {
  * later invocation. A handler that catches errors around a step must let it through.
  */
 export class StepSuspension extends Error {
-  readonly why: 'continued' | 'sleeping' | 'retrying';
+  readonly why: 'continued' | 'sleeping' | 'waiting' | 'retrying';
   constructor(why: StepSuspension['why']) {
     super(`the job left this invocation (${why}); it resumes in a later one`);
     this.name = 'StepSuspension';

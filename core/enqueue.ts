@@ -21,6 +21,7 @@ import { type EnqueueOptions, toInsertRow } from './enqueue-options.js';
 import { issuesOf } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
 import type { Nudger } from './nudge.js';
+import { type PreparedSignal, prepareSignal, type SignalResult, sendSignal } from './signals.js';
 import { unstorableInJson } from './text.js';
 import type { Tracing } from './tracing.js';
 
@@ -95,6 +96,14 @@ export interface Enqueuer {
   ): Promise<Record<K, EnqueueResult>>;
   /** Enqueues a chain: each request runs after the one before it completed (enqueueFlow, in order). */
   enqueueChain(db: EnqueueTarget, requests: readonly JobRequest[]): Promise<EnqueueResult[]>;
+  /**
+   * Sends a signal on `key` to the job waiting for it (`ctx.waitForSignal`), in `db`'s transaction
+   * when `db` is one: the signal exists only if that transaction commits. A signal sent before its
+   * wait began is kept for it. The payload is bounded by maxPayloadBytes.
+   */
+  signal(db: EnqueueTarget, key: string, payload?: unknown): Promise<SignalResult>;
+  /** A signal as statements for a neon-http `db.batch([...])`, like prepareEnqueue. */
+  prepareSignal(key: string, payload?: unknown): PreparedSignal;
   /** Enqueue by kind name (HTTP, CLI): the kind must be in `registry`. */
   enqueueByKind(
     db: EnqueueTarget,
@@ -235,6 +244,8 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
   return {
     prepareEnqueue,
     nudge: async (queues) => config.nudger?.nudge(queues),
+    signal: (db, key, payload) => sendSignal(db, schema, key, payload, maxPayloadBytes),
+    prepareSignal: (key, payload) => prepareSignal(schema, key, payload, maxPayloadBytes),
     enqueue: async (db, job, payload, options = {}) =>
       (await enqueueMany(db, [{ job, payload, options }]))[0] as EnqueueResult,
     enqueueMany,
@@ -256,6 +267,8 @@ export const enqueueFlow = defaultEnqueuer.enqueueFlow;
 export const enqueueChain = defaultEnqueuer.enqueueChain;
 /** enqueueByKind() on the default `skiplock` schema with the default payload limit. */
 export const enqueueByKind = defaultEnqueuer.enqueueByKind;
+/** signal() on the default schema (see Enqueuer.signal). */
+export const signal = defaultEnqueuer.signal;
 
 /**
  * A request as the row to insert: the payload validated against the kind's schema, checked as

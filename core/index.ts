@@ -51,6 +51,7 @@ export {
   enqueueChain,
   enqueueFlow,
   enqueueMany,
+  signal,
 } from './enqueue.js';
 export type { DedupeOption, EnqueueOptions } from './enqueue-options.js';
 export {
@@ -80,7 +81,9 @@ export {
   type JobRequest,
   type QueueDefinition,
   type QueueOptions,
+  type StepOptions,
   type TransactionalJobContext,
+  type TransactionalStepOptions,
 } from './jobs.js';
 export { jsonLogger, type Logger, silentLogger } from './logger.js';
 export {
@@ -116,6 +119,7 @@ export {
   type ScheduleTickOptions,
   type ScheduleTickResult,
 } from './schedules.js';
+export { type PreparedSignal, SIGNAL_LIMITS, type SignalResult } from './signals.js';
 export {
   createWorker,
   type InvocationInput,

@@ -59,6 +59,15 @@ export interface JobContext {
   sleep(name: string, ms: number): Promise<void>;
   /** A durable sleep until `at` (database clock). */
   sleepUntil(name: string, at: Date): Promise<void>;
+  /**
+   * Waits for a signal on `key` (`signal(db, key, payload)`), at most `timeoutMs`: the signal's
+   * payload, or `{ timedOut: true }`. A signal sent before the wait began is not lost; each signal is
+   * taken by one wait. While it waits the job is back in the queue: no attempt, no function time.
+   */
+  waitForSignal<T = unknown>(
+    name: string,
+    options: { key: string; timeoutMs: number },
+  ): Promise<{ timedOut: false; payload: T } | { timedOut: true }>;
 }
 
 /** How one durable step runs. Every option falls back to the job's kind. */

@@ -253,29 +253,59 @@ export function jobStepsTableIn(schema: PgSchema<string>) {
       jobId: bigint('job_id', { mode: 'bigint' }).notNull(),
       name: text('name').notNull(),
       position: integer('position').notNull(),
-      // 'sleep' rows hold the wake-up time as their result: the sleep is over once the job runs again.
-      type: text('type', { enum: ['run', 'sleep'] })
+      // 'sleep': recorded completed as the job goes to sleep (it is over once the job runs again).
+      // 'signal': a wait for a signal on `signal_key`, 'waiting' until one comes or `timeout_at`.
+      type: text('type', { enum: ['run', 'sleep', 'signal'] })
         .notNull()
         .default('run'),
-      state: text('state', { enum: ['completed', 'failed'] }).notNull(),
+      state: text('state', { enum: ['completed', 'failed', 'waiting'] }).notNull(),
       attempts: integer('attempts').notNull().default(0),
       result: jsonb('result'),
       lastError: jsonb('last_error'),
       durationMs: integer('duration_ms'),
       startedAt: timestamp('started_at', tz),
       finishedAt: timestamp('finished_at', tz),
+      signalKey: text('signal_key'),
+      timeoutAt: timestamp('timeout_at', tz),
     },
     (t) => [
       primaryKey({ name: 'job_steps_pk', columns: [t.jobId, t.name] }),
       uniqueIndex('job_steps_position_idx').on(t.jobId, t.position),
-      check('job_steps_state_check', sql`${t.state} in ('completed', 'failed')`),
-      check('job_steps_type_check', sql`${t.type} in ('run', 'sleep')`),
+      // The jobs waiting for a key's signal: what signal() wakes.
+      index('job_steps_waiting_idx').on(t.signalKey).where(sql`state = 'waiting'`),
+      check('job_steps_state_check', sql`${t.state} in ('completed', 'failed', 'waiting')`),
+      check('job_steps_type_check', sql`${t.type} in ('run', 'sleep', 'signal')`),
       check('job_steps_position_check', sql`${t.position} >= 0 and ${t.attempts} >= 0`),
-      // A completed step says when; a failed one says why.
+      // A completed step says when; a failed one says why; a wait names its key and its timeout.
       check(
         'job_steps_outcome_check',
-        sql`case ${t.state} when 'completed' then ${t.finishedAt} is not null else ${t.lastError} is not null end`,
+        sql`case ${t.state} when 'completed' then ${t.finishedAt} is not null
+          when 'failed' then ${t.lastError} is not null
+          else ${t.type} = 'signal' and ${t.signalKey} is not null and ${t.timeoutAt} is not null end`,
       ),
+    ],
+  );
+}
+
+/**
+ * Signals (`signal(db, key, payload)`), kept until a job's `ctx.waitForSignal` on their key takes
+ * them — also when they were sent before the wait began. Each signal is taken by one wait.
+ * Maintenance prunes taken signals, and untaken ones after their retention.
+ */
+export function signalsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'signals',
+    {
+      id: bigint('id', { mode: 'bigint' }).primaryKey().generatedByDefaultAsIdentity({ name: 'signals_id_seq' }),
+      key: text('key').notNull(),
+      payload: jsonb('payload'),
+      sentAt: timestamp('sent_at', tz).notNull(),
+      takenBy: bigint('taken_by', { mode: 'bigint' }),
+      takenAt: timestamp('taken_at', tz),
+    },
+    (t) => [
+      index('signals_pending_idx').on(t.key, t.id).where(sql`taken_by is null`),
+      check('signals_taken_check', sql`(${t.takenBy} is null) = (${t.takenAt} is null)`),
     ],
   );
 }
@@ -502,6 +532,7 @@ export const completedCounts = completedCountsTableIn(skiplockSchema);
 export const activityRollups = activityRollupsTableIn(skiplockSchema);
 export const invocations = invocationsTableIn(skiplockSchema);
 export const jobSteps = jobStepsTableIn(skiplockSchema);
+export const signals = signalsTableIn(skiplockSchema);
 export const pauses = pausesTableIn(skiplockSchema);
 export const limits = limitsTableIn(skiplockSchema);
 export const destinations = destinationsTableIn(skiplockSchema);

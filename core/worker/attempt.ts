@@ -1,4 +1,10 @@
-import { CancelError, DestinationError, DiscardError, RetryAfterError } from '../../base/errors.js';
+import {
+  CancelError,
+  DestinationError,
+  DiscardError,
+  RetryAfterError,
+  type StepSuspension,
+} from '../../base/errors.js';
 import type { DestinationOutcomeOf, Outcome } from '../../base/outcomes.js';
 import type { ClaimedJob, ParentJob } from '../../base/rows.js';
 import { readParents } from '../../db/statements/jobs-read.js';
@@ -11,7 +17,7 @@ import { type Logger, withFields } from '../logger.js';
 import type { AttemptTrace } from '../tracing.js';
 import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
 import type { Kind, WorkerSettings } from './settings.js';
-import { StepRunner, type StepSuspension } from './steps.js';
+import { StepRunner } from './steps.js';
 
 /** Why a job's signal fired. Recorded as the failure class (timeout, invocation_deadline). */
 export class JobAbort extends Error {

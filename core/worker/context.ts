@@ -3,7 +3,7 @@ import type { ParentJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../../db/connect.js';
 import type { JobContext, StepOptions, TransactionalJobContext, TransactionalStepOptions } from '../jobs.js';
 import type { Logger } from '../logger.js';
-import type { StepRunner } from './steps.js';
+import type { SignalWaitResult, StepRunner } from './steps.js';
 
 /** What a handler's context reads from the attempt behind it; the attempt itself stays out of reach. */
 export interface ContextSource {
@@ -94,6 +94,10 @@ export class HandlerContext implements JobContext {
 
   sleepUntil(name: string, at: Date): Promise<void> {
     return this.#source.steps().sleep(name, { wakeAt: at });
+  }
+
+  waitForSignal<T = unknown>(name: string, options: { key: string; timeoutMs: number }): Promise<SignalWaitResult<T>> {
+    return this.#source.steps().waitForSignal(name, options) as Promise<SignalWaitResult<T>>;
   }
 }
 

@@ -1,8 +1,6 @@
 import { DiscardError, StepError, StepSuspension } from '../../base/errors.js';
-
-export { StepError, StepSuspension };
-
 import type { AnyPgDatabase } from '../../db/connect.js';
+import { signalLock, type WaitRow, waitStatement } from '../../db/statements/signals.js';
 import {
   readSteps,
   recordStep,
@@ -14,6 +12,7 @@ import {
 import { toBackoff } from '../backoff.js';
 import { decideFailure } from '../failure.js';
 import type { StepOptions } from '../jobs.js';
+import { inOneTransaction, SIGNAL_LIMITS } from '../signals.js';
 import type { Attempt } from './attempt.js';
 import { JobAbort } from './attempt.js';
 import type { WorkerSettings } from './settings.js';
@@ -144,6 +143,38 @@ export class StepRunner {
       { ...until, step: { name, position, type: 'sleep', state: 'completed', attempts: 1 } },
       'sleeping',
     );
+  }
+
+  /**
+   * A wait for a signal on `key`: the key's oldest signal not yet taken (also one sent before the
+   * wait began), or, when none comes within `timeoutMs`, a timed-out result. While it waits the job
+   * is back in the queue (no attempt, no function time); a signal wakes it at once.
+   */
+  async waitForSignal(name: string, options: { key: string; timeoutMs: number }): Promise<SignalWaitResult> {
+    const { position, row } = await this.#reach(name, 'signal');
+    if (row?.state === 'completed') return waitResult(row.resultJson);
+    const key = options?.key;
+    if (typeof key !== 'string' || key.length === 0 || key.length > SIGNAL_LIMITS.keyLength) {
+      throw new StepError(
+        'invalid_step',
+        `wait "${name}": the key must be a string of 1 to ${SIGNAL_LIMITS.keyLength} characters`,
+      );
+    }
+    const timeoutMs = positiveInt(options.timeoutMs, `wait "${name}": timeoutMs`);
+    if (timeoutMs === undefined) throw new StepError('invalid_step', `wait "${name}": timeoutMs is required`);
+    const { settings, attempt } = this.#host;
+    const rows = await inOneTransaction<WaitRow>(
+      settings.db.db,
+      settings.schema,
+      signalLock(settings.schema, key),
+      waitStatement(settings.schema, attempt.job, { name, position, key, timeoutMs }),
+    );
+    const decided = rows[0];
+    if (!decided) throw this.#lost();
+    if (decided.outcome === 'signal') return waitResult(`{"payload":${decided.payload_json ?? 'null'}}`);
+    if (decided.outcome === 'timeout') return { timedOut: true };
+    this.#host.suspended('waiting', new Date(Number(decided.run_at_ms)));
+    throw new StepSuspension('waiting');
   }
 
   /** Checks a step's name and place, and returns what the job recorded for it before. */
@@ -316,6 +347,14 @@ function stepResult(name: string, value: unknown, maxBytes: number): string | un
     );
   }
   return text;
+}
+
+/** What a wait for a signal returns: the signal's payload, or that none came in time. */
+export type SignalWaitResult<T = unknown> = { timedOut: false; payload: T } | { timedOut: true };
+
+function waitResult(json: string | null): SignalWaitResult {
+  const stored = (json === null ? null : JSON.parse(json)) as { payload?: unknown; timedOut?: boolean } | null;
+  return stored?.timedOut ? { timedOut: true } : { timedOut: false, payload: stored?.payload ?? null };
 }
 
 function parseResult(json: string | null): unknown {

@@ -35,7 +35,8 @@ export interface InvocationSummary {
   errorCode?: string;
   /**
    * Jobs that left this invocation to go on in a later one without ending (durable steps: a
-   * continuation when the next step would not fit the time left, a sleep); absent when none did.
+   * continuation when the next step would not fit the time left, a sleep, a wait for a signal);
+   * absent when none did.
    */
   suspended?: number;
   /** Occurrences of schedules this invocation's tick enqueued (absent when it did not tick). */

@@ -14,8 +14,8 @@ import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
 export interface StepRow {
   name: string;
   position: number;
-  type: 'run' | 'sleep';
-  state: 'completed' | 'failed';
+  type: 'run' | 'sleep' | 'signal';
+  state: 'completed' | 'failed' | 'waiting';
   attempts: number;
   /** The step's result as JSON text (null when it returned nothing or has not completed). */
   resultJson: string | null;

@@ -389,3 +389,72 @@ describe('durable sleep', () => {
     expect(after.jobs).toHaveLength(1_000);
   });
 });
+
+describe('signals (ctx.waitForSignal, signal)', () => {
+  const activation = (seen: unknown[]) =>
+    defineJob({
+      kind: 'activation',
+      payload: z.object({ user: z.string() }),
+      handler: async (p, ctx) => {
+        const got = await ctx.waitForSignal<{ plan: string }>('activated', {
+          key: `activate:${p.user}`,
+          timeoutMs: 3_600_000,
+        });
+        seen.push(got);
+        return got.timedOut ? 'timed out' : got.payload.plan;
+      },
+    });
+
+  it('a waiting job uses no attempt and no invocation; a signal wakes it at once with its payload', async () => {
+    const seen: unknown[] = [];
+    const kind = activation(seen);
+    const id = await enqueue(kind, { user: 'ada' });
+    expect(await run([kind])).toMatchObject({ suspended: 1, completed: 0 });
+    const waiting = await t.admin.query(
+      `select j.state, j.attempt, j.run_at > now() + interval '59 minutes' as far, s.state as step
+       from "${t.schema}".jobs j join "${t.schema}".job_steps s on s.job_id = j.id where j.id = $1`,
+      [id],
+    );
+    expect(waiting.rows[0]).toEqual({ state: 'queued', attempt: 0, far: true, step: 'waiting' });
+    expect(await q.signal(t.db, 'activate:ada', { plan: 'pro' })).toMatchObject({ woken: 1 });
+    expect(await run([kind])).toMatchObject({ completed: 1 });
+    expect(seen).toEqual([{ timedOut: false, payload: { plan: 'pro' } }]);
+    expect(await job(id)).toMatchObject({ state: 'completed', result: 'pro', attempt: 1 });
+  });
+
+  it('a signal sent before the wait is kept for it; one sent in a rolled-back transaction never existed', async () => {
+    const seen: unknown[] = [];
+    const kind = activation(seen);
+    expect(await q.signal(t.db, 'activate:bo', { plan: 'team' })).toMatchObject({ woken: 0 });
+    await t.db.db
+      .transaction(async (tx) => {
+        await q.signal(tx, 'activate:cy', { plan: 'never' });
+        throw new Error('the order failed: roll back');
+      })
+      .catch(() => {});
+    const bo = await enqueue(kind, { user: 'bo' });
+    const cy = await enqueue(kind, { user: 'cy' });
+    expect(await run([kind])).toMatchObject({ completed: 1, suspended: 1 });
+    expect(await job(bo)).toMatchObject({ state: 'completed', result: 'team' });
+    expect(await job(cy)).toMatchObject({ state: 'queued' });
+    const signals = await t.admin.query(`select key, taken_by::text from "${t.schema}".signals order by id`);
+    expect(signals.rows).toEqual([{ key: 'activate:bo', taken_by: bo }]);
+  });
+
+  it('a wait whose timeout passes returns { timedOut: true }; bad keys and payloads are refused, nothing written', async () => {
+    const impatient = defineJob({
+      kind: 'impatient',
+      payload,
+      handler: async (_p, ctx) => ctx.waitForSignal('reply', { key: 'reply:1', timeoutMs: 1 }),
+    });
+    const id = await enqueue(impatient);
+    // The first invocation waits (suspends until 1 ms later); the next finds the timeout passed.
+    await run([impatient]);
+    for (let i = 0; i < 5 && (await job(id)).state !== 'completed'; i++) await run([impatient]);
+    expect(await job(id)).toMatchObject({ state: 'completed', result: { timedOut: true } });
+    await expect(q.signal(t.db, '', 1)).rejects.toThrow('a signal key must be a string of 1 to 500 characters');
+    await expect(q.signal(t.db, 'k', 'x'.repeat(300 * 1024))).rejects.toMatchObject({ code: 'payload_too_large' });
+    await expect(q.signal(t.db, 'k', { n: 1n })).rejects.toThrow('is not JSON');
+    expect((await t.admin.query(`select count(*)::int as n from "${t.schema}".signals`)).rows[0].n).toBe(0);
+  });
+});

@@ -1,0 +1,98 @@
+import type { SQL } from 'drizzle-orm';
+import { InvalidOptionsError, PayloadTooLargeError } from '../base/errors.js';
+import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
+import { queryRows, toSkiplockError } from '../db/execute.js';
+import { type SendSignalRow, sendSignalStatement, signalLock } from '../db/statements/signals.js';
+
+/** The longest signal key. */
+export const SIGNAL_LIMITS = { keyLength: 500 } as const;
+
+/** What signal() did: the stored signal's id, and how many waiting jobs it woke (0: it waits for its wait). */
+export interface SignalResult {
+  id: string;
+  woken: number;
+}
+
+/** A signal as statements for a neon-http `db.batch([...])` (that driver has no interactive transactions). */
+export interface PreparedSignal {
+  statements: SQL[];
+  read(results: readonly unknown[]): SignalResult;
+}
+
+/** A key and payload checked, as the statement's parameters. Nothing is written when they are refused. */
+export function signalParameters(
+  key: unknown,
+  payload: unknown,
+  maxPayloadBytes: number,
+): { key: string; payloadJson: string | null } {
+  if (typeof key !== 'string' || key.length === 0 || key.length > SIGNAL_LIMITS.keyLength || key.includes('\u0000')) {
+    throw new InvalidOptionsError(`a signal key must be a string of 1 to ${SIGNAL_LIMITS.keyLength} characters`);
+  }
+  if (payload === undefined) return { key, payloadJson: null };
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(payload);
+  } catch (err) {
+    throw new InvalidOptionsError(`the payload of signal "${key}" is not JSON: ${(err as Error).message}`);
+  }
+  if (json === undefined) return { key, payloadJson: null };
+  const bytes = Buffer.byteLength(json);
+  if (bytes > maxPayloadBytes) throw new PayloadTooLargeError(`signal "${key}"`, bytes, maxPayloadBytes);
+  return { key, payloadJson: json };
+}
+
+/**
+ * Sends a signal in `target`'s transaction when it is one (the signal exists only if it commits),
+ * else in a transaction of its own: the key's lock, then the signal and the wake-up of its waiting jobs.
+ */
+export async function sendSignal(
+  target: AnyPgDatabase | SkiplockDb,
+  schema: string,
+  key: unknown,
+  payload: unknown,
+  maxPayloadBytes: number,
+): Promise<SignalResult> {
+  const p = signalParameters(key, payload, maxPayloadBytes);
+  const lock = signalLock(schema, p.key);
+  const statement = sendSignalStatement(schema, p.key, p.payloadJson);
+  const db = 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
+  const rows = await inOneTransaction<SendSignalRow>(db, schema, lock, statement);
+  return toResult(rows[0]);
+}
+
+/** The same, as statements for the caller's neon-http batch: include both, in order, then `read` the results. */
+export function prepareSignal(schema: string, key: unknown, payload: unknown, maxPayloadBytes: number): PreparedSignal {
+  const p = signalParameters(key, payload, maxPayloadBytes);
+  return {
+    statements: [signalLock(schema, p.key), sendSignalStatement(schema, p.key, p.payloadJson)],
+    read(results) {
+      const last = results[results.length - 1] as { rows?: SendSignalRow[] } | undefined;
+      return toResult(last?.rows?.[0]);
+    },
+  };
+}
+
+/**
+ * Runs `lock` then `statement` in one transaction and returns the statement's rows: a transaction
+ * (a savepoint inside the caller's) on pg and neon-ws, a batch on neon-http (the only driver
+ * whose Drizzle database has `batch`).
+ */
+export async function inOneTransaction<T>(db: AnyPgDatabase, schema: string, lock: SQL, statement: SQL): Promise<T[]> {
+  const batching = db as unknown as { batch?: (queries: unknown[]) => Promise<unknown[]> };
+  try {
+    if (typeof batching.batch !== 'function') {
+      return await db.transaction(async (tx) => {
+        await queryRows(tx, lock, schema);
+        return queryRows<T>(tx, statement, schema);
+      });
+    }
+    const results = await batching.batch([db.execute(lock), db.execute(statement)]);
+    return ((results[1] as { rows?: T[] } | undefined)?.rows ?? []) as T[];
+  } catch (err) {
+    throw toSkiplockError(err, schema);
+  }
+}
+
+function toResult(row: SendSignalRow | undefined): SignalResult {
+  return { id: String(row?.id ?? ''), woken: Number(row?.woken ?? 0) };
+}

@@ -1,0 +1,96 @@
+import { sql } from 'drizzle-orm';
+import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { getJob } from '../../core/admin.js';
+import { defineJob } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { enqueuerFor } from '../helpers/kinds.js';
+
+// Durable steps through the driver under test: the step statements, the suspension, the signal's
+// lock-then-write transaction (a batch on neon-http) and a transactional step where the driver has
+// interactive transactions. The step semantics are tested once, in test/core/steps.test.ts.
+let t: TestContext;
+let q: ReturnType<typeof enqueuerFor>;
+useTestSchema('drivers-steps', (ctx) => {
+  t = ctx;
+  q = enqueuerFor(ctx.schema);
+});
+
+const payload = z.object({ user: z.string() });
+const run = (jobs: WorkerOptions['jobs']) =>
+  createWorker({ db: t.db, schema: t.schema, jobs, logger: silentLogger }).runInvocation({ remainingMs: 60_000 });
+const job = async (id: string) =>
+  (await getJob(t.db, id, { schema: t.schema })) as NonNullable<Awaited<ReturnType<typeof getJob>>>;
+
+describe(`durable steps (${testDriver()})`, () => {
+  it('steps, a sleep and a wait for a signal: each step once, the signal sent through this driver', async () => {
+    const ran: string[] = [];
+    const onboarding = defineJob({
+      kind: 'onboarding',
+      payload,
+      handler: async (p, ctx) => {
+        const mail = await ctx.step('welcome', () => {
+          ran.push('welcome');
+          return { messageId: `m-${p.user}` };
+        });
+        await ctx.sleepUntil('settle-in', new Date(Date.now() - 1_000));
+        const activated = await ctx.waitForSignal<{ plan: string }>('activated', {
+          key: `activate:${p.user}`,
+          timeoutMs: 3_600_000,
+        });
+        return { mail, plan: activated.timedOut ? null : activated.payload.plan };
+      },
+    });
+    const [queued] = await q.enqueueMany(t.db, [onboarding.with({ user: 'ada' })]);
+    const id = queued?.id as string;
+    // The sleep is over at once, the wait is not: two suspensions, no completion yet.
+    expect(await run([onboarding])).toMatchObject({ suspended: 2, completed: 0 });
+    if (testDriver() === 'neon-http') {
+      const db = t.db.db as unknown as NeonHttpDatabase;
+      const prepared = q.prepareSignal('activate:ada', { plan: 'pro' });
+      const results = await db.batch(prepared.statements.map((s) => db.execute(s)) as [never, ...never[]]);
+      expect(prepared.read(results)).toMatchObject({ woken: 1 });
+    } else {
+      expect(await q.signal(t.db, 'activate:ada', { plan: 'pro' })).toMatchObject({ woken: 1 });
+    }
+    expect(await run([onboarding])).toMatchObject({ completed: 1 });
+    expect(await job(id)).toMatchObject({
+      state: 'completed',
+      attempt: 1,
+      result: { mail: { messageId: 'm-ada' }, plan: 'pro' },
+    });
+    expect(ran).toEqual(['welcome']);
+  });
+
+  it(
+    testDriver() === 'neon-http'
+      ? 'a transactional step is refused with step_unsupported: neon-http has no interactive transactions'
+      : "a transactional step's write and its stored result commit together",
+    async () => {
+      await t.admin.query(`create table if not exists "${t.schema}".receipts (user_name text primary key)`);
+      await t.admin.query(`truncate "${t.schema}".receipts`);
+      const receipt = defineJob({
+        kind: 'receipt',
+        payload,
+        handler: async (p, ctx) =>
+          ctx.step('write', { transaction: true }, async (tx) => {
+            await tx.execute(sql`insert into ${sql.identifier(t.schema)}.receipts values (${p.user})`);
+            return 'written';
+          }),
+      });
+      const [queued] = await q.enqueueMany(t.db, [receipt.with({ user: 'bo' })]);
+      await run([receipt]);
+      const count = (await t.admin.query(`select count(*)::int as n from "${t.schema}".receipts`)).rows[0].n;
+      if (testDriver() === 'neon-http') {
+        expect(await job(queued?.id as string)).toMatchObject({ state: 'dead', deadReason: 'step_unsupported' });
+        expect(count).toBe(0);
+      } else {
+        expect(await job(queued?.id as string)).toMatchObject({ state: 'completed', result: 'written' });
+        expect(count).toBe(1);
+      }
+    },
+  );
+});
