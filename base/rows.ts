@@ -111,6 +111,29 @@ export interface JobRecord {
   dependents: string[];
   /** What a parent's death or cancellation does to it (null without parents). */
   onParentFailure: 'cancel' | 'run' | null;
+  /** The durable steps it reached, in order (getJob only; absent from lists). */
+  steps?: JobStep[];
+}
+
+/** A durable step a job reached (`ctx.step`, `ctx.sleep`, `ctx.waitForSignal`), as getJob shows it. */
+export interface JobStep {
+  name: string;
+  /** 0 for the first step the job reached. */
+  position: number;
+  type: 'run' | 'sleep' | 'signal';
+  /** waiting: a wait for a signal that has not ended. */
+  state: 'completed' | 'failed' | 'waiting';
+  /** Attempts of this step (its retries do not use the job's). */
+  attempts: number;
+  durationMs: number | null;
+  /** The stored result's size in bytes of JSON (null: none). */
+  resultBytes: number | null;
+  lastError: Record<string, unknown> | null;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  /** A wait's key and when it times out. */
+  signalKey: string | null;
+  timeoutAt: Date | null;
 }
 
 /** A parent as its child's handler reads it (`ctx.parents()`). */
@@ -139,6 +162,10 @@ export interface QueueStatsRow {
   deadLastHour: number;
   cancelledLastHour: number;
   oldestReadyAgeSeconds: number | null;
+  /** Of the scheduled and retry-waiting jobs: those sleeping in a durable step (`ctx.sleep`). */
+  sleeping: number;
+  /** Of the scheduled and retry-waiting jobs: those waiting for a signal (`ctx.waitForSignal`). */
+  waitingForSignal: number;
   /** Set while the queue or the kind is paused (the queue's pause first, when both are). */
   paused: { scope: 'queue' | 'kind'; since: Date; by: string } | null;
 }

@@ -1,7 +1,7 @@
 // The commands that work on a database, each through the same core functions as the API.
 
 import { ConfigError } from '../base/errors.js';
-import type { JobRecord, JobState } from '../base/rows.js';
+import type { JobRecord, JobState, JobStep } from '../base/rows.js';
 import { activity, cancel, getJob, listJobs, moveToDlq, retryNow, stats } from '../core/admin.js';
 import { breakers } from '../core/breakers.js';
 import { createEnqueuer } from '../core/enqueue.js';
@@ -141,6 +141,8 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
           scheduled: r.scheduled,
           retrying: r.retryWaiting,
           waiting: r.waiting,
+          sleeping: r.sleeping,
+          'for signal': r.waitingForSignal,
           running: r.running,
           expired: r.leaseExpired,
           dead: r.dead,
@@ -156,6 +158,8 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
           'scheduled',
           'retrying',
           'waiting',
+          'sleeping',
+          'for signal',
           'running',
           'expired',
           'dead',
@@ -240,8 +244,13 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
         ? []
         : [`waits for: ${job.after.join(', ')} (if one dies or is cancelled: ${job.onParentFailure})`]),
       ...(job.dependents.length === 0 ? [] : [`waited for by: ${job.dependents.join(', ')}`]),
+      ...(job.steps && job.steps.length > 0
+        ? [`steps (${job.steps.length}):`, ...job.steps.map((step) => `  ${stepLine(step)}`)]
+        : []),
       `errors (${job.errors.length}):`,
-      ...job.errors.map((e) => `  attempt ${e.attempt ?? '?'}: ${e.class}: ${e.message}`),
+      ...job.errors.map(
+        (e) => `  attempt ${e.attempt ?? '?'}${e.step ? ` (step ${e.step})` : ''}: ${e.class}: ${e.message}`,
+      ),
     ];
     emit(lines.join('\n'), shown);
     return EXIT.ok;
@@ -276,6 +285,8 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       all: o.all === true,
       dryRun: o['dry-run'] === true,
       resetAttempts: o['keep-attempts'] !== true,
+      fromStep: str(o['from-step']),
+      restart: o.restart === true,
       by: str(o.by) ?? `cli:${io.env.USER ?? 'unknown'}`,
       schema,
       registry,
@@ -369,3 +380,14 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
     return outcomes.every((r) => r.retried) ? EXIT.ok : EXIT.refused;
   },
 };
+
+/** One durable step as `jobs show` prints it: name, type, state, attempts, duration, result size, last error. */
+function stepLine(step: JobStep): string {
+  const parts = [`${step.position + 1}. ${step.name}`, step.type === 'run' ? '' : `(${step.type})`, step.state];
+  if (step.state === 'waiting') parts.push(`for "${step.signalKey}" until ${step.timeoutAt?.toISOString() ?? '?'}`);
+  parts.push(`${step.attempts} attempt${step.attempts === 1 ? '' : 's'}`);
+  if (step.durationMs !== null) parts.push(`${step.durationMs} ms`);
+  if (step.resultBytes !== null) parts.push(`result ${step.resultBytes} B`);
+  if (step.lastError) parts.push(`last error: ${String(step.lastError.message ?? step.lastError.class ?? '?')}`);
+  return parts.filter((p) => p !== '').join('  ');
+}

@@ -54,6 +54,8 @@ commands:
   dlq replay <id...>                    replay dead jobs by id, or by filter:
       [--kind k] [--queue q] [--reason r] [--since iso] [--until iso] [--all]
       [--dry-run] [--limit n] [--keep-attempts] [--by name]
+      [--from-step name | --restart]   durable steps: run again from this one, or all
+                                        (default: resume at the failed step)
   dlq move <id...> [--reason r] [--by name]
                                         move queued or running jobs to the DLQ (reason: manual)
   cancel <id...>                        cancel queued or running jobs
@@ -137,6 +139,8 @@ const OPTIONS = {
   all: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
   'keep-attempts': { type: 'boolean' },
+  'from-step': { type: 'string' },
+  restart: { type: 'boolean' },
   by: { type: 'string' },
   dir: { type: 'string' },
   'per-key': { type: 'boolean' },

@@ -14,6 +14,7 @@ import {
   queueActivity,
   queueStats,
 } from '../db/statements/stats.js';
+import { listSteps } from '../db/statements/steps.js';
 
 /**
  * The operator's functions — the CLI and the HTTP routes call these, never db/ directly:
@@ -87,8 +88,10 @@ export async function moveToDlq(
 
 /** One job with its whole history, or null. */
 export async function getJob(conn: SkiplockDb, id: string, options: SchemaOption = {}): Promise<JobRecord | null> {
-  const [job] = await getJobs(conn.db, schemaOf(options), checkIds([id]));
-  return job ?? null;
+  const schema = schemaOf(options);
+  const [job] = await getJobs(conn.db, schema, checkIds([id]));
+  if (!job) return null;
+  return { ...job, steps: await listSteps(conn.db, schema, id) };
 }
 
 /**

@@ -5,7 +5,9 @@ import type { SkiplockDb } from '../db/connect.js';
 import { compactCompletedCounts, expireDeadlines, pruneFinished } from '../db/statements/maintenance.js';
 import { releaseParked } from '../db/statements/ordering.js';
 import { pruneRollups, rollUpActivity } from '../db/statements/rollups.js';
+import { pruneSignals } from '../db/statements/signals.js';
 import { queueStats } from '../db/statements/stats.js';
+import { pruneOrphanSteps } from '../db/statements/steps.js';
 import { type Clock, systemClock } from './clock.js';
 
 export interface MaintenanceOptions {
@@ -21,6 +23,8 @@ export interface MaintenanceOptions {
   maxDurationMs?: number;
   /** The per-minute counts of finished jobs (the stats and the console's charts) are kept this long. @defaultValue 30 days */
   rollupRetentionMs?: number;
+  /** Signals a wait took are kept this long; one no wait took, as long as dead jobs (deadRetentionMs). @defaultValue 24 h */
+  signalRetentionMs?: number;
   clock?: Clock;
 }
 
@@ -35,6 +39,9 @@ export interface MaintenanceReport {
   releasedParked: number;
   /** Rows written to activity_rollups: the minutes finished since the last rollup, per queue and kind. */
   rolledUp: number;
+  /** Durable steps of jobs that are gone (deleted when they completed), and old signals, deleted. */
+  prunedSteps: number;
+  prunedSignals: number;
   stats: QueueStatsRow[];
 }
 
@@ -44,6 +51,7 @@ export const MAINTENANCE_DEFAULTS = {
   pruneBatchSize: 1_000,
   maxDurationMs: 20_000,
   rollupRetentionMs: 30 * 24 * 3_600_000,
+  signalRetentionMs: 24 * 3_600_000,
 } as const;
 
 /**
@@ -82,6 +90,21 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
   // Completion counts (workers that delete completed jobs) live as long as completed rows
   // would, and at least the hour the stats read; finished minutes are rolled up.
   await compactCompletedCounts(conn.db, schema, Math.max(o.completedRetentionMs, 3_600_000));
+  // Jobs deleted on completion (completedJobs: 'delete') leave their steps behind; pruning takes its own.
+  let prunedSteps = 0;
+  while (clock.now() < stopAt) {
+    const n = await pruneOrphanSteps(conn.db, schema, o.pruneBatchSize);
+    prunedSteps += n;
+    if (n < o.pruneBatchSize) break;
+  }
+  const now = Date.now();
+  const prunedSignals = await pruneSignals(
+    conn.db,
+    schema,
+    new Date(now - o.signalRetentionMs),
+    new Date(now - o.deadRetentionMs),
+    o.pruneBatchSize,
+  );
   // After pruning: a dead job that held its key and aged out of retention no longer holds it.
   const released = await releaseParked(conn.db, schema, { limit: 10_000 });
   return {
@@ -92,6 +115,8 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     pruneFinished: completed.done && cancelled.done && dead.done,
     releasedParked: released.length,
     rolledUp,
+    prunedSteps,
+    prunedSignals,
     stats: await queueStats(conn.db, schema),
   };
 }

@@ -24,6 +24,13 @@ export interface ReplayOptions {
   dryRun?: boolean;
   /** Start the attempt count from zero. @defaultValue true */
   resetAttempts?: boolean;
+  /**
+   * Forget the durable steps from this one on (it and every later step run again); the earlier
+   * steps keep their results. Jobs that never reached it keep all of theirs. @defaultValue none
+   */
+  fromStep?: string;
+  /** Forget every durable step: the job starts from the beginning. @defaultValue false (resume at the failed step) */
+  restart?: boolean;
   /** Replace fields of the replayed jobs. A payload override needs `kind` and is validated. */
   override?: { payload?: unknown; queue?: string; priority?: number; maxAttempts?: number };
   /** Who asked (a user, a function name), kept as replayed_by. @defaultValue 'unknown' */
@@ -54,6 +61,15 @@ const optionsSchema = z.object({
  */
 export async function replay(conn: SkiplockDb, options: ReplayOptions): Promise<ReplayResult> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  if (options.restart && options.fromStep !== undefined) {
+    throw new InvalidOptionsError('invalid replay: give restart or fromStep, not both');
+  }
+  if (
+    options.fromStep !== undefined &&
+    (typeof options.fromStep !== 'string' || options.fromStep.length === 0 || options.fromStep.length > 200)
+  ) {
+    throw new InvalidOptionsError('invalid replay: fromStep must be a step name of 1 to 200 characters');
+  }
   const checked = optionsSchema.safeParse({
     ids: options.ids,
     limit: options.limit,
@@ -106,5 +122,9 @@ export async function replay(conn: SkiplockDb, options: ReplayOptions): Promise<
     resetAttempts: options.resetAttempts ?? REPLAY_DEFAULTS.resetAttempts,
     override: { ...options.override, payload },
     by: options.by ?? REPLAY_DEFAULTS.by,
+    steps: {
+      restart: options.restart === true,
+      ...(options.fromStep === undefined ? {} : { fromStep: options.fromStep }),
+    },
   });
 }

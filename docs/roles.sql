@@ -32,6 +32,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".schedules TO skiplock_worker;
 -- The operator console (run with the worker's credentials, like the control function): its sessions
 -- and its failed-login counts.
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".console_sessions, "skiplock".console_logins TO skiplock_worker;
+-- Durable steps: a worker records each step (ctx.step, ctx.sleep), takes the signals its jobs
+-- wait for (ctx.waitForSignal), and maintenance prunes both.
+GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".job_steps TO skiplock_worker;
+GRANT SELECT, UPDATE, DELETE ON "skiplock".signals TO skiplock_worker;
 -- A worker that runs schedules (createWorker({ schedules })) also enqueues their occurrences: give
 -- it these two grants as well (an enqueuer's insert rights), or run the schedules with the
 -- enqueuer's credentials. Without schedules, leave them out: the worker then cannot insert jobs.
@@ -52,6 +56,11 @@ GRANT USAGE ON SEQUENCE "skiplock".jobs_id_seq TO skiplock_enqueuer;
 GRANT SELECT (id, kind, state, dedupe_key, dedupe_mode, dedupe_window, attempted_at) ON "skiplock".jobs TO skiplock_enqueuer;
 -- Ordering keys: a new job waits behind a live job of its key.
 GRANT SELECT (ordering_key, ordering_hold) ON "skiplock".jobs TO skiplock_enqueuer;
+-- Signals (signal()): the enqueuer stores them and wakes the jobs waiting on their key.
+GRANT INSERT, SELECT (id) ON "skiplock".signals TO skiplock_enqueuer;
+GRANT USAGE ON SEQUENCE "skiplock".signals_id_seq TO skiplock_enqueuer;
+GRANT SELECT (job_id, state, signal_key) ON "skiplock".job_steps TO skiplock_enqueuer;
+GRANT SELECT (run_at), UPDATE (run_at, updated_at) ON "skiplock".jobs TO skiplock_enqueuer;
 -- Dependencies (enqueue `after`): a child's id is appended to each existing parent's dependents.
 GRANT SELECT (dependents), UPDATE (dependents) ON "skiplock".jobs TO skiplock_enqueuer;
 -- Only if you use dedupe mode 'replace'. PostgreSQL counts reading the proposed row

@@ -23,7 +23,7 @@ function statsTable(ctx: ConsoleContext, rows: QueueStatsRow[]): Html {
     return html`<tr><td><a href="${ctx.base}/${query({ queue: r.queue })}">${r.queue}</a>
       ${r.paused ? html` <span class="badge paused" title="paused by ${r.paused.by}">paused</span>` : ''}</td>
       <td><a href="${jobs()}">${r.kind}</a></td>${num(r.ready, jobs('queued'))}${num(r.scheduled)}${num(r.retryWaiting)}
-      ${num(r.waiting)}${num(r.running, jobs('running'))}
+      ${num(r.waiting)}${num(r.sleeping)}${num(r.waitingForSignal)}${num(r.running, jobs('running'))}
       <td class="n ${r.leaseExpired > 0 ? 'bad' : ''}">${r.leaseExpired}</td>
       ${num(r.dead, `${ctx.base}/dlq${query({ queue: r.queue, kind: r.kind })}`)}
       <td class="n">${formatAge(r.oldestReadyAgeSeconds)}</td><td class="n">${r.completedLastHour}</td>
@@ -31,7 +31,8 @@ function statsTable(ctx: ConsoleContext, rows: QueueStatsRow[]): Html {
       <td class="n">${percent(finished === 0 ? null : r.deadLastHour / finished)}</td></tr>`;
   });
   return html`<table><thead><tr><th>Queue</th><th>Kind</th><th class="n">Ready</th><th class="n">Scheduled</th>
-    <th class="n">Retry-waiting</th><th class="n">Waiting</th><th class="n">Running</th><th class="n">Expired leases</th>
+    <th class="n">Retry-waiting</th><th class="n">Waiting</th><th class="n" title="in a durable sleep (ctx.sleep)">Sleeping</th>
+    <th class="n" title="waiting for a signal (ctx.waitForSignal)">For signal</th><th class="n">Running</th><th class="n">Expired leases</th>
     <th class="n">Dead</th><th class="n">Oldest ready</th><th class="n">Done 1h</th><th class="n">Dead 1h</th>
     <th class="n">Error rate 1h</th></tr></thead><tbody>${body}</tbody></table>`;
 }

@@ -55,9 +55,12 @@ export async function pruneFinished(
       limit ${limit}
       for update skip locked
     ), deleted as (
-      delete from ${jobs} j using doomed d where j.id = d.id returning 1
+      delete from ${jobs} j using doomed d where j.id = d.id returning j.id
+    ), steps as (
+      -- Their durable steps go with them (job_steps has no foreign key: see db/schema.ts).
+      delete from ${sql.identifier(schema)}.job_steps s using deleted d where s.job_id = d.id returning 1
     )
-    select count(*)::int as n from deleted`,
+    select count(*)::int as n from deleted where (select count(*) from steps) >= 0`,
     schema,
   );
   return rows[0]?.n ?? 0;

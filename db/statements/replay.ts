@@ -33,6 +33,11 @@ export interface ReplayRequest {
   override?: ReplayOverride;
   /** Who asked: recorded as replayed_by. */
   by: string;
+  /**
+   * What the replayed jobs keep of their durable steps: all of them (the default: the job resumes at
+   * the step that failed), none (`restart`), or those before `fromStep`.
+   */
+  steps?: { restart?: boolean; fromStep?: string };
   now?: Date;
 }
 
@@ -97,7 +102,7 @@ export async function replayDead(db: AnyPgDatabase, schema: string, request: Rep
       limit ${request.limit}
       for update skip locked
     ),
-    changed as (${change}),
+    changed as (${change}),${request.dryRun ? sql`` : stepsReplayed(schema, request)}
     asked as (select unnest(${sql.param(ids)}::bigint[]) as id)
     select c.id::text as id, c.kind, c.queue, c.dead_reason, 'replayed' as outcome, 'dead' as state from changed c
     union all
@@ -115,6 +120,29 @@ export async function replayDead(db: AnyPgDatabase, schema: string, request: Rep
     }
   }
   return result;
+}
+
+/**
+ * The replayed jobs' durable steps: forgotten from `fromStep` on, or all of them (`restart`); a step
+ * that ran out of attempts gets them back when the job's are reset. A data-modifying CTE runs even
+ * though no one reads it.
+ */
+function stepsReplayed(schema: string, request: ReplayRequest): SQL {
+  const steps = sql`${sql.identifier(schema)}.job_steps`;
+  const { restart, fromStep } = request.steps ?? {};
+  const forget = restart
+    ? sql` forgotten as (delete from ${steps} s using changed c where s.job_id = c.id returning 1),`
+    : fromStep !== undefined
+      ? sql` forgotten as (delete from ${steps} s using changed c where s.job_id = c.id
+          and s.position >= (select f.position from ${steps} f where f.job_id = c.id and f.name = ${fromStep})
+          returning 1),`
+      : sql``;
+  const reset =
+    request.resetAttempts && !restart
+      ? sql` step_attempts as (update ${steps} s set attempts = 0 from changed c
+        where s.job_id = c.id and s.state = 'failed' returning 1),`
+      : sql``;
+  return sql`${forget}${reset}`;
 }
 
 function refusalMessage(id: string, state: JobState | null): string {

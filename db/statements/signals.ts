@@ -1,4 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
+import type { AnyPgDatabase } from '../connect.js';
+import { queryRows } from '../execute.js';
 import { epochMs, jobsRef, nowExpr } from './common.js';
 
 /**
@@ -125,7 +127,22 @@ export interface WaitRow {
 }
 
 /** Deletes taken signals older than `takenBefore` and untaken ones older than `sentBefore` (SignalsPrune). */
-export function pruneSignalsStatement(schema: string, takenBefore: Date, sentBefore: Date, limit: number): SQL {
+export async function pruneSignals(
+  db: AnyPgDatabase,
+  schema: string,
+  takenBefore: Date,
+  sentBefore: Date,
+  limit: number,
+): Promise<number> {
+  const rows = await queryRows<{ n: number }>(
+    db,
+    pruneSignalsStatement(schema, takenBefore, sentBefore, limit),
+    schema,
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+function pruneSignalsStatement(schema: string, takenBefore: Date, sentBefore: Date, limit: number): SQL {
   return sql`with old as (
       select id from ${signalsRef(schema)}
       where (taken_at is not null and taken_at < ${takenBefore.toISOString()}::timestamptz)

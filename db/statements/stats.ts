@@ -9,6 +9,7 @@ import { jobsRef, nowExpr } from './common.js';
  * DLQ and the last hour's finished rows through partial indexes — not the whole table.
  */
 export async function queueStats(db: AnyPgDatabase, schema: string): Promise<QueueStatsRow[]> {
+  const suspended = await suspendedCounts(db, schema);
   const rows = await queryRows<Record<string, unknown>>(
     db,
     sql`select queue, kind, ready::int, scheduled::int, retry_waiting::int, waiting::int, running::int, lease_expired::int,
@@ -30,8 +31,45 @@ export async function queueStats(db: AnyPgDatabase, schema: string): Promise<Que
     deadLastHour: r.dead_1h as number,
     cancelledLastHour: r.cancelled_1h as number,
     oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
+    sleeping: suspended.get(`${r.queue}\u0000${r.kind}`)?.sleeping ?? 0,
+    waitingForSignal: suspended.get(`${r.queue}\u0000${r.kind}`)?.waiting ?? 0,
     paused: null,
   }));
+}
+
+/**
+ * Jobs back in the queue until later because of a durable step, per queue and kind (JobsSuspendedCount):
+ * those whose last step is a sleep, and those waiting for a signal. Only queued jobs due later are
+ * looked at (the partial indexes of queued rows), each with one probe of its last step.
+ */
+async function suspendedCounts(
+  db: AnyPgDatabase,
+  schema: string,
+): Promise<Map<string, { sleeping: number; waiting: number }>> {
+  const jobs = jobsRef(schema);
+  const rows = await queryRows<{ queue: string; kind: string; sleeping: number; waiting: number }>(
+    db,
+    sql`with later as (
+        select id, queue, kind from ${jobs} where state = 'queued' and concurrency_key is null
+          and run_at > now() and run_at <> 'infinity'
+        union all
+        select id, queue, kind from ${jobs} where state = 'queued' and concurrency_key is not null
+          and run_at > now() and run_at <> 'infinity'
+      )
+      select l.queue, l.kind,
+        count(*) filter (where last.type = 'sleep')::int as sleeping,
+        count(*) filter (where last.state = 'waiting')::int as waiting
+      from later l
+      cross join lateral (
+        select s.type, s.state from ${sql.identifier(schema)}.job_steps s
+        where s.job_id = l.id order by s.position desc limit 1
+      ) last
+      group by l.queue, l.kind`,
+    schema,
+  );
+  return new Map(
+    rows.map((r) => [`${r.queue}\u0000${r.kind}`, { sleeping: Number(r.sleeping), waiting: Number(r.waiting) }]),
+  );
 }
 
 /** Throughput and error rate over the last `windowSeconds`, via skiplock.queue_activity(). */

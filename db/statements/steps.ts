@@ -1,8 +1,9 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { FailureRecord } from '../../base/outcomes.js';
+import type { JobStep } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
-import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
+import { appendCapped, epochMs, jobsRef, nowExpr, toDate } from './common.js';
 
 /**
  * The statements of durable steps (`ctx.step`, `ctx.sleep`). Every write is fenced on the job's
@@ -61,6 +62,33 @@ export async function readSteps(db: AnyPgDatabase, schema: string, jobId: string
     attempts: Number(r.attempts),
     resultJson: r.result_json,
     durationMs: r.duration_ms === null ? null : Number(r.duration_ms),
+  }));
+}
+
+/** The steps of one job as an operator sees them (JobStepsList): no results, their sizes. */
+export async function listSteps(db: AnyPgDatabase, schema: string, jobId: string): Promise<JobStep[]> {
+  const rows = await queryRows<Record<string, unknown>>(
+    db,
+    sql`select name, position, type, state, attempts, duration_ms, octet_length(result::text) as result_bytes,
+        last_error, signal_key, ${epochMs(sql`started_at`)} as started_at_ms,
+        ${epochMs(sql`finished_at`)} as finished_at_ms, ${epochMs(sql`timeout_at`)} as timeout_at_ms
+      from ${stepsRef(schema)} where job_id = ${jobId} order by position`,
+    schema,
+  );
+  const n = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+  return rows.map((r) => ({
+    name: r.name as string,
+    position: Number(r.position),
+    type: r.type as JobStep['type'],
+    state: r.state as JobStep['state'],
+    attempts: Number(r.attempts),
+    durationMs: n(r.duration_ms),
+    resultBytes: n(r.result_bytes),
+    lastError: (r.last_error as Record<string, unknown> | null) ?? null,
+    startedAt: toDate(n(r.started_at_ms)),
+    finishedAt: toDate(n(r.finished_at_ms)),
+    signalKey: (r.signal_key as string | null) ?? null,
+    timeoutAt: toDate(n(r.timeout_at_ms)),
   }));
 }
 

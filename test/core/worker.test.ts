@@ -609,6 +609,7 @@ const JOB_CONTEXT_MEMBERS = [
   'sleep',
   'sleepUntil',
   'step',
+  'waitForSignal',
 ];
 
 describe(`the handler's context (${testDriver()})`, () => {

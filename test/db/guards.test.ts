@@ -136,6 +136,40 @@ describe(`least-privilege roles from docs/roles.sql (${testDriver()})`, () => {
   });
 });
 
+describe(`least-privilege roles and durable steps (${testDriver()})`, () => {
+  it('the worker role runs steps and takes signals; the enqueue role sends them, waking the waiting job', async () => {
+    const worker = openAs(roles.worker);
+    const enqueuer = openAs(roles.enqueuer);
+    try {
+      const waits = defineJob({
+        kind: 'waits',
+        payload: z.object({ n: z.number() }),
+        timeoutMs: 1_000,
+        handler: async (p, ctx) => {
+          const first = await ctx.step('first', () => p.n);
+          const got = await ctx.waitForSignal<number>('go', { key: `go:${p.n}`, timeoutMs: 3_600_000 });
+          return got.timedOut ? null : first + got.payload;
+        },
+      });
+      const q = createEnqueuer({ schema: t.schema });
+      const { id } = await q.enqueue(enqueuer, waits, { n: 1 });
+      const run = () =>
+        createWorker({ db: worker, schema: t.schema, jobs: [waits], logger: silentLogger }).runInvocation({
+          remainingMs: 10_000,
+        });
+      expect(await run()).toMatchObject({ suspended: 1 });
+      expect(await q.signal(enqueuer, 'go:1', 41)).toMatchObject({ woken: 1 });
+      expect(await run()).toMatchObject({ completed: 1 });
+      const row = await t.admin.query(`select state, result from "${t.schema}".jobs where id = $1`, [id]);
+      expect(row.rows[0]).toEqual({ state: 'completed', result: 42 });
+      expect((await runMaintenance(worker, { schema: t.schema, completedRetentionMs: 0 })).prunedCompleted).toBe(1);
+    } finally {
+      await worker.close();
+      await enqueuer.close();
+    }
+  });
+});
+
 describe(`database-side guards (${testDriver()})`, () => {
   it('a claim blocked on a lock is cut off by statement_timeout: the invocation returns, it does not hang', async () => {
     const db = openAs(roles.worker);

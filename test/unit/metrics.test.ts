@@ -66,6 +66,8 @@ describe('CloudWatch Embedded Metric Format', () => {
       completedLastHour: 9,
       deadLastHour: 1,
       cancelledLastHour: 0,
+      sleeping: 0,
+      waitingForSignal: 0,
     };
     sink.queues(
       [
