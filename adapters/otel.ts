@@ -7,6 +7,9 @@
  *   invocation (your Lambda or route span) and LINKED to its job's `send` span — the enqueuing
  *   request's trace reaches the attempt however long the job waited — with the outcome, and the
  *   error when it failed. The handler runs inside it: its own spans nest under it.
+ * - `step <name>` (INTERNAL) around each durable step the attempt runs (`ctx.step`), a child of its
+ *   `process` span, with the step's position and attempt; a step that returns its stored result
+ *   runs nothing and gets no span.
  */
 import {
   type Attributes,
@@ -97,6 +100,22 @@ export function otelTracing(options: OtelTracingOptions = {}): Tracing {
       const active = trace.setSpan(context.active(), span);
       return {
         run: (fn) => context.with(active, fn),
+        step: (step, fn) =>
+          tracer().startActiveSpan(
+            `step ${step.name}`,
+            {
+              kind: SpanKind.INTERNAL,
+              attributes: {
+                ...SYSTEM,
+                'messaging.message.id': job.id,
+                'skiplock.step.name': step.name,
+                'skiplock.step.position': step.position,
+                'skiplock.step.attempt': step.attempt,
+              },
+            },
+            active,
+            (stepSpan) => ended(stepSpan, fn, () => {}),
+          ),
         end: (outcome: AttemptTraceOutcome, error?: unknown) => {
           span.setAttribute('skiplock.job.outcome', outcome);
           if (error !== undefined) failed(span, error);

@@ -41,4 +41,9 @@ export interface AttemptTrace {
   run<T>(fn: () => T): T;
   /** Ends the span with the attempt's outcome, and the error when it failed. Called once. */
   end(outcome: AttemptTraceOutcome, error?: unknown): void;
+  /**
+   * Runs one durable step's function (`ctx.step`) in a span of its own, a child of the attempt's;
+   * a step that returns its stored result runs nothing and gets none.
+   */
+  step?<T>(step: { name: string; position: number; attempt: number }, fn: () => Promise<T>): Promise<T>;
 }

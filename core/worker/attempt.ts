@@ -272,6 +272,7 @@ export class Attempt implements ContextSource {
         suspended: (why, runAt) => {
           this.#finish({ suspended: why, job: this.job, runAt });
         },
+        traced: (step, fn) => (this.#trace?.step ? this.#trace.step(step, fn) : fn()),
       });
     }
     return this.#steps;

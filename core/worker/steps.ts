@@ -53,6 +53,8 @@ export interface StepHost {
   readonly stopAt: number;
   /** The job left the invocation: the attempt ends (nothing more to write). */
   suspended(why: StepSuspension['why'], runAt: Date): void;
+  /** Runs a step's function in its span, when the worker traces. */
+  traced<T>(step: { name: string; position: number; attempt: number }, fn: () => Promise<T>): Promise<T>;
 }
 
 /**
@@ -95,24 +97,28 @@ export class StepRunner {
     const attempts = (row?.attempts ?? 0) + 1;
     const started = settings.clock.now();
     let resultJson: string | undefined;
+    const traced = { name, position, attempt: attempts };
     try {
       if (options.transaction) {
-        resultJson = await settings.db.db.transaction(async (tx) => {
-          const json = stepResult(name, await fn(tx), settings.maxResultBytes);
-          const step: StepWrite = {
-            name,
-            position,
-            type: 'run',
-            state: 'completed',
-            attempts,
-            durationMs: settings.clock.now() - started,
-          };
-          if (json !== undefined) step.resultJson = json;
-          if (!(await recordStep(tx, settings.schema, attempt.job, step, { lock: true }))) throw lost();
-          return json;
-        });
+        resultJson = await this.#host.traced(traced, () =>
+          settings.db.db.transaction(async (tx) => {
+            const json = stepResult(name, await fn(tx), settings.maxResultBytes);
+            const step: StepWrite = {
+              name,
+              position,
+              type: 'run',
+              state: 'completed',
+              attempts,
+              durationMs: settings.clock.now() - started,
+            };
+            if (json !== undefined) step.resultJson = json;
+            if (!(await recordStep(tx, settings.schema, attempt.job, step, { lock: true }))) throw lost();
+            return json;
+          }),
+        );
       } else {
-        resultJson = stepResult(name, await this.#timed(name, timeoutMs, fn), settings.maxResultBytes);
+        const value = await this.#host.traced(traced, () => this.#timed(name, timeoutMs, fn));
+        resultJson = stepResult(name, value, settings.maxResultBytes);
       }
     } catch (thrown) {
       if (thrown instanceof JobAbort && thrown.reason === 'lease_lost') throw this.#lost();

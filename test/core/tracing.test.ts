@@ -202,4 +202,42 @@ describe(`OpenTelemetry traces from enqueue to execution (${testDriver()})`, () 
     // Outside any active span each attempt is the root of its own trace, still linked.
     for (const span of processed) expect(span.parentSpanContext).toBeUndefined();
   });
+  it('each durable step the attempt runs gets a span under its process span; a stored step gets none', async () => {
+    let fail = true;
+    const stepped = defineJob({
+      kind: 'stepped',
+      payload: z.object({}),
+      backoff: { type: 'constant', delayMs: 0, jitter: 0 },
+      handler: async (_p, ctx) => {
+        await ctx.step('collect', () => 3);
+        await ctx.step('send', () => {
+          if (fail) {
+            fail = false;
+            throw new Error('smtp 421');
+          }
+          return 'sent';
+        });
+      },
+    });
+    const tracing = otelTracing({ tracer });
+    await createEnqueuer({ schema: t.schema }).enqueue(t.db, stepped, {});
+    // The step's retry (its own attempts, no backoff) runs in the same invocation.
+    await createWorker({ db: t.db, schema: t.schema, jobs: [stepped], logger: silentLogger, tracing }).runInvocation({
+      remainingMs: 60_000,
+    });
+    const processes = spans('process default');
+    expect(processes.map((p) => p.attributes['skiplock.job.outcome'])).toEqual(['suspended', 'completed']);
+    expect(spans('step collect')).toHaveLength(1);
+    const sends = spans('step send');
+    expect(sends.map((s) => [s.attributes['skiplock.step.attempt'], s.status.code])).toEqual([
+      [1, SpanStatusCode.ERROR],
+      [2, SpanStatusCode.UNSET],
+    ]);
+    expect(sends[0]?.parentSpanContext?.spanId).toBe(processes[0]?.spanContext().spanId);
+    expect(sends[1]?.parentSpanContext?.spanId).toBe(processes[1]?.spanContext().spanId);
+    expect(one('step collect').attributes).toMatchObject({
+      'skiplock.step.position': 0,
+      'skiplock.step.name': 'collect',
+    });
+  });
 });
