@@ -166,6 +166,37 @@ export async function dlqPage(ctx: ConsoleContext, url: URL): Promise<Page> {
 const json = (value: unknown) => html`<pre>${JSON.stringify(value, null, 2)}</pre>`;
 
 /** Enqueued, each failed attempt (class, message, response), replays, and where the job is now; oldest first. */
+/** What a queued job waits for: its turn, a retry, a durable sleep or a signal (its last step says). */
+function queuedHead(job: JobRecord): Html {
+  const last = job.steps?.at(-1);
+  if (last?.state === 'waiting')
+    return html`waiting for the signal <code>${last.signalKey ?? '?'}</code> (step ${last.name})`;
+  if (last?.type === 'sleep' && job.runAt.getTime() > Date.now()) return html`sleeping (step ${last.name})`;
+  return html`queued${job.attempt > 0 ? ` for attempt ${job.attempt + 1}` : ''}`;
+}
+
+/** The durable steps the job reached, in order (nothing for a job without steps). */
+function stepsTable(job: JobRecord): Html {
+  const steps = job.steps ?? [];
+  if (steps.length === 0) return html``;
+  const rows = steps.map((step) => {
+    const state =
+      step.state === 'waiting'
+        ? html`<span class="badge running">waiting</span> for <code>${step.signalKey ?? '?'}</code> until ${formatTime(step.timeoutAt)}`
+        : html`<span class="badge ${step.state === 'failed' ? 'dead' : 'completed'}">${step.state}</span>`;
+    const error = step.lastError ? maskSecretText(String(step.lastError.message ?? step.lastError.class ?? '')) : '';
+    return html`<tr><td class="n">${step.position + 1}</td><td><code>${step.name}</code></td><td>${step.type}</td>
+      <td>${state}</td><td class="n">${step.attempts}</td>
+      <td class="n">${step.durationMs === null ? '–' : `${step.durationMs} ms`}</td>
+      <td class="n">${step.resultBytes === null ? '–' : `${step.resultBytes} B`}</td>
+      <td>${formatTime(step.finishedAt)}</td><td>${error}</td></tr>`;
+  });
+  return html`<h2>Steps <span class="muted">${steps.length}</span></h2>
+    <table><thead><tr><th class="n">#</th><th>Step</th><th>Type</th><th>State</th><th class="n">Attempts</th>
+    <th class="n">Duration</th><th class="n">Result</th><th>Finished</th><th>Last error</th></tr></thead>
+    <tbody>${rows}</tbody></table>`;
+}
+
 function attemptTimeline(job: JobRecord): Html {
   const event = (cls: string, head: Html, at: Date | null, detail: Html | string = '') =>
     html`<li class="${cls}"><strong>${head}</strong> · ${formatTime(at)}${detail ? html`<br>${detail}` : ''}</li>`;
@@ -186,12 +217,7 @@ function attemptTimeline(job: JobRecord): Html {
           html`lease held by <code>${job.lockedBy ?? '?'}</code> until ${formatTime(job.leaseExpiresAt)}`,
         )
       : job.state === 'queued'
-        ? event(
-            'info',
-            html`queued${job.attempt > 0 ? ` for attempt ${job.attempt + 1}` : ''}`,
-            job.runAt,
-            'runs at this time',
-          )
+        ? event('info', queuedHead(job), job.runAt, 'runs at this time')
         : event(
             job.state === 'completed' ? 'info' : '',
             html`${job.state}${job.deadReason ? ` (${job.deadReason})` : ''}`,
@@ -255,6 +281,7 @@ export async function jobPage(ctx: ConsoleContext, id: string): Promise<Page | n
       ${job.result !== null && job.result !== undefined ? html`<h3>Result</h3>${json(shownValue(ctx, job, job.result))}` : html``}
       ${job.progress !== null && job.progress !== undefined ? html`<h3>Progress</h3>${json(shownValue(ctx, job, job.progress))}` : html``}
     </div></div>
+    ${stepsTable(job)}
     <h2>Timeline <span class="muted">${job.errors.length} failed attempt(s)</span></h2>${attemptTimeline(job)}`,
   };
 }

@@ -1,8 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { type ConsoleHttpEvent, createLambdaConsole } from '../../adapters/lambda.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createVercelConsole } from '../../adapters/vercel.js';
 import { pause } from '../../core/flow-control.js';
+import { defineJob } from '../../core/jobs.js';
+import { silentLogger } from '../../core/logger.js';
+import { createWorker } from '../../core/worker.js';
 import { COOKIE, ConsoleClient, charge } from '../helpers/console.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail } from '../helpers/kinds.js';
@@ -391,6 +395,49 @@ describe(`the console's actions (${testDriver()})`, () => {
     expect(page.html).toContain('HTTP 422');
     expect(page.html).toContain('card declined');
     expect(page.html).toContain('>Replay</button>');
+  });
+
+  it("shows a job's durable steps: each with its state and attempts, a wait's key, a failed step's masked error", async () => {
+    now = new Date();
+    let failing = true;
+    const onboarding = defineJob({
+      kind: 'onboarding',
+      payload: z.object({ user: z.string() }),
+      backoff: { type: 'constant', delayMs: 0 },
+      handler: async (p, ctx) => {
+        await ctx.step('welcome-mail', () => ({ messageId: 'm-1' }));
+        await ctx.step('crm-sync', () => {
+          if (failing) {
+            failing = false;
+            throw new Error('crm refused postgres://crm:FAKE-step-secret@crm.internal/db');
+          }
+        });
+        await ctx.waitForSignal('activated', { key: `activate:${p.user}`, timeoutMs: 3_600_000 });
+      },
+    });
+    const [queued] = await enqueuerFor(t.schema).enqueueMany(t.db, [onboarding.with({ user: 'ada' })]);
+    const id = (queued as { id: string }).id;
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [onboarding],
+      logger: silentLogger,
+    }).runInvocation({
+      remainingMs: 60_000,
+    });
+    expect(summary).toMatchObject({ retried: 1, suspended: 1 });
+    const c = client();
+    await c.login(ADMIN);
+    const page = await c.get(`/admin/jobs/${id}`);
+    expect(page.html).toContain('<h2>Steps <span class="muted">3</span></h2>');
+    expect(page.html).toMatch(
+      /<code>welcome-mail<\/code><\/td><td>run<\/td>\s*<td><span class="badge completed">completed<\/span><\/td><td class="n">1<\/td>/,
+    );
+    expect(page.html).toContain('<code>crm-sync</code>');
+    expect(page.html).toContain('crm refused postgres://crm:***@crm.internal/db');
+    expect(page.html).not.toContain('FAKE-step-secret');
+    expect(page.html).toContain('waiting</span> for <code>activate:ada</code>');
+    expect(page.html).toContain('waiting for the signal <code>activate:ada</code> (step activated)');
   });
 
   it('answers bad input with a clear page and no change', async () => {
