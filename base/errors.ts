@@ -247,6 +247,7 @@ export class StepError extends DiscardError {
       | 'too_many_steps'
       | 'invalid_step'
       | 'step_failed'
+      | 'step_too_long'
       | 'step_unsupported',
     message: string,
   ) {
@@ -266,6 +267,16 @@ export class StepSuspension extends Error {
     super(`the job left this invocation (${why}); it resumes in a later one`);
     this.name = 'StepSuspension';
     this.why = why;
+  }
+}
+
+/**
+ * A signal callback token that cannot be used: not one this secret signed (`invalid_signal_token`),
+ * past its expiry (`signal_token_expired`), or already used (`signal_token_used`). Nothing was sent.
+ */
+export class SignalTokenError extends SkiplockError {
+  constructor(code: 'invalid_signal_token' | 'signal_token_expired' | 'signal_token_used', message: string) {
+    super(code, message);
   }
 }
 

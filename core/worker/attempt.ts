@@ -74,6 +74,8 @@ export interface AttemptHost {
   readonly invocationId: string;
   /** When the invocation stops running attempts, on its clock: a step that would end later waits for another. */
   readonly stopAt: number;
+  /** The time the invocation had for attempts when it started: a step that needs more never fits one. */
+  readonly budgetMs: number;
   /** Told once per attempt, when it ended (possibly from inside run()): the host defers its bookkeeping. */
   ended(attempt: Attempt): void;
 }
@@ -269,6 +271,7 @@ export class Attempt implements ContextSource {
         attempt: this,
         settings: host.settings,
         stopAt: host.stopAt,
+        budgetMs: host.budgetMs,
         suspended: (why, runAt) => {
           this.#finish({ suspended: why, job: this.job, runAt });
         },

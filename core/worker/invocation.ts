@@ -112,6 +112,7 @@ export class Invocation implements AttemptHost {
   readonly #continuedKinds = new Set<string>();
   /** When the last claim was sent: the leases of the jobs waiting locally run from there. */
   #claimedAt: number;
+  readonly #startedAt: number;
   /** Attempts that ended, delivered together from one microtask. */
   #ended: Attempt[] = [];
   // The loop sleeps until something changes: an attempt ended, or buffered outcomes have waited
@@ -128,6 +129,7 @@ export class Invocation implements AttemptHost {
     this.#watchdog = new Watchdog(settings.clock, this.#deadline);
     this.#buffer = new OutcomeBuffer(settings, this.#deadline, this.#ledger, this.#notify);
     this.#claimedAt = settings.clock.now();
+    this.#startedAt = this.#claimedAt;
     this.#admission =
       settings.maxInvocations === undefined
         ? undefined
@@ -142,6 +144,11 @@ export class Invocation implements AttemptHost {
   /** AttemptHost: when attempts stop running (a step that would end later waits for another invocation). */
   get stopAt(): number {
     return this.#deadline.stopClaimingAt;
+  }
+
+  /** AttemptHost: the time this invocation had for attempts when it started. */
+  get budgetMs(): number {
+    return this.#deadline.stopClaimingAt - this.#startedAt;
   }
 
   async run(): Promise<InvocationSummary> {

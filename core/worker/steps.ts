@@ -51,6 +51,8 @@ export interface StepHost {
   readonly settings: WorkerSettings;
   /** When the invocation stops running attempts, on its clock. */
   readonly stopAt: number;
+  /** The time the invocation had for attempts when it started. */
+  readonly budgetMs: number;
   /** The job left the invocation: the attempt ends (nothing more to write). */
   suspended(why: StepSuspension['why'], runAt: Date): void;
   /** Runs a step's function in its span, when the worker traces. */
@@ -93,7 +95,7 @@ export class StepRunner {
     }
     const timeoutMs = positiveInt(options.timeoutMs, `step "${name}": timeoutMs`) ?? definition.timeoutMs;
     const key = `${definition.kind}\u0000${name}`;
-    await this.#beforeStart(options.timeoutMs ?? settings.stepTimings.p95(key) ?? timeoutMs, timeoutMs);
+    await this.#beforeStart(name, options.timeoutMs ?? settings.stepTimings.p95(key) ?? timeoutMs, timeoutMs);
     const attempts = (row?.attempts ?? 0) + 1;
     const started = settings.clock.now();
     let resultJson: string | undefined;
@@ -160,10 +162,10 @@ export class StepRunner {
     const { position, row } = await this.#reach(name, 'signal');
     if (row?.state === 'completed') return waitResult(row.resultJson);
     const key = options?.key;
-    if (typeof key !== 'string' || key.length === 0 || key.length > SIGNAL_LIMITS.keyLength) {
+    if (typeof key !== 'string' || key.length === 0 || key.length > SIGNAL_LIMITS.keyLength || key.includes('\u0000')) {
       throw new StepError(
         'invalid_step',
-        `wait "${name}": the key must be a string of 1 to ${SIGNAL_LIMITS.keyLength} characters`,
+        `wait "${name}": the key must be a string of 1 to ${SIGNAL_LIMITS.keyLength} characters, without NUL`,
       );
     }
     const timeoutMs = positiveInt(options.timeoutMs, `wait "${name}": timeoutMs`);
@@ -244,15 +246,27 @@ export class StepRunner {
    * its recorded durations), else the job continues in a fresh invocation; the lease must outlast
    * it, and the attempt's own timeout moves past it.
    */
-  async #beforeStart(needMs: number, timeoutMs: number): Promise<void> {
-    const { settings, attempt, stopAt } = this.#host;
+  async #beforeStart(name: string, needMs: number, timeoutMs: number): Promise<void> {
+    const { settings, attempt, stopAt, budgetMs } = this.#host;
     const now = settings.clock.now();
-    if (now + needMs > stopAt) await this.#suspend({ delayMs: 0 }, 'continued');
+    if (now + needMs > stopAt) {
+      // A step longer than a whole invocation would be handed on forever: it ends the job instead.
+      if (needMs > budgetMs) {
+        throw new StepError(
+          'step_too_long',
+          `step "${name}" needs ${Math.round(needMs)} ms (its timeoutMs, or the p95 of its runs), more than an invocation of this function has (${Math.round(budgetMs)} ms): give the function more time or split the step`,
+        );
+      }
+      await this.#suspend({ delayMs: 0 }, 'continued');
+    }
     const gapMs = attempt.kind.definition.timeoutMs;
     attempt.extendTimeout(now + timeoutMs + gapMs);
     if (now + timeoutMs + gapMs > this.#leaseEnd) {
-      if (!(await attempt.extendLease(timeoutMs + gapMs + settings.leaseGraceMs))) throw this.#lost();
-      this.#leaseEnd = now + timeoutMs + gapMs;
+      // Twice what this step needs: steps that follow extend again only once that slack is used up
+      // (extending before every step cost a statement per step — half a no-op step's time).
+      const grantMs = 2 * (timeoutMs + gapMs);
+      if (!(await attempt.extendLease(grantMs + settings.leaseGraceMs))) throw this.#lost();
+      this.#leaseEnd = now + grantMs;
     }
   }
 

@@ -209,14 +209,21 @@ describe('durable steps (ctx.step)', () => {
         'too_many_steps',
       ],
       ['big', async (ctx) => ctx.step('blob', () => 'x'.repeat(2_000)), 'invalid_result'],
+      // Longer than any invocation of this worker (60 s): refused, not handed on forever.
+      ['too-long', async (ctx) => ctx.step('slow', () => 1, { timeoutMs: 120_000 }), 'step_too_long'],
+      ['nul-key', async (ctx) => ctx.waitForSignal('w', { key: 'a\u0000b', timeoutMs: 1_000 }), 'invalid_step'],
     ];
     for (const [name, handler, reason] of cases) {
       const kind = defineJob({ kind: `refuse-${name}`, payload, maxSteps: 2, handler: (_p, ctx) => handler(ctx) });
       const id = await enqueue(kind);
-      expect(await run([kind], { maxResultBytes: 1_000 })).toMatchObject({ dead: 1 });
+      expect({ name, summary: await run([kind], { maxResultBytes: 1_000 }) }).toMatchObject({
+        name,
+        summary: { dead: 1 },
+      });
       expect((await job(id)).deadReason).toBe(reason);
       const written = await steps(id);
       expect(written.map((s) => s.name)).toEqual(name === 'twice' ? ['x'] : name === 'many' ? ['s0', 's1'] : []);
+      expect((await job(id)).attempt).toBe(1);
     }
   });
 

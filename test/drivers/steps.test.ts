@@ -8,6 +8,7 @@ import { silentLogger } from '../../core/logger.js';
 import { createWorker, type WorkerOptions } from '../../core/worker.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
+import { captureStatements } from '../helpers/statements.js';
 
 // Durable steps through the driver under test: the step statements, the suspension, the signal's
 // lock-then-write transaction (a batch on neon-http) and a transactional step where the driver has
@@ -93,4 +94,20 @@ describe(`durable steps (${testDriver()})`, () => {
       }
     },
   );
+  it('a job of 20 steps sends one statement per step, one read of its recorded steps and one lease extension', async () => {
+    const twenty = defineJob({
+      kind: 'twenty',
+      payload,
+      handler: async (_p, ctx) => {
+        for (let i = 0; i < 20; i++) await ctx.step(`s${i}`, () => i);
+      },
+    });
+    await q.enqueueMany(t.db, [twenty.with({ user: 'x' })]);
+    const { result, texts } = await captureStatements(testDriver(), () => run([twenty]));
+    expect(result).toMatchObject({ completed: 1 });
+    const writes = texts.filter((q) => /insert into .*job_steps/is.test(q));
+    const reads = texts.filter((q) => /from .*job_steps\b.* order by position/is.test(q) && !/insert/i.test(q));
+    const extensions = texts.filter((q) => /lease_expires_at = greatest/i.test(q));
+    expect([writes.length, reads.length, extensions.length]).toEqual([20, 1, 1]);
+  });
 });
