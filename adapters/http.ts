@@ -76,6 +76,23 @@ export async function readJson(request: HttpRequest, maxBytes: number): Promise<
   }
 }
 
+/** As readJson, but an empty body is allowed: it reads as null (a signal without a payload). */
+export async function readOptionalJson(request: HttpRequest, maxBytes: number): Promise<unknown> {
+  if (request.method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'use POST');
+  const declared = Number(request.header('content-length'));
+  if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
+  const text = await request.readBody(maxBytes);
+  if (text.trim() === '') return null;
+  if (!/^application\/json\s*(;|$)/i.test(request.header('content-type') ?? '')) {
+    throw new HttpError(400, 'unsupported_content_type', 'content-type must be application/json');
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new HttpError(400, 'malformed_json', 'the request body is not valid JSON');
+  }
+}
+
 /** A Web Request's body as text, refused (HttpError 413) as soon as it passes `maxBytes`. */
 export async function readWebBody(request: Request, maxBytes: number): Promise<string> {
   if (!request.body) return '';
@@ -105,6 +122,9 @@ const STATUS_BY_CODE: Record<string, number> = {
   invalid_identifier: 400,
   unknown_kind: 400,
   payload_too_large: 413,
+  invalid_signal_token: 401,
+  signal_token_expired: 410,
+  signal_token_used: 409,
   not_migrated: 503,
   schema_outdated: 503,
   database_error: 503,

@@ -6,9 +6,18 @@ import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { controlFromBody } from './control.js';
-import { errorResponse, type HttpRequest, type HttpResponse, readJson, requireBearer, tooLarge } from './http.js';
+import {
+  errorResponse,
+  HttpError,
+  type HttpRequest,
+  type HttpResponse,
+  readJson,
+  readOptionalJson,
+  requireBearer,
+  tooLarge,
+} from './http.js';
 import { createLambdaNudger, lambdaStarter } from './lambda-invoke.js';
-import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker } from './operations.js';
+import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker, signalFromToken } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
 
 /** The parts of the Lambda context skiplock uses. */
@@ -25,6 +34,7 @@ export interface HttpApiEvent {
   headers?: Record<string, string | undefined>;
   body?: string | null;
   isBase64Encoded?: boolean;
+  queryStringParameters?: Record<string, string | undefined>;
   requestContext: { http: { method: string } };
 }
 
@@ -269,6 +279,29 @@ export function createLambdaControl(options: { env?: Env } = {}) {
     const by = http ? 'lambda:control-http' : `lambda:${context?.functionName ?? 'control'}`;
     return { status: 200, body: { ...(await controlFromBody(runtime, body, by)) } };
   });
+}
+
+/**
+ * Signal callbacks from outside, over an HTTP API route: `POST …?token=` with a token from
+ * `createSignalToken` (signed with SKIPLOCK_SIGNAL_SECRET) sends one signal on its key, the JSON body
+ * as its payload. No bearer token: the signed, expiring, single-use token is the credential.
+ */
+export function createLambdaSignal(options: { env?: Env } = {}) {
+  return async (event: unknown): Promise<HttpApiResult> => {
+    try {
+      if (!isHttpEvent(event)) throw new HttpError(400, 'not_http', 'the signal function takes HTTP API events');
+      const env = options.env ?? process.env;
+      const request = fromHttpApiEvent(event);
+      const token = event.queryStringParameters?.token;
+      const read = (maxBytes: number) => readOptionalJson(request, maxBytes);
+      return toHttpApiResult({
+        status: 200,
+        body: await signalFromToken(sharedRuntime(env), env.SKIPLOCK_SIGNAL_SECRET, token, read),
+      });
+    } catch (err) {
+      return toHttpApiResult(errorResponse(err));
+    }
+  };
 }
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';

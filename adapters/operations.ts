@@ -9,6 +9,8 @@ import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
 import type { Nudger } from '../core/nudge.js';
 import { replay } from '../core/replay.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
+import { readSignalToken, SIGNAL_SECRET_MIN_LENGTH } from '../core/signal-tokens.js';
+import { type SignalResult, sendSignal } from '../core/signals.js';
 import type { Tracing } from '../core/tracing.js';
 import { createWorker, type InvocationStarter, type InvocationSummary } from '../core/worker.js';
 import { migrate } from '../db/migrate.js';
@@ -140,6 +142,34 @@ export async function enqueueFromBody(
   const results = await runtime.withDb((db) => enqueuer.enqueueMany(db, requests));
   await nudge(requests);
   return { results };
+}
+
+/**
+ * The signal route: checks the callback token (signature, expiry) against SKIPLOCK_SIGNAL_SECRET,
+ * then sends one signal on its key with the request's JSON as the payload — once: a second use
+ * of the token is refused (409) and sends nothing.
+ */
+export async function signalFromToken(
+  runtime: FunctionRuntime,
+  secret: string | undefined,
+  token: string | undefined,
+  readBody: (maxBytes: number) => Promise<unknown>,
+): Promise<{ signal: SignalResult }> {
+  if (!secret || secret.length < SIGNAL_SECRET_MIN_LENGTH) {
+    throw new HttpError(
+      401,
+      'unauthorized',
+      `this endpoint is disabled until SKIPLOCK_SIGNAL_SECRET is set (at least ${SIGNAL_SECRET_MIN_LENGTH} characters)`,
+    );
+  }
+  const claims = readSignalToken(secret, token);
+  const { schema, maxPayloadBytes, maxBodyBytes } = runtime.settings.require('enqueue');
+  const body = await readBody(maxBodyBytes);
+  const signal = await runtime.withDb((db) =>
+    sendSignal(db, schema, claims.key, body, maxPayloadBytes, claims.tokenId),
+  );
+  runtime.logger.info('signal', { key: claims.key, signalId: signal.id, woken: signal.woken });
+  return { signal };
 }
 
 /** Validates a replay body and replays; `by` defaults to the caller's label. */

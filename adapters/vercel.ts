@@ -6,8 +6,23 @@ import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { controlFromBody } from './control.js';
-import { errorResponse, type HttpRequest, type HttpResponse, readJson, readWebBody, requireBearer } from './http.js';
-import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker, type WorkerRun } from './operations.js';
+import {
+  errorResponse,
+  type HttpRequest,
+  type HttpResponse,
+  readJson,
+  readOptionalJson,
+  readWebBody,
+  requireBearer,
+} from './http.js';
+import {
+  enqueueFromBody,
+  replayFromBody,
+  runMaintenanceTick,
+  runWorker,
+  signalFromToken,
+  type WorkerRun,
+} from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
 import {
   createVercelNudger,
@@ -232,6 +247,21 @@ export function createVercelControl(options: { env?: Env } = {}): RouteHandler {
     const runtime = sharedRuntime(env);
     const body = await readJson(request, runtime.settings.require('replay').maxBodyBytes);
     return { status: 200, body: { ...(await controlFromBody(runtime, body, 'vercel:control')) } };
+  });
+}
+
+/**
+ * POST signal route for callbacks from outside (`?token=`, a token from `createSignalToken`, signed
+ * with SKIPLOCK_SIGNAL_SECRET): sends one signal on the token's key, the JSON body as its payload.
+ * No bearer token: the signed, expiring, single-use token is the credential.
+ */
+export function createVercelSignal(options: { env?: Env } = {}): RouteHandler {
+  return route(async (request, url) => {
+    const env = options.env ?? process.env;
+    const runtime = sharedRuntime(env);
+    const token = url.searchParams.get('token') ?? undefined;
+    const read = (maxBytes: number) => readOptionalJson(request, maxBytes);
+    return { status: 200, body: await signalFromToken(runtime, env.SKIPLOCK_SIGNAL_SECRET, token, read) };
   });
 }
 

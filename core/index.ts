@@ -119,6 +119,14 @@ export {
   type ScheduleTickOptions,
   type ScheduleTickResult,
 } from './schedules.js';
+export {
+  createSignalToken,
+  readSignalToken,
+  SIGNAL_SECRET_MIN_LENGTH,
+  SIGNAL_TOKEN_DEFAULTS,
+  type SignalTokenClaims,
+  type SignalTokenOptions,
+} from './signal-tokens.js';
 export { type PreparedSignal, SIGNAL_LIMITS, type SignalResult } from './signals.js';
 export {
   createWorker,

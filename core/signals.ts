@@ -1,5 +1,5 @@
 import type { SQL } from 'drizzle-orm';
-import { InvalidOptionsError, PayloadTooLargeError } from '../base/errors.js';
+import { InvalidOptionsError, PayloadTooLargeError, SignalTokenError } from '../base/errors.js';
 import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
 import { queryRows, toSkiplockError } from '../db/execute.js';
 import { type SendSignalRow, sendSignalStatement, signalLock } from '../db/statements/signals.js';
@@ -51,12 +51,16 @@ export async function sendSignal(
   key: unknown,
   payload: unknown,
   maxPayloadBytes: number,
+  tokenId?: string,
 ): Promise<SignalResult> {
   const p = signalParameters(key, payload, maxPayloadBytes);
   const lock = signalLock(schema, p.key);
-  const statement = sendSignalStatement(schema, p.key, p.payloadJson);
+  const statement = sendSignalStatement(schema, p.key, p.payloadJson, tokenId);
   const db = 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
   const rows = await inOneTransaction<SendSignalRow>(db, schema, lock, statement);
+  if (tokenId !== undefined && !rows[0]?.id) {
+    throw new SignalTokenError('signal_token_used', 'the signal token was already used');
+  }
   return toResult(rows[0]);
 }
 

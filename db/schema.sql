@@ -194,7 +194,8 @@ CREATE TABLE skiplock.signals (
   payload jsonb,
   sent_at timestamp with time zone NOT NULL,
   taken_at timestamp with time zone,
-  taken_by bigint
+  taken_by bigint,
+  token_id text
 );
 
 -- object: constraint activity_rollups.activity_rollups_pk
@@ -377,6 +378,9 @@ CREATE INDEX jobs_running_keyed_idx ON skiplock.jobs USING btree (queue, concurr
 
 -- object: index signals_pending_idx
 CREATE INDEX signals_pending_idx ON skiplock.signals USING btree (key, id) WHERE (taken_by IS NULL);
+
+-- object: index signals_token_idx
+CREATE UNIQUE INDEX signals_token_idx ON skiplock.signals USING btree (token_id) WHERE (token_id IS NOT NULL);
 
 -- object: view job_status
 CREATE VIEW skiplock.job_status AS

@@ -302,9 +302,12 @@ export function signalsTableIn(schema: PgSchema<string>) {
       sentAt: timestamp('sent_at', tz).notNull(),
       takenBy: bigint('taken_by', { mode: 'bigint' }),
       takenAt: timestamp('taken_at', tz),
+      // The id of the callback token it came through (the signal route): each token sends once.
+      tokenId: text('token_id'),
     },
     (t) => [
       index('signals_pending_idx').on(t.key, t.id).where(sql`taken_by is null`),
+      uniqueIndex('signals_token_idx').on(t.tokenId).where(sql`token_id is not null`),
       check('signals_taken_check', sql`(${t.takenBy} is null) = (${t.takenAt} is null)`),
     ],
   );

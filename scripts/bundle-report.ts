@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleFunction, coldImportMs, WORKER_BUDGET } from './bundle.js';
 
-const FUNCTIONS = ['worker', 'enqueue', 'replay', 'control', 'console', 'maintenance'] as const;
+const FUNCTIONS = ['worker', 'enqueue', 'replay', 'control', 'signal', 'console', 'maintenance'] as const;
 const DRIVERS = ['pg', 'neon-ws', 'neon-http'] as const;
 const RUNS = 7;
 

@@ -6,13 +6,16 @@ export function httpApiEvent(options: {
   headers?: Record<string, string>;
   body?: string;
   base64?: boolean;
+  /** The query string's parameters (`?token=…`). */
+  query?: Record<string, string>;
 }): HttpApiEvent {
   const method = options.method ?? 'POST';
   const event = {
     version: '2.0',
     routeKey: `${method} /jobs`,
     rawPath: '/jobs',
-    rawQueryString: '',
+    rawQueryString: new URLSearchParams(options.query ?? {}).toString(),
+    ...(options.query ? { queryStringParameters: options.query } : {}),
     headers: {
       'content-type': 'application/json',
       host: 'abc123.execute-api.us-east-1.amazonaws.com',

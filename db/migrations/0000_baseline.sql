@@ -210,6 +210,7 @@ CREATE TABLE "skiplock"."signals" (
 	"sent_at" timestamp with time zone NOT NULL,
 	"taken_by" bigint,
 	"taken_at" timestamp with time zone,
+	"token_id" text,
 	CONSTRAINT "signals_taken_check" CHECK (("skiplock"."signals"."taken_by" is null) = ("skiplock"."signals"."taken_at" is null))
 );
 --> statement-breakpoint
@@ -233,7 +234,8 @@ CREATE INDEX "jobs_deadline_idx" ON "skiplock"."jobs" USING btree ("deadline") W
 CREATE UNIQUE INDEX "jobs_dedupe_active_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key") WHERE dedupe_mode = 'skip' and state in ('queued', 'running');--> statement-breakpoint
 CREATE UNIQUE INDEX "jobs_dedupe_waiting_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key") WHERE dedupe_mode = 'replace' and state = 'queued' and attempted_at is null;--> statement-breakpoint
 CREATE UNIQUE INDEX "jobs_dedupe_window_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key","dedupe_window") WHERE dedupe_mode = 'window';--> statement-breakpoint
-CREATE INDEX "signals_pending_idx" ON "skiplock"."signals" USING btree ("key","id") WHERE taken_by is null;
+CREATE INDEX "signals_pending_idx" ON "skiplock"."signals" USING btree ("key","id") WHERE taken_by is null;--> statement-breakpoint
+CREATE UNIQUE INDEX "signals_token_idx" ON "skiplock"."signals" USING btree ("token_id") WHERE token_id is not null;
 --> statement-breakpoint
 -- skiplock:objects
 -- Everything above is what drizzle-kit generates from db/schema.ts; what follows is what it cannot

@@ -21,25 +21,35 @@ export function signalLock(schema: string, key: string): SQL {
 
 /**
  * Stores a signal and wakes the jobs waiting on its key (SignalSend); run after signalLock in the
- * sender's transaction. Returns the signal's id and how many waiting jobs it woke.
+ * sender's transaction. Returns the signal's id and how many waiting jobs it woke. With `tokenId`
+ * (a callback token's), a token already used stores nothing and wakes no one: the id is null.
  */
-export function sendSignalStatement(schema: string, key: string, payloadJson: string | null, now?: Date): SQL {
+export function sendSignalStatement(
+  schema: string,
+  key: string,
+  payloadJson: string | null,
+  tokenId?: string,
+  now?: Date,
+): SQL {
   const clock = nowExpr(now);
   return sql`with sent as (
-      insert into ${signalsRef(schema)} (key, payload, sent_at) values (${key}, ${payloadJson}::jsonb, ${clock})
+      insert into ${signalsRef(schema)} (key, payload, sent_at, token_id)
+      values (${key}, ${payloadJson}::jsonb, ${clock}, ${tokenId ?? null})
+      ${tokenId === undefined ? sql`` : sql`on conflict (token_id) where token_id is not null do nothing`}
       returning id
     ),
     woken as (
       update ${jobsRef(schema)} j set run_at = ${clock}, updated_at = ${clock}
       from ${stepsRef(schema)} s
       where s.state = 'waiting' and s.signal_key = ${key} and j.id = s.job_id and j.state = 'queued' and j.run_at > ${clock}
+        and exists (select 1 from sent)
       returning j.id
     )
     select (select id from sent)::text as id, (select count(*) from woken)::int as woken`;
 }
 
 export interface SendSignalRow {
-  id: string;
+  id: string | null;
   woken: number;
 }
 

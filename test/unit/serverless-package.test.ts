@@ -28,7 +28,7 @@ afterAll(() => {
 const ofType = (type: string) => Object.entries(resources).filter(([, r]) => r.Type === type);
 
 describe('serverless package (offline, no AWS credentials)', () => {
-  it('defines the seven functions on Node 22 with timeouts that leave room for the leases', () => {
+  it('defines the eight functions on Node 22 with timeouts that leave room for the leases', () => {
     const functions = Object.fromEntries(
       ofType('AWS::Lambda::Function').map(([name, r]) => [
         name,
@@ -42,6 +42,7 @@ describe('serverless package (offline, no AWS credentials)', () => {
       'MaintenanceLambdaFunction',
       'ReplayLambdaFunction',
       'ReportsWorkerLambdaFunction',
+      'SignalLambdaFunction',
       'WorkerLambdaFunction',
     ]);
     for (const f of Object.values(functions)) expect(f.Runtime).toBe('nodejs22.x');
@@ -62,9 +63,9 @@ describe('serverless package (offline, no AWS credentials)', () => {
     });
   });
 
-  it('exposes only enqueue, control and the console over HTTP; replay has no HTTP event', () => {
+  it('exposes only enqueue, control, signal callbacks and the console over HTTP; replay has no HTTP event', () => {
     const routes = ofType('AWS::ApiGatewayV2::Route').map(([, r]) => r.Properties.RouteKey);
-    expect(routes.sort()).toEqual(['ANY /admin/{proxy+}', 'GET /admin', 'POST /control', 'POST /jobs']);
+    expect(routes.sort()).toEqual(['ANY /admin/{proxy+}', 'GET /admin', 'POST /control', 'POST /jobs', 'POST /signal']);
     const permissions = ofType('AWS::Lambda::Permission').map(
       ([, r]) => r.Properties as { FunctionName: { 'Fn::GetAtt': string[] }; Principal: string },
     );
@@ -75,6 +76,7 @@ describe('serverless package (offline, no AWS credentials)', () => {
       'ConsoleLambdaFunction',
       'ControlLambdaFunction',
       'EnqueueLambdaFunction',
+      'SignalLambdaFunction',
     ]);
     expect(permissions.some((p) => p.FunctionName['Fn::GetAtt'][0] === 'ReplayLambdaFunction')).toBe(false);
   });
@@ -155,7 +157,7 @@ describe('serverless package (offline, no AWS credentials)', () => {
   });
 
   it('every bundle loads; the bundled worker, enqueue and control run for real: ESM banner, SDK external, pg driver only', async () => {
-    const names = ['worker', 'reportsWorker', 'enqueue', 'replay', 'control', 'console', 'maintenance'];
+    const names = ['worker', 'reportsWorker', 'enqueue', 'replay', 'control', 'signal', 'console', 'maintenance'];
     for (const name of names) await run('unzip', ['-q', '-o', join(out, `${name}.zip`), '-d', unpacked]);
     const worker = readFileSync(join(unpacked, 'functions/worker.mjs'), 'utf8');
     expect(worker.startsWith("import { createRequire } from 'module'")).toBe(true);
@@ -178,7 +180,7 @@ describe('serverless package (offline, no AWS credentials)', () => {
     Object.assign(process.env, { DATABASE_URL: url, SKIPLOCK_SCHEMA: schema, SKIPLOCK_LOG_LEVEL: 'error' });
     try {
       // A bundle that fails at import time (e.g. a statement built before drizzle is initialised) fails here.
-      for (const file of ['worker', 'enqueue', 'replay', 'control', 'console', 'maintenance']) {
+      for (const file of ['worker', 'enqueue', 'replay', 'control', 'signal', 'console', 'maintenance']) {
         expect(typeof (await import(join(unpacked, `functions/${file}.mjs`))).handler).toBe('function');
       }
       const enqueue = (await import(join(unpacked, 'functions/enqueue.mjs'))).handler;

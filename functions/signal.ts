@@ -1,0 +1,7 @@
+// Deployable signal callback function (Lambda): POST /signal?token=… sends one signal, the JSON body
+// as its payload, to the job waiting on the token's key. The token (createSignalToken, signed with
+// SKIPLOCK_SIGNAL_SECRET) is the credential: it expires and works once.
+
+import { createLambdaSignal } from 'skiplock/lambda';
+
+export const handler = createLambdaSignal();
