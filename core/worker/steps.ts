@@ -230,13 +230,24 @@ export class StepRunner {
     return { position, row };
   }
 
+  /**
+   * The job's recorded steps, read once per attempt, on the first step — the same statement pushes
+   * the lease far enough for a step of the kind's timeout and the code after it (twice that, as
+   * #beforeStart grants), so a job of short steps extends its lease here and nowhere else.
+   */
   #load(): Promise<Map<string, StepRow>> {
     if (!this.#recorded) {
       const { settings, attempt } = this.#host;
-      this.#recorded = readSteps(settings.db.db, settings.schema, attempt.job.id).then((rows) => {
-        for (const row of rows) this.#byPosition.set(row.position, row);
-        return new Map(rows.map((r) => [r.name, r]));
-      });
+      const startedAt = settings.clock.now();
+      const grantMs = 4 * attempt.kind.definition.timeoutMs;
+      this.#recorded = readSteps(settings.db.db, settings.schema, attempt.job, grantMs + settings.leaseGraceMs).then(
+        (rows) => {
+          if (rows === null) throw this.#lost();
+          this.#leaseEnd = Math.max(this.#leaseEnd, startedAt + grantMs);
+          for (const row of rows) this.#byPosition.set(row.position, row);
+          return new Map(rows.map((r) => [r.name, r]));
+        },
+      );
     }
     return this.#recorded;
   }

@@ -38,31 +38,55 @@ export interface StepWrite {
 
 const stepsRef = (schema: string): SQL => sql`${sql.identifier(schema)}.job_steps`;
 
-/** The steps one job reached, in the order it reached them (JobStepsGet). */
-export async function readSteps(db: AnyPgDatabase, schema: string, jobId: string): Promise<StepRow[]> {
+/**
+ * The steps one job reached, in the order it reached them (JobStepsGet), read when the job reaches
+ * its first step — and, in the same statement, its lease pushed to at least `leaseMs` from now: a
+ * job with steps usually runs longer than the lease its claim took. Null when the lease was lost.
+ */
+export async function readSteps(
+  db: AnyPgDatabase,
+  schema: string,
+  job: { id: string; leaseToken: string },
+  leaseMs: number,
+  now?: Date,
+): Promise<StepRow[] | null> {
+  const clock = nowExpr(now);
   const rows = await queryRows<{
-    name: string;
-    position: number;
-    type: StepRow['type'];
-    state: StepRow['state'];
-    attempts: number;
+    held: boolean;
+    name: string | null;
+    position: number | null;
+    type: StepRow['type'] | null;
+    state: StepRow['state'] | null;
+    attempts: number | null;
     result_json: string | null;
     duration_ms: number | null;
   }>(
     db,
-    sql`select name, position, type, state, attempts, result::text as result_json, duration_ms
-      from ${stepsRef(schema)} where job_id = ${jobId} order by position`,
+    sql`with extended as (
+        update ${jobsRef(schema)} j set
+          lease_token = ${job.leaseToken},
+          lease_expires_at = greatest(j.lease_expires_at, ${clock} + ${Math.max(0, Math.round(leaseMs))} * interval '1 millisecond'),
+          updated_at = ${clock}
+        where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
+        returning j.id
+      )
+      select true as held, s.name, s.position, s.type, s.state, s.attempts, s.result::text as result_json, s.duration_ms
+      from extended e left join ${stepsRef(schema)} s on s.job_id = e.id
+      order by s.position`,
     schema,
   );
-  return rows.map((r) => ({
-    name: r.name,
-    position: Number(r.position),
-    type: r.type,
-    state: r.state,
-    attempts: Number(r.attempts),
-    resultJson: r.result_json,
-    durationMs: r.duration_ms === null ? null : Number(r.duration_ms),
-  }));
+  if (rows.length === 0) return null;
+  return rows
+    .filter((r) => r.name !== null)
+    .map((r) => ({
+      name: r.name as string,
+      position: Number(r.position),
+      type: r.type as StepRow['type'],
+      state: r.state as StepRow['state'],
+      attempts: Number(r.attempts),
+      resultJson: r.result_json,
+      durationMs: r.duration_ms === null ? null : Number(r.duration_ms),
+    }));
 }
 
 /** The steps of one job as an operator sees them (JobStepsList): no results, their sizes. */
