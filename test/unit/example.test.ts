@@ -29,3 +29,45 @@ it('the flow example (npm run example:flow) runs each step after its parents, ca
   expect(stdout).toMatch(/^after the failure: cancelled dependency_failed$/m);
   expect(stdout).toMatch(/^after the replay: \{ rows: 500, title: 'flaky' \}$/m);
 });
+
+it('the steps example (npm run example:steps) sleeps, waits for a signal, retries a step without running the others again, and takes an approval link once', async () => {
+  const env = { ...process.env };
+  delete env.DATABASE_URL;
+  const { stdout } = await run('npx', ['tsx', 'examples/steps.ts'], { env, timeout: 60_000 });
+  // The three-day sleep: the job is back in the queue, no attempt used, run_at three days away.
+  expect(stdout).toMatch(/^ada: asleep for 3\.00 days: queued, attempt 0, run_at \S+$/m);
+  expect(stdout).toMatch(/^bo: slept 50 ms, now waiting for "activated:bo" until \S+: queued, attempt 0$/m);
+  expect(stdout).toMatch(/^cy: slept 50 ms, now waiting for "activated:cy" until \S+: queued, attempt 0$/m);
+  // The signal woke the waiting job, which resumed after its wait; the other one timed out.
+  expect(stdout).toMatch(/^signal activated:bo → woke 1 waiting job$/m);
+  expect(stdout).toMatch(/^bo: completed, activated on the pro plan \(attempt 1\)$/m);
+  expect(stdout).toMatch(/^cy: completed, no signal within 500 ms, so a reminder \(attempt 1\)$/m);
+  const mails = stdout
+    .split('\n')
+    .filter((line) => line.startsWith('  mail → '))
+    .map((line) => line.replace(/token=\S+$/, 'token=…'));
+  expect(mails.sort()).toEqual(
+    [
+      '  mail → ada: Welcome aboard',
+      '  mail → bo: Welcome aboard',
+      '  mail → bo: Tips for the pro plan',
+      '  mail → cy: Welcome aboard',
+      '  mail → cy: Need a hand getting started?',
+      '  mail → finance@example.com: The 2026-10 report is ready (#1)',
+      '  mail → manager@example.com: Approve order A-17: https://app.example.com/api/signal?token=…',
+    ].sort(),
+  );
+  // The approval link: the signal route took the token once and refused it the second time.
+  expect(stdout).toMatch(
+    /^POST https:\/\/app\.example\.com\/api\/signal\?token=\S+ → 200 \{"signal":\{"id":"\d+","woken":1\}\}$/m,
+  );
+  expect(stdout).toMatch(/^the same link again → 409 signal_token_used$/m);
+  expect(stdout).toMatch(/^approval: completed, order A-17 approved \(attempt 1\)$/m);
+  // The build step failed once and ran again; collect did not, and the report was stored once.
+  expect(stdout).toMatch(/^ {2}build: the renderer crashed; the step will run again on its own attempts$/m);
+  expect(stdout).toMatch(/^report: completed, report #1 in report-2026-10\.csv \(attempt 1\)$/m);
+  expect(stdout).toMatch(/^calls: collect 1, build 2, notify 1; rows stored: 1$/m);
+  expect(stdout).toMatch(
+    /^its steps: collect completed \(1 attempt\), build completed \(2 attempts\), store completed \(1 attempt\), notify completed \(1 attempt\)$/m,
+  );
+});
