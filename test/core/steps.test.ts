@@ -318,6 +318,46 @@ describe('continuation within the budget', () => {
   });
 });
 
+describe('continuation with fan-out', () => {
+  it('an invocation that handed a job on starts one fresh invocation at once; a sleep starts none', async () => {
+    const clock = new ManualClock();
+    const starts: number[] = [];
+    const fanOut = { start: async (count: number) => void starts.push(count) };
+    const worker = (kind: JobDefinition) =>
+      createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [kind],
+        logger: silentLogger,
+        clock,
+        safetyMarginMs: 500,
+        fanOut,
+        maxInvocations: 4,
+      });
+    const twoParts = defineJob({
+      kind: 'two-parts',
+      payload,
+      timeoutMs: 2_500,
+      handler: async (_p, ctx) => {
+        for (const part of ['a', 'b', 'c']) await ctx.step(part, () => clock.advance(2_000));
+      },
+    });
+    await enqueue(twoParts);
+    expect(await worker(twoParts).runInvocation({ remainingMs: 5_000 })).toMatchObject({ suspended: 1 });
+    expect(starts).toEqual([1]);
+    const napper = defineJob({
+      kind: 'napper',
+      payload,
+      handler: async (_p, ctx) => {
+        await ctx.sleep('nap', 60_000);
+      },
+    });
+    await enqueue(napper);
+    expect(await worker(napper).runInvocation({ remainingMs: 60_000 })).toMatchObject({ suspended: 1 });
+    expect(starts).toEqual([1]);
+  });
+});
+
 describe('durable sleep', () => {
   it('a sleeping job leaves the invocation without using an attempt, and its sleep is done when it runs again', async () => {
     const ran: string[] = [];
