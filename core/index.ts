@@ -129,6 +129,15 @@ export {
 } from './signal-tokens.js';
 export { type PreparedSignal, SIGNAL_LIMITS, type SignalResult } from './signals.js';
 export {
+  deliverWebhook,
+  retryAfterMs,
+  signWebhook,
+  verifyWebhook,
+  WEBHOOK_DEFAULTS,
+  type WebhookDelivery,
+  WebhookVerificationError,
+} from './webhooks.js';
+export {
   createWorker,
   type InvocationInput,
   type InvocationStarter,

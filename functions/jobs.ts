@@ -1,17 +1,28 @@
 /**
  * The job kinds this deployment runs. Replace them with your own: every function entry
  * (worker, enqueue, replay) imports `jobs` from here. These three show the common shapes:
- * an e-mail with an idempotency key, an HMAC-signed webhook, and a long report that
+ * an e-mail with an idempotency key, a signed webhook (Standard Webhooks), and a long report that
  * reports progress.
  */
-import { createHmac } from 'node:crypto';
-import { DiscardError, defineJob, defineSchedule, RetryAfterError, RetryError } from 'skiplock';
+import {
+  DiscardError,
+  defineJob,
+  defineSchedule,
+  deliverWebhook,
+  RetryAfterError,
+  RetryError,
+  retryAfterMs,
+} from 'skiplock';
 import * as z from 'zod';
 
 export interface AppJobSettings {
   /** Where e-mails are POSTed (a provider's API); unset = log only. */
   emailApiUrl?: string;
-  /** Secret for the webhook signature header; required to deliver webhooks. */
+  /**
+   * The webhook signing secrets (`whsec_…`, or any string of 16+ characters), newest first, separated by
+   * spaces: each signs every delivery, so receivers keep verifying while you rotate. Required to
+   * deliver webhooks.
+   */
   webhookSigningSecret?: string;
   webhookTimeoutMs?: number;
   /** First retry delay; doubles per attempt. */
@@ -54,7 +65,7 @@ export function createAppJobs(settings: AppJobSettings = {}) {
     },
   });
 
-  const deliverWebhook = defineJob({
+  const webhook = defineJob({
     kind: 'deliver-webhook',
     queue: 'webhooks',
     payload: z.object({
@@ -67,27 +78,21 @@ export function createAppJobs(settings: AppJobSettings = {}) {
     timeoutMs: settings.webhookTimeoutMs ?? 10_000,
     backoff,
     handler: async (hook, ctx) => {
-      if (!settings.webhookSigningSecret) {
+      const secrets = (settings.webhookSigningSecret ?? '').split(/[\s,]+/).filter(Boolean);
+      if (secrets.length === 0) {
         throw new DiscardError('WEBHOOK_SIGNING_SECRET is not set: cannot sign the delivery', {
           reason: 'config_error',
         });
       }
-      const body = JSON.stringify({ event: hook.event, deliveryId: hook.deliveryId, data: hook.data });
-      const timestamp = Math.floor(Date.now() / 1000);
-      const signature = createHmac('sha256', settings.webhookSigningSecret)
-        .update(`${timestamp}.${body}`)
-        .digest('hex');
-      const response = await fetch(hook.url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-skiplock-delivery': hook.deliveryId,
-          'x-skiplock-signature': `t=${timestamp},v1=${signature}`,
-        },
-        body,
+      // Signed the Standard Webhooks way; the answer decides: 2xx done, 410 and 4xx dead, 429/503
+      // with Retry-After deferred, 5xx and timeouts retried.
+      await deliverWebhook({
+        url: hook.url,
+        id: hook.deliveryId,
+        body: { event: hook.event, deliveryId: hook.deliveryId, data: hook.data },
+        secrets,
         signal: ctx.signal,
       });
-      await failOnBadResponse(response);
     },
   });
 
@@ -108,18 +113,17 @@ export function createAppJobs(settings: AppJobSettings = {}) {
     },
   });
 
-  return [sendEmail, deliverWebhook, buildReport] as const;
+  return [sendEmail, webhook, buildReport] as const;
 }
 
-/** 2xx: done. 429: retry after its Retry-After. Other 4xx: permanent (DLQ). 5xx: retry. */
+/** 2xx: done. 429: retry after its Retry-After (else the backoff). Other 4xx: permanent (DLQ). 5xx: retry. */
 async function failOnBadResponse(response: Response): Promise<void> {
   if (response.ok) return;
   const body = (await response.text().catch(() => '')).slice(0, 2_000);
   const info = { response: { status: response.status, body } };
-  if (response.status === 429) {
-    const seconds = Number(response.headers.get('retry-after'));
-    throw new RetryAfterError(Number.isFinite(seconds) ? seconds * 1000 : 30_000, 'rate limited (429)', info);
-  }
+  // A 429 without Retry-After retries on the backoff (Number(null) would be 0: at once).
+  const wait = retryAfterMs(response.headers.get('retry-after'));
+  if (response.status === 429 && wait !== undefined) throw new RetryAfterError(wait, 'rate limited (429)', info);
   if (response.status >= 400 && response.status < 500) {
     throw new DiscardError(`rejected with ${response.status}`, info);
   }

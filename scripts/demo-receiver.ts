@@ -1,10 +1,10 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { verifyWebhook } from 'skiplock';
 
 /**
  * The demo's outside world: an e-mail API that dedupes on Idempotency-Key, and a webhook
- * receiver that checks the HMAC signature and misbehaves like a real partner — about one
+ * receiver that verifies each delivery's signature (verifyWebhook) and misbehaves like a real partner — about one
  * call in ten answers 500, one in ten hangs past the job's timeout, some endpoints are
  * gone (410) and one is down for good — until it is told to be healthy.
  */
@@ -30,15 +30,14 @@ export async function startDemoReceiver(signingSecret: string) {
       res.writeHead(202).end();
       return;
     }
-    const signature = String(req.headers['x-skiplock-signature'] ?? '');
-    const [, t, v1] = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(signature) ?? [];
-    const expected = createHmac('sha256', signingSecret).update(`${t}.${body}`).digest();
-    if (!v1 || !timingSafeEqual(Buffer.from(v1, 'hex'), expected)) {
+    let delivery: string;
+    try {
+      delivery = verifyWebhook({ headers: req.headers, body, secrets: [signingSecret] }).id;
+    } catch {
       badSignatures++;
       res.writeHead(401).end('bad signature');
       return;
     }
-    const delivery = String(req.headers['x-skiplock-delivery']);
     if (!healthy) {
       if (req.url?.startsWith('/hooks/gone')) return void res.writeHead(410).end('endpoint removed');
       if (req.url?.startsWith('/hooks/down')) return void res.writeHead(503).end('maintenance');

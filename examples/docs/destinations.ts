@@ -5,7 +5,7 @@ import { z } from 'zod';
 const db = connect({ connectionString: process.env.DATABASE_URL! });
 
 // #region breaker
-import { DiscardError, defineJob, RetryAfterError, RetryError } from 'skiplock';
+import { DiscardError, defineJob, RetryAfterError, RetryError, retryAfterMs } from 'skiplock';
 
 export const webhook = defineJob({
   kind: 'webhook',
@@ -20,10 +20,11 @@ export const webhook = defineJob({
     const res = await fetch(p.url, { method: 'POST', body: JSON.stringify(p.body), signal: ctx.signal });
     if (res.ok) return;
     const info = { response: { status: res.status, body: await res.text() } };
-    if (res.status === 429 || res.status === 503) {
-      const seconds = Number(res.headers.get('retry-after'));
+    // retryAfterMs: seconds or an HTTP date; undefined when absent (then the kind's backoff, never 0).
+    const wait = retryAfterMs(res.headers.get('retry-after'));
+    if ((res.status === 429 || res.status === 503) && wait !== undefined) {
       // Defers the whole destination (every invocation) until then, not only this job.
-      throw new RetryAfterError(Number.isFinite(seconds) ? seconds * 1000 : 30_000, `answered ${res.status}`, info);
+      throw new RetryAfterError(wait, `answered ${res.status}`, info);
     }
     if (res.status >= 400 && res.status < 500) throw new DiscardError(`rejected with ${res.status}`, info);
     throw new RetryError(`answered ${res.status}`, info);

@@ -25,7 +25,7 @@ it('the demo (npm run demo --quiet) drains a realistic mix, replays its DLQ, and
     });
     // Before the replay every job is completed or dead; the gone (410) and down (503) endpoints died.
     expect(result.beforeReplay.completed + result.beforeReplay.dead).toBe(100);
-    expect(result.beforeReplay.deadReasons.http_4xx).toBe(3);
+    expect(result.beforeReplay.deadReasons.http_410).toBe(3); // the receiver is gone: deliverWebhook's 410
     expect(result.beforeReplay.deadReasons.max_attempts).toBeGreaterThanOrEqual(3);
     expect(result.beforeReplay.failedAttempts).toBeGreaterThan(0);
     // The replay brought every dead job back, and they completed.

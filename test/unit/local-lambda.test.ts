@@ -332,7 +332,7 @@ async function startHoldingReceiver() {
   let inHand = 0;
   let peak = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    delivered.push(String(req.headers['x-skiplock-delivery']));
+    delivered.push(String(req.headers['webhook-id']));
     req.resume();
     if (released) return void res.end('ok');
     inHand++;
