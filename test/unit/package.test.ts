@@ -51,6 +51,21 @@ afterAll(async () => {
 });
 
 describe('the packed package, installed into an app outside the repository', () => {
+  it('is ESM, and loads from CommonJS too through require(esm) (Node ^20.19 || >=22.12, the engines range)', async () => {
+    writeFileSync(
+      join(app, 'uses-require.cjs'),
+      `const { defineJob, createWorker } = require('skiplock');
+const { createLambdaWorker } = require('skiplock/lambda');
+const { jobs } = require('skiplock/schema');
+console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, typeof jobs].join(' '));`,
+    );
+    const { stdout } = await run(process.execPath, ['--no-warnings', 'uses-require.cjs'], { cwd: app });
+    expect(stdout.trim()).toBe('function function function object');
+    const manifest = JSON.parse(readFileSync(join(app, 'node_modules/skiplock/package.json'), 'utf8'));
+    expect(manifest.type).toBe('module');
+    expect(manifest.engines.node).toBe('^20.19.0 || >=22.12.0');
+  });
+
   it('ships dist with declarations and the deploy templates; no source maps, sources or tests', async () => {
     const { stdout } = await run('tar', ['tzf', tarball]);
     const files = stdout.split('\n').filter(Boolean);
