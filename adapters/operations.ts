@@ -272,6 +272,16 @@ export async function runMaintenanceTick(
   );
   const report = migrated ? { migrated, ...tick } : tick;
   runtime.logger.info('maintenance', { ...report });
+  // Ready jobs on a queue no deployed worker served lately: a name in code that no worker lists.
+  for (const row of tick.stats.filter((r) => r.unserved)) {
+    runtime.logger.warn('queue_unserved', {
+      queue: row.queue,
+      kind: row.kind,
+      ready: row.ready,
+      oldestReadyAgeSeconds: row.oldestReadyAgeSeconds,
+      hint: 'no worker served this queue and kind in the last 10 minutes: check the workers’ SKIPLOCK_QUEUES and kinds',
+    });
+  }
   runtime.metrics?.queues(tick.stats, config.serviceName);
   return report;
 }

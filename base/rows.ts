@@ -166,6 +166,11 @@ export interface QueueStatsRow {
   sleeping: number;
   /** Of the scheduled and retry-waiting jobs: those waiting for a signal (`ctx.waitForSignal`). */
   waitingForSignal: number;
+  /**
+   * Ready jobs wait and no worker served this queue and kind in the last 10 minutes, although workers
+   * did record themselves: no deployed worker lists this queue (or kind).
+   */
+  unserved: boolean;
   /** Set while the queue or the kind is paused (the queue's pause first, when both are). */
   paused: { scope: 'queue' | 'kind'; since: Date; by: string } | null;
 }

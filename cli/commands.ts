@@ -188,7 +188,12 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       const held = (await breakers(conn, { schema })).filter((d) => d.state !== 'closed' || d.deferredUntil);
       // Rate-limited scopes that started jobs within their period (busiest first).
       const rated = (await rateLimits(conn, { schema })).use.slice(0, 10);
-      const text = `${human}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}${held.length > 0 ? `\n\n${breakersTable(held)}` : ''}${rated.length > 0 ? `\n\n${rateUseTable(rated)}` : ''}`;
+      const unserved = rows.filter((r) => r.unserved);
+      const warning =
+        unserved.length === 0
+          ? ''
+          : `\n\n${unserved.map((r) => `no worker served queue ${r.queue} (kind ${r.kind}) in the last 10 min: ${r.ready} ready; does a deployed worker list this queue (SKIPLOCK_QUEUES) and kind?`).join('\n')}`;
+      const text = `${human}${warning}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}${held.length > 0 ? `\n\n${breakersTable(held)}` : ''}${rated.length > 0 ? `\n\n${rateUseTable(rated)}` : ''}`;
       emit(o.watch ? `${new Date().toISOString()}\n${text}` : text, {
         depth: rows,
         activity: { windowSeconds: window, rows: recent },

@@ -39,7 +39,10 @@ const NEXT_STEPS: Record<Platform, string> = {
   lambda: `next steps:
   1. npm install skiplock zod drizzle-orm
      npm install -D serverless@3 serverless-esbuild esbuild
-  2. replace the example kinds in functions/jobs.ts with your own (every function imports them)
+  2. replace the example kinds in functions/jobs.ts with your own (every function imports them);
+     every kind's queue must be one a worker in serverless.yml serves (SKIPLOCK_QUEUES: emails,webhooks
+     and reports here) — a kind without \`queue\` is on 'default', which none of them serves;
+     \`skiplock stats\` flags ready jobs no worker serves
   3. store the database URL in Secrets Manager:
      aws secretsmanager create-secret --name skiplock/database --secret-string 'postgres://…'
   4. DATABASE_URL=postgres://… npx skiplock migrate
@@ -47,7 +50,9 @@ const NEXT_STEPS: Record<Platform, string> = {
      npx serverless deploy --param="databaseSecretArn=arn:aws:secretsmanager:…" --param="enqueueToken=$(openssl rand -hex 24)"`,
   vercel: `next steps:
   1. npm install skiplock zod drizzle-orm
-  2. replace the example kinds in functions/jobs.ts with your own (every route imports them)
+  2. replace the example kinds in functions/jobs.ts with your own (every route imports them);
+     every kind's queue must be one a worker route serves (api/worker.ts: SKIPLOCK_QUEUES, every queue
+     when unset; api/reports-worker.ts: reports); \`skiplock stats\` flags ready jobs no worker serves
   3. set the project's variables: DATABASE_URL, SKIPLOCK_DRIVER (neon-http or neon-ws for Neon),
      CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN and SKIPLOCK_ADMIN_TOKEN (16+ characters each), e.g. vercel env add CRON_SECRET
   4. DATABASE_URL=postgres://… npx skiplock migrate

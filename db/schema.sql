@@ -198,6 +198,15 @@ CREATE TABLE skiplock.signals (
   token_id text
 );
 
+-- object: table workers
+CREATE TABLE skiplock.workers (
+  kinds text[] NOT NULL,
+  name text NOT NULL,
+  queues text[],
+  seen_at timestamp with time zone NOT NULL,
+  served text NOT NULL
+);
+
 -- object: constraint activity_rollups.activity_rollups_pk
 ALTER TABLE skiplock.activity_rollups ADD CONSTRAINT activity_rollups_pk PRIMARY KEY (minute, queue, kind);
 
@@ -315,6 +324,9 @@ ALTER TABLE skiplock.signals ADD CONSTRAINT signals_pkey PRIMARY KEY (id);
 
 -- object: constraint signals.signals_taken_check
 ALTER TABLE skiplock.signals ADD CONSTRAINT signals_taken_check CHECK (((taken_by IS NULL) = (taken_at IS NULL)));
+
+-- object: constraint workers.workers_pk
+ALTER TABLE skiplock.workers ADD CONSTRAINT workers_pk PRIMARY KEY (name, served);
 
 -- object: index completed_counts_minute_idx
 CREATE INDEX completed_counts_minute_idx ON skiplock.completed_counts USING btree (minute);

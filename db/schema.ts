@@ -288,6 +288,28 @@ export function jobStepsTableIn(schema: PgSchema<string>) {
 }
 
 /**
+ * The workers that ran lately and what they serve: a row per worker name and set of queues and kinds,
+ * its `seen_at` moved by the worker's invocations (at most once a minute per warm instance, inside the
+ * statement each invocation starts with). The stats flag ready jobs on a queue and kind no worker
+ * served lately: a queue name in code that no deployed worker lists.
+ */
+export function workersTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'workers',
+    {
+      name: text('name').notNull(),
+      // md5 of the queues and kinds below: one row per distinct deployment of a worker name.
+      served: text('served').notNull(),
+      // null: every queue.
+      queues: text('queues').array(),
+      kinds: text('kinds').array().notNull(),
+      seenAt: timestamp('seen_at', tz).notNull(),
+    },
+    (t) => [primaryKey({ name: 'workers_pk', columns: [t.name, t.served] })],
+  );
+}
+
+/**
  * Signals (`signal(db, key, payload)`), kept until a job's `ctx.waitForSignal` on their key takes
  * them — also when they were sent before the wait began. Each signal is taken by one wait.
  * Maintenance prunes taken signals, and untaken ones after their retention.
@@ -536,6 +558,7 @@ export const activityRollups = activityRollupsTableIn(skiplockSchema);
 export const invocations = invocationsTableIn(skiplockSchema);
 export const jobSteps = jobStepsTableIn(skiplockSchema);
 export const signals = signalsTableIn(skiplockSchema);
+export const workers = workersTableIn(skiplockSchema);
 export const pauses = pausesTableIn(skiplockSchema);
 export const limits = limitsTableIn(skiplockSchema);
 export const destinations = destinationsTableIn(skiplockSchema);

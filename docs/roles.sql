@@ -36,6 +36,8 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".console_sessions, "skiplock".
 -- wait for (ctx.waitForSignal), and maintenance prunes both.
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".job_steps TO skiplock_worker;
 GRANT SELECT, UPDATE, DELETE ON "skiplock".signals TO skiplock_worker;
+-- What each worker serves (its queues and kinds), recorded by its invocations, read by the stats.
+GRANT SELECT, INSERT, UPDATE ON "skiplock".workers TO skiplock_worker;
 -- A worker that runs schedules (createWorker({ schedules })) also enqueues their occurrences: give
 -- it these two grants as well (an enqueuer's insert rights), or run the schedules with the
 -- enqueuer's credentials. Without schedules, leave them out: the worker then cannot insert jobs.

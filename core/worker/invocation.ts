@@ -212,9 +212,17 @@ export class Invocation implements AttemptHost {
    * to decide that. Then the schedules' tick, when one is due in this instance.
    */
   async #sweep(): Promise<void> {
-    const { db, schema, kinds, queues } = this.settings;
+    const { db, schema, kinds, queues, name, served, clock } = this.settings;
+    // At most once a minute per warm instance, the sweep also records what this worker serves.
+    const seen = served.lastAt === undefined || clock.now() - served.lastAt >= WORKER_SEEN_EVERY_MS;
+    if (seen) served.lastAt = clock.now();
     const doomed = await this.#deadline.inTime(
-      buryDoomed(db.db, schema, { kinds: [...kinds.keys()], queues, limit: 1000 }),
+      buryDoomed(db.db, schema, {
+        kinds: [...kinds.keys()],
+        queues,
+        limit: 1000,
+        ...(seen ? { served: { name } } : {}),
+      }),
     );
     for (const job of doomed) this.#ledger.buried(job);
     await this.#tickSchedules();
@@ -537,6 +545,9 @@ export class Invocation implements AttemptHost {
     this.#to('stopped');
   }
 }
+
+/** How often a warm instance records what it serves (the stats flag queues no worker served lately). */
+export const WORKER_SEEN_EVERY_MS = 60_000;
 
 /** The claim, in a span when the worker traces. */
 function traced(

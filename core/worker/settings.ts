@@ -59,6 +59,8 @@ export interface WorkerSettings {
   /** The schedules this worker ticks, and how often at most (per warm instance). */
   readonly schedules: readonly ScheduleDefinition[];
   readonly scheduleTickMs: number;
+  /** When this instance last recorded what it serves in `workers` (on its clock). */
+  readonly served: { lastAt: number | undefined };
   /** When this instance last ticked its schedules (on its clock). */
   readonly scheduleTick: { lastAt: number | undefined };
   /** Breaker settings by destination (the worker's `breakers`), over the kind's. */

@@ -252,6 +252,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     breakers: breakerOverrides(options.breakers),
     claimShape: { limited: false, ordered: false, rated: false },
     stepTimings: new StepTimings(),
+    served: { lastAt: undefined },
     name,
     maxInvocations,
     fanOut,

@@ -214,6 +214,15 @@ CREATE TABLE "skiplock"."signals" (
 	CONSTRAINT "signals_taken_check" CHECK (("skiplock"."signals"."taken_by" is null) = ("skiplock"."signals"."taken_at" is null))
 );
 --> statement-breakpoint
+CREATE TABLE "skiplock"."workers" (
+	"name" text NOT NULL,
+	"served" text NOT NULL,
+	"queues" text[],
+	"kinds" text[] NOT NULL,
+	"seen_at" timestamp with time zone NOT NULL,
+	CONSTRAINT "workers_pk" PRIMARY KEY("name","served")
+);
+--> statement-breakpoint
 CREATE INDEX "completed_counts_minute_idx" ON "skiplock"."completed_counts" USING btree ("minute");--> statement-breakpoint
 CREATE INDEX "console_sessions_expires_idx" ON "skiplock"."console_sessions" USING btree ("expires_at");--> statement-breakpoint
 CREATE INDEX "destinations_attention_idx" ON "skiplock"."destinations" USING btree ("name") WHERE state <> 'closed' or deferred_until is not null;--> statement-breakpoint

@@ -20,7 +20,14 @@ const SWEEP_KEYS = 50;
 export async function buryDoomed(
   db: AnyPgDatabase,
   schema: string,
-  request: { kinds: readonly string[]; queues?: readonly string[]; limit: number; now?: Date },
+  request: {
+    kinds: readonly string[];
+    queues?: readonly string[];
+    limit: number;
+    now?: Date;
+    /** Record this worker as serving its queues and kinds (WorkerSeen), in the same statement. */
+    served?: { name: string };
+  },
 ): Promise<ClaimDeadJob[]> {
   const jobs = jobsRef(schema);
   const now = sql`(select now from clock)`;
@@ -76,7 +83,7 @@ export async function buryDoomed(
     where j.id = d.id
     returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
     ),
-    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}
+    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}${request.served ? workerSeenCte(schema, request.served.name, request.kinds, request.queues) : sql``}
     select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`,
     schema,
   );
@@ -88,4 +95,21 @@ export async function buryDoomed(
     reason: r.dead_reason as ClaimDeadJob['reason'],
     correlationId: r.correlation_id,
   }));
+}
+
+/**
+ * The worker's row in `workers` moved to now (a data-modifying CTE: it runs though nothing reads it).
+ * One row per worker name and set of queues and kinds, named by their md5.
+ */
+function workerSeenCte(schema: string, name: string, kinds: readonly string[], queues: readonly string[] | undefined) {
+  const sortedKinds = [...kinds].sort();
+  const sortedQueues = queues ? [...queues].sort() : null;
+  const served = JSON.stringify([sortedQueues, sortedKinds]);
+  return sql`, worker_seen as (
+      insert into ${sql.identifier(schema)}.workers (name, served, queues, kinds, seen_at)
+      values (${name}, md5(${served}), ${sortedQueues === null ? null : sql.param(sortedQueues)}::text[],
+        ${sql.param(sortedKinds)}::text[], (select now from clock))
+      on conflict (name, served) do update set seen_at = excluded.seen_at
+      returning 1
+    )`;
 }

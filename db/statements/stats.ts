@@ -8,8 +8,13 @@ import { jobsRef, nowExpr } from './common.js';
  * Depth per queue and kind, from the queue_stats view (QueueStats). It reads live rows, the
  * DLQ and the last hour's finished rows through partial indexes — not the whole table.
  */
-export async function queueStats(db: AnyPgDatabase, schema: string): Promise<QueueStatsRow[]> {
+export async function queueStats(
+  db: AnyPgDatabase,
+  schema: string,
+  options: { unservedAfterMinutes?: number } = {},
+): Promise<QueueStatsRow[]> {
   const suspended = await suspendedCounts(db, schema);
+  const serving = await workersServing(db, schema, options.unservedAfterMinutes ?? UNSERVED_AFTER_MINUTES);
   const rows = await queryRows<Record<string, unknown>>(
     db,
     sql`select queue, kind, ready::int, scheduled::int, retry_waiting::int, waiting::int, running::int, lease_expired::int,
@@ -33,8 +38,33 @@ export async function queueStats(db: AnyPgDatabase, schema: string): Promise<Que
     oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
     sleeping: suspended.get(`${r.queue}\u0000${r.kind}`)?.sleeping ?? 0,
     waitingForSignal: suspended.get(`${r.queue}\u0000${r.kind}`)?.waiting ?? 0,
+    unserved: (r.ready as number) > 0 && serving !== null && !serving(r.queue as string, r.kind as string),
     paused: null,
   }));
+}
+
+/** A queue and kind with ready jobs is flagged when no worker served it for this long. */
+export const UNSERVED_AFTER_MINUTES = 10;
+
+/**
+ * Whether a worker served a queue and kind in the last `minutes` (WorkersSeen), from the `workers`
+ * rows: each lists its kinds and queues (null: every queue). Null when no worker recorded itself in
+ * the last day — nothing to judge by (workers of an older release, or none deployed yet).
+ */
+async function workersServing(
+  db: AnyPgDatabase,
+  schema: string,
+  minutes: number,
+): Promise<((queue: string, kind: string) => boolean) | null> {
+  const rows = await queryRows<{ queues: string[] | null; kinds: string[]; recent: boolean }>(
+    db,
+    sql`select queues, kinds, seen_at > now() - ${Math.max(1, Math.round(minutes))} * interval '1 minute' as recent
+      from ${sql.identifier(schema)}.workers where seen_at > now() - interval '1 day'`,
+    schema,
+  );
+  if (rows.length === 0) return null;
+  const recent = rows.filter((r) => r.recent);
+  return (queue, kind) => recent.some((r) => r.kinds.includes(kind) && (r.queues === null || r.queues.includes(queue)));
 }
 
 /**

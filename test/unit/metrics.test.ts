@@ -68,6 +68,7 @@ describe('CloudWatch Embedded Metric Format', () => {
       cancelledLastHour: 0,
       sleeping: 0,
       waitingForSignal: 0,
+      unserved: false,
     };
     sink.queues(
       [
