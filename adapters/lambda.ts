@@ -1,6 +1,7 @@
 import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
+import type { JobMetrics, QueueMetrics } from '../core/metrics.js';
 import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
@@ -84,6 +85,11 @@ export interface LambdaWorkerOptions {
    * `skiplock/otel`). @defaultValue none
    */
   tracing?: Tracing;
+  /**
+   * Counters and durations of attempts, rate waits, breakers and invocations (OpenTelemetry:
+   * `otelMetrics()` from `skiplock/otel`). @defaultValue none
+   */
+  metrics?: JobMetrics;
 }
 
 function fanOutOf(option: InvocationStarter | false | undefined, context: LambdaContext) {
@@ -111,6 +117,7 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
         fanOut: fanOutOf(options.fanOut, context),
         schedules: options.schedules,
         tracing: options.tracing,
+        metrics: options.metrics,
       });
     } catch (err) {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });
@@ -123,14 +130,17 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
  * Scheduled maintenance: deadlines to the DLQ, retention pruning, stats. Invoked with
  * `{"migrate": true}` it first applies pending migrations (run it once after each deploy).
  */
-export function createLambdaMaintenance(options: { env?: Env } = {}) {
+export function createLambdaMaintenance(options: { env?: Env; metrics?: QueueMetrics } = {}) {
   return async (event: unknown, context: LambdaContext) => {
     const runtime = runtimeOrFailure(options.env ?? process.env);
     if ('error' in runtime) return { ok: false, error: runtime.error };
     try {
       const migrateFirst =
         typeof event === 'object' && event !== null && (event as { migrate?: unknown }).migrate === true;
-      return { ok: true, ...(await runMaintenanceTick(runtime, context.getRemainingTimeInMillis(), migrateFirst)) };
+      return {
+        ok: true,
+        ...(await runMaintenanceTick(runtime, context.getRemainingTimeInMillis(), migrateFirst, options.metrics)),
+      };
     } catch (err) {
       runtime.logger.error('maintenance_failed', { error: publicMessage(err) });
       return { ok: false, error: publicMessage(err) };

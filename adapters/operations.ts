@@ -6,6 +6,7 @@ import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { describeIssues } from '../core/issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from '../core/jobs.js';
 import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
+import type { JobMetrics, QueueMetrics } from '../core/metrics.js';
 import type { Nudger } from '../core/nudge.js';
 import { replay } from '../core/replay.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
@@ -203,6 +204,8 @@ export interface WorkerRun {
   schedules?: readonly ScheduleDefinition[];
   /** Spans for claims and attempts. @defaultValue none */
   tracing?: Tracing;
+  /** Counters and durations of attempts and invocations. @defaultValue none */
+  metrics?: JobMetrics;
 }
 
 /**
@@ -242,6 +245,7 @@ export async function runWorker(
         lingerMs: config.lingerMs,
         schedules: run.schedules,
         tracing: run.tracing,
+        metrics: run.metrics,
       }).runInvocation({ remainingMs: Math.max(0, deadlineAt - clock.now()), invocationId: run.invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );
@@ -257,6 +261,7 @@ export async function runMaintenanceTick(
   runtime: FunctionRuntime,
   remainingMs: number,
   migrateFirst = false,
+  queueMetrics?: QueueMetrics,
 ): Promise<MaintenanceReport & { migrated?: string[] }> {
   const config = runtime.settings.require('maintenance');
   const migrated = migrateFirst
@@ -283,5 +288,6 @@ export async function runMaintenanceTick(
     });
   }
   runtime.metrics?.queues(tick.stats, config.serviceName);
+  queueMetrics?.queues(tick.stats);
   return report;
 }

@@ -7,6 +7,9 @@
  *   invocation (your Lambda or route span) and LINKED to its job's `send` span — the enqueuing
  *   request's trace reaches the attempt however long the job waited — with the outcome, and the
  *   error when it failed. The handler runs inside it: its own spans nest under it.
+ * Metrics (`otelMetrics()`, with OpenTelemetry's metrics API; your SDK's reader exports them):
+ * attempts started and ended by queue, kind and outcome, their durations, rate waits, breaker
+ * transitions, invocations, and the queue depth each maintenance tick reads.
  * - `step <name>` (INTERNAL) around each durable step the attempt runs (`ctx.step`), a child of its
  *   `process` span, with the step's position and attempt; a step that returns its stored result
  *   runs nothing and gets no span.
@@ -15,6 +18,8 @@ import {
   type Attributes,
   context,
   type Link,
+  type Meter,
+  metrics,
   type Span,
   type SpanContext,
   SpanKind,
@@ -22,6 +27,8 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
+import type { QueueStatsRow } from '../base/rows.js';
+import type { JobMetrics, MeteredJob, QueueMetrics } from '../core/metrics.js';
 import type { AttemptTrace, AttemptTraceOutcome, TraceCarrier, Tracing } from '../core/tracing.js';
 
 export interface OtelTracingOptions {
@@ -126,6 +133,83 @@ export function otelTracing(options: OtelTracingOptions = {}): Tracing {
       };
     },
   };
+}
+
+export interface OtelMetricsOptions {
+  /** @defaultValue `metrics.getMeter('skiplock')` from the global provider your SDK registered */
+  meter?: Meter;
+}
+
+/**
+ * Metrics hooks for createWorker({ metrics }) (and the Lambda and Vercel workers' `metrics`) and
+ * for the maintenance functions' `metrics` (queue depth), with OpenTelemetry:
+ *
+ * | instrument | kind, unit | attributes |
+ * | --- | --- | --- |
+ * | `skiplock.jobs.started` | counter | `messaging.destination.name` (queue), `skiplock.job.kind` |
+ * | `skiplock.jobs.ended` | counter | queue, kind, `skiplock.job.outcome` (completed, retry, dead, cancelled, suspended, lease_lost) |
+ * | `skiplock.attempt.duration` | histogram, ms | queue, kind, outcome |
+ * | `skiplock.rate_limit.wait` | counter, ms | — |
+ * | `skiplock.breaker.transitions` | counter | `skiplock.destination`, `skiplock.breaker.from`, `skiplock.breaker.to` |
+ * | `skiplock.invocations` | counter | `skiplock.invocation.stopped_because` |
+ * | `skiplock.invocation.duration` | histogram, ms | `skiplock.invocation.stopped_because` |
+ * | `skiplock.queue.ready`, `.running`, `.dead`, `.sleeping` | gauges, jobs | queue, kind (the last maintenance tick's) |
+ * | `skiplock.queue.oldest_ready_age` | gauge, s | queue, kind |
+ */
+export function otelMetrics(options: OtelMetricsOptions = {}): JobMetrics & QueueMetrics {
+  const meter = options.meter ?? metrics.getMeter('skiplock');
+  const started = meter.createCounter('skiplock.jobs.started', { description: 'attempts started' });
+  const ended = meter.createCounter('skiplock.jobs.ended', { description: 'attempts ended, by outcome' });
+  const duration = meter.createHistogram('skiplock.attempt.duration', { unit: 'ms', description: 'attempt durations' });
+  const rateWait = meter.createCounter('skiplock.rate_limit.wait', {
+    unit: 'ms',
+    description: 'time spent waiting for a rate limit',
+  });
+  const breakers = meter.createCounter('skiplock.breaker.transitions', { description: 'circuit breaker moves' });
+  const invocations = meter.createCounter('skiplock.invocations', {
+    description: 'worker invocations, by why they stopped',
+  });
+  const invocationDuration = meter.createHistogram('skiplock.invocation.duration', { unit: 'ms' });
+  // The last maintenance tick's depth, reported at each collection.
+  let depth: readonly QueueStatsRow[] = [];
+  const gauge = (name: string, unit: string, value: (row: QueueStatsRow) => number | null) =>
+    meter.createObservableGauge(name, { unit }).addCallback((result) => {
+      for (const row of depth) {
+        const v = value(row);
+        if (v !== null) result.observe(v, jobAttributes(row));
+      }
+    });
+  gauge('skiplock.queue.ready', '{job}', (r) => r.ready);
+  gauge('skiplock.queue.running', '{job}', (r) => r.running);
+  gauge('skiplock.queue.dead', '{job}', (r) => r.dead);
+  gauge('skiplock.queue.sleeping', '{job}', (r) => r.sleeping + r.waitingForSignal);
+  gauge('skiplock.queue.oldest_ready_age', 's', (r) => r.oldestReadyAgeSeconds);
+  return {
+    started: (job) => started.add(1, jobAttributes(job)),
+    ended: (job, outcome, ms) => {
+      const attributes = { ...jobAttributes(job), 'skiplock.job.outcome': outcome };
+      ended.add(1, attributes);
+      duration.record(ms, attributes);
+    },
+    rateWaited: (ms) => rateWait.add(ms),
+    breakerMoved: (destination, from, to) =>
+      breakers.add(1, {
+        'skiplock.destination': destination,
+        'skiplock.breaker.from': from,
+        'skiplock.breaker.to': to,
+      }),
+    invocationEnded: (stoppedBecause, ms) => {
+      invocations.add(1, { 'skiplock.invocation.stopped_because': stoppedBecause });
+      invocationDuration.record(ms, { 'skiplock.invocation.stopped_because': stoppedBecause });
+    },
+    queues: (rows) => {
+      depth = rows;
+    },
+  };
+}
+
+function jobAttributes(job: MeteredJob): Attributes {
+  return { ...SYSTEM, 'messaging.destination.name': job.queue, 'skiplock.job.kind': job.kind };
 }
 
 /** The W3C trace context of `span`, as stored with a job; null when it is not a recording one. */

@@ -1,6 +1,7 @@
 import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
+import type { JobMetrics, QueueMetrics } from '../core/metrics.js';
 import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
@@ -74,6 +75,11 @@ export interface VercelWorkerOptions {
    * `skiplock/otel`). @defaultValue none
    */
   tracing?: Tracing;
+  /**
+   * Counters and durations of attempts, rate waits, breakers and invocations (OpenTelemetry:
+   * `otelMetrics()` from `skiplock/otel`). @defaultValue none
+   */
+  metrics?: JobMetrics;
 }
 export type RouteHandler = (request: Request) => Promise<Response>;
 
@@ -137,7 +143,7 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
     const config = runtime.settings.require('worker');
-    const { queues, kinds, clock, schedules, tracing } = options;
+    const { queues, kinds, clock, schedules, tracing, metrics } = options;
     const run: WorkerRun = {
       remainingMs: options.maxDurationMs ?? config.maxDurationMs,
       queues,
@@ -145,6 +151,7 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
       clock,
       schedules,
       tracing,
+      metrics,
       name: options.name ?? (env.SKIPLOCK_WORKER_NAME ? undefined : nameOfRoute(url.pathname)),
       fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(options.fanOut, runtime, url, env.CRON_SECRET),
     };
@@ -160,13 +167,15 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
 }
 
 /** Vercel cron → maintenance tick (CRON_SECRET). */
-export function createVercelMaintenance(options: { env?: Env; maxDurationMs?: number } = {}): RouteHandler {
+export function createVercelMaintenance(
+  options: { env?: Env; maxDurationMs?: number; metrics?: QueueMetrics } = {},
+): RouteHandler {
   return route(async (request) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
     const budget = options.maxDurationMs ?? runtime.settings.require('maintenance').maxDurationMs;
-    return { status: 200, body: { ...(await runMaintenanceTick(runtime, budget)) } };
+    return { status: 200, body: { ...(await runMaintenanceTick(runtime, budget, false, options.metrics)) } };
   });
 }
 

@@ -127,6 +127,7 @@ export {
   type SignalTokenClaims,
   type SignalTokenOptions,
 } from './signal-tokens.js';
+export type { JobMetrics, MeteredJob, MeteredOutcome, QueueMetrics } from './metrics.js';
 export { type PreparedSignal, SIGNAL_LIMITS, type SignalResult } from './signals.js';
 export {
   deliverWebhook,

@@ -374,6 +374,7 @@ export class Invocation implements AttemptHost {
 
   #start(job: ClaimedJob, kind: Kind): void {
     const attempt = new Attempt(job, kind, this);
+    this.settings.metrics?.started(job);
     this.#inflight++;
     this.#watchdog.watch(attempt);
     attempt.run();
@@ -496,8 +497,8 @@ export class Invocation implements AttemptHost {
         this.settings.clock.setTimer(this.#notify, this.settings.flushIntervalMs);
       }
       const { end } = attempt;
-      if (end === 'committed') this.#ledger.committed(attempt.job);
-      else if (end === 'lease_lost') this.#ledger.leaseLost(attempt.job);
+      if (end === 'committed') this.#ledger.committed(attempt.job, attempt.startedAt);
+      else if (end === 'lease_lost') this.#ledger.leaseLost(attempt.job, attempt.startedAt);
       else if (end && 'suspended' in end) {
         if (end.suspended === 'continued') this.#continuedKinds.add(attempt.kind.definition.kind);
         this.#ledger.suspended(end, attempt.startedAt);

@@ -5,6 +5,7 @@ import type { Clock } from '../clock.js';
 import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
 import type { Logger } from '../logger.js';
+import type { JobMetrics } from '../metrics.js';
 import type { ScheduleDefinition } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import type { InvocationStarter } from './admission.js';
@@ -72,6 +73,8 @@ export interface WorkerSettings {
   readonly claimShape: { limited: boolean; ordered: boolean; rated: boolean };
   /** The durations of the durable steps this warm instance ran (the time-left check reads their p95). */
   readonly stepTimings: StepTimings;
+  /** Counters and durations (the worker's `metrics`), or undefined. */
+  readonly metrics: JobMetrics | undefined;
   /** Spans for claims and attempts (the worker's `tracing`), or undefined. */
   readonly tracing: Tracing | undefined;
 }

@@ -2,6 +2,7 @@ import { DatabaseError, SkiplockError } from '../../base/errors.js';
 import type { BreakerMove, BreakerState, SettleReport } from '../../base/outcomes.js';
 import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
 import { scrubSecrets } from '../../db/execute.js';
+import type { MeteredOutcome } from '../metrics.js';
 import { jobFields, type PendingOutcome, type SuspendedEnd } from './attempt.js';
 import type { WorkerSettings } from './settings.js';
 
@@ -85,6 +86,7 @@ export class Ledger {
    * an invocation, then at debug (it happens every period while a backlog runs at its rate).
    */
   rateWait(waitMs: number): void {
+    this.#settings.metrics?.rateWaited(waitMs);
     const first = this.summary.rateWaitMs === undefined;
     this.summary.rateWaitMs = (this.summary.rateWaitMs ?? 0) + waitMs;
     const fields = { invocationId: this.summary.invocationId, waitMs };
@@ -104,8 +106,9 @@ export class Ledger {
   }
 
   /** A transactional attempt that completed in its own transaction. */
-  committed(job: ClaimedJob): void {
+  committed(job: ClaimedJob, startedAt?: number): void {
     this.summary.completed++;
+    this.#measure(job, 'completed', startedAt);
     if (this.#settings.infoLogs) {
       this.#settings.logger.info('job', { ...jobFields(job, this.summary.invocationId), outcome: 'completed' });
     }
@@ -114,6 +117,7 @@ export class Ledger {
   /** A job that left the invocation without ending (durable steps); a step's retry counts as retried. */
   suspended(end: SuspendedEnd, startedAt: number): void {
     const { summary } = this;
+    this.#measure(end.job, end.suspended === 'retrying' ? 'retry' : 'suspended', startedAt);
     if (end.suspended === 'retrying') summary.retried++;
     else summary.suspended = (summary.suspended ?? 0) + 1;
     if (!this.#settings.infoLogs) return;
@@ -126,8 +130,9 @@ export class Ledger {
   }
 
   /** An attempt that found out, before writing, that another holder has its job. */
-  leaseLost(job: ClaimedJob): void {
+  leaseLost(job: ClaimedJob, startedAt?: number): void {
     this.summary.leaseLost++;
+    this.#measure(job, 'lease_lost', startedAt);
     this.#settings.logger.warn('lease_lost', { ...jobFields(job, this.summary.invocationId), outcome: 'lease_lost' });
   }
 
@@ -138,6 +143,7 @@ export class Ledger {
   breaker(move: BreakerMove | { destination: string; from: BreakerState; to: 'half_open'; probeJobId: string }): void {
     const { summary } = this;
     summary.breakers = [...(summary.breakers ?? []), { destination: move.destination, from: move.from, to: move.to }];
+    this.#settings.metrics?.breakerMoved(move.destination, move.from, move.to);
     const fields = {
       invocationId: summary.invocationId,
       destination: move.destination,
@@ -161,6 +167,16 @@ export class Ledger {
     const { summary } = this;
     const { logger, clock, infoLogs } = this.#settings;
     for (const move of report.moves ?? []) this.breaker(move);
+    const { metrics } = this.#settings;
+    if (metrics) {
+      const now = clock.now();
+      for (const item of batch) {
+        const state = report.lost.has(item.job.id)
+          ? 'lease_lost'
+          : (report.changed.get(item.job.id)?.state ?? 'completed');
+        metrics.ended(item.job, state === 'queued' ? 'retry' : state, now - item.startedAt);
+      }
+    }
     if (!infoLogs && report.lost.size === 0 && report.changed.size === 0) {
       summary.completed += batch.length; // every one completed, and nobody wants a line per job
       return;
@@ -198,6 +214,12 @@ export class Ledger {
     }
   }
 
+  /** An attempt's end, for the worker's metrics (none: nothing to do). */
+  #measure(job: ClaimedJob, outcome: MeteredOutcome, startedAt: number | undefined): void {
+    const { metrics, clock } = this.#settings;
+    if (metrics) metrics.ended(job, outcome, startedAt === undefined ? 0 : clock.now() - startedAt);
+  }
+
   /** The loop stopped on `err`: the summary says what failed, in words and as a code. */
   failed(err: unknown): void {
     const { summary } = this;
@@ -214,6 +236,7 @@ export class Ledger {
   /** The summary, with its duration, logged once. */
   close(): InvocationSummary {
     this.summary.durationMs = this.#settings.clock.now() - this.#startedAt;
+    this.#settings.metrics?.invocationEnded(this.summary.stoppedBecause, this.summary.durationMs);
     this.#settings.logger.info('invocation', { ...this.summary });
     return this.summary;
   }

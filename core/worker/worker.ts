@@ -6,6 +6,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { type BreakerSettings, breakerSettings, MAX_DESTINATION_LENGTH } from '../destinations.js';
 import { declaredLimits, declaredRateLimits, declaredWindows, type JobDefinition, type JobHandler } from '../jobs.js';
 import { jsonLogger, type Logger } from '../logger.js';
+import type { JobMetrics } from '../metrics.js';
 import { type DeclaredRateLimit, type RateLimit, rateLimitOption } from '../rate-limits.js';
 import type { ScheduleDefinition } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
@@ -117,6 +118,11 @@ export interface WorkerOptions {
    * `skiplock/otel` (OpenTelemetry), or your own Tracing. @defaultValue none
    */
   tracing?: Tracing;
+  /**
+   * Counters and durations of attempts, rate waits, breakers and invocations: `otelMetrics()` from
+   * `skiplock/otel` (OpenTelemetry), or your own JobMetrics. @defaultValue none
+   */
+  metrics?: JobMetrics;
 }
 
 export const WORKER_DEFAULTS = {
@@ -248,6 +254,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     schedules,
     scheduleTickMs,
     tracing: options.tracing,
+    metrics: options.metrics,
     scheduleTick: tickStateOf(schedules),
     breakers: breakerOverrides(options.breakers),
     claimShape: { limited: false, ordered: false, rated: false },
