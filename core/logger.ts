@@ -1,5 +1,3 @@
-import { configure } from 'safe-stable-stringify';
-
 /** A structured logger: one JSON object per line by default. Plug in pino, Powertools, etc. */
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;
@@ -41,21 +39,59 @@ export function jsonLogger(options: { level?: Level; write?: (line: string) => v
 export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {}, isEnabled: () => false };
 
 /**
- * safe-stable-stringify, set for logs and failure records: a value referenced twice is written
- * twice and only a real cycle becomes "[Circular]"; a bigint becomes a string (a JSON number
- * would lose digits); a toJSON or getter that throws is replaced by its message; keys keep
- * their order (level and msg first).
+ * JSON of anything, for a log line or a failure record: never throws (a log line must not). A
+ * value referenced twice is written twice and only a real cycle becomes "[Circular]"; a bigint
+ * becomes a string (a JSON number would lose digits); a toJSON or getter that throws is replaced by
+ * its message; keys keep their order (level and msg first). Written here rather than bundled: the
+ * worker's bundle is held to a size budget.
  */
-const stringify = configure({ bigint: 'string', circularValue: '[Circular]', deterministic: false, safe: true });
-
-/** JSON of anything, for a log line or a failure record: never throws (a log line must not). */
 export function safeStringify(value: unknown): string {
   try {
-    return stringify(value) as string;
+    return JSON.stringify(toJsonValue(value, [])) ?? 'null';
   } catch (err) {
-    // e.g. a Proxy whose traps throw, which `safe` does not cover.
+    // e.g. a Proxy whose traps throw.
     return JSON.stringify(`[unserializable: ${err instanceof Error ? err.name : typeof err}]`);
   }
+}
+
+/** `value` as plain JSON data; `ancestors` are the objects being written around it (a cycle's only witness). */
+function toJsonValue(value: unknown, ancestors: object[]): unknown {
+  if (typeof value === 'bigint') return value.toString();
+  if (value === null || typeof value !== 'object')
+    return typeof value === 'function' || typeof value === 'symbol' ? undefined : value;
+  if (ancestors.includes(value)) return '[Circular]';
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') {
+    let converted: unknown;
+    try {
+      converted = toJSON.call(value);
+    } catch (err) {
+      return thrownText(err);
+    }
+    return converted === value ? converted : toJsonValue(converted, ancestors);
+  }
+  ancestors.push(value);
+  try {
+    if (Array.isArray(value)) return value.map((item) => toJsonValue(item, ancestors) ?? null);
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      let field: unknown;
+      try {
+        field = (value as Record<string, unknown>)[key];
+      } catch (err) {
+        field = thrownText(err);
+      }
+      const converted = toJsonValue(field, ancestors);
+      if (converted !== undefined) out[key] = converted;
+    }
+    return out;
+  } finally {
+    ancestors.pop();
+  }
+}
+
+function thrownText(err: unknown): string {
+  return `[error: ${err instanceof Error ? err.message : String(err)}]`;
 }
 
 /** A logger that adds `fields` to every line (a job's id, kind, attempt…). */
