@@ -60,7 +60,7 @@ export function insertJobsStatement(
     ? sql`case when r.ordering_key is not null and (
           exists (select 1 from ${jobs} o where o.ordering_key = r.ordering_key
             and (o.state in ('queued', 'running') or (o.state = 'dead' and o.ordering_hold)))
-          or exists (select 1 from jsonb_to_recordset(${JSON.stringify(rows.map((x) => ({ ord: x.ord, k: x.ordering_key })))}::jsonb)
+          or exists (select 1 from jsonb_to_recordset(${JSON.stringify(rows.map((x) => ({ ord: x.ord, k: x.ordering_key })))}::text::jsonb)
             as e(ord int, k text) where e.k = r.ordering_key and e.ord < r.ord))
         then 'infinity'::timestamptz else ${runAt} end`
     : runAt;
@@ -75,7 +75,9 @@ export function insertJobsStatement(
       case when r.window_ms is not null
         then to_timestamp(floor(extract(epoch from n.now) * 1000 / r.window_ms) * r.window_ms / 1000.0)
       end as dedupe_window
-    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(
+    -- ::text first: a client that types parameters from the statement (postgres.js) would otherwise
+    -- send this JSON text JSON-encoded again (queryExecutor).
+    from jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) as r(
       ord int, kind text, queue text, payload jsonb, priority smallint, run_at timestamptz,
       delay_ms bigint, max_attempts int, deadline timestamptz, dedupe_key text,
       dedupe_mode text, window_ms bigint, correlation_id text, ordering_key text, ordering_hold boolean,
@@ -230,7 +232,7 @@ export async function findDedupeHolders(
   const found = await queryRows<{ ord: number; id: string }>(
     db,
     sql`select r.ord, j.id::text as id
-      from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      from jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb)
         as r(ord int, kind text, dedupe_key text, dedupe_mode text, window_start_ms float8)
       join lateral (
         select j.id from ${jobsRef(schema)} j

@@ -34,7 +34,7 @@ export function sendSignalStatement(
   const clock = nowExpr(now);
   return sql`with sent as (
       insert into ${signalsRef(schema)} (key, payload, sent_at, token_id)
-      values (${key}, ${payloadJson}::jsonb, ${clock}, ${tokenId ?? null})
+      values (${key}, ${payloadJson}::text::jsonb, ${clock}, ${tokenId ?? null})
       ${tokenId === undefined ? sql`` : sql`on conflict (token_id) where token_id is not null do nothing`}
       returning id
     ),
