@@ -156,7 +156,12 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
       fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(options.fanOut, runtime, url, env.CRON_SECRET),
     };
     const reason = startReasonOf(request.header(START_HEADER));
-    if (!reason) return { status: 200, body: { ...(await runWorker(runtime, jobs, run)) } };
+    if (!reason) {
+      // A failed invocation (the database unreachable, a statement refused) is a failure to the
+      // platform too: 503, so cron dashboards and uptime checks see it; the body is the summary.
+      const summary = await runWorker(runtime, jobs, run);
+      return { status: summary.stoppedBecause === 'error' ? 503 : 200, body: { ...summary } };
+    }
     const waitUntil = await loadWaitUntil();
     const invocation = runWorker(runtime, jobs, run).catch((err: unknown) => {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
-import { createVercelEnqueue, createVercelWorker } from '../../adapters/vercel.js';
+import { createVercelEnqueue, createVercelMaintenance, createVercelWorker } from '../../adapters/vercel.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { email, ROUTES, routeRequest, SECRETS, tick } from '../helpers/vercel-routes.js';
 
@@ -154,5 +154,23 @@ describe(`Vercel worker cron (${testDriver()})`, () => {
     );
     expect(response.status).toBe(200);
     expect(await json(response)).toMatchObject({ claimed: 2, completed: 2, stoppedBecause: 'drained' });
+  });
+});
+
+describe(`Vercel worker and maintenance routes when the database is down (${testDriver()})`, () => {
+  it('answer 503 with the summary or the error, never 200: cron dashboards and uptime checks see the failure', async () => {
+    // A port nothing listens on: every connection is refused.
+    const down = env({ DATABASE_URL: 'postgres://skiplock:secret-password@127.0.0.1:9/app' });
+    const request = (path: string) =>
+      new Request(`https://app.example.com${path}`, { headers: { authorization: `Bearer ${SECRETS.CRON_SECRET}` } });
+    const worker = await createVercelWorker([tick], { env: down })(request('/api/worker'));
+    expect(worker.status).toBe(503);
+    const summary = (await worker.json()) as Record<string, unknown>;
+    expect(summary).toMatchObject({ stoppedBecause: 'error', claimed: 0 });
+    expect(JSON.stringify(summary)).not.toContain('secret-password');
+    await resetSharedRuntime();
+    const maintenance = await createVercelMaintenance({ env: down })(request('/api/maintenance'));
+    expect(maintenance.status).toBe(503);
+    expect(JSON.stringify(await maintenance.json())).not.toContain('secret-password');
   });
 });
