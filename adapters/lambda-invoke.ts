@@ -1,7 +1,7 @@
 import { ConfigError } from '../base/errors.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
-import { createNudger, type Nudger } from '../core/nudge.js';
+import { createNudger, describeError, type Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { importOptionalPeer } from './optional-peer.js';
 
@@ -41,7 +41,15 @@ async function lambdaClient(): Promise<Client> {
   let client = clients.get(endpoint);
   if (!client) {
     const sdk = await loadLambdaClient();
-    client = { sdk, client: new sdk.LambdaClient({}) };
+    // Bounded: an Invoke is an asynchronous start that Lambda accepts at once; a target that takes a
+    // connection and never answers must not hold a nudge (or a fan-out) for the SDK's defaults.
+    client = {
+      sdk,
+      client: new sdk.LambdaClient({
+        requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 },
+        maxAttempts: 2,
+      }),
+    };
     clients.set(endpoint, client);
   }
   return client;
@@ -66,8 +74,10 @@ export function lambdaStarter(functionName: string, event: object = FAN_OUT_EVEN
       const failed = results.filter((r) => r.status === 'rejected').length;
       if (failed > 0) {
         const first = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
-        const name = (first.reason as { name?: string }).name ?? 'Error';
-        throw new Error(`${failed} of ${count} asynchronous invokes of ${functionName} failed (${name})`);
+        // The SDK's own error, not only its name: what the log line needs to say why (#28 b).
+        throw new Error(
+          `${failed} of ${count} asynchronous invokes of ${functionName} failed: ${describeError(first.reason)}`,
+        );
       }
     },
   };

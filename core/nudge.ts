@@ -20,13 +20,18 @@ export interface NudgerOptions {
    * workers' cap (maxInvocations) returns surplus invocations at once. @defaultValue 1000
    */
   coalesceMs?: number;
+  /**
+   * How long a nudge waits for a start before it lets go (logged as nudge_failed; the start goes on
+   * unwatched): a nudge never holds an enqueue's answer longer. @defaultValue 2000
+   */
+  startTimeoutMs?: number;
   /** @defaultValue silentLogger */
   logger?: Logger;
   /** @defaultValue the system clock */
   clock?: Clock;
 }
 
-export const NUDGE_DEFAULTS = { coalesceMs: 1_000 } as const;
+export const NUDGE_DEFAULTS = { coalesceMs: 1_000, startTimeoutMs: 2_000 } as const;
 
 interface TargetState {
   lastStart: number;
@@ -40,13 +45,27 @@ export function createNudger(options: NudgerOptions): Nudger {
   const clock = options.clock ?? systemClock;
   const states = new Map<InvocationStarter, TargetState>();
 
-  const start = async (worker: InvocationStarter) => {
-    try {
-      await worker.start(1);
-    } catch (err) {
-      logger.warn('nudge_failed', { error: err instanceof Error ? err.message : 'non-Error thrown' });
-    }
-  };
+  const startTimeoutMs = options.startTimeoutMs ?? NUDGE_DEFAULTS.startTimeoutMs;
+  const start = (worker: InvocationStarter) =>
+    new Promise<void>((resolve) => {
+      // Never longer than startTimeoutMs: a target that accepts and never answers must not hold the
+      // enqueue's answer (the job is committed; the tick runs it if the start never lands).
+      const cancel = clock.setTimer(() => {
+        logger.warn('nudge_failed', { error: `the start did not answer within ${startTimeoutMs} ms` });
+        resolve();
+      }, startTimeoutMs);
+      worker.start(1).then(
+        () => {
+          cancel();
+          resolve();
+        },
+        (err: unknown) => {
+          cancel();
+          logger.warn('nudge_failed', { error: describeError(err) });
+          resolve();
+        },
+      );
+    });
 
   return {
     async nudge(queues) {
@@ -78,4 +97,13 @@ export function createNudger(options: NudgerOptions): Nudger {
       await Promise.all(starts);
     },
   };
+}
+
+/** An error's name, message and causes (an SDK's or fetch's own message alone often says nothing). */
+export function describeError(err: unknown, depth = 0): string {
+  if (!(err instanceof Error)) return typeof err === 'string' ? err : 'non-Error thrown';
+  const code = (err as { code?: unknown }).code;
+  const head = `${err.name}: ${err.message || '(no message)'}${typeof code === 'string' ? ` [${code}]` : ''}`;
+  const cause = (err as { cause?: unknown }).cause;
+  return cause !== undefined && depth < 3 ? `${head}; cause: ${describeError(cause, depth + 1)}` : head;
 }
