@@ -11,7 +11,7 @@ import {
 } from '../../core/console-sessions.js';
 import { type JobDefinition, JobRegistry } from '../../core/jobs.js';
 import { errorResponse, HttpError, MIN_SECRET_LENGTH } from '../http.js';
-import { type FunctionRuntime, sharedRuntime } from '../runtime.js';
+import { type FunctionRuntime, publicMessage, sharedRuntime } from '../runtime.js';
 import { handleAction } from './actions.js';
 import type { ConsoleContext } from './context.js';
 import { html, type Page } from './html.js';
@@ -155,6 +155,7 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     const now = options.now;
     const method = request.method.toUpperCase();
     if (method === 'POST' && !sameOrigin(request, options.origin)) {
+      runtime.logger.warn('console_action_refused', { reason: 'cross_origin', path, client: request.client });
       throw new HttpError(403, 'cross_origin', 'this form was not sent from the console; nothing was changed');
     }
 
@@ -221,9 +222,25 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
       return redirect(`${base}/login`, [clearedSessionCookie()]);
     }
     if (path !== '/actions') throw new HttpError(404, 'not_found', 'no such page');
-    if (ctx.session.readOnly)
+    const action = (form.get('action') ?? '').slice(0, 40);
+    const refused = (reason: string, error?: string) =>
+      ctx.runtime.logger.warn('console_action_refused', {
+        reason,
+        action,
+        by: ctx.by,
+        client: ctx.client,
+        ...(error ? { error } : {}),
+      });
+    if (ctx.session.readOnly) {
+      refused('read_only');
       throw new HttpError(403, 'read_only', 'this console session is read-only; nothing was changed');
-    return page(200, await handleAction(ctx, form), { base, session: ctx.session });
+    }
+    try {
+      return page(200, await handleAction(ctx, form), { base, session: ctx.session });
+    } catch (err) {
+      refused('failed', publicMessage(err));
+      throw err;
+    }
   }
 
   async function show(path: string, url: URL, ctx: ConsoleContext): Promise<Page | null> {

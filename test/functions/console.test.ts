@@ -354,6 +354,47 @@ describe(`the console's actions (${testDriver()})`, () => {
     expect((await c.get('/admin/dlq?before=abc')).status).toBe(400);
   });
 
+  it('logs console_action_refused for a read-only session, a cross-origin form and an action that failed', async () => {
+    now = new Date();
+    const id = await deadJob();
+    const viewer = client();
+    await viewer.login(VIEWER);
+    await viewer.get('/admin/dlq');
+    const admin = client({}, '198.51.100.9');
+    await admin.login(ADMIN);
+    await admin.get('/admin/flow');
+    const adminCsrf = admin.csrf;
+    const { lines } = await captureStdout(async () => {
+      expect(
+        (await viewer.post('/admin/actions', { csrf: viewer.csrf, action: 'replay', ids: id, confirmed: '1' })).status,
+      ).toBe(403);
+      const cross = await admin.post(
+        '/admin/actions',
+        { csrf: adminCsrf, action: 'replay', ids: id, confirmed: '1' },
+        { origin: 'https://evil.example.com' },
+      );
+      expect(cross.status).toBe(403);
+      // A queue name the core refuses: nothing changes.
+      const failed = await admin.post('/admin/actions', {
+        csrf: adminCsrf,
+        action: 'pause',
+        scope: 'queue',
+        name: 'no such queue!',
+        confirmed: '1',
+      });
+      expect(failed.status).toBe(400);
+    });
+    const refused = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'console_action_refused');
+    expect(refused.map((l) => [l.level, l.reason, l.action ?? null])).toEqual([
+      ['warn', 'read_only', 'replay'],
+      ['warn', 'cross_origin', null],
+      ['warn', 'failed', 'pause'],
+    ]);
+    expect(refused[0]).toMatchObject({ by: expect.stringMatching(/^console:/) });
+    expect(refused[2].error).toMatch(/queue/i);
+    expect((await jobState(id)).state).toBe('dead');
+  });
+
   it('gives a read-only session every page and no change: viewer token, or SKIPLOCK_CONSOLE_READ_ONLY', async () => {
     now = new Date();
     const id = await deadJob();
