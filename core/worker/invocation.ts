@@ -146,12 +146,30 @@ export class Invocation implements AttemptHost {
     return this.#deadline.stopClaimingAt;
   }
 
+  /**
+   * Kinds whose timeout does not fit even this whole invocation are never claimed by it: said once
+   * per warm instance (a worker that claims nothing and stops at its deadline is otherwise silent).
+   */
+  #warnUnfitKinds(): void {
+    const { kindList, unfitWarned, logger } = this.settings;
+    const unfit = kindList.filter((k) => !this.#deadline.fits(k) && !unfitWarned.has(k.definition.kind));
+    if (unfit.length === 0) return;
+    for (const k of unfit) unfitWarned.add(k.definition.kind);
+    logger.warn('kinds_never_fit', {
+      invocationId: this.invocationId,
+      kinds: unfit.map((k) => ({ kind: k.definition.kind, timeoutMs: k.definition.timeoutMs })),
+      budgetMs: Math.round(this.budgetMs),
+      hint: 'a kind runs only when its timeoutMs fits the invocation time left (minus safetyMarginMs): raise the function timeout or lower the kind timeout',
+    });
+  }
+
   /** AttemptHost: the time this invocation had for attempts when it started. */
   get budgetMs(): number {
     return this.#deadline.stopClaimingAt - this.#startedAt;
   }
 
   async run(): Promise<InvocationSummary> {
+    this.#warnUnfitKinds();
     try {
       if (await this.#admit()) {
         await this.#sweep();

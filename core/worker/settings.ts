@@ -60,6 +60,8 @@ export interface WorkerSettings {
   /** The schedules this worker ticks, and how often at most (per warm instance). */
   readonly schedules: readonly ScheduleDefinition[];
   readonly scheduleTickMs: number;
+  /** Kinds already reported as never fitting an invocation of this instance (kinds_never_fit, once). */
+  readonly unfitWarned: Set<string>;
   /** When this instance last recorded what it serves in `workers` (on its clock). */
   readonly served: { lastAt: number | undefined };
   /** When this instance last ticked its schedules (on its clock). */

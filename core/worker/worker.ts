@@ -260,6 +260,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     claimShape: { limited: false, ordered: false, rated: false },
     stepTimings: new StepTimings(),
     served: { lastAt: undefined },
+    unfitWarned: new Set(),
     name,
     maxInvocations,
     fanOut,
