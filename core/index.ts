@@ -93,6 +93,7 @@ export {
   type MaintenanceReport,
   runMaintenance,
 } from './maintenance.js';
+export type { JobMetrics, MeteredJob, MeteredOutcome, QueueMetrics } from './metrics.js';
 export { createNudger, NUDGE_DEFAULTS, type Nudger, type NudgerOptions } from './nudge.js';
 export {
   clearRateLimit,
@@ -128,7 +129,6 @@ export {
   type SignalTokenClaims,
   type SignalTokenOptions,
 } from './signal-tokens.js';
-export type { JobMetrics, MeteredJob, MeteredOutcome, QueueMetrics } from './metrics.js';
 export { type PreparedSignal, SIGNAL_LIMITS, type SignalResult } from './signals.js';
 export {
   deliverWebhook,
