@@ -202,20 +202,34 @@ async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: '
       await new Promise((resolve) => setTimeout(resolve, Math.min(s.retryDelayMs, 1_000)));
       continue;
     }
-    if (now === 'invalid') {
-      await db.execute(sql.raw(`drop index concurrently if exists "${s.schema}"."${index}"`));
-      s.onProgress({ type: 'invalid_index_dropped', tag, index: index as string });
-    }
     try {
+      if (now === 'invalid') {
+        await db.execute(sql.raw(`drop index concurrently if exists "${s.schema}"."${index}"`));
+        s.onProgress({ type: 'invalid_index_dropped', tag, index: index as string });
+      }
       await db.execute(sql.raw(renderStatement(step.statement, s.schema)));
     } catch (err) {
       // Another migrator's build of the same index started at the same instant: its name is taken,
-      // or the two builds deadlocked (each waits for the other's snapshot) and this one was chosen
-      // to fail. Look again: the other build is running, done, or left the index to rebuild.
-      if (!['42P07', '23505', '40P01'].includes(sqlStateOf(err) ?? '') || attempt > 5) throw err;
+      // the two builds deadlocked (each waits for the other's snapshot) and this one was chosen to
+      // fail, or both dropped the same invalid index or wrote one catalog row ("tuple concurrently
+      // updated", XX000). Look again: the other build is running, done, or left the index to rebuild.
+      const raced = ['42P07', '23505', '40P01'].includes(sqlStateOf(err) ?? '') || concurrentlyUpdated(err);
+      if (!raced || attempt > 10) throw err;
+      // A random pause, so that migrators that collided do not collide again in step.
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(s.retryDelayMs, 1_000)));
     }
     if (!index) return;
   }
+}
+
+/** PostgreSQL's internal error for two sessions writing one catalog row at once (not a SQLSTATE of its own). */
+function concurrentlyUpdated(err: unknown): boolean {
+  if (sqlStateOf(err) !== 'XX000') return false;
+  // The driver's message, under Drizzle's "Failed query: …" wrapper.
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (/tuple concurrently updated/.test(e.message)) return true;
+  }
+  return false;
 }
 
 async function withLockRetries<T>(tag: string, step: number, s: Settings, work: () => Promise<T>): Promise<T> {

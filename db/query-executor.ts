@@ -6,7 +6,10 @@ import type { AnyPgDatabase } from './connection-options.js';
  * Runs one statement of skiplock's, given as SQL text with `$1…` parameters, on the caller's
  * connection or transaction, and returns its rows as objects keyed by column name.
  */
-export type QueryFunction = (text: string, params: unknown[]) => Promise<{ rows: readonly unknown[] } | readonly unknown[]>;
+export type QueryFunction = (
+  text: string,
+  params: unknown[],
+) => Promise<{ rows: readonly unknown[] } | readonly unknown[]>;
 
 /**
  * The seam for enqueueing (and signalling) through any Postgres client: skiplock renders each of its
