@@ -22,6 +22,24 @@ import { resolveDevDatabase } from './local-postgres.js';
 
 type Route = (request: Request) => Promise<Response>;
 
+const USAGE = `npm run dev [-- options]: the deployable functions on localhost, against DATABASE_URL or an
+embedded Postgres. Secrets that are not set (CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN, SKIPLOCK_ADMIN_TOKEN)
+are generated and printed.
+
+  (no option)          Vercel: the api/ routes on PORT (default 3000), vercel.json's crons on their
+                       schedules and once at start
+  --crons-once         run the crons only at start; routes run only when called
+  --lambda             serverless.yml's functions, packaged and run by the local Lambda emulator
+                       (HTTP routes on PORT, the Invoke API on LAMBDA_PORT, default 3001); the pg
+                       driver only: the emulator's bundles are packaged with driver=pg
+  --packaged <dir>     with --lambda: reuse what \`npx serverless package\` already wrote
+  --help, -h           this text
+`;
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+
 const database = await resolveDevDatabase();
 process.env.DATABASE_URL = database.url;
 

@@ -84,3 +84,19 @@ it('npm run dev serves the routes on localhost and runs the crons', async () => 
   expect(page).toContain('<h1>Overview');
   expect(page).toContain('build-report');
 });
+
+it('npm run dev -- --help prints its options and exits, starting nothing', async () => {
+  const run = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts', '--help'], {
+    env: { ...process.env, DATABASE_URL: 'postgres://nobody@127.0.0.1:9/none' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  run.stdout?.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => run.on('exit', resolve));
+  expect(code).toBe(0);
+  expect(output).toContain('--crons-once');
+  expect(output).toContain('the pg\n                       driver only');
+  expect(output).not.toContain('listening on');
+});
