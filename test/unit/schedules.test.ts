@@ -46,6 +46,17 @@ describe('schedules: occurrences', () => {
     ]);
   });
 
+  it('an hourly job in Europe/Berlin runs the repeated autumn hour once: a 120-minute gap (documented)', () => {
+    const hourly = schedule({ cron: '0 * * * *', timezone: 'Europe/Berlin' });
+    expect(tickThrough(hourly, '2026-10-24T23:30:00Z', '2026-10-25T03:30:00Z', 60_000)).toEqual([
+      '2026-10-25T00:00:00.000Z', // 02:00 CEST
+      '2026-10-25T02:00:00.000Z', // 03:00 CET: the second 02:00 (01:00 UTC) does not run
+      '2026-10-25T03:00:00.000Z',
+    ]);
+    // In UTC the same schedule runs every 60 minutes.
+    expect(tickThrough(schedule({ cron: '0 * * * *' }), '2026-10-24T23:30:00Z', '2026-10-25T03:30:00Z', 60_000)).toHaveLength(4);
+  });
+
   it('in UTC, ticks every minute for a day: an every-15-minutes job runs 96 times, never twice', () => {
     const q = schedule({ cron: '*/15 * * * *' });
     const runs = tickThrough(q, '2026-06-01T00:00:00Z', '2026-06-02T00:00:00Z', 60_000);
