@@ -69,10 +69,42 @@ export async function readJson(request: HttpRequest, maxBytes: number): Promise<
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
   const text = await request.readBody(maxBytes);
   if (text.trim() === '') throw new HttpError(400, 'empty_body', 'the request body is empty; send a JSON object');
+  return parseStorableJson(text);
+}
+
+/**
+ * JSON that can be stored exactly as sent: a key `__proto__` would be dropped on the way (an
+ * object's prototype, not its key, once a schema copies it), so it is refused, as a body that is
+ * not UTF-8 is where it is read (readWebBody, the Lambda event's body).
+ */
+function parseStorableJson(text: string): unknown {
+  let parsed: unknown;
   try {
-    return JSON.parse(text);
+    parsed = JSON.parse(text);
   } catch {
     throw new HttpError(400, 'malformed_json', 'the request body is not valid JSON');
+  }
+  if (hasProtoKey(parsed, 0)) {
+    throw new HttpError(400, 'invalid_key', 'a key named __proto__ cannot be stored as sent; rename it');
+  }
+  return parsed;
+}
+
+function hasProtoKey(value: unknown, depth: number): boolean {
+  if (value === null || typeof value !== 'object' || depth > 64) return false;
+  if (Array.isArray(value)) return value.some((item) => hasProtoKey(item, depth + 1));
+  if (Object.hasOwn(value, '__proto__')) return true;
+  return Object.values(value).some((item) => hasProtoKey(item, depth + 1));
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Bytes as UTF-8 text, refused (400 invalid_utf8) rather than stored with replacement characters. */
+export function decodeUtf8(bytes: Uint8Array): string {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    throw new HttpError(400, 'invalid_utf8', 'the request body is not valid UTF-8');
   }
 }
 
@@ -86,11 +118,7 @@ export async function readOptionalJson(request: HttpRequest, maxBytes: number): 
   if (!/^application\/json\s*(;|$)/i.test(request.header('content-type') ?? '')) {
     throw new HttpError(400, 'unsupported_content_type', 'content-type must be application/json');
   }
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new HttpError(400, 'malformed_json', 'the request body is not valid JSON');
-  }
+  return parseStorableJson(text);
 }
 
 /** A Web Request's body as text, refused (HttpError 413) as soon as it passes `maxBytes`. */
@@ -109,7 +137,7 @@ export async function readWebBody(request: Request, maxBytes: number): Promise<s
     }
     chunks.push(value);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return decodeUtf8(Buffer.concat(chunks));
 }
 
 export function tooLarge(maxBytes: number): HttpError {

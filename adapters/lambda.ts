@@ -8,6 +8,7 @@ import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { controlFromBody } from './control.js';
 import {
+  decodeUtf8,
   errorResponse,
   HttpError,
   type HttpRequest,
@@ -166,7 +167,7 @@ function fromHttpApiEvent(event: HttpApiEvent): HttpRequest {
       const raw = event.body ?? '';
       const bytes = event.isBase64Encoded ? Buffer.from(raw, 'base64') : Buffer.from(raw, 'utf8');
       if (bytes.length > maxBytes) throw tooLarge(maxBytes);
-      return bytes.toString('utf8');
+      return decodeUtf8(bytes);
     },
   };
 }

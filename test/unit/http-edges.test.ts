@@ -187,3 +187,39 @@ describe.each(ROUTES)('Vercel $name route auth', (route) => {
     }
   });
 });
+
+describe('bodies that cannot be stored as sent are refused, not altered', () => {
+  const auth = { authorization: `Bearer ${SECRETS.SKIPLOCK_ENQUEUE_TOKEN}` };
+  // "bo" then a lone continuation byte: not UTF-8.
+  const invalidUtf8 = Buffer.concat([
+    Buffer.from('{"kind":"send-email","payload":{"to":"ada@example.com","subject":"'),
+    Buffer.from([0x62, 0x6f, 0x80]),
+    Buffer.from('"}}'),
+  ]);
+  const protoKey = '{"kind":"send-email","payload":{"to":"ada@example.com","subject":"s","__proto__":{"x":1}}}';
+
+  it('400 for a body that is not UTF-8, and for a __proto__ key, on Lambda and Vercel, before the database', async () => {
+    const lambda = createLambdaEnqueue([sendEmail], { env: env() });
+    const viaLambda = async (body: Buffer | string) => {
+      const event = httpApiEvent({ headers: auth, body: Buffer.from(body).toString('base64'), base64: false });
+      event.isBase64Encoded = true;
+      const response = (await lambda(event)) as { statusCode: number; body: string };
+      return { status: response.statusCode, code: (JSON.parse(response.body) as Body).error.code };
+    };
+    const vercel = ROUTES[0]!.make(env());
+    const viaVercel = async (body: Buffer | string) => {
+      const response = await vercel(
+        new Request('https://app.example.com/api/enqueue', {
+          method: 'POST',
+          headers: { ...auth, 'content-type': 'application/json' },
+          body: new Uint8Array(Buffer.from(body)),
+        }),
+      );
+      return { status: response.status, code: ((await response.json()) as Body).error.code };
+    };
+    for (const send of [viaLambda, viaVercel]) {
+      expect(await send(invalidUtf8)).toEqual({ status: 400, code: 'invalid_utf8' });
+      expect(await send(protoKey)).toEqual({ status: 400, code: 'invalid_key' });
+    }
+  });
+});
