@@ -3,6 +3,7 @@
 import { ConfigError } from '../base/errors.js';
 import type { JobRecord, JobState, JobStep } from '../base/rows.js';
 import { activity, cancel, getJob, listJobs, moveToDlq, retryNow, stats } from '../core/admin.js';
+import { explain } from '../core/explain.js';
 import { breakers } from '../core/breakers.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
@@ -258,6 +259,24 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       ),
     ];
     emit(lines.join('\n'), shown);
+    return EXIT.ok;
+  },
+
+  async 'jobs why'({ conn, schema, registry, rest, emit }) {
+    const [id] = ids(rest, 'jobs why');
+    const e = await explain(conn, id as string, { schema, jobs: registry?.all() ?? [] });
+    if (!e) {
+      emit(`job ${id} does not exist`, { error: 'not_found', id });
+      return EXIT.refused;
+    }
+    const lines = [
+      `job ${e.id}  ${e.kind} on ${e.queue}  ${e.state}`,
+      ...(e.ready
+        ? [`ready: ${e.readyAhead ?? 0} ready job(s) of queue ${e.queue} are ahead of it`]
+        : e.holds.map((h) => `- ${h.reason}: ${h.message}`)),
+      ...(registry ? [] : ['(limits, rates and run windows declared in code are checked with --jobs <module>)']),
+    ];
+    emit(lines.join('\n'), e);
     return EXIT.ok;
   },
 

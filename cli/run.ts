@@ -50,6 +50,8 @@ commands:
                                         depth per queue and kind; throughput and error rate over the window (300 s)
   jobs list [--state s] [--queue q] [--kind k] [--since iso] [--limit n]
   jobs show <id>                        one job: payload (masked), attempts, errors, lease, provenance
+  jobs why <id>                         why it does not run now: every hold with its evidence and
+                                        when it ends, or that it is ready (--jobs: the code's limits too)
   dlq list [--reason r] [--kind k] [--queue q] [--since iso] [--limit n]
   dlq replay <id...>                    replay dead jobs by id, or by filter:
       [--kind k] [--queue q] [--reason r] [--since iso] [--until iso] [--all]

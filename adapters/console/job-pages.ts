@@ -1,6 +1,7 @@
 import { InvalidOptionsError } from '../../base/errors.js';
 import { JOB_STATES, type JobState } from '../../base/rows.js';
 import { getJob, type JobRecord, listJobs } from '../../core/admin.js';
+import { explain, type JobExplanation } from '../../core/explain.js';
 import { maskSecretText } from '../../core/masking.js';
 import { type ConsoleContext, csrfField, query, shownValue, stateBadge, withDb } from './context.js';
 import type { Page } from './html.js';
@@ -166,6 +167,18 @@ export async function dlqPage(ctx: ConsoleContext, url: URL): Promise<Page> {
 const json = (value: unknown) => html`<pre>${JSON.stringify(value, null, 2)}</pre>`;
 
 /** Enqueued, each failed attempt (class, message, response), replays, and where the job is now; oldest first. */
+/** Why the job does not run now (explain): each hold with its evidence, or that it is ready. */
+function whyPanel(why: JobExplanation | null): Html {
+  if (!why || why.state === 'completed' || why.state === 'cancelled') return html``;
+  if (why.ready) {
+    return html`<div class="notice ok" role="status"><strong>Ready</strong>: ${why.readyAhead ?? 0} ready job(s) of
+      queue ${why.queue} are ahead of it; the next claim that reaches it takes it.</div>`;
+  }
+  return html`<div class="card"><h3>Why it does not run now</h3><ul>${why.holds.map(
+    (h) => html`<li><code>${h.reason}</code> ${maskSecretText(h.message)}</li>`,
+  )}</ul></div>`;
+}
+
 /** What a queued job waits for: its turn, a retry, a durable sleep or a signal (its last step says). */
 function queuedHead(job: JobRecord): Html {
   const last = job.steps?.at(-1);
@@ -248,6 +261,7 @@ function jobActions(ctx: ConsoleContext, job: JobRecord): Html {
 export async function jobPage(ctx: ConsoleContext, id: string): Promise<Page | null> {
   const job = await withDb(ctx, (db) => getJob(db, id, { schema: ctx.schema }));
   if (!job) return null;
+  const why = await withDb(ctx, (db) => explain(db, id, { schema: ctx.schema, jobs: ctx.registry.all() }));
   const link = (ids: string[]) =>
     ids.length === 0 ? '–' : ids.map((i) => html`<a href="${ctx.base}/jobs/${i}">#${i}</a> `);
   const lease =
@@ -281,6 +295,7 @@ export async function jobPage(ctx: ConsoleContext, id: string): Promise<Page | n
       ${job.result !== null && job.result !== undefined ? html`<h3>Result</h3>${json(shownValue(ctx, job, job.result))}` : html``}
       ${job.progress !== null && job.progress !== undefined ? html`<h3>Progress</h3>${json(shownValue(ctx, job, job.progress))}` : html``}
     </div></div>
+    ${whyPanel(why)}
     ${stepsTable(job)}
     <h2>Timeline <span class="muted">${job.errors.length} failed attempt(s)</span></h2>${attemptTimeline(job)}`,
   };

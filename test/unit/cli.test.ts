@@ -111,6 +111,25 @@ describe('skiplock CLI against a real database', () => {
     expect((await cli('jobs', 'show', '999')).code).toBe(EXIT.refused);
   });
 
+  it("jobs why names a job's holds (a paused queue), or says it is ready; --json gives the same", async () => {
+    const ready = await cli('jobs', 'why', '2', ...JOBS);
+    expect(ready.code).toBe(EXIT.ok);
+    expect(ready.out).toMatch(/^ready: \d+ ready job\(s\) of queue \S+ are ahead of it$/m);
+    const { rows } = await admin.query(`select queue from "${schema}".jobs where id = 2`);
+    await admin.query(
+      `insert into "${schema}".pauses (scope, name, paused_at, paused_by, reason) values ('queue', $1, now(), 'ops', 'incident')`,
+      [rows[0].queue],
+    );
+    const held = await cli('jobs', 'why', '2', ...JOBS);
+    expect(held.out).toMatch(
+      new RegExp(`^- paused: its queue ${rows[0].queue} is paused since .* by ops \\(incident\\)`, 'm'),
+    );
+    const json = JSON.parse((await cli('jobs', 'why', '2', '--json', ...JOBS)).out);
+    expect(json).toMatchObject({ id: '2', ready: false, holds: [{ reason: 'paused' }] });
+    await admin.query(`delete from "${schema}".pauses`);
+    expect((await cli('jobs', 'why', '999')).code).toBe(EXIT.refused);
+  });
+
   it('jobs show prints the progress and the result a job stored', async () => {
     await admin.query(
       `update "${schema}".jobs set progress = '{"page":3}', result = '{"messageId":"m-1"}' where id = 2`,
