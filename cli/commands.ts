@@ -3,10 +3,10 @@
 import { ConfigError } from '../base/errors.js';
 import type { JobRecord, JobState, JobStep } from '../base/rows.js';
 import { activity, cancel, getJob, listJobs, moveToDlq, retryNow, stats } from '../core/admin.js';
-import { explain } from '../core/explain.js';
 import { breakers } from '../core/breakers.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
+import { explain } from '../core/explain.js';
 import { pauses } from '../core/flow-control.js';
 import type { JobRegistry } from '../core/jobs.js';
 import { maskPayload } from '../core/masking.js';

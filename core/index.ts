@@ -37,7 +37,6 @@ export {
   stats,
 } from './admin.js';
 export { BACKOFF_DEFAULTS, type BackoffOption } from './backoff.js';
-export { type ExplainOptions, explain, type JobExplanation, type JobHold } from './explain.js';
 export { type BreakerState, breakers, type DestinationHealth, resetBreaker } from './breakers.js';
 export { type Clock, systemClock } from './clock.js';
 export { BREAKER_DEFAULTS, type BreakerSettings, countsAgainstDestination } from './destinations.js';
@@ -56,6 +55,7 @@ export {
   signal,
 } from './enqueue.js';
 export type { DedupeOption, EnqueueOptions } from './enqueue-options.js';
+export { type ExplainOptions, explain, type JobExplanation, type JobHold } from './explain.js';
 export {
   clearLimit,
   type FlowControlOptions,

@@ -481,7 +481,9 @@ describe(`the console's actions (${testDriver()})`, () => {
     expect(page.html).toContain('waiting for the signal <code>activate:ada</code> (step activated)');
     // The "why" panel: explain() on the job page.
     expect(page.html).toContain('<h3>Why it does not run now</h3>');
-    expect(page.html).toMatch(/<code>waiting_for_signal<\/code> it waits for the signal &quot;activate:ada&quot; \(step activated\)/);
+    expect(page.html).toMatch(
+      /<code>waiting_for_signal<\/code> it waits for the signal &quot;activate:ada&quot; \(step activated\)/,
+    );
   });
 
   it('answers bad input with a clear page and no change', async () => {

@@ -54,7 +54,9 @@ describe('schedules: occurrences', () => {
       '2026-10-25T03:00:00.000Z',
     ]);
     // In UTC the same schedule runs every 60 minutes.
-    expect(tickThrough(schedule({ cron: '0 * * * *' }), '2026-10-24T23:30:00Z', '2026-10-25T03:30:00Z', 60_000)).toHaveLength(4);
+    expect(
+      tickThrough(schedule({ cron: '0 * * * *' }), '2026-10-24T23:30:00Z', '2026-10-25T03:30:00Z', 60_000),
+    ).toHaveLength(4);
   });
 
   it('in UTC, ticks every minute for a day: an every-15-minutes job runs 96 times, never twice', () => {
