@@ -114,7 +114,7 @@ export class StepRunner {
               durationMs: settings.clock.now() - started,
             };
             if (json !== undefined) step.resultJson = json;
-            if (!(await recordStep(tx, settings.schema, attempt.job, step, { lock: true }))) throw lost();
+            if (!(await recordStep(tx, settings.schema, attempt.job, step))) throw lost();
             return json;
           }),
         );

@@ -15,7 +15,9 @@ export function neonWsDatabase(settings: PoolSettings, webSocket?: unknown): Ski
   }
   const { neon: _neon, jit, ...poolSettings } = settings;
   const pool = new Pool({ ...poolSettings, ...(jit ? {} : { onConnect: jitOff }) });
+  // As pgDatabase: an error on an idle or checked-out client fails its statements, not the process.
   pool.on('error', () => {});
+  pool.on('connect', (client: { on(event: 'error', listener: () => void): unknown }) => client.on('error', () => {}));
   return {
     driver: 'neon-ws',
     db: drizzle({ client: pool }),

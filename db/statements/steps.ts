@@ -135,21 +135,25 @@ function upsertStep(schema: string, holder: SQL, step: StepWrite, now: SQL): SQL
       duration_ms = excluded.duration_ms,
       started_at = excluded.started_at,
       finished_at = excluded.finished_at
+    -- A completed step stays completed: a transactional step whose commit landed but whose answer
+    -- was lost is seen as failed by its runner, and must not be turned back into one that runs again.
+    where s.state <> 'completed' or excluded.state = 'completed'
     returning 1`;
 }
 
 /**
  * Records a step (JobStepRecord): its completion with its result, or a failure that ends the job.
- * `lock` (a transactional step, inside the transaction that made the step's writes): the job's
- * row is locked FOR SHARE until that transaction commits, so no other holder can take the job
- * (a rescue's claim updates the row) between this fence and the commit. False when the lease was lost.
+ * The job's row is locked FOR SHARE until the statement's transaction commits — inside a
+ * transactional step's own transaction, until the step's writes commit — so no other holder can take
+ * the job (a rescue's claim updates the row) between this fence and the commit. False when the lease
+ * was lost.
  */
 export async function recordStep(
   db: AnyPgDatabase,
   schema: string,
   job: { id: string; leaseToken: string },
   step: StepWrite,
-  options: { lock?: boolean; now?: Date } = {},
+  options: { now?: Date } = {},
 ): Promise<boolean> {
   const now = nowExpr(options.now);
   const rows = await queryRows<{ n: number }>(
@@ -157,7 +161,7 @@ export async function recordStep(
     sql`with held as (
         select j.id from ${jobsRef(schema)} j
         where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
-        ${options.lock ? sql`for share` : sql``}
+        for share
       ),
       written as (${upsertStep(schema, sql`held`, step, now)})
       select count(*)::int as n from written`,
