@@ -1,12 +1,13 @@
 import type pg from 'pg';
 import { SCHEDULED_KIND } from './job.js';
+import { checkSteps, type StepCheckResult } from './step-checker.js';
 
 /** The queue the harness pauses and resumes while the run goes on (a quarter of the jobs). */
 export const PAUSED_QUEUE = 'chaos-paused';
 /** The queue the run limits at run time: at most LIMITED.queue running, LIMITED.perKey per key. */
 export const LIMITED = { queue: 'chaos-limited', maxRunning: 6, perKey: 2, keys: 8 } as const;
 
-export interface CheckResult {
+export interface CheckResult extends StepCheckResult {
   enqueued: number;
   /** Enqueue committed, but the job is missing or did not end completed, dead or cancelled. */
   lost: number;
@@ -191,6 +192,7 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
       and not (j.state = 'cancelled' and j.dead_reason = 'dependency_failed')`);
   const dependencyViolations = startedEarly + notCancelled;
   return {
+    ...(await checkSteps(pool, schema)),
     dependencyViolations,
     enqueued,
     lost,
@@ -224,6 +226,10 @@ export function runFailed(result: CheckResult): boolean {
     result.orderViolations > 0 ||
     result.limitViolations > 0 ||
     result.scheduleDuplicates > 0 ||
-    result.dependencyViolations > 0
+    result.dependencyViolations > 0 ||
+    result.steppedCompleted < result.stepped ||
+    result.stepReruns > 0 ||
+    result.stepEffectErrors > 0 ||
+    result.signalsLost > 0
   );
 }

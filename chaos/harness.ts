@@ -8,6 +8,7 @@ import { sql } from 'drizzle-orm';
 import { build } from 'esbuild';
 import pg from 'pg';
 import { createEnqueuer } from '../core/enqueue.js';
+import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { pause, resume, setLimit } from '../core/flow-control.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker.js';
@@ -17,6 +18,8 @@ import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { type CheckResult, checkRun, LIMITED, PAUSED_QUEUE, runFailed } from './checker.js';
 import { startFaultProxy } from './fault-proxy.js';
 import { chaosJob, drawBehavior, SCHEDULED_KIND } from './job.js';
+import { signalSender } from './signals.js';
+import { chaosSteppedJob, drawStepBehavior, poolStepHooks, signalKey, steppedPlan } from './steps-job.js';
 import { createChaosTables } from './tables.js';
 
 export interface ChaosOptions {
@@ -44,6 +47,8 @@ export interface ChaosOptions {
    * and the harness nudges them; every start is dropped or duplicated at random. @defaultValue 0
    */
   maxInvocations?: number;
+  /** One job in this many is stepped (a power of two ≥ 4). @defaultValue 16 */
+  steppedEvery?: number;
   /** Chance a start (fan-out or nudge) is lost / delivered twice. @defaultValue 0.2 / 0.2 */
   startDropShare?: number;
   startDuplicateShare?: number;
@@ -100,6 +105,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const bundleDir = mkdtempSync(join(tmpdir(), 'skiplock-chaos-'));
   const children = new Set<ChildProcess>();
   let proxy: Awaited<ReturnType<typeof startFaultProxy>> | undefined;
+  let closeSender: (() => Promise<void>) | undefined;
+  let signalling = false;
   try {
     await migrate(direct, { schema });
     await createChaosTables(admin, schema);
@@ -108,6 +115,24 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // jobs go to the queue the run pauses and resumes.
     const enqueuer = createEnqueuer({ schema });
     const recorder = chaosJob({ record: async () => {}, die: () => {}, dieSoon: () => {} });
+    // One job in steppedEvery (16; all of the plain 'chaos' queue) is stepped; half of those wait for
+    // a signal. The kind as this process runs it (the drain below): recorded on `admin`, never dying.
+    const stepped = chaosSteppedJob(
+      schema,
+      poolStepHooks(
+        admin,
+        schema,
+        () => {},
+        () => {},
+      ),
+    );
+    const planOf = (n: number) => steppedPlan(n, options.steppedEvery ?? 16);
+    const request = (n: number, enqueueOptions: EnqueueOptions) => {
+      const plan = planOf(n);
+      return plan.stepped
+        ? stepped.with({ n, ...drawStepBehavior(Math.random), signal: plan.signal }, enqueueOptions)
+        : recorder.with({ n, behavior: drawBehavior(Math.random) }, enqueueOptions);
+    };
     // Another quarter carry one of 500 ordering keys (a run of 50,000: 25 jobs in a row per key), and
     // a quarter go to a queue with a limit and a per-key limit, set at run time (8 keys).
     const queueOf = (n: number) => (n % 4 === 0 ? PAUSED_QUEUE : n % 4 === 2 ? LIMITED.queue : 'chaos');
@@ -130,26 +155,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
               const parents = parentsOf(n, from);
               return [
                 `j${n}`,
-                recorder.with(
-                  { n, behavior: drawBehavior(Math.random) },
-                  {
-                    queue: queueOf(n),
-                    orderingKey: keyOf(n),
-                    concurrencyKey: tenantOf(n),
-                    ...(parents
-                      ? { after: parents.map((p) => `j${p}`), onParentFailure: runAnyway(n) ? 'run' : 'cancel' }
-                      : {}),
-                  },
-                ),
+                request(n, {
+                  queue: queueOf(n),
+                  orderingKey: keyOf(n),
+                  concurrencyKey: tenantOf(n),
+                  ...(parents
+                    ? { after: parents.map((p) => `j${p}`), onParentFailure: runAnyway(n) ? 'run' : 'cancel' }
+                    : {}),
+                }),
               ];
             }),
           ),
         );
         const idOf = (n: number) => (flow[`j${n}`] as { id: string }).id;
         await tx.execute(
-          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue, ordering_key, concurrency_key, parents, run_anyway)
+          sql`insert into ${sql.identifier(schema)}.chaos_enqueued (job_id, queue, ordering_key, concurrency_key, parents, run_anyway,
+              stepped, signal_key, signal_early)
             select e.job_id, e.queue, e.ordering_key, e.concurrency_key,
-              (select array_agg(p::bigint) from jsonb_array_elements_text(e.parents) p), e.run_anyway
+              (select array_agg(p::bigint) from jsonb_array_elements_text(e.parents) p), e.run_anyway,
+              e.stepped, e.signal_key, e.signal_early
             from jsonb_to_recordset(${JSON.stringify(
               ns.map((n) => ({
                 job_id: idOf(n),
@@ -158,8 +182,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
                 concurrency_key: tenantOf(n) ?? null,
                 parents: parentsOf(n, from)?.map(idOf) ?? null,
                 run_anyway: parentsOf(n, from) ? runAnyway(n) : null,
+                stepped: planOf(n).stepped,
+                signal_key: planOf(n).signal ? signalKey(n) : null,
+                signal_early: planOf(n).signal ? planOf(n).early : null,
               })),
-            )}::jsonb) as e(job_id bigint, queue text, ordering_key text, concurrency_key text, parents jsonb, run_anyway boolean)`,
+            )}::jsonb) as e(job_id bigint, queue text, ordering_key text, concurrency_key text, parents jsonb, run_anyway boolean,
+              stepped boolean, signal_key text, signal_early boolean)`,
         );
       });
     }
@@ -175,6 +203,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const proxied = new URL(database.url);
     proxied.hostname = '127.0.0.1';
     proxied.port = String(proxy.port);
+    // The signals go through the fault proxy too, like the workers' statements; the early half now,
+    // before any worker runs (each job will find its signal at its wait), the late half once each job
+    // is seen waiting.
+    const signals = signalSender({ url: proxied.toString(), admin, schema, enqueuer });
+    closeSender = signals.close;
+    await signals.sendEarly();
 
     const bundle = join(bundleDir, 'chaos-worker.mjs');
     await build({
@@ -204,18 +238,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     });
 
     let kills = 0;
+    // Worker processes that exited on their own (not SIGKILLed, not stopped): an uncaught error.
+    let crashes = 0;
     let stopping = false;
     const startWorker = () => {
       const child = spawn(process.execPath, [bundle], {
         env: { ...process.env, CHAOS_WORKER_CONFIG: workerConfig },
-        // An IPC channel carries the nudges.
-        stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
+        // An IPC channel carries the nudges; CHAOS_WORKER_STDERR=1 shows the workers' stderr (crashes).
+        stdio: ['ignore', 'ignore', process.env.CHAOS_WORKER_STDERR === '1' ? 'inherit' : 'ignore', 'ipc'],
       });
       child.on('error', () => {}); // a nudge sent to a process that just died
       children.add(child);
       child.on('exit', (_code, signal) => {
         children.delete(child);
         if (signal === 'SIGKILL') kills++;
+        else if (!stopping) crashes++;
         if (!stopping) startWorker();
       });
     };
@@ -258,6 +295,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let nextKill = Date.now() + options.killIntervalMs;
     let lastReport = 0;
     const faultPhaseEnds = started + options.faultPhaseLimitMs;
+    // The late signals, beside the loop: those of the jobs seen waiting; once the fault phase is over,
+    // any not sent yet.
+    signalling = true;
+    const lateSignals = (async () => {
+      while (signalling) {
+        await signals.sendLate(Date.now() >= faultPhaseEnds);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    })();
+    lateSignals.catch(() => {}); // awaited after the loop
     while (true) {
       await new Promise((resolve) => setTimeout(resolve, 50));
       const now = Date.now();
@@ -292,7 +339,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     }
 
-    // Stop the workers; then drain whatever their deaths left behind, with no faults (and no pause).
+    // Stop the workers; then drain whatever their deaths left behind, with no faults (and no pause),
+    // every signal sent.
+    say('stopping the workers');
+    signalling = false;
+    await lateSignals;
     await resumeNow();
     stopping = true;
     proxy.setFaults(false);
@@ -309,6 +360,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           }),
       ),
     );
+    await signals.sendLate(true);
+    say('draining');
     const drainer = createWorker({
       db: direct,
       schema,
@@ -323,6 +376,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           die: () => {},
           dieSoon: () => {},
         }),
+        stepped,
       ],
       concurrency: 20,
       completedJobs: options.completedJobs ?? 'keep',
@@ -343,16 +397,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       waiting = still;
     }
 
+    say('checking');
     const result = await checkRun(admin, schema);
     const connFaults = proxy.faults();
     const durationMs = Date.now() - started;
-    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations}`;
-    const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} duration_s=${(durationMs / 1000).toFixed(1)}`;
+    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations} step_reruns=${result.stepReruns} signals_lost=${result.signalsLost}`;
+    const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} stepped=${result.stepped} stepped_completed=${result.steppedCompleted} stepped_dead=${result.steppedDead} step_runs=${result.stepRuns} step_runs_repeated=${result.stepRunsRepeated} step_effect_errors=${result.stepEffectErrors} signals_early=${result.signalsEarly} signals_late=${result.signalsLate} waited=${result.waited} signal_retries=${signals.counts().retries} worker_crashes=${crashes} duration_s=${(durationMs / 1000).toFixed(1)}`;
     return { schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
   } finally {
+    signalling = false;
     for (const child of children) child.kill('SIGKILL');
     await proxy?.close();
     if (!options.keepSchema) await admin.query(`drop schema if exists "${schema}" cascade`).catch(() => {});
+    await closeSender?.();
     await direct.close();
     await admin.end();
     await database.stop();

@@ -1,8 +1,10 @@
 /**
  * `npm run chaos [-- --quick] [--jobs N] [--processes N] [--kills N] [--concurrency N] [--keep] [--delete]
- * [--max-invocations N]`:
+ * [--max-invocations N] [--stepped-every N]`:
  * the chaos harness. Prints progress, a detail line and the final `chaos: …` line; exits 1 when any
- * job was lost, any write landed under a stale token, or any other check failed.
+ * job was lost, any write landed under a stale token, a completed step ran again (`step_reruns`), a
+ * transactional step's row was not written exactly once, a signal was lost (`signals_lost`), or any
+ * other check failed.
  */
 import { FULL, QUICK, runChaos } from './harness.js';
 
@@ -24,6 +26,8 @@ const options = {
   completedJobs: args.includes('--delete') ? ('delete' as const) : ('keep' as const),
   // A cap on running invocations, with fan-out and nudges (each start dropped or doubled at random).
   maxInvocations: value('--max-invocations') ?? 0,
+  // One job in N is stepped (five durable steps, half of them waiting for a signal).
+  steppedEvery: value('--stepped-every') ?? 16,
   databaseUrl: process.env.DATABASE_URL,
   progress: (line: string) => console.log(line),
 };

@@ -2,7 +2,8 @@
  * One chaos worker: a long-lived process that runs worker invocations back to back (like a
  * warm container fired by a scheduler), through the fault proxy, sometimes two at once
  * (a duplicate cron tick). It may kill itself mid-claim or mid-commit (right after sending
- * the statement), and the job kind may kill it inside or just after a handler.
+ * the statement), the job kind may kill it inside or just after a handler, and the stepped kind
+ * inside a step or just after one.
  */
 import pg from 'pg';
 import { silentLogger } from '../core/logger.js';
@@ -10,6 +11,7 @@ import { defineSchedule } from '../core/schedules.js';
 import { createWorker, type InvocationStarter } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { chaosJob, chaosScheduledJob } from './job.js';
+import { chaosSteppedJob, poolStepHooks } from './steps-job.js';
 
 interface WorkerConfig {
   proxiedUrl: string;
@@ -52,7 +54,7 @@ pg.Client.prototype.query = function (this: unknown, ...args: unknown[]) {
 } as typeof pg.Client.prototype.query;
 
 // Observations go straight to Postgres, not through the fault proxy.
-const direct = new pg.Pool({ connectionString: config.directUrl, max: 2 });
+const direct = new pg.Pool({ connectionString: config.directUrl, max: 4 });
 direct.on('error', () => {});
 const job = chaosJob({
   record: async (jobId, leaseToken, attempt) => {
@@ -64,6 +66,12 @@ const job = chaosJob({
   die,
   dieSoon: () => setImmediate(die),
 });
+// The stepped kind: each step function's execution recorded first; it may kill this process inside a
+// step, as a step returns, or right after a step's completion was recorded.
+const stepped = chaosSteppedJob(
+  config.schema,
+  poolStepHooks(direct, config.schema, die, () => setImmediate(die)),
+);
 
 // Every worker ticks the same every-second schedule at every invocation start: each occurrence
 // must become one job, whatever the kills, the dropped connections and the concurrent ticks.
@@ -113,7 +121,7 @@ const starter: InvocationStarter = {
 const capped = config.maxInvocations > 0;
 const worker = createWorker({
   db,
-  jobs: [job, scheduled],
+  jobs: [job, scheduled, stepped],
   schedules,
   scheduleTickMs: 0,
   schema: config.schema,

@@ -14,6 +14,10 @@ const ciRun = (extra: Partial<ChaosOptions>) =>
     databaseUrl: inject('databaseUrl'),
     keepSchema: true,
     ...extra,
+  }).then((report) => {
+    // The run's figures in the CI log.
+    console.log(`${report.detail}\n${report.line}`);
+    return report;
   });
 
 /** Every job ended completed or dead, none was lost, no write landed under a stale token. */
@@ -25,7 +29,13 @@ function expectNothingLost(result: ChaosReport['result'], enqueued: number): voi
     staleWrites: 0,
     unexplainedExecutions: 0,
     attemptAccountingErrors: 0,
+    // Stepped jobs: no completed step ran again, each transactional step's row written once, every
+    // signal taken by its job's wait and returned.
+    stepReruns: 0,
+    stepEffectErrors: 0,
+    signalsLost: 0,
   });
+  expect(result.steppedCompleted).toBe(result.stepped);
   // Cancelled: jobs whose parent died.
   expect(result.completed + result.dead + result.cancelled).toBe(enqueued);
 }
@@ -45,7 +55,7 @@ afterAll(async () => {
 describe('chaos (CI size)', () => {
   it('loses no job and lets no write land under a stale lease token', () => {
     expect(report.line).toMatch(
-      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0 dependency_violations=0$/,
+      /^chaos: jobs=1500 processes=3 kills=\d+ conn_faults=\d+ lost=0 unexpected=0 stale_writes=0 dead=\d+ max_executions=\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0 dependency_violations=0 step_reruns=0 signals_lost=0$/,
     );
     expectNothingLost(report.result, 1500);
     // Every worker ticked an every-second schedule at each invocation start, through the faults.
@@ -63,6 +73,24 @@ describe('chaos (CI size)', () => {
     expect(rows[0].n).toBeGreaterThanOrEqual(150);
     expect(rows[0].completed).toBeGreaterThan(100);
     expect(report.result.dependencyViolations).toBe(0);
+  });
+
+  it('ran stepped jobs through the kills: each step once (but the one in flight), each signal taken, early and late', async () => {
+    const r = report.result;
+    expect(r.stepped).toBe(94); // n % 16 = 3 among 1,500
+    // Every step function ran at least once per job; some again, in flight (a throw, a death).
+    expect(r.stepRuns).toBeGreaterThanOrEqual(5 * r.stepped);
+    expect(r.stepRunsRepeated).toBeGreaterThan(0);
+    const { rows } = await admin.query(
+      `select (select count(*)::int from "${report.schema}".chaos_step_effects) as effects,
+         (select count(*)::int from "${report.schema}".chaos_enqueued where signal_key is not null) as signalled`,
+    );
+    expect(rows[0].effects).toBe(2 * r.stepped);
+    // Half the signals sent before any worker ran, the rest once their jobs were seen waiting.
+    expect(r.signalsEarly + r.signalsLate).toBe(rows[0].signalled);
+    expect(r.signalsEarly).toBeGreaterThan(0);
+    expect(r.signalsLate).toBeGreaterThan(0);
+    expect(r.waited).toBeGreaterThan(0);
   });
 
   it('really injected faults: processes died and jobs ran again; the paused queue was paused and resumed', async () => {
@@ -114,7 +142,20 @@ describe('chaos (CI size)', () => {
        insert into ${s}.chaos_audit (job_id, old_state, new_state, old_attempt, new_attempt, at)
        values (999999992, 'queued', 'running', 0, 1, '2000-01-01')`,
     );
+    // A step function run again after its step's completion committed; a transactional step's row
+    // written twice; a run of a signalled job that returned another payload than its signal's.
+    await admin.query(
+      `insert into ${s}.chaos_step_runs (job_id, step, lease_token, pid)
+       select job_id, name, gen_random_uuid(), 1 from ${s}.job_steps where name = 'fetch' and state = 'completed' limit 1;
+       insert into ${s}.chaos_step_effects (job_id, step, lease_token, pid)
+       select job_id, step, lease_token, pid from ${s}.chaos_step_effects limit 1;
+       insert into ${s}.chaos_signal_results (job_id, lease_token, payload)
+       select job_id, gen_random_uuid(), '{"key":"another"}' from ${s}.chaos_signals limit 1`,
+    );
     const tampered = await checkRun(admin, report.schema);
+    expect(tampered.stepReruns).toBe(1);
+    expect(tampered.stepEffectErrors).toBe(1);
+    expect(tampered.signalsLost).toBe(1);
     expect(tampered.dependencyViolations).toBe(1);
     expect(tampered.staleWrites).toBe(1);
     expect(tampered.lost).toBe(5); // the tampering rows of the key and the child are lost too
@@ -140,7 +181,7 @@ describe('chaos (CI size), workers deleting completed jobs', () => {
     const { rows } = await admin.query(
       `select (select count(*)::int from ${s}.jobs where state = 'completed') as kept,
          (select count(*)::int from ${s}.jobs where state = 'completed' and dependents is not null) as parents,
-         (select coalesce(sum(completed), 0)::int from ${s}.completed_counts where kind = 'chaos') as counted`,
+         (select coalesce(sum(completed), 0)::int from ${s}.completed_counts where kind in ('chaos', 'chaos-stepped')) as counted`,
     );
     // The rows really went — but those of parents, kept for their children's ctx.parents() — and the
     // stats counted every one of them.
@@ -153,7 +194,8 @@ describe('chaos (CI size), workers deleting completed jobs', () => {
 describe('chaos (CI size), a cap on invocations with fan-out and nudges, each start dropped or duplicated at random', () => {
   let capped: ChaosReport;
   beforeAll(async () => {
-    capped = await ciRun({ jobs: 1_500, targetKills: 8, maxInvocations: 4 });
+    // Fewer stepped jobs (1 in 64): their self-kills hold the capped slots up, and CI time is short.
+    capped = await ciRun({ jobs: 1_500, targetKills: 8, maxInvocations: 4, steppedEvery: 64 });
   }, 180_000);
   afterAll(async () => {
     await admin.query(`drop schema if exists "${capped?.schema}" cascade`);
