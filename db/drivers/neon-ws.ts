@@ -1,8 +1,10 @@
 import { neonConfig, Pool } from '@neondatabase/serverless';
+import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/neon-serverless';
+import { NeonSession, NeonTransaction } from 'drizzle-orm/neon-serverless/session';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
 import { applyNeonOptions } from './neon-config.js';
-import { jitOff } from './session.js';
+import { jitOff, safeTransactions } from './session.js';
 
 /**
  * Neon's WebSocket Pool: interactive transactions over WebSockets (Neon, or a wsproxy).
@@ -18,9 +20,11 @@ export function neonWsDatabase(settings: PoolSettings, webSocket?: unknown): Ski
   // As pgDatabase: an error on an idle or checked-out client fails its statements, not the process.
   pool.on('error', () => {});
   pool.on('connect', (client: { on(event: 'error', listener: () => void): unknown }) => client.on('error', () => {}));
+  const db = drizzle({ client: pool });
+  safeTransactions(db, pool, { session: NeonSession, transaction: NeonTransaction, sql } as never);
   return {
     driver: 'neon-ws',
-    db: drizzle({ client: pool }),
+    db,
     interactiveTransactions: true,
     close: () => pool.end(),
   };
