@@ -59,6 +59,8 @@ if (process.argv.includes('--lambda')) {
 
 /** The Vercel mode: the routes in this process. */
 async function serveVercel() {
+  // This server sets x-real-ip from the socket itself (toRequest): the console may trust it.
+  process.env.SKIPLOCK_CONSOLE_TRUST_PROXY ??= 'true';
   for (const name of ['CRON_SECRET', 'SKIPLOCK_ENQUEUE_TOKEN', 'SKIPLOCK_ADMIN_TOKEN']) {
     if (!process.env[name]) {
       process.env[name] = randomBytes(16).toString('hex');

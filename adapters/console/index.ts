@@ -46,6 +46,13 @@ export interface ConsoleOptions {
    * refused. @defaultValue the request's own host
    */
   origin?: string;
+  /**
+   * Whether the client address may be read from `x-real-ip` / `x-forwarded-for` (the login throttle
+   * counts per address): only when a proxy you control sets them. Otherwise every client shares one
+   * count, which never keeps the right token out. @defaultValue true on Vercel (VERCEL=1, whose edge
+   * sets them) or with SKIPLOCK_CONSOLE_TRUST_PROXY=true, else false
+   */
+  trustProxyHeaders?: boolean;
 }
 
 /**
@@ -54,6 +61,9 @@ export interface ConsoleOptions {
  * `console_login_flood` — a flood from many addresses is logged, it never locks the admin out.
  */
 export const CONSOLE_LOGIN_THROTTLE = { perClient: 5, overall: 50, windowMs: 15 * 60_000 } as const;
+
+/** The client address when the platform does not give one the console can trust: one shared count. */
+export const UNKNOWN_CLIENT = 'unknown';
 
 const MAX_FORM_BYTES = 256 * 1024;
 const NAME = /^[\p{L}\p{N} ._@'-]{1,64}$/u;
@@ -270,12 +280,14 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     const { blockedUntil, overallFailures } = await runtime.withDb((db) =>
       countConsoleLoginAttempt(db, key, CONSOLE_LOGIN_THROTTLE, at),
     );
-    if (blockedUntil) {
+    const presented = form.get('token') ?? '';
+    const match = tokens.find((t) => equalSecret(presented, t.token));
+    // A known address is blocked outright. Without one every client shares the count, so strangers'
+    // guesses would lock the admin out: there the right token still gets in, a wrong one is refused.
+    if (blockedUntil && (client !== UNKNOWN_CLIENT || !match)) {
       runtime.logger.warn('console_login_blocked', { client, until: blockedUntil.toISOString() });
       return loginPage(base, 429, next, `Too many failed logins. Try again after ${blockedUntil.toISOString()}.`);
     }
-    const presented = form.get('token') ?? '';
-    const match = tokens.find((t) => equalSecret(presented, t.token));
     if (!match) {
       runtime.logger.warn('console_login_failed', { client });
       if (overallFailures > CONSOLE_LOGIN_THROTTLE.overall) {

@@ -1,6 +1,6 @@
 import { readWebBody, tooLarge } from '../http.js';
 import { type ConsoleRequest, type ConsoleResponse, cookieFrom } from './http.js';
-import { type ConsoleOptions, createConsole } from './index.js';
+import { type ConsoleOptions, createConsole, UNKNOWN_CLIENT } from './index.js';
 
 /**
  * The console on each platform: a Web Request → Response route (Vercel, the dev server) and an
@@ -12,22 +12,25 @@ type Kinds = Parameters<typeof createConsole>[0];
 /**
  * Vercel: `export const GET = createVercelConsole(jobs); export const POST = GET;` in api/admin.ts,
  * with vercel.json rewriting /admin and /admin/:path* to it (the request keeps the browser's URL).
- * The client address is x-real-ip, which Vercel sets.
+ * The client address is x-real-ip (or x-forwarded-for's first), which Vercel's edge sets — trusted on
+ * Vercel or when `trustProxyHeaders` says so; self-hosted without it, a client could send any.
  */
 export function createVercelConsole(
   jobs: Kinds,
   options: ConsoleOptions = {},
 ): (request: Request) => Promise<Response> {
   const handle = createConsole(jobs, options);
+  const env = options.env ?? process.env;
+  const trusted = options.trustProxyHeaders ?? (env.VERCEL === '1' || env.SKIPLOCK_CONSOLE_TRUST_PROXY === 'true');
   return async (request) => {
     const headers = request.headers;
-    const forwarded = headers.get('x-forwarded-for')?.split(',')[0]?.trim();
+    const forwarded = trusted ? headers.get('x-forwarded-for')?.split(',')[0]?.trim() : undefined;
     const response = await handle({
       method: request.method,
       url: new URL(request.url),
       header: (name) => headers.get(name) ?? undefined,
       cookie: (name) => cookieFrom(headers.get('cookie') ?? undefined, name),
-      client: headers.get('x-real-ip') ?? forwarded ?? 'unknown',
+      client: (trusted ? headers.get('x-real-ip') : undefined) ?? forwarded ?? UNKNOWN_CLIENT,
       readBody: (maxBytes) => readWebBody(request, maxBytes),
     });
     const out = new Headers(response.headers);

@@ -33,6 +33,8 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
   SKIPLOCK_LOG_LEVEL: 'info',
   SKIPLOCK_ADMIN_TOKEN: ADMIN,
   SKIPLOCK_CONSOLE_VIEWER_TOKEN: VIEWER,
+  // As on Vercel, whose edge sets x-real-ip: the console trusts it (see the self-hosted test).
+  VERCEL: '1',
   ...extra,
 });
 
@@ -155,6 +157,30 @@ describe(`the console's login and sessions (${testDriver()})`, () => {
     expect(
       (await rows(`select client from "${t.schema}".console_logins order by client`)).map((r) => r.client),
     ).toEqual(['*', 'ip:192.0.2.50']);
+  });
+
+  it('self-hosted (not on Vercel): client-sent address headers are not trusted, and a shared bucket never locks out the right token', async () => {
+    now = new Date('2026-11-23T13:00:00Z');
+    const selfHosted = { VERCEL: undefined };
+    // Six guesses, each with another x-real-ip: one bucket (the headers are ignored), so the sixth is refused.
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      statuses.push(
+        (await client(selfHosted, `203.0.113.${100 + i}`).post('/admin/login', { token: `rotating-guess-${i}-xx` }))
+          .status,
+      );
+    }
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 429]);
+    // The bucket is everyone's: the right token still gets in; a wrong one is still refused.
+    expect(
+      (await client(selfHosted, '198.51.100.1').post('/admin/login', { token: 'still-wrong-token-xx' })).status,
+    ).toBe(429);
+    expect((await client(selfHosted, '198.51.100.1').post('/admin/login', { token: ADMIN })).status).toBe(303);
+    // Trusted when configured (a proxy of yours sets the header): per address again.
+    const trusted = { VERCEL: undefined, SKIPLOCK_CONSOLE_TRUST_PROXY: 'true' };
+    expect((await client(trusted, '192.0.2.77').post('/admin/login', { token: 'first-wrong-token-xx' })).status).toBe(
+      401,
+    );
   });
 
   it('counts an attempt before comparing its token: 20 guesses at once from one address get 5 tries', async () => {
