@@ -149,7 +149,11 @@ describe('the local Lambda emulator over the packaged app', () => {
     // Ten invocations, each holding one webhook that the receiver does not answer yet.
     await receiver.holding(10);
     expect(app.stats(WORKER)).toMatchObject({ running: 10 });
-    expect(app.stats(WORKER).waiting).toBeGreaterThanOrEqual(21);
+    // The 30 Event invokes past the 10 running wait. The enqueue's own nudge came within the first
+    // test's coalescing window, so it is sent when that window ends (1 s): whether it waits here yet
+    // depends on how fast the machine got to this line (it flaked on an idle one); the count of
+    // invocations below checks that it came.
+    expect(app.stats(WORKER).waiting).toBeGreaterThanOrEqual(20);
     await expect(invoke(app, WORKER, {})).rejects.toMatchObject({ name: 'TooManyRequestsException' });
     receiver.release();
     await app.idle();
