@@ -100,6 +100,14 @@ describe(`explain: why a job does not run (${testDriver()})`, () => {
     const open = await why(id);
     expect(reasons(open.holds)).toEqual(['breaker_open']);
     expect(open.holds[0]?.message).toMatch(/circuit breaker of partner\.example is open until/);
+    // Closed, but the partner asked to wait (a Retry-After for the whole destination).
+    await t.admin.query(
+      `update "${t.schema}".destinations set state = 'closed', opened_at = null, open_until = null,
+         deferred_until = now() + interval '2 minutes' where name = 'partner.example'`,
+    );
+    const deferred = await why(id);
+    expect(reasons(deferred.holds)).toEqual(['destination_deferred']);
+    expect(deferred.holds[0]?.until).toBeInstanceOf(Date);
   });
 
   it('a dead job says it is finished and how to run it again; a job no worker serves says so', async () => {

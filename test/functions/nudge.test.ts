@@ -187,3 +187,32 @@ describe(`a nudge that fails (${testDriver()})`, () => {
     expect(failed[0].error).toMatch(/asynchronous invokes of skiplock-test-worker failed: .*ECONNREFUSED/);
   });
 });
+
+describe(`the library's enqueue with a nudge target that never answers (${testDriver()})`, () => {
+  it('enqueue(..., { nudge: true }) answers once the 2 s bound passes on the nudger clock, its job committed', async () => {
+    const clock = new ManualClock();
+    const lines: string[] = [];
+    const logger = {
+      debug() {},
+      info() {},
+      error() {},
+      warn: (msg: string, fields?: Record<string, unknown>) => void lines.push(`${msg} ${JSON.stringify(fields)}`),
+    };
+    // A start that is accepted and never answered (a stuck or cold target).
+    const stuck = { start: () => new Promise<void>(() => {}) };
+    const nudger = createNudger({ workerFor: () => stuck, clock, logger });
+    const enqueuer = createEnqueuer({ schema: t.schema, nudger });
+    let answered = false;
+    const enqueued = enqueuer.enqueue(t.db, ping, { n: 9 }, { nudge: true }).then((r) => {
+      answered = true;
+      return r;
+    });
+    // Committed before the nudge: the row is there while the enqueue waits for its start.
+    for (let i = 0; i < 50 && (await states()).length === 0; i++) await new Promise((r) => setImmediate(r));
+    expect(await states()).toEqual([{ state: 'queued', n: 1 }]);
+    expect(answered).toBe(false);
+    clock.advance(2_000);
+    expect(await enqueued).toMatchObject({ outcome: 'inserted' });
+    expect(lines).toEqual([expect.stringMatching(/^nudge_failed .*did not answer within 2000 ms/)]);
+  });
+});
