@@ -27,7 +27,7 @@ export class MissingLambdaClientError extends ConfigError {
  */
 function loadLambdaClient(): Promise<typeof import('@aws-sdk/client-lambda')> {
   return importOptionalPeer(
-    () => import('@aws-sdk/client-lambda'),
+    () => import(/* webpackIgnore: true */ /* turbopackIgnore: true */ '@aws-sdk/client-lambda'),
     () => new MissingLambdaClientError(),
   );
 }

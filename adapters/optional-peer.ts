@@ -1,6 +1,10 @@
 /**
- * Runs `load` — a literal `import()` of an optional peer dependency, which bundlers leave external —
- * and turns "not installed" into the clear error `missing()` builds.
+ * Runs `load` — a literal `import()` of an optional peer dependency — and turns "not installed"
+ * into the clear error `missing()` builds. Each such import carries `webpackIgnore` and
+ * `turbopackIgnore`: Next.js's bundlers otherwise resolve every literal `import()` at build time and
+ * fail the build of an app that lacks the peer. Ignored, the import stays in the output as written
+ * and Node resolves it when it runs (Vercel's file tracing still follows it). esbuild ignores the
+ * comments: the Lambda templates mark the AWS SDK external.
  */
 export async function importOptionalPeer<T>(load: () => Promise<T>, missing: () => Error): Promise<T> {
   try {

@@ -99,7 +99,7 @@ export function databaseUrlFromSecret(secretId: string, text: string): string {
  */
 function loadSecretsManager(): Promise<typeof import('@aws-sdk/client-secrets-manager')> {
   return importOptionalPeer(
-    () => import('@aws-sdk/client-secrets-manager'),
+    () => import(/* webpackIgnore: true */ /* turbopackIgnore: true */ '@aws-sdk/client-secrets-manager'),
     () => new MissingSecretsManagerError(),
   );
 }

@@ -29,7 +29,11 @@ export class MissingVercelFunctionsError extends ConfigError {
   }
 }
 
-type WaitUntil = (promise: Promise<unknown>) => void;
+/**
+ * Keeps the function running after its response until the promise settles: `waitUntil` of
+ * `@vercel/functions`, or `after` of `next/server` in a Next.js app.
+ */
+export type WaitUntil = (promise: Promise<unknown>) => void;
 let loading: Promise<WaitUntil> | undefined;
 /** Once loaded, starts hand their requests to waitUntil in the caller's own turn (no await first). */
 let loaded: WaitUntil | undefined;
@@ -43,7 +47,7 @@ let loaded: WaitUntil | undefined;
  */
 export function loadWaitUntil(): Promise<WaitUntil> {
   loading ??= importOptionalPeer(
-    () => import('@vercel/functions'),
+    () => import(/* webpackIgnore: true */ /* turbopackIgnore: true */ '@vercel/functions'),
     () => new MissingVercelFunctionsError(),
   ).then(
     (functions) => {
@@ -83,6 +87,8 @@ export interface VercelStarterOptions {
    * @defaultValue VERCEL_AUTOMATION_BYPASS_SECRET (set by Vercel when the bypass is enabled)
    */
   protectionBypass?: string;
+  /** What keeps each request alive after the caller's response. @defaultValue waitUntil of @vercel/functions */
+  waitUntil?: WaitUntil;
 }
 
 /**
@@ -133,7 +139,7 @@ export function vercelRouteStarter(url: URL, options: VercelStarterOptions): Inv
       if (url.protocol !== 'https:' && !(url.protocol === 'http:' && LOOPBACK.has(url.hostname))) {
         throw new Error(`refusing to send CRON_SECRET to ${target}: use https (plain http only to localhost)`);
       }
-      const waitUntil = loaded ?? (await loadWaitUntil());
+      const waitUntil = options.waitUntil ?? loaded ?? (await loadWaitUntil());
       const headers: Record<string, string> = {
         authorization: `Bearer ${options.secret}`,
         [START_HEADER]: options.reason,
@@ -218,7 +224,14 @@ export function createVercelNudger(
       const url = routeUrl(route, origin);
       let starter = starters.get(url.href);
       if (!starter) {
-        starter = vercelRouteStarter(url, { secret, reason: 'nudge', logger, acceptTimeoutMs, protectionBypass });
+        starter = vercelRouteStarter(url, {
+          secret,
+          reason: 'nudge',
+          logger,
+          acceptTimeoutMs,
+          protectionBypass,
+          waitUntil: options.waitUntil,
+        });
         starters.set(url.href, starter);
       }
       return starter;

@@ -33,6 +33,7 @@ import {
   START_REASONS,
   type StartReason,
   vercelRouteStarter,
+  type WaitUntil,
 } from './vercel-start.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
@@ -80,6 +81,12 @@ export interface VercelWorkerOptions {
    * `otelMetrics()` from `skiplock/otel`). @defaultValue none
    */
   metrics?: JobMetrics;
+  /**
+   * Keeps the function alive after a started request's 202 while its invocation runs, and after a
+   * fan-out's requests. In a Next.js app pass `after` from `next/server`. @defaultValue waitUntil of
+   * `@vercel/functions` (an optional peer, loaded on first use)
+   */
+  waitUntil?: WaitUntil;
 }
 export type RouteHandler = (request: Request) => Promise<Response>;
 
@@ -123,11 +130,12 @@ function fanOutOf(
   runtime: FunctionRuntime,
   url: URL,
   secret: string | undefined,
+  waitUntil: WaitUntil | undefined,
 ): InvocationStarter | undefined {
   if (option === false) return undefined;
   if (option) return option;
   const own = routeUrl(url.pathname, runtime.settings.require('worker').baseUrl ?? url.origin);
-  return vercelRouteStarter(own, { secret, reason: 'fan-out', logger: runtime.logger });
+  return vercelRouteStarter(own, { secret, reason: 'fan-out', logger: runtime.logger, waitUntil });
 }
 
 /**
@@ -153,7 +161,10 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
       tracing,
       metrics,
       name: options.name ?? (env.SKIPLOCK_WORKER_NAME ? undefined : nameOfRoute(url.pathname)),
-      fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(options.fanOut, runtime, url, env.CRON_SECRET),
+      fanOut:
+        config.maxInvocations === undefined
+          ? undefined
+          : fanOutOf(options.fanOut, runtime, url, env.CRON_SECRET, options.waitUntil),
     };
     const reason = startReasonOf(request.header(START_HEADER));
     if (!reason) {
@@ -162,7 +173,7 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
       const summary = await runWorker(runtime, jobs, run);
       return { status: summary.stoppedBecause === 'error' ? 503 : 200, body: { ...summary } };
     }
-    const waitUntil = await loadWaitUntil();
+    const waitUntil = options.waitUntil ?? (await loadWaitUntil());
     const invocation = runWorker(runtime, jobs, run).catch((err: unknown) => {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });
     });
@@ -197,6 +208,12 @@ export interface VercelEnqueueOptions {
   clock?: Clock;
   /** A producer span around each enqueue, its context stored with the jobs (`otelTracing()`). @defaultValue none */
   tracing?: Tracing;
+  /**
+   * Keeps the function alive after its response until the nudges' requests are accepted. In a
+   * Next.js app pass `after` from `next/server`. @defaultValue waitUntil of `@vercel/functions`
+   * (an optional peer, loaded on first use; without it every nudge fails, logged)
+   */
+  waitUntil?: WaitUntil;
 }
 
 /** POST enqueue route (bearer SKIPLOCK_ENQUEUE_TOKEN); nudges the workers of the queues it wrote to. */
@@ -213,7 +230,7 @@ export function createVercelEnqueue(jobs: Kinds, options: VercelEnqueueOptions =
     const key = JSON.stringify([nudgeRoutes, origin, env.CRON_SECRET ?? null]);
     if (nudgerFor?.key !== key) {
       // Not installed: the nudger's starts fail, each logged (nudge_failed); the enqueue never does.
-      const waitUntil = await loadWaitUntil().catch(() => undefined);
+      const waitUntil = options.waitUntil ?? (await loadWaitUntil().catch(() => undefined));
       nudgerFor = {
         key,
         nudger: createVercelNudger(nudgeRoutes, {
@@ -292,4 +309,5 @@ export {
   type VercelNudgerOptions,
   type VercelStarterOptions,
   vercelRouteStarter,
+  type WaitUntil,
 } from './vercel-start.js';

@@ -3,9 +3,11 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * `skiplock init lambda|vercel`: the deployable app of this repository, copied into a user's
+ * `skiplock init lambda|vercel|next`: the deployable app of this repository, copied into a user's
  * project. The package ships these very files (package.json "files"), so what `init` writes is
- * what this repository packages and tests in CI.
+ * what this repository packages and tests in CI. Lambda and Vercel's files are this repository's
+ * own app, written to the same paths; Next.js's route handlers live in templates/next/ (its `app/`
+ * folder, and a vercel.json of crons only: maxDuration is each route's own segment config).
  */
 export const TEMPLATES = {
   lambda: [
@@ -31,6 +33,18 @@ export const TEMPLATES = {
     'api/admin.ts',
     'api/maintenance.ts',
   ],
+  next: [
+    'templates/next/vercel.json',
+    'functions/jobs.ts',
+    'templates/next/app/api/worker/route.ts',
+    'templates/next/app/api/reports-worker/route.ts',
+    'templates/next/app/api/enqueue/route.ts',
+    'templates/next/app/api/replay/route.ts',
+    'templates/next/app/api/control/route.ts',
+    'templates/next/app/api/signal/route.ts',
+    'templates/next/app/api/maintenance/route.ts',
+    'templates/next/app/admin/[[...path]]/route.ts',
+  ],
 } as const;
 
 export type Platform = keyof typeof TEMPLATES;
@@ -48,6 +62,17 @@ const NEXT_STEPS: Record<Platform, string> = {
   4. DATABASE_URL=postgres://… npx skiplock migrate
   5. npx serverless package        # builds the bundles offline, no AWS credentials needed
      npx serverless deploy --param="databaseSecretArn=arn:aws:secretsmanager:…" --param="enqueueToken=$(openssl rand -hex 24)"`,
+  next: `next steps:
+  1. npm install skiplock zod drizzle-orm
+  2. replace the example kinds in functions/jobs.ts with your own (every route imports them);
+     every kind's queue must be one a worker route serves (app/api/worker: SKIPLOCK_QUEUES, every
+     queue when unset; app/api/reports-worker: reports); \`skiplock stats\` flags ready jobs no worker serves
+  3. set the project's variables: DATABASE_URL, SKIPLOCK_DRIVER (neon-http or neon-ws for Neon),
+     CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN and SKIPLOCK_ADMIN_TOKEN (16+ characters each), and for
+     nudges SKIPLOCK_NUDGE_ROUTES='emails,webhooks=/api/worker;reports=/api/reports-worker'
+  4. DATABASE_URL=postgres://… npx skiplock migrate
+  5. next build && next start, then: curl -H "Authorization: Bearer $CRON_SECRET" localhost:3000/api/worker
+     runs the worker once; the console is at /admin; vercel deploy runs the crons in vercel.json`,
   vercel: `next steps:
   1. npm install skiplock zod drizzle-orm
   2. replace the example kinds in functions/jobs.ts with your own (every route imports them);
@@ -63,6 +88,8 @@ export interface InitResult {
   written: string[];
   /** Files that already exist: nothing was written. */
   existing: string[];
+  /** Existing files that gained what the template adds (vercel.json's crons). */
+  merged: string[];
   nextSteps: string;
 }
 
@@ -80,16 +107,81 @@ function packageRoot(): string {
   }
 }
 
-/** Writes the platform's files into `targetDir`, refusing (and writing nothing) if any exists. */
+/** A Next.js app: its package.json depends on `next`. */
+export function isNextApp(dir: string): boolean {
+  try {
+    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Record<string, unknown>;
+    return ['dependencies', 'devDependencies'].some((field) => {
+      const deps = manifest[field];
+      return typeof deps === 'object' && deps !== null && 'next' in deps;
+    });
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Where a template file goes in the user's project. Next.js: out of templates/next/, and under
+ * src/ when the app keeps its `app` folder there (vercel.json stays at the root).
+ */
+function targetOf(platform: Platform, file: string, targetDir: string): string {
+  if (platform !== 'next') return file;
+  const path = file.replace(/^templates\/next\//, '');
+  if (path === 'vercel.json') return path;
+  const srcLayout = existsSync(join(targetDir, 'src/app')) && !existsSync(join(targetDir, 'app'));
+  return srcLayout ? `src/${path}` : path;
+}
+
+interface VercelJson {
+  crons?: { path: string; schedule: string }[];
+}
+
+/**
+ * Adds the template's crons to an existing vercel.json (those whose path it does not have yet);
+ * undefined when the file is not a JSON object, which is then left alone and reported existing.
+ */
+function mergeCrons(existing: string, template: string): string | undefined {
+  let config: unknown;
+  try {
+    config = JSON.parse(existing);
+  } catch {
+    return undefined;
+  }
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) return undefined;
+  const crons = (config as VercelJson).crons ?? [];
+  if (!Array.isArray(crons)) return undefined;
+  const have = new Set(crons.map((cron) => cron?.path));
+  const added = ((JSON.parse(template) as VercelJson).crons ?? []).filter((cron) => !have.has(cron.path));
+  return `${JSON.stringify({ ...config, crons: [...crons, ...added] }, null, 2)}\n`;
+}
+
+/**
+ * Writes the platform's files into `targetDir`, refusing (and writing nothing) if any exists — but
+ * for Next.js, whose vercel.json is often there already: the crons are added to it.
+ */
 export function initProject(platform: Platform, targetDir: string): InitResult {
   const root = packageRoot();
-  const files = TEMPLATES[platform];
-  const existing = files.filter((file) => existsSync(resolve(targetDir, file)));
-  if (existing.length > 0) return { written: [], existing, nextSteps: NEXT_STEPS[platform] };
-  for (const file of files) {
-    const target = resolve(targetDir, file);
-    mkdirSync(dirname(target), { recursive: true });
-    writeFileSync(target, readFileSync(join(root, file)));
+  const nextSteps = NEXT_STEPS[platform];
+  const files = TEMPLATES[platform].map((from) => ({ from, to: targetOf(platform, from, targetDir) }));
+  const merges = new Map<string, string>();
+  const existing: string[] = [];
+  for (const { from, to } of files) {
+    const target = resolve(targetDir, to);
+    if (!existsSync(target)) continue;
+    const merged =
+      platform === 'next' && to === 'vercel.json'
+        ? mergeCrons(readFileSync(target, 'utf8'), readFileSync(join(root, from), 'utf8'))
+        : undefined;
+    if (merged === undefined) existing.push(to);
+    else merges.set(to, merged);
   }
-  return { written: [...files], existing: [], nextSteps: NEXT_STEPS[platform] };
+  if (existing.length > 0) return { written: [], existing, merged: [], nextSteps };
+  const written: string[] = [];
+  for (const { from, to } of files) {
+    const target = resolve(targetDir, to);
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, merges.get(to) ?? readFileSync(join(root, from)));
+    if (!merges.has(to)) written.push(to);
+  }
+  return { written, existing: [], merged: [...merges.keys()], nextSteps };
 }

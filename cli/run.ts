@@ -18,7 +18,7 @@ import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
 import { COMMANDS, type CommandContext } from './commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
-import { initProject } from './init.js';
+import { initProject, isNextApp } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_SUBCOMMANDS } from './schedule-commands.js';
@@ -30,9 +30,10 @@ const HELP = `skiplock — operate a skiplock queue
 usage: skiplock <command> [options]
 
 commands:
-  init lambda|vercel [--dir path]       write a deployable app into your project (default: the current
-                                        folder): job kinds, handlers, serverless.yml or vercel.json;
-                                        refuses to overwrite existing files
+  init lambda|vercel|next [--dir path]  write a deployable app into your project (default: the current
+                                        folder): job kinds, handlers, serverless.yml or vercel.json
+                                        (next: App Router routes; vercel in a Next.js app does the
+                                        same); refuses to overwrite existing files
   migrate [--lock-timeout ms] [--statement-timeout ms]
                                         apply migrations online: each step commits on its own and waits
                                         at most --lock-timeout (1000) for a table lock, then retries;
@@ -266,13 +267,17 @@ function printMigrations(schema: string | undefined, objectsOnly: boolean | unde
   }
 }
 
-/** `init` needs no database: it only writes files. */
+/**
+ * `init` needs no database: it only writes files. `init vercel` in a Next.js app writes the Next.js
+ * route handlers (a Next.js app ignores a root api/ folder).
+ */
 function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): number {
-  const [platform, extra] = rest;
-  if ((platform !== 'lambda' && platform !== 'vercel') || extra !== undefined) {
-    io.err('usage: skiplock init lambda|vercel [--dir path]\nrun `skiplock --help` for usage');
+  const [asked, extra] = rest;
+  if ((asked !== 'lambda' && asked !== 'vercel' && asked !== 'next') || extra !== undefined) {
+    io.err('usage: skiplock init lambda|vercel|next [--dir path]\nrun `skiplock --help` for usage');
     return EXIT.usage;
   }
+  const platform = asked === 'vercel' && isNextApp(dir) ? 'next' : asked;
   const result = initProject(platform, dir);
   if (result.existing.length > 0) {
     const message = `refusing to overwrite existing files in ${dir}: ${result.existing.join(', ')}; nothing was written`;
@@ -280,8 +285,15 @@ function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): n
     else io.err(message);
     return EXIT.refused;
   }
-  if (json) io.out(JSON.stringify({ written: result.written, nextSteps: result.nextSteps }, null, 2));
-  else io.out(`wrote ${result.written.join(', ')} in ${dir}\n\n${result.nextSteps}`);
+  if (json) {
+    const { written, merged, nextSteps } = result;
+    io.out(JSON.stringify({ platform, written, merged, nextSteps }, null, 2));
+    return EXIT.ok;
+  }
+  if (platform !== asked)
+    io.out('this is a Next.js app (its package.json depends on next): writing App Router routes\n');
+  const merged = result.merged.length > 0 ? `; added the crons to ${result.merged.join(', ')}` : '';
+  io.out(`wrote ${result.written.join(', ')} in ${dir}${merged}\n\n${result.nextSteps}`);
   return EXIT.ok;
 }
 

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { startNeonHttpEndpoint } from '../testing/neon-http-endpoint.js';
@@ -8,10 +11,18 @@ declare module 'vitest' {
     databaseUrl: string;
     neonWsProxyPort: number;
     neonHttpUrl: string;
+    /** Where test/helpers/packed.ts packs the package once for the run. */
+    packDir: string;
   }
 }
 
-type Services = { databaseUrl: string; neonWsProxyPort: number; neonHttpUrl: string; stop(): Promise<void> };
+type Services = {
+  databaseUrl: string;
+  neonWsProxyPort: number;
+  neonHttpUrl: string;
+  packDir: string;
+  stop(): Promise<void>;
+};
 
 // One database and one pair of Neon stand-ins for the whole run, whichever project asks
 // first. Vitest may load this module once per project, so the state lives on globalThis.
@@ -23,11 +34,14 @@ async function startServices() {
   const database = await resolveTestDatabase();
   const proxy = await startNeonWsProxy();
   const http = await startNeonHttpEndpoint();
+  const packDir = mkdtempSync(join(tmpdir(), 'skiplock-pack-'));
   return {
     databaseUrl: database.url,
     neonWsProxyPort: proxy.port,
     neonHttpUrl: http.url,
+    packDir,
     stop: async () => {
+      rmSync(packDir, { recursive: true, force: true });
       await proxy.close();
       await http.close();
       await database.stop();
@@ -43,6 +57,7 @@ export default async function setup(project: TestProject) {
   project.provide('databaseUrl', s.databaseUrl);
   project.provide('neonWsProxyPort', s.neonWsProxyPort);
   project.provide('neonHttpUrl', s.neonHttpUrl);
+  project.provide('packDir', s.packDir);
   return async () => {
     state.users--;
     if (state.users === 0) {

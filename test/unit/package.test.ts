@@ -10,6 +10,7 @@ import { build } from 'esbuild';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { offlineServerlessEnv } from '../../scripts/local-lambda/package.js';
+import { npm, packedTarball } from '../helpers/packed.js';
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, '../..');
@@ -18,21 +19,13 @@ const app = join(work, 'app');
 const schema = `pkg_${process.pid}`;
 let tarball: string;
 
-/** Offline-friendly npm (the dependencies are in the npm cache after `npm ci`). */
-const npm = (args: string[], cwd: string) =>
-  run('npm', [...args, '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
-    cwd,
-    timeout: 180_000,
-    env: { ...process.env, npm_config_update_notifier: 'false' },
-  });
 const skiplock = (args: string[], env: Record<string, string | undefined> = {}) =>
   run(join(app, 'node_modules/.bin/skiplock'), args, { cwd: app, env: { ...process.env, ...env }, timeout: 60_000 });
 
 beforeAll(async () => {
   mkdirSync(app);
   // `npm pack` runs prepack (the build) first, as a publish would.
-  const { stdout } = await npm(['pack', '--pack-destination', work, '--json'], repo);
-  tarball = join(work, (JSON.parse(stdout) as { filename: string }[])[0]!.filename);
+  tarball = await packedTarball();
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'my-app', private: true, type: 'module' }));
   await npm(['install', tarball], app);
   // The app's dev tools, as its own devDependencies would provide them.

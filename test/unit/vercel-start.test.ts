@@ -114,6 +114,24 @@ describe('vercelRouteStarter', () => {
     expect(JSON.stringify(lines)).not.toContain(SECRET);
   });
 
+  it("hands each start's request to a supplied waitUntil (Next's `after`) instead of @vercel/functions'", async () => {
+    let arrivals = 0;
+    const origin = await listen((_req, res) => {
+      arrivals++;
+      res.writeHead(202).end();
+    });
+    const kept: Promise<unknown>[] = [];
+    const starter = vercelRouteStarter(new URL('/api/worker', origin), {
+      secret: SECRET,
+      reason: 'nudge',
+      waitUntil: (promise) => kept.push(promise),
+    });
+    await starter.start(3);
+    expect(kept).toHaveLength(3);
+    await Promise.all(kept); // each settles when its route accepted
+    expect(arrivals).toBe(3);
+  });
+
   it('a path is requested on the given origin; an absolute URL as it is', () => {
     expect(routeUrl('/api/worker', 'https://my-app.example.com').href).toBe('https://my-app.example.com/api/worker');
     expect(routeUrl('https://other.example.com/api/reports-worker', 'https://my-app.example.com').href).toBe(

@@ -1,0 +1,6 @@
+// POST /api/control with Authorization: Bearer $SKIPLOCK_ADMIN_TOKEN:
+// { "action": "pause" | "resume", "queue": "webhooks" } (or "kind"), or { "action": "list" }.
+import { createVercelControl } from 'skiplock/vercel';
+
+export const maxDuration = 10;
+export const POST = createVercelControl();

@@ -1,0 +1,6 @@
+// POST /api/replay with Authorization: Bearer $SKIPLOCK_ADMIN_TOKEN.
+import { createVercelReplay } from 'skiplock/vercel';
+import { jobs } from '../../../functions/jobs';
+
+export const maxDuration = 60;
+export const POST = createVercelReplay(jobs);

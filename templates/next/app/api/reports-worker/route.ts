@@ -1,0 +1,12 @@
+// Vercel cron (every minute): a separate worker with a longer budget for slow reports. Vercel's
+// variables are project-wide, so this route names its queue in code (which wins over SKIPLOCK_QUEUES).
+import { after } from 'next/server';
+import { createVercelWorker } from 'skiplock/vercel';
+import { jobs } from '../../../functions/jobs';
+
+export const maxDuration = 300;
+export const GET = createVercelWorker(jobs, {
+  maxDurationMs: maxDuration * 1000,
+  queues: ['reports'],
+  waitUntil: after,
+});

@@ -1,0 +1,7 @@
+// POST /api/signal?token=… sends one signal, the JSON body as its payload, to the job waiting on the
+// token's key. The token (createSignalToken, signed with SKIPLOCK_SIGNAL_SECRET) is the credential:
+// it expires and works once.
+import { createVercelSignal } from 'skiplock/vercel';
+
+export const maxDuration = 10;
+export const POST = createVercelSignal();

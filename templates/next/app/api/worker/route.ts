@@ -1,0 +1,10 @@
+// Vercel cron (every minute, vercel.json): the worker for the queues SKIPLOCK_QUEUES names (all when
+// unset). Also started by the enqueue route's nudges (SKIPLOCK_NUDGE_ROUTES) and, with
+// SKIPLOCK_MAX_INVOCATIONS, by itself when a backlog needs more invocations (fan-out): those
+// requests are accepted at once (202) and run after the response, kept alive with Next's `after`.
+import { after } from 'next/server';
+import { createVercelWorker } from 'skiplock/vercel';
+import { jobs, schedules } from '../../../functions/jobs';
+
+export const maxDuration = 60;
+export const GET = createVercelWorker(jobs, { maxDurationMs: maxDuration * 1000, schedules, waitUntil: after });

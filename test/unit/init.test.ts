@@ -1,0 +1,94 @@
+// `skiplock init next` (and `init vercel` in a Next.js app) on folders laid out as users have them.
+// The packed package's own run of it, with `next build`, is test/unit/next-app.test.ts.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { initProject, isNextApp, TEMPLATES } from '../../cli/init.js';
+import { runCli } from '../../cli/run.js';
+
+const dirs: string[] = [];
+const folder = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'skiplock-init-'));
+  dirs.push(dir);
+  return dir;
+};
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+const cronPaths = (dir: string) =>
+  (JSON.parse(readFileSync(join(dir, 'vercel.json'), 'utf8')) as { crons: { path: string; schedule: string }[] }).crons;
+
+describe('skiplock init next', () => {
+  it('writes the route handlers under app/, the jobs module and the crons, each file as the package ships it', () => {
+    const dir = folder();
+    const result = initProject('next', dir);
+    expect(result.existing).toEqual([]);
+    expect(result.written).toContain('app/api/worker/route.ts');
+    expect(result.written).toContain('app/admin/[[...path]]/route.ts');
+    for (const file of TEMPLATES.next) {
+      const target = file.replace('templates/next/', '');
+      expect(readFileSync(join(dir, target), 'utf8')).toBe(readFileSync(file, 'utf8'));
+    }
+    expect(cronPaths(dir).map((c) => c.path)).toEqual(['/api/worker', '/api/reports-worker', '/api/maintenance']);
+  });
+
+  it('follows an app kept in src/app; vercel.json stays at the root', () => {
+    const dir = folder();
+    mkdirSync(join(dir, 'src/app'), { recursive: true });
+    const result = initProject('next', dir);
+    expect(result.written).toContain('src/app/api/enqueue/route.ts');
+    expect(result.written).toContain('src/functions/jobs.ts');
+    expect(existsSync(join(dir, 'vercel.json'))).toBe(true);
+    expect(existsSync(join(dir, 'app'))).toBe(false);
+  });
+
+  it("adds its crons to an existing vercel.json, keeping the file's settings and a cron it already has", () => {
+    const dir = folder();
+    const own = { regions: ['fra1'], crons: [{ path: '/api/worker', schedule: '*/5 * * * *' }] };
+    writeFileSync(join(dir, 'vercel.json'), JSON.stringify(own));
+    const result = initProject('next', dir);
+    expect(result.merged).toEqual(['vercel.json']);
+    expect(result.written).not.toContain('vercel.json');
+    const config = JSON.parse(readFileSync(join(dir, 'vercel.json'), 'utf8'));
+    expect(config.regions).toEqual(['fra1']);
+    expect(cronPaths(dir)).toEqual([
+      { path: '/api/worker', schedule: '*/5 * * * *' },
+      { path: '/api/reports-worker', schedule: '* * * * *' },
+      { path: '/api/maintenance', schedule: '*/10 * * * *' },
+    ]);
+  });
+
+  it('writes nothing when a route exists or vercel.json is not a JSON object', () => {
+    const dir = folder();
+    mkdirSync(join(dir, 'app/api/worker'), { recursive: true });
+    writeFileSync(join(dir, 'app/api/worker/route.ts'), '// mine');
+    writeFileSync(join(dir, 'vercel.json'), '{ not json');
+    const result = initProject('next', dir);
+    expect(result.existing.sort()).toEqual(['app/api/worker/route.ts', 'vercel.json']);
+    expect(result.written).toEqual([]);
+    expect(readFileSync(join(dir, 'app/api/worker/route.ts'), 'utf8')).toBe('// mine');
+    expect(readFileSync(join(dir, 'vercel.json'), 'utf8')).toBe('{ not json');
+    expect(existsSync(join(dir, 'functions'))).toBe(false);
+  });
+
+  it('`init vercel` in a folder whose package.json depends on next writes the Next.js routes', async () => {
+    const dir = folder();
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ dependencies: { next: '16.4.6', react: '19.3.1' } }));
+    expect(isNextApp(dir)).toBe(true);
+    const out: string[] = [];
+    const code = await runCli(['init', 'vercel', '--dir', dir, '--json'], {
+      env: {},
+      out: (line) => out.push(line),
+      err: (line) => out.push(line),
+    });
+    expect(code).toBe(0);
+    expect(JSON.parse(out.join('\n'))).toMatchObject({ platform: 'next', merged: [] });
+    expect(existsSync(join(dir, 'app/api/worker/route.ts'))).toBe(true);
+    expect(existsSync(join(dir, 'api'))).toBe(false);
+
+    const plain = folder();
+    writeFileSync(join(plain, 'package.json'), JSON.stringify({ dependencies: { hono: '4.0.0' } }));
+    expect(isNextApp(plain)).toBe(false);
+  });
+});

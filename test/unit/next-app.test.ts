@@ -1,0 +1,210 @@
+// A Next.js app as a user makes one: the packed package installed beside the real `next`,
+// `skiplock init vercel` (which sees the Next.js app), `next build` under webpack and Turbopack
+// with no optional peer installed, then `next start` serving a nudged job, a cron's worker run
+// and the console. Offline: every package comes from the npm cache `npm ci` filled.
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { npm, packedTarball } from '../helpers/packed.js';
+
+const run = promisify(execFile);
+const repo = resolve(import.meta.dirname, '../..');
+const app = mkdtempSync(join(tmpdir(), 'skiplock-next-'));
+const schema = `next_${process.pid}`;
+const secrets = {
+  CRON_SECRET: 'cron-secret-for-the-next-test',
+  SKIPLOCK_ENQUEUE_TOKEN: 'enqueue-token-for-the-next-test',
+  SKIPLOCK_ADMIN_TOKEN: 'admin-token-for-the-next-test',
+};
+const versionOf = (name: string) =>
+  (JSON.parse(readFileSync(join(repo, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+const next = (args: string[]) =>
+  run(process.execPath, [join(app, 'node_modules/next/dist/bin/next'), ...args], {
+    cwd: app,
+    env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' },
+    timeout: 240_000,
+  });
+let initOutput: string;
+let server: ChildProcess | undefined;
+let serverLog = '';
+
+beforeAll(async () => {
+  const tarball = await packedTarball();
+  // A Next.js app that already has a vercel.json of its own.
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'my-next-app', private: true }));
+  writeFileSync(
+    join(app, 'vercel.json'),
+    JSON.stringify({ regions: ['fra1'], crons: [{ path: '/api/digest', schedule: '0 8 * * *' }] }),
+  );
+  const deps = ['next', 'react', 'react-dom', 'zod', 'drizzle-orm', 'typescript', '@types/react', '@types/node'];
+  await npm(['install', tarball, ...deps.map((name) => `${name}@${versionOf(name)}`)], app);
+  ({ stdout: initOutput } = await run(join(app, 'node_modules/.bin/skiplock'), ['init', 'vercel'], { cwd: app }));
+}, 300_000);
+
+afterAll(async () => {
+  server?.kill('SIGKILL');
+  const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+  await admin.connect();
+  await admin.query(`drop schema if exists ${schema} cascade`);
+  await admin.end();
+  rmSync(app, { recursive: true, force: true });
+});
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((done) => probe.listen(0, '127.0.0.1', done));
+  const { port } = probe.address() as { port: number };
+  await new Promise((done) => probe.close(done));
+  return port;
+}
+
+/** Polls `check` until it holds (a condition, not a length of time), at most `ms`. */
+async function until(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms; server log:\n${serverLog}`);
+    await delay(100);
+  }
+}
+
+describe('a Next.js app from `skiplock init vercel`', () => {
+  it('writes App Router route handlers and adds its crons to the existing vercel.json', () => {
+    expect(initOutput).toMatch(/this is a Next\.js app/);
+    for (const route of ['worker', 'reports-worker', 'enqueue', 'replay', 'control', 'signal', 'maintenance']) {
+      expect(existsSync(join(app, `app/api/${route}/route.ts`))).toBe(true);
+    }
+    expect(existsSync(join(app, 'app/admin/[[...path]]/route.ts'))).toBe(true);
+    expect(existsSync(join(app, 'api'))).toBe(false); // a Next.js app ignores a root api/ folder
+    const config = JSON.parse(readFileSync(join(app, 'vercel.json'), 'utf8'));
+    expect(config.regions).toEqual(['fra1']);
+    expect(config.crons.map((c: { path: string }) => c.path)).toEqual([
+      '/api/digest',
+      '/api/worker',
+      '/api/reports-worker',
+      '/api/maintenance',
+    ]);
+  });
+
+  it('`next build` passes under webpack and Turbopack, the default config, no optional peer installed', async () => {
+    for (const peer of ['@vercel/functions', '@aws-sdk/client-lambda', '@aws-sdk/client-secrets-manager']) {
+      expect(existsSync(join(app, 'node_modules', peer))).toBe(false);
+    }
+    const webpack = await next(['build', '--webpack']);
+    expect(webpack.stdout).toMatch(/ƒ \/api\/worker/);
+    const turbopack = await next(['build']);
+    expect(turbopack.stdout).toMatch(/Next\.js [\d.]+ \(Turbopack\)/);
+    for (const route of [
+      '/admin/[[...path]]',
+      '/api/enqueue',
+      '/api/worker',
+      '/api/reports-worker',
+      '/api/maintenance',
+    ]) {
+      expect(turbopack.stdout).toContain(`ƒ ${route}`);
+    }
+  }, 300_000);
+
+  it('`next start`: an enqueue nudges the worker route through after(), a cron request runs the worker, the console logs in', async () => {
+    const url = inject('databaseUrl');
+    const database = { DATABASE_URL: url, SKIPLOCK_SCHEMA: schema };
+    await run(join(app, 'node_modules/.bin/skiplock'), ['migrate', '--schema', schema], {
+      cwd: app,
+      env: { ...process.env, ...database },
+    });
+    const port = await freePort();
+    const origin = `http://localhost:${port}`;
+    server = spawn(process.execPath, [join(app, 'node_modules/next/dist/bin/next'), 'start', '-p', String(port)], {
+      cwd: app,
+      env: {
+        PATH: process.env.PATH,
+        NEXT_TELEMETRY_DISABLED: '1',
+        ...database,
+        ...secrets,
+        // Only the e-mails' queue is nudged: the reports' job waits for its cron.
+        SKIPLOCK_NUDGE_ROUTES: 'emails=/api/worker',
+      },
+    });
+    server.stdout?.on('data', (chunk) => {
+      serverLog += chunk;
+    });
+    server.stderr?.on('data', (chunk) => {
+      serverLog += chunk;
+    });
+    await until(
+      () =>
+        fetch(`${origin}/api/worker`).then(
+          (r) => r.status === 401,
+          () => false,
+        ),
+      60_000,
+      'next start',
+    );
+
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    try {
+      const states = async () =>
+        Object.fromEntries(
+          (await db.query<{ kind: string; state: string }>(`select kind, state from ${schema}.jobs`)).rows.map((r) => [
+            r.kind,
+            r.state,
+          ]),
+        );
+      const enqueue = (body: unknown) =>
+        fetch(`${origin}/api/enqueue`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${secrets.SKIPLOCK_ENQUEUE_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      const email = { to: 'a@example.com', subject: 's', template: 'welcome', idempotencyKey: 'next-1' };
+      const sent = await enqueue({ kind: 'send-email', payload: email });
+      expect(sent.status).toBe(200);
+      expect(await sent.json()).toMatchObject({ results: [{ outcome: 'inserted' }] });
+      // No cron runs here: only the nudge, its request kept alive by after(), can complete it.
+      await until(async () => (await states())['send-email'] === 'completed', 30_000, 'the nudged job');
+
+      const report = await enqueue({ kind: 'build-report', payload: { reportId: 'r-1', sections: 1 } });
+      expect(report.status).toBe(200);
+      expect(await states()).toMatchObject({ 'build-report': 'queued' });
+      const refused = await fetch(`${origin}/api/reports-worker`, { headers: { authorization: 'Bearer wrong' } });
+      expect(refused.status).toBe(401);
+      // What Vercel's cron sends: GET with the bearer CRON_SECRET. It answers when it is done.
+      const cron = await fetch(`${origin}/api/reports-worker`, {
+        headers: { authorization: `Bearer ${secrets.CRON_SECRET}` },
+      });
+      expect(cron.status).toBe(200);
+      expect(await cron.json()).toMatchObject({ claimed: 1, completed: 1, stoppedBecause: 'drained' });
+      expect(await states()).toMatchObject({ 'build-report': 'completed' });
+    } finally {
+      await db.end();
+    }
+
+    // The console at /admin: a log-in page, then the job's page behind the session cookie.
+    const anonymous = await fetch(`${origin}/admin`, { redirect: 'manual' });
+    expect(anonymous.status).toBe(303);
+    expect(anonymous.headers.get('location')).toMatch(/\/admin\/login\?next=/);
+    const login = await fetch(`${origin}/admin/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: secrets.SKIPLOCK_ADMIN_TOKEN, name: 'ci', next: '/admin/jobs/1' }),
+    });
+    expect(login.status).toBe(303);
+    expect(login.headers.get('location')).toBe('/admin/jobs/1');
+    const cookie = /^([^;]+)/.exec(login.headers.get('set-cookie') ?? '')?.[1];
+    expect(cookie).toMatch(/^__Host-skiplock-console=/);
+    const page = await fetch(`${origin}/admin/jobs/1`, { headers: { cookie: cookie! } });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('send-email');
+    expect(html).toContain('completed');
+    // Nothing went wrong on the server's side.
+    expect(serverLog).not.toMatch(/"level":"(error|warn)"|Error:/);
+  }, 120_000);
+});
