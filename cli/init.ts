@@ -3,11 +3,12 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * `skiplock init lambda|vercel|next`: the deployable app of this repository, copied into a user's
- * project. The package ships these very files (package.json "files"), so what `init` writes is
- * what this repository packages and tests in CI. Lambda and Vercel's files are this repository's
- * own app, written to the same paths; Next.js's route handlers live in templates/next/ (its `app/`
- * folder, and a vercel.json of crons only: maxDuration is each route's own segment config).
+ * `skiplock init lambda|cdk|vercel|next`: the deployable app of this repository, copied into a
+ * user's project. The package ships these very files (package.json "files"), so what `init` writes
+ * is what this repository packages and tests in CI. Lambda and Vercel's files are this
+ * repository's own app, written to the same paths; templates/<platform>/ holds the rest, written
+ * without that prefix: the AWS CDK app beside the Lambda functions, and Next.js's route handlers
+ * (its `app/` folder, and a vercel.json of crons only: maxDuration is each route's segment config).
  */
 export const TEMPLATES = {
   lambda: [
@@ -33,6 +34,19 @@ export const TEMPLATES = {
     'api/admin.ts',
     'api/maintenance.ts',
   ],
+  cdk: [
+    'templates/cdk/cdk.json',
+    'templates/cdk/cdk/app.ts',
+    'templates/cdk/cdk/skiplock-stack.ts',
+    'functions/jobs.ts',
+    'functions/worker.ts',
+    'functions/enqueue.ts',
+    'functions/replay.ts',
+    'functions/control.ts',
+    'functions/signal.ts',
+    'functions/console.ts',
+    'functions/maintenance.ts',
+  ],
   next: [
     'templates/next/vercel.json',
     'functions/jobs.ts',
@@ -49,6 +63,10 @@ export const TEMPLATES = {
 
 export type Platform = keyof typeof TEMPLATES;
 
+export function isPlatform(name: string | undefined): name is Platform {
+  return name !== undefined && Object.hasOwn(TEMPLATES, name);
+}
+
 const NEXT_STEPS: Record<Platform, string> = {
   lambda: `next steps:
   1. npm install skiplock zod drizzle-orm
@@ -62,6 +80,19 @@ const NEXT_STEPS: Record<Platform, string> = {
   4. DATABASE_URL=postgres://… npx skiplock migrate
   5. npx serverless package        # builds the bundles offline, no AWS credentials needed
      npx serverless deploy --param="databaseSecretArn=arn:aws:secretsmanager:…" --param="enqueueToken=$(openssl rand -hex 24)"`,
+  cdk: `next steps:
+  1. npm install skiplock zod drizzle-orm
+     npm install -D aws-cdk aws-cdk-lib constructs esbuild tsx
+  2. replace the example kinds in functions/jobs.ts with your own (every function imports them);
+     every kind's queue must be one a worker in cdk/skiplock-stack.ts serves (WORKERS: emails,webhooks
+     and reports here) — a kind without \`queue\` is on 'default', which none of them serves;
+     \`skiplock stats\` flags ready jobs no worker serves
+  3. store the database URL in Secrets Manager, and its ARN in cdk.json's context ("databaseSecretArn"):
+     aws secretsmanager create-secret --name skiplock/database --secret-string 'postgres://…'
+  4. DATABASE_URL=postgres://… npx skiplock migrate
+  5. npx cdk synth                 # bundles the functions with esbuild, offline, no AWS credentials
+     npx cdk bootstrap             # once per account and region
+     npx cdk deploy -c enqueueToken=$(openssl rand -hex 24) -c adminToken=$(openssl rand -hex 24)`,
   next: `next steps:
   1. npm install skiplock zod drizzle-orm
   2. replace the example kinds in functions/jobs.ts with your own (every route imports them);
@@ -121,13 +152,12 @@ export function isNextApp(dir: string): boolean {
 }
 
 /**
- * Where a template file goes in the user's project. Next.js: out of templates/next/, and under
- * src/ when the app keeps its `app` folder there (vercel.json stays at the root).
+ * Where a template file goes in the user's project: out of templates/<platform>/, and for Next.js
+ * under src/ when the app keeps its `app` folder there (vercel.json stays at the root).
  */
 function targetOf(platform: Platform, file: string, targetDir: string): string {
-  if (platform !== 'next') return file;
-  const path = file.replace(/^templates\/next\//, '');
-  if (path === 'vercel.json') return path;
+  const path = file.replace(/^templates\/[a-z]+\//, '');
+  if (platform !== 'next' || path === 'vercel.json') return path;
   const srcLayout = existsSync(join(targetDir, 'src/app')) && !existsSync(join(targetDir, 'app'));
   return srcLayout ? `src/${path}` : path;
 }

@@ -18,7 +18,7 @@ import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
 import { COMMANDS, type CommandContext } from './commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
-import { initProject, isNextApp } from './init.js';
+import { initProject, isNextApp, isPlatform } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_SUBCOMMANDS } from './schedule-commands.js';
@@ -30,10 +30,11 @@ const HELP = `skiplock — operate a skiplock queue
 usage: skiplock <command> [options]
 
 commands:
-  init lambda|vercel|next [--dir path]  write a deployable app into your project (default: the current
-                                        folder): job kinds, handlers, serverless.yml or vercel.json
-                                        (next: App Router routes; vercel in a Next.js app does the
-                                        same); refuses to overwrite existing files
+  init lambda|cdk|vercel|next [--dir path]
+                                        write a deployable app into your project (default: the current
+                                        folder): job kinds, handlers, serverless.yml, an AWS CDK app or
+                                        vercel.json (next: App Router routes; vercel in a Next.js app
+                                        does the same); refuses to overwrite existing files
   migrate [--lock-timeout ms] [--statement-timeout ms]
                                         apply migrations online: each step commits on its own and waits
                                         at most --lock-timeout (1000) for a table lock, then retries;
@@ -273,8 +274,8 @@ function printMigrations(schema: string | undefined, objectsOnly: boolean | unde
  */
 function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): number {
   const [asked, extra] = rest;
-  if ((asked !== 'lambda' && asked !== 'vercel' && asked !== 'next') || extra !== undefined) {
-    io.err('usage: skiplock init lambda|vercel|next [--dir path]\nrun `skiplock --help` for usage');
+  if (!isPlatform(asked) || extra !== undefined) {
+    io.err('usage: skiplock init lambda|cdk|vercel|next [--dir path]\nrun `skiplock --help` for usage');
     return EXIT.usage;
   }
   const platform = asked === 'vercel' && isNextApp(dir) ? 'next' : asked;

@@ -47,7 +47,7 @@ describe('package exports', () => {
 
   it('the package ships the files `skiplock init` copies', async () => {
     const { TEMPLATES } = await import('../../cli/init.js');
-    for (const file of [...TEMPLATES.lambda, ...TEMPLATES.vercel, ...TEMPLATES.next]) {
+    for (const file of Object.values(TEMPLATES).flat()) {
       expect(existsSync(file)).toBe(true);
       expect(pkg.files.some((entry) => file === entry || file.startsWith(`${entry}/`))).toBe(true);
     }

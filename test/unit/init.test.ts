@@ -1,5 +1,6 @@
-// `skiplock init next` (and `init vercel` in a Next.js app) on folders laid out as users have them.
-// The packed package's own run of it, with `next build`, is test/unit/next-app.test.ts.
+// `skiplock init next` (and `init vercel` in a Next.js app) and `init cdk` on folders laid out as
+// users have them. The packed package's own runs, with `next build` and `cdk synth`, are
+// test/unit/next-app.test.ts and test/unit/cdk-app.test.ts.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,5 +91,16 @@ describe('skiplock init next', () => {
     const plain = folder();
     writeFileSync(join(plain, 'package.json'), JSON.stringify({ dependencies: { hono: '4.0.0' } }));
     expect(isNextApp(plain)).toBe(false);
+  });
+
+  it('`init cdk` writes the CDK app at the root beside the Lambda functions', () => {
+    const dir = folder();
+    const result = initProject('cdk', dir);
+    expect(result.written).toEqual(expect.arrayContaining(['cdk.json', 'cdk/app.ts', 'cdk/skiplock-stack.ts']));
+    expect(result.written).toContain('functions/worker.ts');
+    expect(readFileSync(join(dir, 'cdk/skiplock-stack.ts'), 'utf8')).toBe(
+      readFileSync('templates/cdk/cdk/skiplock-stack.ts', 'utf8'),
+    );
+    expect(existsSync(join(dir, 'templates'))).toBe(false);
   });
 });

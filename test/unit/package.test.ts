@@ -92,7 +92,7 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
   it('`npx skiplock --help` runs from the installed bin and lists init', async () => {
     const { stdout } = await run('npx', ['--no-install', 'skiplock', '--help'], { cwd: app });
     expect(stdout).toMatch(/^skiplock — operate a skiplock queue/);
-    expect(stdout).toMatch(/init lambda\|vercel/);
+    expect(stdout).toMatch(/init lambda\|cdk\|vercel\|next/);
     const unknown = await skiplock(['frobnicate']).catch((e: { code: number; stderr: string }) => e);
     expect(unknown).toMatchObject({ code: 2, stderr: expect.stringMatching(/unknown command "frobnicate"/) });
   });
