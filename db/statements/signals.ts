@@ -14,9 +14,13 @@ import { epochMs, jobsRef, nowExpr } from './common.js';
 const signalsRef = (schema: string): SQL => sql`${sql.identifier(schema)}.signals`;
 const stepsRef = (schema: string): SQL => sql`${sql.identifier(schema)}.job_steps`;
 
-/** The transaction-scoped lock on one key of one schema (first statement of a send or a wait). */
+/**
+ * The transaction-scoped lock on one key of one schema (first statement of a send or a wait). It
+ * returns a boolean column, not the function's void: some clients (Prisma's raw queries) cannot
+ * read a void column and fail the statement.
+ */
 export function signalLock(schema: string, key: string): SQL {
-  return sql`select pg_advisory_xact_lock(hashtextextended(${`skiplock.signal:${schema}:${key}`}, 0))`;
+  return sql`select true as locked from pg_advisory_xact_lock(hashtextextended(${`skiplock.signal:${schema}:${key}`}, 0))`;
 }
 
 /**

@@ -1,3 +1,9 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { PrismaPg } from '@prisma/adapter-pg';
 import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import postgres from 'postgres';
@@ -10,7 +16,8 @@ import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
 
 // Enqueue (and signal) inside the transaction of the Postgres tools teams use, through one seam:
 // queryExecutor((text, params) => …). Each tool on a real database: what a committed transaction
-// enqueued is there, what a rolled-back one enqueued never existed.
+// enqueued is there, what a rolled-back one enqueued never existed. Prisma 7's client is generated
+// here (`prisma generate`) and talks to Postgres through its driver adapter for node-postgres.
 let t: TestContext;
 useTestSchema('core-query-executor', (ctx) => {
   t = ctx;
@@ -21,6 +28,42 @@ let q: ReturnType<typeof createEnqueuer>;
 let pool: pg.Pool;
 let sql: postgres.Sql;
 let kysely: Kysely<Record<string, never>>;
+
+/** The part of a generated Prisma client this test uses. */
+interface Prisma {
+  $transaction<T>(work: (tx: Prisma) => Promise<T>): Promise<T>;
+  $queryRawUnsafe(text: string, ...params: unknown[]): Promise<unknown[]>;
+  $disconnect(): Promise<void>;
+}
+let prisma: Prisma;
+const prismaDir = resolve(import.meta.dirname, `../../.test-tmp/prisma-${process.pid}`);
+
+/**
+ * `prisma generate` for an empty schema, into the repository (the generated TypeScript imports
+ * @prisma/client from node_modules). Generating needs no schema engine, but the CLI checks that
+ * one was downloaded (from binaries.prisma.sh, which this machine cannot reach): pointing
+ * PRISMA_SCHEMA_ENGINE_BINARY at a stand-in satisfies the check. A user's machine downloads it.
+ */
+async function generatePrismaClient(): Promise<Prisma> {
+  mkdirSync(prismaDir, { recursive: true });
+  const schema = join(prismaDir, 'schema.prisma');
+  writeFileSync(
+    schema,
+    'generator client {\n  provider = "prisma-client"\n  output   = "./client"\n}\n\ndatasource db {\n  provider = "postgresql"\n}\n',
+  );
+  await promisify(execFile)(resolve('node_modules/.bin/prisma'), ['generate', '--schema', schema], {
+    env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: '/bin/true', PRISMA_HIDE_UPDATE_MESSAGE: '1' },
+    timeout: 60_000,
+  });
+  const { PrismaClient } = (await import(pathToFileURL(join(prismaDir, 'client/client.ts')).href)) as {
+    PrismaClient: new (options: { adapter: PrismaPg }) => Prisma;
+  };
+  return new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl(), max: 2 }) });
+}
+
+beforeAll(async () => {
+  prisma = await generatePrismaClient();
+}, 90_000);
 beforeAll(() => {
   q = createEnqueuer({ schema: t.schema });
   pool = new pg.Pool({ connectionString: databaseUrl(), max: 2 });
@@ -33,6 +76,8 @@ afterAll(async () => {
   await pool.end();
   await sql.end();
   await kysely.destroy();
+  await prisma.$disconnect();
+  rmSync(prismaDir, { recursive: true, force: true });
 });
 
 const queued = async () =>
@@ -59,6 +104,16 @@ const tools: Record<
     await sql
       .begin(async (tx) => {
         await work(queryExecutor((text, params) => tx.unsafe(text, params as postgres.ParameterOrJSON<never>[])));
+        if (!commit) throw new Error('roll back');
+      })
+      .catch((err: Error) => {
+        if (commit || err.message !== 'roll back') throw err;
+      });
+  },
+  'Prisma interactive transaction': async (commit, work) => {
+    await prisma
+      .$transaction(async (tx) => {
+        await work(queryExecutor((text, params) => tx.$queryRawUnsafe(text, ...params)));
         if (!commit) throw new Error('roll back');
       })
       .catch((err: Error) => {
