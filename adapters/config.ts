@@ -33,6 +33,8 @@ export interface SkiplockConfig {
   poolMax: number;
   statementTimeoutMs: number;
   queryTimeoutMs: number;
+  /** SKIPLOCK_PREPARED_STATEMENTS: pg sends the claim and the settle as named prepared statements. */
+  preparedStatements: boolean;
   maxBodyBytes: number;
   /** SKIPLOCK_NUDGE_FUNCTIONS: the worker function of each queue, started after an HTTP or invoked enqueue. */
   nudgeFunctions: Record<string, string> | undefined;
@@ -156,6 +158,10 @@ const VARIABLES = {
   SKIPLOCK_POOL_MAX: int(1, 100).default(CONNECT_DEFAULTS.max),
   SKIPLOCK_STATEMENT_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.statementTimeoutMs),
   SKIPLOCK_QUERY_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.queryTimeoutMs),
+  SKIPLOCK_PREPARED_STATEMENTS: z
+    .enum(['true', 'false', '1', '0', ''], { error: 'must be true or false' })
+    .optional()
+    .transform((v) => (v === undefined || v === '' ? CONNECT_DEFAULTS.preparedStatements : v === 'true' || v === '1')),
   SKIPLOCK_MAX_BODY_BYTES: int(1_024, 6_291_456).default(FUNCTION_DEFAULTS.maxBodyBytes),
   SKIPLOCK_NUDGE_FUNCTIONS: queueTargets(FUNCTION_NAME, 'queue,queue=function;queue=function'),
   SKIPLOCK_NUDGE_ROUTES: queueTargets(ROUTE, 'queue,queue=/route/path;queue=https://host/path'),
@@ -199,6 +205,7 @@ export const PURPOSES = {
     'SKIPLOCK_POOL_MAX',
     'SKIPLOCK_STATEMENT_TIMEOUT_MS',
     'SKIPLOCK_QUERY_TIMEOUT_MS',
+    'SKIPLOCK_PREPARED_STATEMENTS',
     'SKIPLOCK_LOG_LEVEL',
     'SKIPLOCK_METRICS',
     'SKIPLOCK_SERVICE_NAME',
@@ -295,6 +302,7 @@ export class EnvironmentSettings {
       poolMax: e.SKIPLOCK_POOL_MAX,
       statementTimeoutMs: e.SKIPLOCK_STATEMENT_TIMEOUT_MS,
       queryTimeoutMs: e.SKIPLOCK_QUERY_TIMEOUT_MS,
+      preparedStatements: e.SKIPLOCK_PREPARED_STATEMENTS,
       maxBodyBytes: e.SKIPLOCK_MAX_BODY_BYTES,
       nudgeFunctions: e.SKIPLOCK_NUDGE_FUNCTIONS,
       nudgeRoutes: e.SKIPLOCK_NUDGE_ROUTES,

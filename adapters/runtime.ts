@@ -90,6 +90,7 @@ export class FunctionRuntime {
       max: this.config.poolMax,
       statementTimeoutMs: this.config.statementTimeoutMs,
       queryTimeoutMs: this.config.queryTimeoutMs,
+      preparedStatements: this.config.preparedStatements,
     });
     this.#connection = { url, db };
     db.catch(() => {

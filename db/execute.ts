@@ -12,6 +12,32 @@ export async function queryRows<T>(db: AnyPgDatabase, query: SQL, schema: string
   }
 }
 
+/**
+ * Runs a statement as a named prepared statement on the connection it lands on: parsed once per
+ * connection, so each later run skips parse and analysis (and, when PostgreSQL settles on a
+ * generic plan, planning). Registered by the drivers that keep sessions (db/drivers/pg.ts).
+ */
+export type NamedRunner = (query: SQL) => Promise<unknown[]>;
+const namedRunners = new WeakMap<object, NamedRunner>();
+
+export function registerNamedRunner(db: object, run: NamedRunner): void {
+  namedRunners.set(db, run);
+}
+
+/**
+ * queryRows for the hot statements (the claim, the settle): named where the driver registered a
+ * runner for `db`, else as queryRows does.
+ */
+export async function queryRowsNamed<T>(db: AnyPgDatabase, query: SQL, schema: string): Promise<T[]> {
+  const run = namedRunners.get(db);
+  if (!run) return queryRows<T>(db, query, schema);
+  try {
+    return (await run(query)) as T[];
+  } catch (err) {
+    throw toSkiplockError(err, schema);
+  }
+}
+
 /** SQLSTATEs that mean our tables are not there. */
 const NOT_MIGRATED = new Set(['42P01', '3F000']);
 /** SQLSTATEs that mean a column or function this code uses is not there: the schema is older than the code. */

@@ -15,7 +15,8 @@ export function neonWsDatabase(settings: PoolSettings, webSocket?: unknown): Ski
   if (!neonConfig.webSocketConstructor && typeof globalThis.WebSocket === 'undefined' && webSocket) {
     Object.assign(neonConfig, { webSocketConstructor: webSocket });
   }
-  const { neon: _neon, jit, ...poolSettings } = settings;
+  // Named statements are pg's alone (ConnectOptions.preparedStatements).
+  const { neon: _neon, jit, preparedStatements: _prepared, ...poolSettings } = settings;
   const pool = new Pool({ ...poolSettings, ...(jit ? {} : { onConnect: jitOff }) });
   // As pgDatabase: an error on an idle or checked-out client fails its statements, not the process.
   pool.on('error', () => {});

@@ -3,7 +3,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { BreakerMove, Completion, Outcome, SettleReport } from '../../base/outcomes.js';
 import type { ClaimedJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
-import { queryRows, sqlStateOf } from '../execute.js';
+import { queryRowsNamed, sqlStateOf } from '../execute.js';
 import {
   appendCapped,
   epochMs,
@@ -251,10 +251,10 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
   // statement rolled back (its settle too): run it once more, with a snapshot that sees the winner.
   let rows: ClaimRow[];
   try {
-    rows = await queryRows<ClaimRow>(db, statement, schema);
+    rows = await queryRowsNamed<ClaimRow>(db, statement, schema);
   } catch (err) {
     if (sqlStateOf(err) !== '23505') throw err;
-    rows = await queryRows<ClaimRow>(db, statement, schema);
+    rows = await queryRowsNamed<ClaimRow>(db, statement, schema);
   }
   const row = rows[0] ?? {
     jobs: null,

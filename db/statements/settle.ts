@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Completion, Outcome, SettledJob, SettleReport } from '../../base/outcomes.js';
 import type { AnyPgDatabase } from '../connect.js';
-import { queryRows } from '../execute.js';
+import { queryRows, queryRowsNamed } from '../execute.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
 import { destinationsRef, hasDestinations, movesJson, recordDestinationsCte, toMoves } from './destinations.js';
 import { releaseAfterCtes } from './ordering.js';
@@ -63,7 +63,7 @@ export async function settleOutcomes(
   // One row: the report as JSON tuples, and the breakers the outcomes moved (settle_done runs
   // every write, the destinations' record included).
   const destined = hasDestinations(outcomes);
-  const [row] = await queryRows<{ report: SettleReportTuple[] | null; moves: Parameters<typeof toMoves>[0] }>(
+  const [row] = await queryRowsNamed<{ report: SettleReportTuple[] | null; moves: Parameters<typeof toMoves>[0] }>(
     db,
     sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
     select ${settleReportJson()} as report,
