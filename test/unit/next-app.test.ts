@@ -168,6 +168,19 @@ describe('a Next.js app from `skiplock init vercel`', () => {
       expect(await sent.json()).toMatchObject({ results: [{ outcome: 'inserted' }] });
       // No cron runs here: only the nudge, its request kept alive by after(), can complete it.
       await until(async () => (await states())['send-email'] === 'completed', 30_000, 'the nudged job');
+      // A burst: the nudger sends one start at once and one more when its window ends, after these
+      // responses were sent — that start's request is handed to after() from the window's timer.
+      for (const n of [2, 3, 4]) {
+        const more = await enqueue({ kind: 'send-email', payload: { ...email, idempotencyKey: `next-${n}` } });
+        expect(more.status).toBe(200);
+      }
+      const emailsDone = async () =>
+        (
+          await db.query<{ n: number }>(
+            `select count(*)::int as n from ${schema}.jobs where kind = 'send-email' and state = 'completed'`,
+          )
+        ).rows[0]?.n === 4;
+      await until(emailsDone, 30_000, 'the burst of nudged jobs');
 
       const report = await enqueue({ kind: 'build-report', payload: { reportId: 'r-1', sections: 1 } });
       expect(report.status).toBe(200);
