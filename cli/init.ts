@@ -10,18 +10,20 @@ import { fileURLToPath } from 'node:url';
  * without that prefix: the AWS CDK app beside the Lambda functions, and Next.js's route handlers
  * (its `app/` folder, and a vercel.json of crons only: maxDuration is each route's segment config).
  */
+/** The Lambda functions and their jobs module: deployed by serverless.yml or by the CDK app. */
+const LAMBDA_FUNCTIONS = [
+  'functions/jobs.ts',
+  'functions/worker.ts',
+  'functions/enqueue.ts',
+  'functions/replay.ts',
+  'functions/control.ts',
+  'functions/signal.ts',
+  'functions/console.ts',
+  'functions/maintenance.ts',
+] as const;
+
 export const TEMPLATES = {
-  lambda: [
-    'serverless.yml',
-    'functions/jobs.ts',
-    'functions/worker.ts',
-    'functions/enqueue.ts',
-    'functions/replay.ts',
-    'functions/control.ts',
-    'functions/signal.ts',
-    'functions/console.ts',
-    'functions/maintenance.ts',
-  ],
+  lambda: ['serverless.yml', ...LAMBDA_FUNCTIONS],
   vercel: [
     'vercel.json',
     'functions/jobs.ts',
@@ -38,14 +40,7 @@ export const TEMPLATES = {
     'templates/cdk/cdk.json',
     'templates/cdk/cdk/app.ts',
     'templates/cdk/cdk/skiplock-stack.ts',
-    'functions/jobs.ts',
-    'functions/worker.ts',
-    'functions/enqueue.ts',
-    'functions/replay.ts',
-    'functions/control.ts',
-    'functions/signal.ts',
-    'functions/console.ts',
-    'functions/maintenance.ts',
+    ...LAMBDA_FUNCTIONS,
   ],
   next: [
     'templates/next/vercel.json',
