@@ -1,9 +1,9 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SkiplockDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { claimJobs } from '../../db/statements/claim.js';
-import { databaseUrl, openDb, testDriver } from '../helpers/db.js';
+import { databaseUrl, openAdminPool, openDb, testDriver } from '../helpers/db.js';
 
 // Every finished job leaves a dead entry in jobs_lease_idx (its running version was in it), and
 // once its lease time has passed every claim's rescue looks in that range. With autovacuum behind,
@@ -24,10 +24,10 @@ let admin: pg.Pool;
 let db: SkiplockDb;
 
 beforeAll(async () => {
-  server = new pg.Pool({ connectionString: databaseUrl(), max: 1 });
+  server = openAdminPool(databaseUrl(), 1);
   await server.query(`drop database if exists ${database} with (force)`);
   await server.query(`create database ${database}`);
-  admin = new pg.Pool({ connectionString: urlOf(database), max: 1 });
+  admin = openAdminPool(urlOf(database), 1);
   db = openDb({ connectionString: urlOf(database) });
   await migrate(db);
 });

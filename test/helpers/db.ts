@@ -36,9 +36,12 @@ export function openDb(options: Partial<ConnectOptions> & { driver?: Driver } = 
 }
 
 /** A plain node-postgres pool for looking at rows independently of the driver under test. */
-export function openAdminPool(): pg.Pool {
-  const pool = new pg.Pool({ connectionString: databaseUrl(), max: 4 });
+export function openAdminPool(connectionString = databaseUrl(), max = 4): pg.Pool {
+  const pool = new pg.Pool({ connectionString, max });
+  // A backend ended from outside (a dropped database, a terminated backend) emits 'error' on its
+  // client, even while pool.end() is closing it: unheard, it fails the whole run.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 
