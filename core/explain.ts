@@ -150,10 +150,11 @@ export function explanationOf(e: ExplainEvidence): JobExplanation {
         `its ${p.scope} ${p.name} is paused since ${iso(p.pausedAtMs)} by ${p.pausedBy}${p.reason ? ` (${p.reason})` : ''}: resume it to go on`,
       );
     }
-    if (e.windowShut.kinds.includes(job.kind) || e.windowShut.queues.includes(job.queue)) {
+    for (const w of e.windowsShut) {
       hold(
         'run_window',
-        `the run window of its ${e.windowShut.kinds.includes(job.kind) ? `kind ${job.kind}` : `queue ${job.queue}`} is shut now`,
+        `the run window of its ${w.scope} ${w.name} is shut now; it opens at ${iso(w.opensAtMs)}`,
+        w.opensAtMs,
       );
     }
     for (const l of e.limits.filter((x) => x.running >= x.maxRunning)) {

@@ -5,7 +5,7 @@ import { queryRows } from '../execute.js';
 import { epochMs, holdsKey, jobsRef, nowExpr } from './common.js';
 import { effectiveLimitsCte } from './limits.js';
 import { bucketsRef, effectiveRateLimitsCte, recentStarts } from './rate-limits.js';
-import { closedWindowsCte } from './windows.js';
+import { windowOpenAt } from './windows.js';
 
 /** Everything that may hold one job back, read in one statement (JobExplain). */
 export interface ExplainEvidence {
@@ -31,7 +31,8 @@ export interface ExplainEvidence {
   pauses: { scope: string; name: string; pausedAtMs: number; pausedBy: string; reason: string | null }[];
   limits: { scope: string; name: string; maxRunning: number; running: number }[];
   rates: { scope: string; name: string; maxStarts: number; periodMs: number; used: number; nextAtMs: number | null }[];
-  windowShut: { kinds: string[]; queues: string[] };
+  /** The declared run windows that apply to the job and are shut now, each with when it next opens. */
+  windowsShut: { scope: 'kind' | 'queue'; name: string; opensAtMs: number | null }[];
   destination: { state: string; openUntilMs: number | null; deferredUntilMs: number | null } | null;
   orderingHolder: { id: string; state: string } | null;
   parents: { id: string; state: string | null }[];
@@ -70,10 +71,7 @@ export async function explainJob(
   // The rules as a claim of this job's kind sees them (each is matched to the job below).
   const limitsCte = effectiveLimitsCte(schema, { declared: declared.limits, kinds: [job.kind] });
   const ratesCte = effectiveRateLimitsCte(schema, { declared: declared.rateLimits, kinds: [job.kind] });
-  const windows: SQL =
-    declared.windows.length > 0
-      ? closedWindowsCte(declared.windows, sql`(select now from clock)`)
-      : sql`closed as (select '{}'::text[] as kinds, '{}'::text[] as queues)`;
+  const windows = shutWindowsCte(declared.windows);
   const rows = await queryRows<{ evidence: Record<string, unknown> }>(
     db,
     sql`with clock as (select ${clock} as now),
@@ -108,7 +106,8 @@ export async function explainJob(
         where (r.scope = 'queue' and r.name = j.queue) or (r.scope = 'kind' and r.name = j.kind)
           or (r.scope = 'destination' and r.name = j.destination)
           or (r.scope = 'key' and r.name = j.queue and j.concurrency_key is not null)), '[]'),
-      'windowShut', (select json_build_object('kinds', c.kinds, 'queues', c.queues) from closed c),
+      'windowsShut', coalesce((select json_agg(json_build_object('scope', w.scope, 'name', w.name, 'opensAtMs', w.opens_at_ms))
+        from shut w, j where (w.scope = 'kind' and w.name = j.kind) or (w.scope = 'queue' and w.name = j.queue)), '[]'),
       'destination', (select json_build_object('state', d.state, 'openUntilMs', ${epochMs(sql`d.open_until`)},
           'deferredUntilMs', case when d.deferred_until > (select now from clock) then ${epochMs(sql`d.deferred_until`)} end)
         from ${s}.destinations d, j where d.name = j.destination),
@@ -132,4 +131,24 @@ export async function explainJob(
     schema,
   );
   return rows[0]?.evidence as unknown as ExplainEvidence;
+}
+
+/**
+ * CTE `shut` (scope, name, opens_at_ms): each declared window that is shut at the clock's `now`, with
+ * the first minute from then on at which it is open — found by testing each minute of the next 25
+ * hours in the window's time zone, so a start that falls in a DST gap or fold is still exact.
+ */
+function shutWindowsCte(windows: readonly DeclaredWindow[]): SQL {
+  if (windows.length === 0)
+    return sql`shut as (select null::text as scope, null::text as name, null::float8 as opens_at_ms where false)`;
+  const col = <T>(f: (w: DeclaredWindow) => T) => sql.param(windows.map(f));
+  const now = sql`(select now from clock)`;
+  return sql`shut as (
+      select w.scope, w.name, (select ${epochMs(sql`m.at`)} from generate_series(1, 1500) as k(n)
+          cross join lateral (select date_trunc('minute', ${now}) + k.n * interval '1 minute' as at) m
+          where ${windowOpenAt(sql`m.at`, sql`w`)} order by k.n limit 1) as opens_at_ms
+      from unnest(${col((w) => w.scope)}::text[], ${col((w) => w.name)}::text[], ${col((w) => w.startMinute)}::int[],
+          ${col((w) => w.endMinute)}::int[], ${col((w) => w.timezone)}::text[]) as w(scope, name, s, e, tz)
+      where not ${windowOpenAt(now, sql`w`)}
+    )`;
 }

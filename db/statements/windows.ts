@@ -20,6 +20,17 @@ export function closedWindowsCte(windows: readonly DeclaredWindow[], now: SQL): 
     )`;
 }
 
+/**
+ * The condition that window `w` (columns s, e: minutes of the day; tz) is open at `at`, read on the
+ * wall clock of its time zone; `e` before `s` wraps past midnight. The same test as the claim's
+ * `closed` (which reads the minute once for its single `now`).
+ */
+export function windowOpenAt(at: SQL, w: SQL): SQL {
+  const minute = sql`(extract(hour from ${at} at time zone ${w}.tz) * 60 + extract(minute from ${at} at time zone ${w}.tz))::int`;
+  return sql`(case when ${w}.s < ${w}.e then ${minute} >= ${w}.s and ${minute} < ${w}.e
+    else ${minute} >= ${w}.s or ${minute} < ${w}.e end)`;
+}
+
 /** The condition that job `j` is in no shut window (with closedWindowsCte). */
 export const inWindow = () =>
   sql`j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))

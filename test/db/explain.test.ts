@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { explain, type JobHold } from '../../core/explain.js';
-import { pause } from '../../core/flow-control.js';
+import { pause, setLimit } from '../../core/flow-control.js';
 import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { setRateLimit } from '../../core/rate-limits.js';
@@ -191,6 +191,70 @@ describe(`explain: why a job does not run (${testDriver()})`, () => {
       runWindow: { start: hhmm(inAnHour), end: hhmm(new Date(inAnHour.getTime() + 60_000)) },
     });
     const shut = await enqueue();
-    expect(reasons((await why(shut, { jobs: [windowed] })).holds)).toEqual(['run_window']);
+    const outside = await why(shut, { jobs: [windowed] });
+    expect(reasons(outside.holds)).toEqual(['run_window']);
+    // It opens at the window's start: the first minute, on the database's clock, at that wall time.
+    const opens = new Date(Math.floor(inAnHour.getTime() / 60_000) * 60_000);
+    expect(outside.holds[0]?.until).toEqual(opens);
+    expect(outside.holds[0]?.message).toBe(
+      `the run window of its kind task is shut now; it opens at ${opens.toISOString()}`,
+    );
+  });
+
+  it('a run window that starts inside a DST gap opens when the clocks jump past its start', async () => {
+    // New York, 14 March 2027: 02:00 EST jumps to 03:00 EDT (07:00 UTC). A window from 02:30 to
+    // 04:00 is shut at midnight and opens at the jump, when the wall clock reads 03:00.
+    const nightly = defineJob({
+      kind: 'task',
+      queue: 'work',
+      payload,
+      runWindow: { start: '02:30', end: '04:00', timezone: 'America/New_York' },
+    });
+    const id = await enqueue();
+    const night = await why(id, { jobs: [nightly], now: new Date('2027-03-14T05:00:00Z') });
+    expect(reasons(night.holds)).toEqual(['run_window']);
+    expect(night.holds[0]?.until).toEqual(new Date('2027-03-14T07:00:00Z'));
+    // Two days later the same window opens at 02:30 EDT (06:30 UTC); inside it, nothing holds the job.
+    const later = await why(id, { jobs: [nightly], now: new Date('2027-03-16T05:00:00Z') });
+    expect(later.holds[0]?.until).toEqual(new Date('2027-03-16T06:30:00Z'));
+    expect(reasons((await why(id, { jobs: [nightly], now: new Date('2027-03-16T07:00:00Z') })).holds)).toEqual([]);
+  });
+
+  it('a paused kind, a limit set at run time in the table, and a half-open breaker', async () => {
+    const hook = defineJob({
+      kind: 'hook',
+      queue: 'work',
+      payload,
+      destination: () => 'partner.example',
+      handler: () => {},
+    });
+    const id = await enqueue({}, hook);
+    await pause(t.db, { kind: 'hook' }, { schema: t.schema, by: 'ops' });
+    const paused = await why(id);
+    expect(reasons(paused.holds)).toEqual(['paused']);
+    expect(paused.holds[0]?.message).toMatch(/^its kind hook is paused since .* by ops: resume it to go on$/);
+    await t.admin.query(`delete from "${t.schema}".pauses`);
+    // A limit of 1 on the kind, set at run time (no code declares it), filled by a running job.
+    await setLimit(t.db, { kind: 'hook' }, 1, { schema: t.schema, by: 'ops' });
+    const runner = await enqueue({}, hook);
+    await t.admin.query(
+      `update "${t.schema}".jobs set state = 'running', lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute', locked_by = 'inv-3', attempt = 1 where id = $1`,
+      [runner],
+    );
+    const limited = await why(id);
+    expect(reasons(limited.holds)).toEqual(['concurrency_limit']);
+    expect(limited.holds[0]?.message).toBe('kind hook is at its concurrency limit: 1 running of 1');
+    await t.admin.query(`delete from "${t.schema}".limits`);
+    // Half-open: the running job is the breaker's probe; the others wait for its outcome.
+    await t.admin.query(
+      `insert into "${t.schema}".destinations (name, state, opened_at, probe_job, probe_until)
+       values ('partner.example', 'half_open', now(), $1, now() + interval '1 minute')`,
+      [runner],
+    );
+    const probing = await why(id);
+    expect(reasons(probing.holds)).toEqual(['breaker_open']);
+    expect(probing.holds[0]?.message).toBe(
+      'the circuit breaker of partner.example is half-open: one probe job runs first',
+    );
   });
 });
