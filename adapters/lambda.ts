@@ -200,11 +200,34 @@ export interface LambdaEnqueueOptions {
   tracing?: Tracing;
 }
 
+export interface LambdaSignalOptions {
+  /** @defaultValue process.env */
+  env?: Env;
+  /**
+   * Starts the workers of the jobs a signal woke. @defaultValue asynchronous Invokes of the
+   * functions SKIPLOCK_NUDGE_FUNCTIONS names (none when unset)
+   */
+  nudger?: Nudger;
+  /** The nudges' clock (tests: the coalescing window). @defaultValue the system clock */
+  clock?: Clock;
+}
+
 export function createLambdaEnqueue(jobs: Kinds, options: LambdaEnqueueOptions = {}) {
   const registry = new JobRegistry(jobs);
-  // One nudger per container, so that nudges coalesce across warm invocations.
+  const nudgerOf = lambdaNudgers(options);
+  return invokeOrHttp(options.env, 'SKIPLOCK_ENQUEUE_TOKEN', 'enqueue', async (runtime, body) => ({
+    status: 200,
+    body: await enqueueFromBody(runtime, registry, body, nudgerOf(runtime), options.tracing),
+  }));
+}
+
+/**
+ * The nudger of a function's container (options.nudger, else asynchronous Invokes of the functions
+ * SKIPLOCK_NUDGE_FUNCTIONS names): one per container, so that nudges coalesce across warm invocations.
+ */
+function lambdaNudgers(options: { nudger?: Nudger; clock?: Clock }): (runtime: FunctionRuntime) => Nudger | undefined {
   let nudgerFor: { functions: string; nudger: Nudger } | undefined;
-  const nudgerOf = (runtime: FunctionRuntime): Nudger | undefined => {
+  return (runtime) => {
     if (options.nudger) return options.nudger;
     const functions = runtime.settings.require('enqueue').nudgeFunctions;
     if (!functions) return undefined;
@@ -217,10 +240,6 @@ export function createLambdaEnqueue(jobs: Kinds, options: LambdaEnqueueOptions =
     }
     return nudgerFor.nudger;
   };
-  return invokeOrHttp(options.env, 'SKIPLOCK_ENQUEUE_TOKEN', 'enqueue', async (runtime, body) => ({
-    status: 200,
-    body: await enqueueFromBody(runtime, registry, body, nudgerOf(runtime), options.tracing),
-  }));
 }
 
 /**
@@ -295,9 +314,11 @@ export function createLambdaControl(options: { env?: Env } = {}) {
 /**
  * Signal callbacks from outside, over an HTTP API route: `POST …?token=` with a token from
  * `createSignalToken` (signed with SKIPLOCK_SIGNAL_SECRET) sends one signal on its key, the JSON body
- * as its payload. No bearer token: the signed, expiring, single-use token is the credential.
+ * as its payload. No bearer token: the signed, expiring, single-use token is the credential. Starts
+ * the workers of the woken jobs' queues as the enqueue function does (SKIPLOCK_NUDGE_FUNCTIONS).
  */
-export function createLambdaSignal(options: { env?: Env } = {}) {
+export function createLambdaSignal(options: LambdaSignalOptions = {}) {
+  const nudgerOf = lambdaNudgers(options);
   return async (event: unknown): Promise<HttpApiResult> => {
     try {
       if (!isHttpEvent(event)) throw new HttpError(400, 'not_http', 'the signal function takes HTTP API events');
@@ -305,9 +326,10 @@ export function createLambdaSignal(options: { env?: Env } = {}) {
       const request = fromHttpApiEvent(event);
       const token = event.queryStringParameters?.token;
       const read = (maxBytes: number) => readOptionalJson(request, maxBytes);
+      const runtime = sharedRuntime(env);
       return toHttpApiResult({
         status: 200,
-        body: await signalFromToken(sharedRuntime(env), env.SKIPLOCK_SIGNAL_SECRET, token, read),
+        body: await signalFromToken(runtime, env.SKIPLOCK_SIGNAL_SECRET, token, read, nudgerOf(runtime)),
       });
     } catch (err) {
       return toHttpApiResult(errorResponse(err));

@@ -148,13 +148,15 @@ export async function enqueueFromBody(
 /**
  * The signal route: checks the callback token (signature, expiry) against SKIPLOCK_SIGNAL_SECRET,
  * then sends one signal on its key with the request's JSON as the payload — once: a second use
- * of the token is refused (409) and sends nothing.
+ * of the token is refused (409) and sends nothing. With a nudger, starts the workers of the queues
+ * of the jobs it woke (the signal is committed by then).
  */
 export async function signalFromToken(
   runtime: FunctionRuntime,
   secret: string | undefined,
   token: string | undefined,
   readBody: (maxBytes: number) => Promise<unknown>,
+  nudger?: Nudger,
 ): Promise<{ signal: SignalResult }> {
   if (!secret || secret.length < SIGNAL_SECRET_MIN_LENGTH) {
     throw new HttpError(
@@ -170,6 +172,7 @@ export async function signalFromToken(
     sendSignal(db, schema, claims.key, body, maxPayloadBytes, claims.tokenId),
   );
   runtime.logger.info('signal', { key: claims.key, signalId: signal.id, woken: signal.woken });
+  if (signal.queues.length > 0) await nudger?.nudge(signal.queues);
   return { signal };
 }
 

@@ -216,12 +216,17 @@ export interface VercelEnqueueOptions {
   waitUntil?: WaitUntil;
 }
 
-/** POST enqueue route (bearer SKIPLOCK_ENQUEUE_TOKEN); nudges the workers of the queues it wrote to. */
-export function createVercelEnqueue(jobs: Kinds, options: VercelEnqueueOptions = {}): RouteHandler {
-  const registry = new JobRegistry(jobs);
-  // One nudger per instance, so that nudges coalesce across the requests it serves.
+/**
+ * The nudger of a route's instance (options.nudger, else requests of the worker routes
+ * SKIPLOCK_NUDGE_ROUTES names): one per instance, so that nudges coalesce across the requests it serves.
+ */
+function vercelNudgers(options: {
+  nudger?: Nudger;
+  clock?: Clock;
+  waitUntil?: WaitUntil;
+}): (runtime: FunctionRuntime, env: Env, url: URL) => Promise<Nudger | undefined> {
   let nudgerFor: { key: string; nudger: Nudger } | undefined;
-  const nudgerOf = async (runtime: FunctionRuntime, env: Env, url: URL): Promise<Nudger | undefined> => {
+  return async (runtime, env, url) => {
     if (options.nudger) return options.nudger;
     const { nudgeRoutes, baseUrl } = runtime.settings.require('enqueue');
     if (!nudgeRoutes) return undefined;
@@ -229,7 +234,7 @@ export function createVercelEnqueue(jobs: Kinds, options: VercelEnqueueOptions =
     // Kept in memory only: a changed secret or origin gets a new nudger.
     const key = JSON.stringify([nudgeRoutes, origin, env.CRON_SECRET ?? null]);
     if (nudgerFor?.key !== key) {
-      // Not installed: the nudger's starts fail, each logged (nudge_failed); the enqueue never does.
+      // Not installed: the nudger's starts fail, each logged (nudge_failed); the request never does.
       const waitUntil = options.waitUntil ?? (await loadWaitUntil().catch(() => undefined));
       nudgerFor = {
         key,
@@ -244,6 +249,12 @@ export function createVercelEnqueue(jobs: Kinds, options: VercelEnqueueOptions =
     }
     return nudgerFor.nudger;
   };
+}
+
+/** POST enqueue route (bearer SKIPLOCK_ENQUEUE_TOKEN); nudges the workers of the queues it wrote to. */
+export function createVercelEnqueue(jobs: Kinds, options: VercelEnqueueOptions = {}): RouteHandler {
+  const registry = new JobRegistry(jobs);
+  const nudgerOf = vercelNudgers(options);
   return route(async (request, url) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.SKIPLOCK_ENQUEUE_TOKEN, 'SKIPLOCK_ENQUEUE_TOKEN');
@@ -284,17 +295,23 @@ export function createVercelControl(options: { env?: Env } = {}): RouteHandler {
 /**
  * POST signal route for callbacks from outside (`?token=`, a token from `createSignalToken`, signed
  * with SKIPLOCK_SIGNAL_SECRET): sends one signal on the token's key, the JSON body as its payload.
- * No bearer token: the signed, expiring, single-use token is the credential.
+ * No bearer token: the signed, expiring, single-use token is the credential. Nudges the workers of
+ * the woken jobs' queues as the enqueue route does (SKIPLOCK_NUDGE_ROUTES).
  */
-export function createVercelSignal(options: { env?: Env } = {}): RouteHandler {
+export function createVercelSignal(options: VercelSignalOptions = {}): RouteHandler {
+  const nudgerOf = vercelNudgers(options);
   return route(async (request, url) => {
     const env = options.env ?? process.env;
     const runtime = sharedRuntime(env);
     const token = url.searchParams.get('token') ?? undefined;
     const read = (maxBytes: number) => readOptionalJson(request, maxBytes);
-    return { status: 200, body: await signalFromToken(runtime, env.SKIPLOCK_SIGNAL_SECRET, token, read) };
+    const nudger = await nudgerOf(runtime, env, url);
+    return { status: 200, body: await signalFromToken(runtime, env.SKIPLOCK_SIGNAL_SECRET, token, read, nudger) };
   });
 }
+
+/** The signal route's options: the enqueue route's, less what only an enqueue uses. */
+export type VercelSignalOptions = Omit<VercelEnqueueOptions, 'tracing'>;
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
 export { CONSOLE_LOGIN_THROTTLE, type ConsoleOptions } from './console/index.js';

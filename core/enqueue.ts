@@ -21,7 +21,7 @@ import { type EnqueueOptions, toInsertRow } from './enqueue-options.js';
 import { issuesOf } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
 import type { Nudger } from './nudge.js';
-import { type PreparedSignal, prepareSignal, type SignalResult, sendSignal } from './signals.js';
+import { type PreparedSignal, prepareSignal, type SignalOptions, type SignalResult, sendSignal } from './signals.js';
 import { unstorableInJson } from './text.js';
 import type { Tracing } from './tracing.js';
 
@@ -99,9 +99,10 @@ export interface Enqueuer {
   /**
    * Sends a signal on `key` to the job waiting for it (`ctx.waitForSignal`), in `db`'s transaction
    * when `db` is one: the signal exists only if that transaction commits. A signal sent before its
-   * wait began is kept for it. The payload is bounded by maxPayloadBytes.
+   * wait began is kept for it. The payload is bounded by maxPayloadBytes. `{ nudge: true }` starts
+   * workers for the woken jobs' queues (needs a nudger).
    */
-  signal(db: EnqueueTarget, key: string, payload?: unknown): Promise<SignalResult>;
+  signal(db: EnqueueTarget, key: string, payload?: unknown, options?: SignalOptions): Promise<SignalResult>;
   /** A signal as statements for a neon-http `db.batch([...])`, like prepareEnqueue. */
   prepareSignal(key: string, payload?: unknown): PreparedSignal;
   /** Enqueue by kind name (HTTP, CLI): the kind must be in `registry`. */
@@ -244,7 +245,14 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
   return {
     prepareEnqueue,
     nudge: async (queues) => config.nudger?.nudge(queues),
-    signal: (db, key, payload) => sendSignal(db, schema, key, payload, maxPayloadBytes),
+    signal: async (db, key, payload, options = {}) => {
+      if (options.nudge === true && !config.nudger) {
+        throw new InvalidOptionsError('nudge: true needs a nudger: createEnqueuer({ nudger })');
+      }
+      const result = await sendSignal(db, schema, key, payload, maxPayloadBytes);
+      if (options.nudge === true && result.queues.length > 0) await config.nudger?.nudge(result.queues);
+      return result;
+    },
     prepareSignal: (key, payload) => prepareSignal(schema, key, payload, maxPayloadBytes),
     enqueue: async (db, job, payload, options = {}) =>
       (await enqueueMany(db, [{ job, payload, options }]))[0] as EnqueueResult,

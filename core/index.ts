@@ -130,7 +130,7 @@ export {
   type SignalTokenClaims,
   type SignalTokenOptions,
 } from './signal-tokens.js';
-export { type PreparedSignal, SIGNAL_LIMITS, type SignalResult } from './signals.js';
+export { type PreparedSignal, SIGNAL_LIMITS, type SignalOptions, type SignalResult } from './signals.js';
 export {
   deliverWebhook,
   retryAfterMs,

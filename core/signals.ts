@@ -11,6 +11,17 @@ export const SIGNAL_LIMITS = { keyLength: 500 } as const;
 export interface SignalResult {
   id: string;
   woken: number;
+  /** The queues of the jobs it woke: the ones `nudge: true` starts workers for. */
+  queues: string[];
+}
+
+export interface SignalOptions {
+  /**
+   * Starts workers for the queues of the jobs it woke, through the enqueuer's nudger, so a woken
+   * job runs now rather than at the next tick. Send it after the transaction commits (or outside
+   * one): a worker started before the commit finds nothing to run. @defaultValue false
+   */
+  nudge?: boolean;
 }
 
 /** A signal as statements for a neon-http `db.batch([...])` (that driver has no interactive transactions). */
@@ -98,5 +109,5 @@ export async function inOneTransaction<T>(db: AnyPgDatabase, schema: string, loc
 }
 
 function toResult(row: SendSignalRow | undefined): SignalResult {
-  return { id: String(row?.id ?? ''), woken: Number(row?.woken ?? 0) };
+  return { id: String(row?.id ?? ''), woken: Number(row?.woken ?? 0), queues: row?.queues ?? [] };
 }

@@ -25,7 +25,7 @@ export function signalLock(schema: string, key: string): SQL {
 
 /**
  * Stores a signal and wakes the jobs waiting on its key (SignalSend); run after signalLock in the
- * sender's transaction. Returns the signal's id and how many waiting jobs it woke. With `tokenId`
+ * sender's transaction. Returns the signal's id, how many waiting jobs it woke and their queues. With `tokenId`
  * (a callback token's), a token already used stores nothing and wakes no one: the id is null.
  */
 export function sendSignalStatement(
@@ -47,14 +47,16 @@ export function sendSignalStatement(
       from ${stepsRef(schema)} s
       where s.state = 'waiting' and s.signal_key = ${key} and j.id = s.job_id and j.state = 'queued' and j.run_at > ${clock}
         and exists (select 1 from sent)
-      returning j.id
+      returning j.id, j.queue
     )
-    select (select id from sent)::text as id, (select count(*) from woken)::int as woken`;
+    select (select id from sent)::text as id, (select count(*) from woken)::int as woken,
+      (select coalesce(array_agg(distinct queue order by queue), '{}') from woken) as queues`;
 }
 
 export interface SendSignalRow {
   id: string | null;
   woken: number;
+  queues: string[] | null;
 }
 
 /** One wait for a signal, as the step that holds it. */

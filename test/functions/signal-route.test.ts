@@ -1,9 +1,16 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createLambdaSignal, type HttpApiResult } from '../../adapters/lambda.js';
+import {
+  createLambdaSignal,
+  createLambdaWorker,
+  type HttpApiResult,
+  type LambdaContext,
+} from '../../adapters/lambda.js';
+import { NUDGE_EVENT } from '../../adapters/lambda-invoke.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createVercelSignal } from '../../adapters/vercel.js';
 import { getJob } from '../../core/admin.js';
+import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createSignalToken } from '../../core/signal-tokens.js';
@@ -11,6 +18,7 @@ import { createWorker } from '../../core/worker.js';
 import { httpApiEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
+import { startLambdaEndpoint, useLocalAwsCredentials } from '../helpers/lambda-endpoint.js';
 
 // The signal route on both platforms: a job waits for a signal, an outside caller holding a callback
 // token (no bearer token of ours) sends it once; every refusal is a clear error that sends nothing.
@@ -19,6 +27,7 @@ useTestSchema('functions-signal-route', (ctx) => {
   t = ctx;
 });
 afterEach(() => resetSharedRuntime());
+useLocalAwsCredentials();
 
 const SECRET = 'signal-secret-0123456789abcdef-0123456789';
 const env = (extra: Record<string, string | undefined> = {}) => ({
@@ -111,5 +120,75 @@ describe.each(['vercel', 'lambda'] as const)('the signal route (%s)', (platform)
     }
     const signals = await t.admin.query(`select count(*)::int as n from "${t.schema}".signals`);
     expect(signals.rows[0].n).toBe(0);
+  });
+});
+
+describe(`a signal that woke a job starts its worker (${testDriver()})`, () => {
+  it("Lambda: the signal function invokes the worker of the job's queue (SKIPLOCK_NUDGE_FUNCTIONS), which runs it at once", async () => {
+    const WORKER = 'skiplock-test-approvals';
+    const e = env({ SKIPLOCK_NUDGE_FUNCTIONS: `default=${WORKER}` });
+    const { id } = await enqueuerFor(t.schema).enqueue(t.db, approval, { order: 'o-nudged' });
+    expect(await run()).toMatchObject({ suspended: 1 });
+    const worker = createLambdaWorker([approval], { env: e });
+    // Time for the kind's default timeout (60 s) and the lease's grace.
+    const context: LambdaContext = { getRemainingTimeInMillis: () => 300_000, functionName: WORKER };
+    const lambda = await startLambdaEndpoint({ [WORKER]: (event) => worker(event, context) });
+    process.env.AWS_ENDPOINT_URL_LAMBDA = lambda.url;
+    try {
+      const event = httpApiEvent({
+        body: JSON.stringify({ approved: true }),
+        query: { token: createSignalToken(SECRET, 'approve:o-nudged') },
+      });
+      const result = (await createLambdaSignal({ env: e })(event)) as HttpApiResult;
+      expect(result.statusCode).toBe(200);
+      expect(JSON.parse(result.body)).toMatchObject({ signal: { woken: 1, queues: ['default'] } });
+      await lambda.settled();
+    } finally {
+      await lambda.close();
+      delete process.env.AWS_ENDPOINT_URL_LAMBDA;
+    }
+    // No invocation of ours after the signal: the nudged worker ran the job.
+    expect(lambda.invokes).toEqual([{ functionName: WORKER, invocationType: 'Event', payload: NUDGE_EVENT }]);
+    expect(await getJob(t.db, id, { schema: t.schema })).toMatchObject({ state: 'completed', result: true });
+  });
+
+  it('Vercel: the signal route nudges the woken queue; a signal that wakes nobody nudges nothing', async () => {
+    const nudged: string[][] = [];
+    const nudger = { nudge: async (queues: Iterable<string>) => void nudged.push([...queues]) };
+    await enqueuerFor(t.schema).enqueue(t.db, approval, { order: 'o-vercel-nudge' });
+    expect(await run()).toMatchObject({ suspended: 1 });
+    const send = async (key: string) => {
+      const url = `https://app.example.com/api/signal?token=${encodeURIComponent(createSignalToken(SECRET, key))}`;
+      const response = await createVercelSignal({ env: env(), nudger })(
+        new Request(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"approved":true}',
+        }),
+      );
+      return (await response.json()) as { signal: { woken: number } };
+    };
+    expect(await send('approve:nobody-waits')).toMatchObject({ signal: { woken: 0 } });
+    expect(nudged).toEqual([]);
+    expect(await send('approve:o-vercel-nudge')).toMatchObject({ signal: { woken: 1 } });
+    expect(nudged).toEqual([['default']]);
+  });
+
+  it('signal(…, { nudge: true }) nudges the queues of the jobs it woke, and needs a nudger', async () => {
+    const nudged: string[][] = [];
+    const nudger = { nudge: async (queues: Iterable<string>) => void nudged.push([...queues]) };
+    const { id } = await enqueuerFor(t.schema).enqueue(t.db, approval, { order: 'o-lib' });
+    expect(await run()).toMatchObject({ suspended: 1 });
+    await expect(
+      enqueuerFor(t.schema).signal(t.db, 'approve:o-lib', { approved: true }, { nudge: true }),
+    ).rejects.toThrow('nudge: true needs a nudger');
+    const enqueuer = createEnqueuer({ schema: t.schema, nudger });
+    expect(await enqueuer.signal(t.db, 'approve:o-lib', { approved: true }, { nudge: true })).toMatchObject({
+      woken: 1,
+      queues: ['default'],
+    });
+    expect(nudged).toEqual([['default']]);
+    expect(await run()).toMatchObject({ completed: 1 });
+    expect(await getJob(t.db, id, { schema: t.schema })).toMatchObject({ state: 'completed', result: true });
   });
 });

@@ -89,6 +89,14 @@ describe('an AWS CDK app from `skiplock init cdk`', () => {
         }),
       },
     });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'skiplock-signal',
+      Environment: {
+        Variables: Match.objectLike({
+          SKIPLOCK_NUDGE_FUNCTIONS: 'emails,webhooks=skiplock-worker;reports=skiplock-reports-worker',
+        }),
+      },
+    });
     // No admin token given: the console and control have no variable for it, so they refuse.
     template.hasResourceProperties('AWS::Lambda::Function', {
       FunctionName: 'skiplock-console',

@@ -127,10 +127,12 @@ describe('serverless package (offline, no AWS credentials)', () => {
     for (const name of ['EnqueueLambdaFunction', 'ReplayLambdaFunction', 'MaintenanceLambdaFunction']) {
       expect(functions[name]?.ReservedConcurrentExecutions).toBeUndefined();
     }
-    // The enqueue function nudges the worker of each queue: the functions the IAM statement allows.
-    expect(functions.EnqueueLambdaFunction?.Environment.Variables.SKIPLOCK_NUDGE_FUNCTIONS).toBe(
-      'emails,webhooks=skiplock-ci-worker;reports=skiplock-ci-reportsWorker',
-    );
+    // The enqueue and signal functions nudge the worker of each queue: the functions the IAM statement allows.
+    for (const name of ['EnqueueLambdaFunction', 'SignalLambdaFunction']) {
+      expect(functions[name]?.Environment.Variables.SKIPLOCK_NUDGE_FUNCTIONS).toBe(
+        'emails,webhooks=skiplock-ci-worker;reports=skiplock-ci-reportsWorker',
+      );
+    }
   });
 
   it('ships example alarms on the EMF metrics: jobs dying, oldest job age, silent worker', () => {

@@ -127,19 +127,24 @@ export class SkiplockStack extends Stack {
       });
     }
 
+    // After an enqueue, or a signal that woke a job, start the worker of its queue (asynchronous Invoke).
+    const nudgeFunctions = WORKERS.map((w) => `${w.queues}=${nameOf(w.name)}`).join(';');
     const enqueue = fn(
       'Enqueue',
       'enqueue',
       'enqueue.ts',
       10,
-      setOnly({
-        SKIPLOCK_ENQUEUE_TOKEN: props.enqueueToken,
-        SKIPLOCK_NUDGE_FUNCTIONS: WORKERS.map((w) => `${w.queues}=${nameOf(w.name)}`).join(';'),
-      }),
+      setOnly({ SKIPLOCK_ENQUEUE_TOKEN: props.enqueueToken, SKIPLOCK_NUDGE_FUNCTIONS: nudgeFunctions }),
     );
     fn('Replay', 'replay', 'replay.ts', 60, {});
     const control = fn('Control', 'control', 'control.ts', 10, setOnly({ SKIPLOCK_ADMIN_TOKEN: props.adminToken }));
-    const signal = fn('Signal', 'signal', 'signal.ts', 10, setOnly({ SKIPLOCK_SIGNAL_SECRET: props.signalSecret }));
+    const signal = fn(
+      'Signal',
+      'signal',
+      'signal.ts',
+      10,
+      setOnly({ SKIPLOCK_SIGNAL_SECRET: props.signalSecret, SKIPLOCK_NUDGE_FUNCTIONS: nudgeFunctions }),
+    );
     const adminConsole = fn(
       'Console',
       'console',
