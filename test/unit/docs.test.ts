@@ -4,6 +4,8 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { is } from 'drizzle-orm';
+import { PgTable } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../../cli/run.js';
 
@@ -255,6 +257,20 @@ describe('docs', () => {
       }
     }
     expect(problems).toEqual([]);
+  });
+
+  it("the README's subpath table names every table skiplock/schema exports", async () => {
+    const schema: Record<string, unknown> = await import('../../db/schema.js');
+    const tables = Object.keys(schema)
+      .filter((name) => is(schema[name], PgTable))
+      .sort();
+    const row = readFileSync(join(root, 'README.md'), 'utf8')
+      .split('\n')
+      .find((line) => line.startsWith('| `skiplock/schema` |'));
+    const listed = [...(row?.match(/every Drizzle table \(([^)]*)\)/)?.[1] ?? '').matchAll(/`(\w+)`/g)].map(
+      (m) => m[1],
+    );
+    expect(listed.sort()).toEqual(tables);
   });
 });
 
