@@ -119,48 +119,6 @@ describe(`nudges with asynchronous Lambda Invokes (${testDriver()})`, () => {
   });
 });
 
-describe(`a nudge target that accepts connections and never answers (${testDriver()})`, () => {
-  it('the enqueue is answered within the nudge bound, its job committed; the failure is logged with its cause', async () => {
-    // Accepts every connection, reads, never answers: a stuck or cold target.
-    const sockets = new Set<import('node:net').Socket>();
-    const server = (await import('node:net')).createServer((socket) => {
-      sockets.add(socket);
-      socket.on('data', () => {});
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as import('node:net').AddressInfo;
-    process.env.AWS_ENDPOINT_URL_LAMBDA = `http://127.0.0.1:${port}`;
-    const lines: string[] = [];
-    const write = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((chunk: string | Uint8Array) => {
-      lines.push(String(chunk));
-      return true;
-    }) as typeof process.stdout.write;
-    try {
-      const enqueue = createLambdaEnqueue([ping], { env: env({ SKIPLOCK_LOG_LEVEL: 'warn' }) });
-      const started = Date.now();
-      const response = (await enqueue(
-        httpApiEvent({
-          headers: { authorization: `Bearer ${TOKEN}` },
-          body: JSON.stringify({ kind: 'ping', payload: { n: 7 } }),
-        }),
-      )) as { statusCode: number };
-      const tookMs = Date.now() - started;
-      expect(response.statusCode).toBe(200);
-      // Well inside the enqueue function's own 10 s timeout (serverless.yml): the nudge's bound is 2 s.
-      expect(tookMs).toBeLessThan(4_000);
-    } finally {
-      process.stdout.write = write;
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
-    expect(await states()).toEqual([{ state: 'queued', n: 1 }]);
-    const failed = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'nudge_failed');
-    expect(failed).toHaveLength(1);
-    expect(failed[0].error).toMatch(/did not answer within 2000 ms/);
-  });
-});
-
 describe(`a nudge that fails (${testDriver()})`, () => {
   it("logs nudge_failed with the SDK's error and its cause, not only its name", async () => {
     process.env.AWS_ENDPOINT_URL_LAMBDA = 'http://127.0.0.1:9'; // nothing listens: refused at once
@@ -185,34 +143,5 @@ describe(`a nudge that fails (${testDriver()})`, () => {
     const failed = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'nudge_failed');
     expect(failed).toHaveLength(1);
     expect(failed[0].error).toMatch(/asynchronous invokes of skiplock-test-worker failed: .*ECONNREFUSED/);
-  });
-});
-
-describe(`the library's enqueue with a nudge target that never answers (${testDriver()})`, () => {
-  it('enqueue(..., { nudge: true }) answers once the 2 s bound passes on the nudger clock, its job committed', async () => {
-    const clock = new ManualClock();
-    const lines: string[] = [];
-    const logger = {
-      debug() {},
-      info() {},
-      error() {},
-      warn: (msg: string, fields?: Record<string, unknown>) => void lines.push(`${msg} ${JSON.stringify(fields)}`),
-    };
-    // A start that is accepted and never answered (a stuck or cold target).
-    const stuck = { start: () => new Promise<void>(() => {}) };
-    const nudger = createNudger({ workerFor: () => stuck, clock, logger });
-    const enqueuer = createEnqueuer({ schema: t.schema, nudger });
-    let answered = false;
-    const enqueued = enqueuer.enqueue(t.db, ping, { n: 9 }, { nudge: true }).then((r) => {
-      answered = true;
-      return r;
-    });
-    // Committed before the nudge: the row is there while the enqueue waits for its start.
-    for (let i = 0; i < 50 && (await states()).length === 0; i++) await new Promise((r) => setImmediate(r));
-    expect(await states()).toEqual([{ state: 'queued', n: 1 }]);
-    expect(answered).toBe(false);
-    clock.advance(2_000);
-    expect(await enqueued).toMatchObject({ outcome: 'inserted' });
-    expect(lines).toEqual([expect.stringMatching(/^nudge_failed .*did not answer within 2000 ms/)]);
   });
 });

@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import pg from 'pg';
-import { afterAll, expect, inject, it } from 'vitest';
+import { afterAll, expect, inject, it, onTestFinished } from 'vitest';
 import { freePort } from '../../scripts/local-postgres.js';
 
 const schema = `dev_${randomBytes(4).toString('hex')}`;
@@ -20,8 +21,21 @@ afterAll(async () => {
   await client.end();
 });
 
-it('npm run dev serves the routes on localhost and runs the crons', async () => {
+it('npm run dev serves the routes on localhost and runs the crons; a stuck nudge target never holds an enqueue', async () => {
   const port = await freePort();
+  // The nudge's worker route: accepts connections, never answers (a stuck or cold target).
+  const sockets = new Set<Socket>();
+  const stuck = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', () => {});
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => stuck.listen(0, '127.0.0.1', resolve));
+  onTestFinished(() => {
+    for (const socket of sockets) socket.destroy();
+    stuck.close();
+  });
+  const stuckUrl = `http://127.0.0.1:${(stuck.address() as AddressInfo).port}/api/worker`;
   // --crons-once: a scheduled run at a minute boundary would otherwise claim the job below first.
   child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts', '--crons-once'], {
     env: {
@@ -30,6 +44,7 @@ it('npm run dev serves the routes on localhost and runs the crons', async () => 
       SKIPLOCK_SCHEMA: schema,
       PORT: String(port),
       SKIPLOCK_LOG_LEVEL: 'error',
+      SKIPLOCK_NUDGE_ROUTES: `*=${stuckUrl}`,
       ...secrets,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -52,12 +67,18 @@ it('npm run dev serves the routes on localhost and runs the crons', async () => 
   expect(output).toMatch(/cron \/api\/worker → 200 \{"invocationId"/);
   expect(output).toContain('(--crons-once: not again)');
   const base = `http://127.0.0.1:${port}`;
+  const started = Date.now();
   const enqueued = await fetch(`${base}/api/enqueue`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${secrets.SKIPLOCK_ENQUEUE_TOKEN}` },
     body: JSON.stringify({ kind: 'build-report', payload: { reportId: 'r1', sections: 2 } }),
   });
   expect(enqueued.status).toBe(200);
+  // Answered within the nudge's 2 s bound although its worker route never answers.
+  expect(Date.now() - started).toBeLessThan(4_000);
+  // …and the nudge did go out: its request waits at the stuck target.
+  for (let i = 0; i < 400 && sockets.size === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  expect(sockets.size).toBe(1);
   const worker = await fetch(`${base}/api/reports-worker`, {
     headers: { authorization: `Bearer ${secrets.CRON_SECRET}` },
   });

@@ -1,0 +1,157 @@
+// A nudge never holds an enqueue's answer (#28): with a worker target that accepts connections and
+// never answers — a stuck or cold function — every enqueue is answered within the nudge's bound
+// (2 s), its job committed, the failure logged with its cause. On every driver: the library's
+// enqueue, the Lambda enqueue function (the real AWS SDK) and the Vercel enqueue route.
+import { createServer, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLambdaEnqueue } from '../../adapters/lambda.js';
+import { resetSharedRuntime } from '../../adapters/runtime.js';
+import { createVercelEnqueue } from '../../adapters/vercel.js';
+import { createEnqueuer } from '../../core/enqueue.js';
+import { createNudger } from '../../core/nudge.js';
+import { ManualClock } from '../../testing/clock.js';
+import { httpApiEvent } from '../../testing/events.js';
+import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { pingKind } from '../helpers/kinds.js';
+import { useLocalAwsCredentials } from '../helpers/lambda-endpoint.js';
+
+let t: TestContext;
+useTestSchema('drivers-nudge-bound', (ctx) => {
+  t = ctx;
+});
+useLocalAwsCredentials();
+afterEach(() => resetSharedRuntime());
+
+const TOKEN = 'enqueue-token-0123456789abcdef';
+const { ping } = pingKind();
+const env = (extra: Record<string, string> = {}) => ({
+  DATABASE_URL: databaseUrl(),
+  SKIPLOCK_DRIVER: testDriver(),
+  SKIPLOCK_SCHEMA: t.schema,
+  SKIPLOCK_LOG_LEVEL: 'warn',
+  SKIPLOCK_ENQUEUE_TOKEN: TOKEN,
+  ...extra,
+});
+const states = async () =>
+  (await t.admin.query(`select state, count(*)::int as n from "${t.schema}".jobs group by state order by state`)).rows;
+
+/** A TCP server that accepts every connection, reads, and never answers; and the log lines meanwhile. */
+async function stuckTarget<T>(run: (port: number, lines: string[], accepted: () => number) => Promise<T>): Promise<T> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', () => {});
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as import('node:net').AddressInfo;
+  const lines: string[] = [];
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    lines.push(String(chunk));
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    return await run(port, lines, () => sockets.size);
+  } finally {
+    process.stdout.write = write;
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+const nudgeFailures = (lines: string[]) =>
+  lines
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string; error?: string })
+    .filter((l) => l.msg === 'nudge_failed');
+
+describe(`a nudge target that accepts connections and never answers (${testDriver()})`, () => {
+  it('Lambda: the enqueue function answers within the bound, its job committed; the failure is logged', async () => {
+    const { tookMs, lines } = await stuckTarget(async (port, lines) => {
+      process.env.AWS_ENDPOINT_URL_LAMBDA = `http://127.0.0.1:${port}`;
+      try {
+        const enqueue = createLambdaEnqueue([ping], { env: env({ SKIPLOCK_NUDGE_FUNCTIONS: 'pings=skiplock-stuck' }) });
+        const started = Date.now();
+        const response = (await enqueue(
+          httpApiEvent({
+            headers: { authorization: `Bearer ${TOKEN}` },
+            body: JSON.stringify({ kind: 'ping', payload: { n: 7 } }),
+          }),
+        )) as { statusCode: number };
+        expect(response.statusCode).toBe(200);
+        return { tookMs: Date.now() - started, lines };
+      } finally {
+        delete process.env.AWS_ENDPOINT_URL_LAMBDA;
+      }
+    });
+    // Well inside the enqueue function's own 10 s timeout (serverless.yml): the nudge's bound is 2 s.
+    expect(tookMs).toBeLessThan(4_000);
+    expect(await states()).toEqual([{ state: 'queued', n: 1 }]);
+    const failed = nudgeFailures(lines);
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.error).toMatch(/did not answer within 2000 ms/);
+  });
+
+  it('Vercel: the enqueue route answers within the bound, its job committed, the start left to waitUntil', async () => {
+    const pending: Promise<unknown>[] = [];
+    const tookMs = await stuckTarget(async (port, _lines, accepted) => {
+      const enqueue = createVercelEnqueue([ping], {
+        env: env({
+          SKIPLOCK_NUDGE_ROUTES: `pings=http://127.0.0.1:${port}/api/worker`,
+          CRON_SECRET: 'cron-secret-0123456789',
+        }),
+        // The platform keeps the function alive for these after the response; the test collects them.
+        waitUntil: (promise) => void pending.push(promise.catch(() => {})),
+      });
+      const started = Date.now();
+      const response = await enqueue(
+        new Request('https://app.example.com/api/enqueue', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ kind: 'ping', payload: { n: 8 } }),
+        }),
+      );
+      expect(response.status).toBe(200);
+      const took = Date.now() - started;
+      // The worker route's request did reach the stuck target (and waits there, under waitUntil).
+      for (let i = 0; i < 400 && accepted() === 0; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(accepted()).toBe(1);
+      return took;
+    });
+    expect(tookMs).toBeLessThan(4_000);
+    expect(await states()).toEqual([{ state: 'queued', n: 1 }]);
+    // The target closed: the start fails and is logged (nudge_failed); nothing is left pending.
+    await Promise.all(pending);
+  });
+});
+
+describe(`the library's enqueue with a nudge target that never answers (${testDriver()})`, () => {
+  it('enqueue(..., { nudge: true }) answers once the 2 s bound passes on the nudger clock, its job committed', async () => {
+    const clock = new ManualClock();
+    const lines: string[] = [];
+    const logger = {
+      debug() {},
+      info() {},
+      error() {},
+      warn: (msg: string, fields?: Record<string, unknown>) => void lines.push(`${msg} ${JSON.stringify(fields)}`),
+    };
+    // A start that is accepted and never answered (a stuck or cold target).
+    const stuck = { start: () => new Promise<void>(() => {}) };
+    const nudger = createNudger({ workerFor: () => stuck, clock, logger });
+    const enqueuer = createEnqueuer({ schema: t.schema, nudger });
+    let answered = false;
+    const enqueued = enqueuer.enqueue(t.db, ping, { n: 9 }, { nudge: true }).then((r) => {
+      answered = true;
+      return r;
+    });
+    // Committed before the nudge: the row is there while the enqueue waits for its start.
+    // The nudge's bound is a timer on the nudger clock once the insert's answer is back (which on
+    // the Neon drivers comes a little after the row is visible to others).
+    for (let i = 0; i < 1_000 && clock.pending === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(await states()).toEqual([{ state: 'queued', n: 1 }]);
+    expect(answered).toBe(false);
+    clock.advance(2_000);
+    expect(await enqueued).toMatchObject({ outcome: 'inserted' });
+    expect(lines).toEqual([expect.stringMatching(/^nudge_failed .*did not answer within 2000 ms/)]);
+  });
+});
