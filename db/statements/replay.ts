@@ -137,10 +137,16 @@ function stepsReplayed(schema: string, request: ReplayRequest): SQL {
           and s.position >= (select f.position from ${steps} f where f.job_id = c.id and f.name = ${fromStep})
           returning 1),`
       : sql``;
+  // Only the steps kept: a row both updated here and deleted by `forgotten` would see one of the two
+  // take effect, unpredictably (both CTEs run on one snapshot) — in practice the update, which kept it.
+  const kept =
+    fromStep !== undefined
+      ? sql` and s.position < coalesce((select f.position from ${steps} f where f.job_id = c.id and f.name = ${fromStep}), 2147483647)`
+      : sql``;
   const reset =
     request.resetAttempts && !restart
       ? sql` step_attempts as (update ${steps} s set attempts = 0 from changed c
-        where s.job_id = c.id and s.state = 'failed' returning 1),`
+        where s.job_id = c.id and s.state = 'failed'${kept} returning 1),`
       : sql``;
   return sql`${forget}${reset}`;
 }
