@@ -18,6 +18,8 @@ const SYSTEMS = ['skiplock', 'graphile-worker', 'pg-boss'] as const;
 const DELETE_MODE = 'skiplock (delete)';
 /** Hand-written: what was changed in the engine and measured on the way (appended to RESULTS.md). */
 const HISTORY = 'bench/history.md';
+/** Written by `npm run bench:steps` (its own harness: DBOS runs in a long-lived process of its own). */
+const STEPS = 'bench/RESULTS.steps.md';
 const fmt = (n: number | undefined) => (n === undefined ? '–' : n.toLocaleString('en-US'));
 const ratio = (a: number | undefined, b: number | undefined) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
 
@@ -86,7 +88,7 @@ pg-boss at K = 4 with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs
 
 Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its default completion mode): ${ratio(k4, floor)}. The same minimal SQL on skiplock's own table (its indexes and CHECKs, the columns skiplock writes, the completion fenced on the token): ${fmt(schemaFloor)} jobs/s, ${ratio(schemaFloor, floor)} of the bare floor (what the schema costs); skiplock runs at ${ratio(k4, schemaFloor)} of it (what the library's statement shape and Node cost). The UPDATE floor at K = 16: ${fmt(floor16)} jobs/s (${ratio(floor16, floor)} of its K = 4) — what 16 independent SKIP LOCKED claimers cost with no library at all.
 
-${flowSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : ''}
+${flowSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : ''}${stepsSection()}
 ## Round trips, scale, WAL, cold start
 
 - Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state (above 128 outcomes the settle goes first in a statement of its own: two per batch).
@@ -209,5 +211,26 @@ A steady load (enqueue at a fixed rate, two claim-and-settle loops, batches of 1
 | mode | s | vacuum | claims | claim p50, ms | lease-index entries per claim | jobs |
 | --- | --- | --- | --- | --- | --- | --- |
 ${rows}
+`;
+}
+
+/**
+ * The durable-steps table of the latest `npm run bench:steps` (bench/RESULTS.steps.md), repeated
+ * here so that one page holds every figure; empty when that file is missing.
+ */
+export function stepsSection(): string {
+  if (!existsSync(STEPS)) return '';
+  const lines = readFileSync(STEPS, 'utf8').split('\n');
+  const run = lines.find((l) => l.startsWith('Run: '))?.match(/^Run: (\S+)/)?.[1] ?? '?';
+  const start = lines.findIndex((l) => l.startsWith('| system'));
+  if (start < 0) return '';
+  const end = lines.findIndex((l, i) => i > start && !l.startsWith('|'));
+  const table = lines.slice(start, end < 0 ? undefined : end).join('\n');
+  return `## Durable steps
+
+What a step costs beside DBOS Transact's \`runStep\` on the same Postgres: the table of \`npm run bench:steps\` (run ${run}; method and the statements by kind in [RESULTS.steps.md](RESULTS.steps.md)).
+
+${table}
+
 `;
 }
