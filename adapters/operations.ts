@@ -1,5 +1,6 @@
 import * as z from 'zod';
 import type { ReplayResult } from '../base/outcomes.js';
+import { breakers } from '../core/breakers.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { createEnqueuer, type EnqueueResult } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
@@ -292,5 +293,9 @@ export async function runMaintenanceTick(
   }
   runtime.metrics?.queues(tick.stats, config.serviceName);
   queueMetrics?.queues(tick.stats);
+  if (queueMetrics?.breakers) {
+    const health = await runtime.withDb((db) => breakers(db, { schema: config.schema }));
+    queueMetrics.breakers(health.map(({ name, state }) => ({ name, state })));
+  }
   return report;
 }

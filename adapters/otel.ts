@@ -27,6 +27,7 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
+import type { BreakerState } from '../base/outcomes.js';
 import type { QueueStatsRow } from '../base/rows.js';
 import type { JobMetrics, MeteredJob, QueueMetrics } from '../core/metrics.js';
 import type { AttemptTrace, AttemptTraceOutcome, TraceCarrier, Tracing } from '../core/tracing.js';
@@ -140,6 +141,8 @@ export interface OtelMetricsOptions {
   meter?: Meter;
 }
 
+const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open'];
+
 /**
  * Metrics hooks for createWorker({ metrics }) (and the Lambda and Vercel workers' `metrics`) and
  * for the maintenance functions' `metrics` (queue depth), with OpenTelemetry:
@@ -155,6 +158,7 @@ export interface OtelMetricsOptions {
  * | `skiplock.invocation.duration` | histogram, ms | `skiplock.invocation.stopped_because` |
  * | `skiplock.queue.ready`, `.running`, `.dead`, `.sleeping` | gauges, jobs | queue, kind (the last maintenance tick's) |
  * | `skiplock.queue.oldest_ready_age` | gauge, s | queue, kind |
+ * | `skiplock.breaker.state` | gauge, 1 for the breaker's state and 0 for the others | `skiplock.destination`, `skiplock.breaker.state` (closed, open, half_open) |
  */
 export function otelMetrics(options: OtelMetricsOptions = {}): JobMetrics & QueueMetrics {
   const meter = options.meter ?? metrics.getMeter('skiplock');
@@ -184,6 +188,17 @@ export function otelMetrics(options: OtelMetricsOptions = {}): JobMetrics & Queu
   gauge('skiplock.queue.dead', '{job}', (r) => r.dead);
   gauge('skiplock.queue.sleeping', '{job}', (r) => r.sleeping + r.waitingForSignal);
   gauge('skiplock.queue.oldest_ready_age', 's', (r) => r.oldestReadyAgeSeconds);
+  // The last tick's breakers: one series per destination and state, 1 for the state it is in.
+  let breakerStates: readonly { name: string; state: BreakerState }[] = [];
+  meter
+    .createObservableGauge('skiplock.breaker.state', { description: 'circuit breaker state' })
+    .addCallback((result) => {
+      for (const { name, state } of breakerStates) {
+        for (const s of BREAKER_STATES) {
+          result.observe(s === state ? 1 : 0, { 'skiplock.destination': name, 'skiplock.breaker.state': s });
+        }
+      }
+    });
   return {
     started: (job) => started.add(1, jobAttributes(job)),
     ended: (job, outcome, ms) => {
@@ -204,6 +219,9 @@ export function otelMetrics(options: OtelMetricsOptions = {}): JobMetrics & Queu
     },
     queues: (rows) => {
       depth = rows;
+    },
+    breakers: (rows) => {
+      breakerStates = rows;
     },
   };
 }

@@ -26,6 +26,8 @@ export interface JobMetrics {
 /** Queue depth as each maintenance tick reads it (the maintenance functions' `metrics`). */
 export interface QueueMetrics {
   queues(rows: readonly QueueStatsRow[]): void;
+  /** Each destination's breaker state, read by the same tick (only when this is given). */
+  breakers?(rows: readonly { name: string; state: BreakerState }[]): void;
 }
 
 export interface MeteredJob {

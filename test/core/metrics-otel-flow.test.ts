@@ -44,6 +44,25 @@ function meter() {
   return { metrics, points };
 }
 
+/** One maintenance tick (the Vercel route) reporting to `metrics`. */
+async function tick(metrics: ReturnType<typeof otelMetrics>): Promise<void> {
+  const maintenance = createVercelMaintenance({
+    env: {
+      DATABASE_URL: databaseUrl(),
+      SKIPLOCK_SCHEMA: t.schema,
+      CRON_SECRET: 'cron-secret-0123456789',
+      SKIPLOCK_LOG_LEVEL: 'error',
+    },
+    metrics,
+  });
+  const response = await maintenance(
+    new Request('https://app.example.com/api/maintenance', {
+      headers: { authorization: 'Bearer cron-secret-0123456789' },
+    }),
+  );
+  expect(response.status).toBe(200);
+}
+
 /** A manual clock that reports the timers set for between `min` and `max` ms (the rate waits). */
 class WatchingClock extends ManualClock {
   #watch: { min: number; max: number; resolve: (ms: number) => void } | undefined;
@@ -116,7 +135,7 @@ describe('OpenTelemetry metrics of flow control (otelMetrics)', () => {
     expect(await points('skiplock.rate_limit.wait')).toEqual([{ attributes: {}, value: waitMs }]);
   });
 
-  it('counts each move of a breaker in skiplock.breaker.transitions, by destination, from and to', async () => {
+  it('counts each move of a breaker in skiplock.breaker.transitions, and gauges its state at each maintenance tick', async () => {
     const { metrics, points } = meter();
     let down = true;
     const webhook = defineJob({
@@ -157,6 +176,15 @@ describe('OpenTelemetry metrics of flow control (otelMetrics)', () => {
     const state = async () =>
       (await t.admin.query(`select state from "${t.schema}".destinations where name = 'down.example'`)).rows[0].state;
     expect(await state()).toBe('open');
+    // The maintenance tick reads every breaker: 1 for the state it is in, 0 for the others.
+    await tick(metrics);
+    const stateOf = async () =>
+      Object.fromEntries(
+        (await points('skiplock.breaker.state'))
+          .filter((p) => p.attributes['skiplock.destination'] === 'down.example')
+          .map((p) => [p.attributes['skiplock.breaker.state'], p.value]),
+      );
+    expect(await stateOf()).toEqual({ closed: 0, open: 1, half_open: 0 });
 
     // The cool-down is over, as far as the database can tell: one probe goes through, succeeds, and
     // closes the breaker; the other jobs follow.
@@ -177,6 +205,8 @@ describe('OpenTelemetry metrics of flow control (otelMetrics)', () => {
     );
     const left = await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs where state <> 'completed'`);
     expect(left.rows[0].n).toBe(0);
+    await tick(metrics);
+    expect(await stateOf()).toEqual({ closed: 1, open: 0, half_open: 0 });
   });
 
   it('gauges skiplock.queue.oldest_ready_age in seconds per queue and kind from the maintenance tick', async () => {
