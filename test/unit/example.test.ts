@@ -59,7 +59,7 @@ it('the steps example (npm run example:steps) sleeps, waits for a signal, retrie
   );
   // The approval link: the signal route took the token once and refused it the second time.
   expect(stdout).toMatch(
-    /^POST https:\/\/app\.example\.com\/api\/signal\?token=\S+ → 200 \{"signal":\{"id":"\d+","woken":1\}\}$/m,
+    /^POST https:\/\/app\.example\.com\/api\/signal\?token=\S+ → 200 \{"signal":\{"id":"\d+","woken":1,"queues":\["default"\]\}\}$/m,
   );
   expect(stdout).toMatch(/^the same link again → 409 signal_token_used$/m);
   expect(stdout).toMatch(/^approval: completed, order A-17 approved \(attempt 1\)$/m);
