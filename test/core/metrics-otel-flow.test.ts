@@ -1,16 +1,16 @@
-import { type DataPoint, type Histogram, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { type DataPoint, type Histogram, MeterProvider } from '@opentelemetry/sdk-metrics';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { otelMetrics } from '../../adapters/otel.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
-import { createVercelMaintenance } from '../../adapters/vercel.js';
 import { RetryError } from '../../base/errors.js';
 import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
 import { ManualClock } from '../../testing/clock.js';
-import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
+import { type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
+import { maintenanceTick, PullReader } from '../helpers/otel.js';
 
 // OpenTelemetry metrics of flow control, through the SDK's own reader: the time an invocation waited
 // for a rate limit, the moves of a destination's circuit breaker, and the age of the oldest ready
@@ -22,12 +22,6 @@ useTestSchema('core-metrics-otel-flow', (ctx) => {
   q = enqueuerFor(ctx.schema);
 });
 afterAll(() => resetSharedRuntime());
-
-/** A reader the test pulls from (the SDK's MetricReader; collect() is what an exporter would send). */
-class PullReader extends MetricReader {
-  protected async onShutdown(): Promise<void> {}
-  protected async onForceFlush(): Promise<void> {}
-}
 
 /** A fresh meter and otelMetrics() on it, and what its reader collects now: each instrument's points. */
 function meter() {
@@ -42,25 +36,6 @@ function meter() {
     return found.map((p) => ({ attributes: { ...p.attributes }, value: p.value }));
   };
   return { metrics, points };
-}
-
-/** One maintenance tick (the Vercel route) reporting to `metrics`. */
-async function tick(metrics: ReturnType<typeof otelMetrics>): Promise<void> {
-  const maintenance = createVercelMaintenance({
-    env: {
-      DATABASE_URL: databaseUrl(),
-      SKIPLOCK_SCHEMA: t.schema,
-      CRON_SECRET: 'cron-secret-0123456789',
-      SKIPLOCK_LOG_LEVEL: 'error',
-    },
-    metrics,
-  });
-  const response = await maintenance(
-    new Request('https://app.example.com/api/maintenance', {
-      headers: { authorization: 'Bearer cron-secret-0123456789' },
-    }),
-  );
-  expect(response.status).toBe(200);
 }
 
 /** A manual clock that reports the timers set for between `min` and `max` ms (the rate waits). */
@@ -177,7 +152,7 @@ describe('OpenTelemetry metrics of flow control (otelMetrics)', () => {
       (await t.admin.query(`select state from "${t.schema}".destinations where name = 'down.example'`)).rows[0].state;
     expect(await state()).toBe('open');
     // The maintenance tick reads every breaker: 1 for the state it is in, 0 for the others.
-    await tick(metrics);
+    await maintenanceTick(metrics, t.schema);
     const stateOf = async () =>
       Object.fromEntries(
         (await points('skiplock.breaker.state'))
@@ -205,7 +180,7 @@ describe('OpenTelemetry metrics of flow control (otelMetrics)', () => {
     );
     const left = await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs where state <> 'completed'`);
     expect(left.rows[0].n).toBe(0);
-    await tick(metrics);
+    await maintenanceTick(metrics, t.schema);
     expect(await stateOf()).toEqual({ closed: 1, open: 0, half_open: 0 });
   });
 
@@ -224,21 +199,7 @@ describe('OpenTelemetry metrics of flow control (otelMetrics)', () => {
       ok.with({ n: 3 }, { delayMs: 3_600_000 }), // not ready: no part of the age
       report.with({ n: 4 }, { runAt: new Date(base - 600_000) }),
     ]);
-    const maintenance = createVercelMaintenance({
-      env: {
-        DATABASE_URL: databaseUrl(),
-        SKIPLOCK_SCHEMA: t.schema,
-        CRON_SECRET: 'cron-secret-0123456789',
-        SKIPLOCK_LOG_LEVEL: 'error',
-      },
-      metrics,
-    });
-    const response = await maintenance(
-      new Request('https://app.example.com/api/maintenance', {
-        headers: { authorization: 'Bearer cron-secret-0123456789' },
-      }),
-    );
-    expect(response.status).toBe(200);
+    await maintenanceTick(metrics, t.schema);
     const after = await dbNowMs();
     const ages = await points('skiplock.queue.oldest_ready_age');
     const attributes = (queue: string, kind: string) => ({

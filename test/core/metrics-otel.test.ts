@@ -1,15 +1,15 @@
-import { type DataPoint, type Histogram, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { type DataPoint, type Histogram, MeterProvider } from '@opentelemetry/sdk-metrics';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { otelMetrics } from '../../adapters/otel.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
-import { createVercelMaintenance } from '../../adapters/vercel.js';
 import { DiscardError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
-import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
+import { type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
+import { maintenanceTick, PullReader } from '../helpers/otel.js';
 
 // OpenTelemetry metrics through the SDK's own reader: what a worker and a maintenance tick record.
 let t: TestContext;
@@ -17,12 +17,6 @@ useTestSchema('core-metrics-otel', (ctx) => {
   t = ctx;
 });
 afterAll(() => resetSharedRuntime());
-
-/** A reader the test pulls from (the SDK's MetricReader; collect() is what an exporter would send). */
-class PullReader extends MetricReader {
-  protected async onShutdown(): Promise<void> {}
-  protected async onForceFlush(): Promise<void> {}
-}
 
 async function collected(reader: PullReader) {
   const { resourceMetrics } = await reader.collect();
@@ -88,21 +82,7 @@ describe('OpenTelemetry metrics (otelMetrics)', () => {
 
     // The maintenance tick's depth: three jobs wait on 'emails'.
     await q.enqueueMany(t.db, [ok.with({ n: 5 }), ok.with({ n: 6 }), ok.with({ n: 7 })]);
-    const maintenance = createVercelMaintenance({
-      env: {
-        DATABASE_URL: databaseUrl(),
-        SKIPLOCK_SCHEMA: t.schema,
-        CRON_SECRET: 'cron-secret-0123456789',
-        SKIPLOCK_LOG_LEVEL: 'error',
-      },
-      metrics,
-    });
-    const response = await maintenance(
-      new Request('https://app.example.com/api/maintenance', {
-        headers: { authorization: 'Bearer cron-secret-0123456789' },
-      }),
-    );
-    expect(response.status).toBe(200);
+    await maintenanceTick(metrics, t.schema);
     value = await collected(reader);
     expect(value('skiplock.queue.ready', { 'messaging.destination.name': 'emails', 'skiplock.job.kind': 'ok' })).toBe(
       3,

@@ -9,7 +9,7 @@ import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createEnqueuer } from '../../core/enqueue.js';
+import { createEnqueuer, type EnqueueResult } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { queryExecutor } from '../../db/query-executor.js';
 import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
@@ -152,5 +152,103 @@ describe.each(Object.entries(tools))('enqueue in a transaction of %s', (name, in
     expect(results).toEqual(['inserted', 'deduplicated', true, 'string']);
     expect(await queued()).toEqual([`${name}: committed`]);
     expect(await signals()).toEqual([`${name}: sent`]);
+  });
+});
+
+// enqueueMany and enqueueFlow through the same executors: a committed transaction leaves every row
+// (with its options, its parents and dependents), a rolled-back one none, and nothing is visible
+// outside the transaction before it commits.
+const email = defineJob({ kind: 'email', queue: 'emails', payload: z.object({ id: z.string() }) });
+/** The jobs as the admin pool (outside any test transaction) sees them, by id. */
+const jobRows = async () =>
+  (
+    await t.admin.query(
+      `select j.id::text, kind, queue, payload->>'id' as pid, priority, correlation_id, dedupe_key, dedupe_mode,
+        state, run_at = 'infinity' as waiting, run_at > now() + interval '50 minutes' as later,
+        coalesce(after::text[], '{}') as after, coalesce(dependents::text[], '{}') as dependents, on_parent_failure
+      from "${t.schema}".jobs j order by j.id`,
+    )
+  ).rows;
+const count = async () => (await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`)).rows[0].n;
+
+describe.each(Object.entries(tools))('enqueueMany and enqueueFlow in a transaction of %s', (name, inTransaction) => {
+  it('enqueueMany: a committed transaction leaves every job with its options, in input order; a rolled-back one leaves none', async () => {
+    await inTransaction(false, async (db) => {
+      const results = await q.enqueueMany(db, [order.with({ id: 'r1' }), email.with({ id: 'r2' })]);
+      expect(results.map((r) => r.outcome)).toEqual(['inserted', 'inserted']);
+      // Written inside this transaction: the transaction sees them, no one else does.
+      expect(await count()).toBe(0);
+    });
+    expect(await count()).toBe(0);
+
+    let results: EnqueueResult[] = [];
+    let holder = '';
+    await inTransaction(true, async (db) => {
+      // A job holding a skip key and one holding a replace key, written earlier in the transaction.
+      holder = (await q.enqueue(db, order, { id: 'held' }, { dedupe: { key: `${name}:skip` } })).id;
+      await q.enqueue(db, email, { id: 'old' }, { dedupe: { key: `${name}:replace`, mode: 'replace' } });
+      results = await q.enqueueMany(db, [
+        order.with({ id: 'a' }, { priority: 5, correlationId: 'req-1' }),
+        email.with({ id: 'b' }, { delayMs: 3_600_000 }),
+        // Both find what this transaction wrote before them (the second pass finds the skip holder).
+        order.with({ id: 'duplicate' }, { dedupe: { key: `${name}:skip` } }),
+        email.with({ id: 'new' }, { dedupe: { key: `${name}:replace`, mode: 'replace' } }),
+        order.with({ id: 'windowed' }, { dedupe: { key: `${name}:window`, mode: 'window', windowMs: 60_000 } }),
+      ]);
+      expect(await count()).toBe(0);
+    });
+    expect(results.map((r) => r.outcome)).toEqual(['inserted', 'inserted', 'deduplicated', 'replaced', 'inserted']);
+    expect(results[2]?.id).toBe(holder);
+    const rows = await jobRows();
+    expect(rows.map((r) => r.pid)).toEqual(['held', 'new', 'a', 'b', 'windowed']);
+    const byPid = Object.fromEntries(rows.map((r) => [r.pid, r]));
+    expect(results.map((r) => r.id)).toEqual([byPid.a.id, byPid.b.id, byPid.held.id, byPid.new.id, byPid.windowed.id]);
+    expect(byPid.a).toMatchObject({ kind: 'order', queue: 'default', priority: 5, correlation_id: 'req-1' });
+    expect(byPid.a.later).toBe(false);
+    expect(byPid.b).toMatchObject({ kind: 'email', queue: 'emails', later: true, state: 'queued' });
+    expect(byPid.new).toMatchObject({ kind: 'email', dedupe_key: `${name}:replace`, dedupe_mode: 'replace' });
+    expect(byPid.windowed).toMatchObject({ dedupe_key: `${name}:window`, dedupe_mode: 'window' });
+  });
+
+  it('enqueueFlow: a committed transaction leaves the steps waiting for their parents; a rolled-back one leaves none', async () => {
+    const flow = (extraParent?: string) => ({
+      fetch: order.with({ id: 'fetch' }),
+      mail: email.with({ id: 'mail' }),
+      report: order.with(
+        { id: 'report' },
+        { after: ['fetch', 'mail', ...(extraParent ? [extraParent] : [])], onParentFailure: 'run' },
+      ),
+    });
+    await inTransaction(false, async (db) => {
+      const steps = await q.enqueueFlow(db, flow());
+      expect(Object.keys(steps)).toEqual(['fetch', 'mail', 'report']);
+      expect(await count()).toBe(0);
+    });
+    expect(await count()).toBe(0);
+
+    let steps: Record<'fetch' | 'mail' | 'report', EnqueueResult> | undefined;
+    let earlier = '';
+    await inTransaction(true, async (db) => {
+      // A job enqueued earlier in the same transaction, named by id as a parent: the flow's statement
+      // sees it (a parent id that names no visible job would count as completed and release the child).
+      [{ id: earlier } = { id: '' }] = await q.enqueueMany(db, [order.with({ id: 'earlier' })]);
+      steps = await q.enqueueFlow(db, flow(earlier));
+      expect(await count()).toBe(0);
+    });
+    const { fetch, mail, report } = steps as NonNullable<typeof steps>;
+    expect([fetch.outcome, mail.outcome, report.outcome]).toEqual(['inserted', 'inserted', 'inserted']);
+    const rows = Object.fromEntries((await jobRows()).map((r) => [r.id, r]));
+    expect(Object.keys(rows).sort()).toEqual([earlier, fetch.id, mail.id, report.id].sort());
+    expect(rows[report.id]).toMatchObject({
+      pid: 'report',
+      state: 'queued',
+      waiting: true,
+      on_parent_failure: 'run',
+    });
+    expect([...rows[report.id].after].sort()).toEqual([earlier, fetch.id, mail.id].sort());
+    for (const parent of [earlier, fetch.id, mail.id]) {
+      expect(rows[parent]).toMatchObject({ waiting: false, dependents: [report.id], after: [] });
+    }
+    expect(rows[mail.id]).toMatchObject({ pid: 'mail', kind: 'email', queue: 'emails' });
   });
 });

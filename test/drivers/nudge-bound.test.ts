@@ -2,7 +2,6 @@
 // never answers — a stuck or cold function — every enqueue is answered within the nudge's bound
 // (2 s), its job committed, the failure logged with its cause. On every driver: the library's
 // enqueue, the Lambda enqueue function (the real AWS SDK) and the Vercel enqueue route.
-import { createServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLambdaEnqueue } from '../../adapters/lambda.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
@@ -14,6 +13,8 @@ import { httpApiEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { pingKind } from '../helpers/kinds.js';
 import { useLocalAwsCredentials } from '../helpers/lambda-endpoint.js';
+import { captureStdout } from '../helpers/stdout.js';
+import { startStuckTarget } from '../helpers/stuck-target.js';
 
 let t: TestContext;
 useTestSchema('drivers-nudge-bound', (ctx) => {
@@ -35,28 +36,15 @@ const env = (extra: Record<string, string> = {}) => ({
 const states = async () =>
   (await t.admin.query(`select state, count(*)::int as n from "${t.schema}".jobs group by state order by state`)).rows;
 
-/** A TCP server that accepts every connection, reads, and never answers; and the log lines meanwhile. */
-async function stuckTarget<T>(run: (port: number, lines: string[], accepted: () => number) => Promise<T>): Promise<T> {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('data', () => {});
-    socket.on('error', () => {});
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as import('node:net').AddressInfo;
-  const lines: string[] = [];
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    lines.push(String(chunk));
-    return true;
-  }) as typeof process.stdout.write;
+/** `run` against a stuck target, with what it logged (stdout) meanwhile; the target closed after. */
+async function stuckTarget<T>(
+  run: (port: number, accepted: () => number) => Promise<T>,
+): Promise<{ result: T; lines: string[] }> {
+  const target = await startStuckTarget();
   try {
-    return await run(port, lines, () => sockets.size);
+    return await captureStdout(() => run(target.port, target.accepted));
   } finally {
-    process.stdout.write = write;
-    for (const socket of sockets) socket.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await target.close();
   }
 }
 const nudgeFailures = (lines: string[]) =>
@@ -67,7 +55,7 @@ const nudgeFailures = (lines: string[]) =>
 
 describe(`a nudge target that accepts connections and never answers (${testDriver()})`, () => {
   it('Lambda: the enqueue function answers within the bound, its job committed; the failure is logged', async () => {
-    const { tookMs, lines } = await stuckTarget(async (port, lines) => {
+    const { result: tookMs, lines } = await stuckTarget(async (port) => {
       process.env.AWS_ENDPOINT_URL_LAMBDA = `http://127.0.0.1:${port}`;
       try {
         const enqueue = createLambdaEnqueue([ping], { env: env({ SKIPLOCK_NUDGE_FUNCTIONS: 'pings=skiplock-stuck' }) });
@@ -79,7 +67,7 @@ describe(`a nudge target that accepts connections and never answers (${testDrive
           }),
         )) as { statusCode: number };
         expect(response.statusCode).toBe(200);
-        return { tookMs: Date.now() - started, lines };
+        return Date.now() - started;
       } finally {
         delete process.env.AWS_ENDPOINT_URL_LAMBDA;
       }
@@ -94,7 +82,7 @@ describe(`a nudge target that accepts connections and never answers (${testDrive
 
   it('Vercel: the enqueue route answers within the bound, its job committed, the start left to waitUntil', async () => {
     const pending: Promise<unknown>[] = [];
-    const tookMs = await stuckTarget(async (port, _lines, accepted) => {
+    const { result: tookMs } = await stuckTarget(async (port, accepted) => {
       const enqueue = createVercelEnqueue([ping], {
         env: env({
           SKIPLOCK_NUDGE_ROUTES: `pings=http://127.0.0.1:${port}/api/worker`,

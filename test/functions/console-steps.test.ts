@@ -1,12 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
-import { createVercelConsole } from '../../adapters/vercel.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
-import { ConsoleClient } from '../helpers/console.js';
-import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { vercelConsoleClient } from '../helpers/console.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 import { SECRETS } from '../helpers/vercel-routes.js';
 
@@ -39,20 +38,7 @@ const waiter = defineJob({
 
 /** The console's clock: fixed, never slept on. */
 const now = new Date();
-const consoleClient = () =>
-  new ConsoleClient(
-    createVercelConsole([sleeper, waiter], {
-      env: {
-        DATABASE_URL: databaseUrl(),
-        SKIPLOCK_DRIVER: testDriver(),
-        SKIPLOCK_SCHEMA: t.schema,
-        SKIPLOCK_LOG_LEVEL: 'error',
-        SKIPLOCK_ADMIN_TOKEN: ADMIN,
-        VERCEL: '1',
-      },
-      now: () => now,
-    }),
-  );
+const consoleClient = () => vercelConsoleClient([sleeper, waiter], t.schema, ADMIN, now);
 
 /** The overview's depth table: each body row's cells (their text) by column header, keyed by kind. */
 function depthTable(html: string): Record<string, Record<string, string>> {

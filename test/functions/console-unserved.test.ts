@@ -1,12 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
-import { createVercelConsole } from '../../adapters/vercel.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
-import { ConsoleClient } from '../helpers/console.js';
-import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { vercelConsoleClient } from '../helpers/console.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 import { SECRETS } from '../helpers/vercel-routes.js';
 
@@ -25,20 +24,7 @@ const report = defineJob({ kind: 'report', payload, handler: () => {} });
 
 /** The console's clock: fixed, never slept on. */
 const now = new Date();
-const consoleClient = () =>
-  new ConsoleClient(
-    createVercelConsole([mail, report], {
-      env: {
-        DATABASE_URL: databaseUrl(),
-        SKIPLOCK_DRIVER: testDriver(),
-        SKIPLOCK_SCHEMA: t.schema,
-        SKIPLOCK_LOG_LEVEL: 'error',
-        SKIPLOCK_ADMIN_TOKEN: ADMIN,
-        VERCEL: '1',
-      },
-      now: () => now,
-    }),
-  );
+const consoleClient = () => vercelConsoleClient([mail, report], t.schema, ADMIN, now);
 
 /** The overview's depth table: each body row's queue cell (text and badges) by its kind. */
 function overviewRows(html: string): Record<string, { queue: string; badges: string[]; ready: string }> {

@@ -2,7 +2,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { z } from 'zod';
-import { defineJob } from '../../core/jobs.js';
+import { createVercelConsole } from '../../adapters/vercel.js';
+import { defineJob, type JobDefinition } from '../../core/jobs.js';
+import { databaseUrl, testDriver } from './db.js';
 
 /** A kind with a declared sensitive path, to see the console mask it. */
 export const charge = defineJob({
@@ -108,4 +110,31 @@ export async function serveRoute(
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+/**
+ * A console client of the Vercel console route for `jobs`, on the run's database and `schema`
+ * through the driver under test, logged in with `adminToken` when it calls `login`; its clock fixed
+ * at `now` (never slept on).
+ */
+export function vercelConsoleClient(
+  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+  jobs: readonly JobDefinition<any, any>[],
+  schema: string,
+  adminToken: string,
+  now = new Date(),
+): ConsoleClient {
+  return new ConsoleClient(
+    createVercelConsole(jobs, {
+      env: {
+        DATABASE_URL: databaseUrl(),
+        SKIPLOCK_DRIVER: testDriver(),
+        SKIPLOCK_SCHEMA: schema,
+        SKIPLOCK_LOG_LEVEL: 'error',
+        SKIPLOCK_ADMIN_TOKEN: adminToken,
+        VERCEL: '1',
+      },
+      now: () => now,
+    }),
+  );
 }

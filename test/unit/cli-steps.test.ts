@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
-import { EXIT, runCli } from '../../cli/run.js';
+import { EXIT } from '../../cli/run.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob, type JobDefinition } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
@@ -10,6 +10,7 @@ import { createWorker } from '../../core/worker.js';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { ManualClock } from '../../testing/clock.js';
+import { cliOn } from '../helpers/cli.js';
 
 // The CLI on jobs with durable steps, against a real database: `jobs show` prints their steps,
 // `dlq replay --from-step / --restart` forgets what the docs say (checked in the rows, then by
@@ -18,16 +19,7 @@ const schema = `cli_steps_${randomBytes(4).toString('hex')}`;
 let admin: pg.Pool;
 let db: ReturnType<typeof connect>;
 
-async function cli(...argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, {
-    env: { DATABASE_URL: inject('databaseUrl'), SKIPLOCK_SCHEMA: schema, USER: 'tester' },
-    out: (t) => out.push(t),
-    err: (t) => err.push(t),
-  });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const cli = cliOn(schema);
 
 const payload = z.object({ n: z.number().default(0) });
 const instant = { type: 'constant', delayMs: 0 } as const;

@@ -2,12 +2,13 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
-import { EXIT, runCli } from '../../cli/run.js';
+import { EXIT } from '../../cli/run.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
 import { connect } from '../../db/connect.js';
+import { cliOn } from '../helpers/cli.js';
 
 // `skiplock stats` names each queue and kind whose ready jobs no worker served lately (a queue that
 // is in code but in no deployed worker's SKIPLOCK_QUEUES), against a real database.
@@ -15,16 +16,7 @@ const schema = `cli_unserved_${randomBytes(4).toString('hex')}`;
 let admin: pg.Pool;
 let db: ReturnType<typeof connect>;
 
-async function cli(...argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, {
-    env: { DATABASE_URL: inject('databaseUrl'), SKIPLOCK_SCHEMA: schema, USER: 'tester' },
-    out: (t) => out.push(t),
-    err: (t) => err.push(t),
-  });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const cli = cliOn(schema);
 
 const payload = z.object({ n: z.number() });
 const mail = defineJob({ kind: 'mail', queue: 'emails', payload, handler: () => {} });

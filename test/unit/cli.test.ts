@@ -5,20 +5,12 @@ import { EXIT, runCli } from '../../cli/run.js';
 import { connect } from '../../db/connect.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { settleJobs } from '../../db/statements/settle.js';
+import { cliOn } from '../helpers/cli.js';
 
 const schema = `cli_${randomBytes(4).toString('hex')}`;
 let admin: pg.Pool;
 
-async function cli(...argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, {
-    env: { DATABASE_URL: inject('databaseUrl'), SKIPLOCK_SCHEMA: schema, USER: 'tester' },
-    out: (t) => out.push(t),
-    err: (t) => err.push(t),
-  });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const cli = cliOn(schema);
 const JOBS = ['--jobs', 'test/helpers/cli-jobs.ts'];
 const card = { orderId: 7, apiKey: 'sk_live_SECRET123', card: { number: '4242424242424242', last4: '4242' } };
 

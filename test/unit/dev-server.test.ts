@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { type AddressInfo, createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, expect, inject, it, onTestFinished } from 'vitest';
 import { freePort } from '../../scripts/local-postgres.js';
+import { startStuckTarget } from '../helpers/stuck-target.js';
 
 const schema = `dev_${randomBytes(4).toString('hex')}`;
 const secrets = {
@@ -24,18 +24,9 @@ afterAll(async () => {
 it('npm run dev serves the routes on localhost and runs the crons; a stuck nudge target never holds an enqueue', async () => {
   const port = await freePort();
   // The nudge's worker route: accepts connections, never answers (a stuck or cold target).
-  const sockets = new Set<Socket>();
-  const stuck = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('data', () => {});
-    socket.on('error', () => {});
-  });
-  await new Promise<void>((resolve) => stuck.listen(0, '127.0.0.1', resolve));
-  onTestFinished(() => {
-    for (const socket of sockets) socket.destroy();
-    stuck.close();
-  });
-  const stuckUrl = `http://127.0.0.1:${(stuck.address() as AddressInfo).port}/api/worker`;
+  const stuck = await startStuckTarget();
+  onTestFinished(() => stuck.close());
+  const stuckUrl = `http://127.0.0.1:${stuck.port}/api/worker`;
   // --crons-once: a scheduled run at a minute boundary would otherwise claim the job below first.
   child = spawn(process.execPath, ['--import', 'tsx', 'scripts/dev.ts', '--crons-once'], {
     env: {
@@ -77,8 +68,8 @@ it('npm run dev serves the routes on localhost and runs the crons; a stuck nudge
   // Answered within the nudge's 2 s bound although its worker route never answers.
   expect(Date.now() - started).toBeLessThan(4_000);
   // …and the nudge did go out: its request waits at the stuck target.
-  for (let i = 0; i < 400 && sockets.size === 0; i++) await new Promise((r) => setTimeout(r, 5));
-  expect(sockets.size).toBe(1);
+  for (let i = 0; i < 400 && stuck.accepted() === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  expect(stuck.accepted()).toBe(1);
   const worker = await fetch(`${base}/api/reports-worker`, {
     headers: { authorization: `Bearer ${secrets.CRON_SECRET}` },
   });
