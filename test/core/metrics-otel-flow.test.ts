@@ -7,10 +7,10 @@ import { RetryError } from '../../base/errors.js';
 import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
-import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 import { maintenanceTick, PullReader } from '../helpers/otel.js';
+import { WatchingClock } from '../helpers/supplied-clock.js';
 
 // OpenTelemetry metrics of flow control, through the SDK's own reader: the time an invocation waited
 // for a rate limit, the moves of a destination's circuit breaker, and the age of the oldest ready
@@ -36,27 +36,6 @@ function meter() {
     return found.map((p) => ({ attributes: { ...p.attributes }, value: p.value }));
   };
   return { metrics, points };
-}
-
-/** A manual clock that reports the timers set for between `min` and `max` ms (the rate waits). */
-class WatchingClock extends ManualClock {
-  #watch: { min: number; max: number; resolve: (ms: number) => void } | undefined;
-
-  override setTimer(fn: () => void, ms: number): () => void {
-    const cancel = super.setTimer(fn, ms);
-    const w = this.#watch;
-    if (w && ms >= w.min && ms <= w.max) {
-      this.#watch = undefined;
-      w.resolve(ms);
-    }
-    return cancel;
-  }
-
-  nextTimer(min: number, max: number): Promise<number> {
-    return new Promise((resolve) => {
-      this.#watch = { min, max, resolve };
-    });
-  }
 }
 
 const payload = z.object({ n: z.number() });

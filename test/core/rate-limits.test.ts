@@ -4,9 +4,9 @@ import { ConfigError } from '../../base/errors.js';
 import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker, type WorkerOptions } from '../../core/worker.js';
-import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
+import { WatchingClock } from '../helpers/supplied-clock.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
@@ -14,27 +14,6 @@ useTestSchema('core-rates', (ctx) => {
   t = ctx;
   q = enqueuerFor(ctx.schema);
 });
-
-/** A manual clock that reports the timers set for between `min` and `max` ms (the rate waits). */
-class WatchingClock extends ManualClock {
-  #watch: { min: number; max: number; resolve: (ms: number) => void } | undefined;
-
-  override setTimer(fn: () => void, ms: number): () => void {
-    const cancel = super.setTimer(fn, ms);
-    const w = this.#watch;
-    if (w && ms >= w.min && ms <= w.max) {
-      this.#watch = undefined;
-      w.resolve(ms);
-    }
-    return cancel;
-  }
-
-  nextTimer(min: number, max: number): Promise<number> {
-    return new Promise((resolve) => {
-      this.#watch = { min, max, resolve };
-    });
-  }
-}
 
 function rateWorker(options: Partial<WorkerOptions> = {}) {
   const clock = new WatchingClock();
