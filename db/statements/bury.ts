@@ -79,8 +79,7 @@ export async function buryDoomed(
       last_error = ${error},
       errors = ${appendCapped(sql`j.errors`, error)},
       updated_at = ${now}
-    from (select id from by_deadline union all select id from by_lease) d
-    where j.id = d.id
+    where j.id = any(array(select id from by_deadline union all select id from by_lease))
     returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
     ),
     ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}${request.served ? workerSeenCte(schema, request.served.name, request.kinds, request.queues) : sql``}

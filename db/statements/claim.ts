@@ -422,13 +422,15 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   // Rescues first (a backlog must not starve them), then the lane, then the head. The plain claim
   // takes nothing when the limited claim is needed, the limited claim nothing when the rated one is (a
   // one-time condition: nothing below it runs).
+  // The picked ids as one array (an InitPlan), so the update reads each row by primary key. Joined
+  // instead, the planner hashed the whole jobs table to find the batch: a sequential scan of every
+  // row on every claim (8.5 of 16.5 ms per 500-job claim on a 20,000-row table).
   const picked = plainOrOrdered
-    ? sql`(select id from expired union all ${fromLane}select id from ready limit ${limit}) p
-        where not (select f.needed from shape f) ${shape === 'plain' ? sql`and not (select f.ordered from shape f)` : sql``}
-          and j.id = p.id`
-    : sql`(select c.id from within c
-          where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)) p
-        where j.id = p.id ${rated ? sql`` : sql`and not (select f.rated from shape f)`}`;
+    ? sql`j.id = any(array(select id from expired union all ${fromLane}select id from ready limit ${limit}))
+        and not (select f.needed from shape f) ${shape === 'plain' ? sql`and not (select f.ordered from shape f)` : sql``}`
+    : sql`j.id = any(array(select c.id from within c
+          where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)))
+        ${rated ? sql`` : sql`and not (select f.rated from shape f)`}`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
@@ -491,7 +493,7 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
         updated_at = ${now},
         last_error = case when j.state = 'running' then ${rescueError} else j.last_error end,
         errors = case when j.state = 'running' then ${appendCapped(sql`j.errors`, rescueError)} else j.errors end
-      from ${picked}
+      where ${picked}
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     )${

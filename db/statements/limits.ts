@@ -198,6 +198,8 @@ export function withinLimitsCtes(schema: string, request: { limit: number; gate:
   return sql`cinfo as (
       select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
       from (select id, src from cands union all select id, 0 from expired) c join ${jobs} j on j.id = c.id
+      -- By primary key: joined alone, the planner may hash the whole table to find the candidates.
+      where j.id = any(array(select id from cands union all select id from expired))
     ),
     -- A destination whose breaker's cool-down ended lets one job through, its probe: of its
     -- candidates (an expired lease first: a probe whose invocation died), the first; the claim asks

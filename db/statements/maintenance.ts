@@ -22,7 +22,7 @@ export async function expireDeadlines(db: AnyPgDatabase, schema: string, limit =
     )
     update ${jobs} j set state = 'dead', dead_reason = 'deadline_exceeded', finished_at = ${clockNow},
       last_error = ${error}, errors = ${appendCapped(sql`j.errors`, error)}, updated_at = ${clockNow}
-    from expired e where j.id = e.id
+    where j.id = any(array(select id from expired))
     returning j.id::text as id`,
     schema,
   );
@@ -55,7 +55,7 @@ export async function pruneFinished(
       limit ${limit}
       for update skip locked
     ), deleted as (
-      delete from ${jobs} j using doomed d where j.id = d.id returning j.id
+      delete from ${jobs} j where j.id = any(array(select id from doomed)) returning j.id
     ), steps as (
       -- Their durable steps go with them (job_steps has no foreign key: see db/schema.ts).
       delete from ${sql.identifier(schema)}.job_steps s using deleted d where s.job_id = d.id returning 1

@@ -136,7 +136,7 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
     input,
     sql`deleted as (
       delete from ${jobsRef(schema)} j using settle_input r
-      where j.id = r.id and j.lease_token = r.token and ${heldById()} and j.dedupe_mode is distinct from 'window'
+      where j.id = r.id and ${byIds()} and j.lease_token = r.token and ${heldById()} and j.dedupe_mode is distinct from 'window'
         and j.dependents is null ${onlyCompletions}
       returning j.id, j.queue, j.kind)`,
     // A plain insert, never an upsert: writers share no row, so they never wait on each other.
@@ -243,7 +243,7 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
         ${results.length === 0 ? sql`` : sql`result = x.result,`}
         updated_at = ${now}
       from settle_input r${resultsFrom}
-      where j.id = r.id and j.lease_token = r.token and ${heldById()} ${which}
+      where j.id = r.id and ${byIds()} and j.lease_token = r.token and ${heldById()} ${which}
       returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent`;
   }
   const input = outcomes.map((o) => {
@@ -286,9 +286,15 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
     from jsonb_to_recordset(${`[${input.join(',')}]`}::jsonb)
       as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb,
         result jsonb)
-    where j.id = r.id and j.lease_token = r.token and ${heldById()}
+    where j.id = r.id and ${byIds()} and j.lease_token = r.token and ${heldById()}
     returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent`;
 }
+
+/**
+ * The settled rows found by primary key: joined to settle_input alone, the planner hashed the whole
+ * jobs table to find the batch (a sequential scan per settle, 3.2 of 8.9 ms on 20,000 rows).
+ */
+const byIds = (): SQL => sql`j.id = any(array(select id from settle_input))`;
 
 /**
  * Gives back claimed jobs that never started (JobReleaseMany): queued again, immediately
@@ -312,7 +318,8 @@ export async function releaseJobs(
         updated_at = ${nowExpr(now)}
       from unnest(${sql.param(jobs.map((j) => j.id))}::bigint[], ${sql.param(jobs.map((j) => j.leaseToken))}::uuid[])
         as r(id, token)
-      where j.id = r.id and j.lease_token = r.token and ${heldById()}
+      where j.id = r.id and j.id = any(${sql.param(jobs.map((j) => j.id))}::bigint[]) and j.lease_token = r.token
+        and ${heldById()}
       returning j.id::text as id`,
     schema,
   );

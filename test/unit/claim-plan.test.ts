@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import * as z from 'zod';
+import type { Outcome } from '../../base/outcomes.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { pause } from '../../core/flow-control.js';
 import { defineJob } from '../../core/jobs.js';
@@ -23,8 +24,12 @@ afterAll(async () => {
 
 const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: () => {} });
 
-/** The claim statement claimJobs sends, as text and parameters. */
-async function claimStatement(lane?: number): Promise<{ text: string; values: unknown[] }> {
+/** The claim statement claimJobs sends, as text and parameters (with `settle`: the steady state's). */
+async function claimStatement(
+  lane?: number,
+  settle?: Outcome[],
+  limit = 100,
+): Promise<{ text: string; values: unknown[] }> {
   const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
   const original = proto.query;
   let captured: { text: string; values: unknown[] } | undefined;
@@ -39,9 +44,10 @@ async function claimStatement(lane?: number): Promise<{ text: string; values: un
     await admin.query('begin');
     await claimJobs(db.db, schema, {
       leases: [{ kind: 'noop', leaseMs: 60_000 }],
-      limit: 100,
+      limit,
       invocationId: 'p',
       lane,
+      ...(settle ? { settle } : {}),
     });
   } finally {
     proto.query = original;
@@ -104,5 +110,28 @@ describe('the claim plan on a backlog of one queue (pg)', () => {
     }
     await admin.query(`analyze "${schema}".jobs`);
     await check();
+  });
+
+  it('updates the claimed and the settled rows by primary key, never by a scan of the whole table', async () => {
+    // Joined to the picked ids, the planner hashed every row of jobs on each claim and each settle
+    // (8.5 of 16.5 ms per 500-job claim on 20,000 rows): a cost that grew with the table.
+    const claimed = await claimJobs(db.db, schema, {
+      leases: [{ kind: 'noop', leaseMs: 60_000 }],
+      limit: 100,
+      invocationId: 'p',
+    });
+    expect(claimed.jobs).toHaveLength(100);
+    await admin.query(`analyze "${schema}".jobs`);
+    const done = (outcome: 'completed' | 'retry'): Outcome[] =>
+      claimed.jobs.map((j) =>
+        outcome === 'completed'
+          ? { id: j.id, leaseToken: j.leaseToken, outcome }
+          : { id: j.id, leaseToken: j.leaseToken, outcome, delayMs: 1000, error: { class: 'Error', message: 'again' } },
+      );
+    for (const settle of [undefined, done('completed'), done('retry')]) {
+      const plan = await planOf(await claimStatement(undefined, settle, 500));
+      expect(plan).toMatch(/Index Scan using jobs_pkey on jobs j/);
+      expect(plan).not.toMatch(/Seq Scan on jobs/);
+    }
   });
 });

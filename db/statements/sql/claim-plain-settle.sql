@@ -38,7 +38,7 @@ with recursive clock as (select clock_timestamp() as now),
     from jsonb_to_recordset($4::jsonb)
       as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb,
         result jsonb)
-    where j.id = r.id and j.lease_token = r.token and (case when j.state = 'running' then true end)
+    where j.id = r.id and j.id = any(array(select id from settle_input)) and j.lease_token = r.token and (case when j.state = 'running' then true end)
     returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent),
       settle_done as (select (select count(*) from settled) as n),
     shape as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($5::text[])))
@@ -95,9 +95,8 @@ with recursive clock as (select clock_timestamp() as now),
         errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
-      from (select id from expired union all select id from ready limit $22) p
-        where not (select f.needed from shape f) and not (select f.ordered from shape f)
-          and j.id = p.id
+      where j.id = any(array(select id from expired union all select id from ready limit $22))
+        and not (select f.needed from shape f) and not (select f.ordered from shape f)
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     )

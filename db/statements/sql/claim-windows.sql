@@ -66,9 +66,8 @@ with recursive clock as (select clock_timestamp() as now),
         errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
-      from (select id from expired union all select id from ready limit $23) p
-        where not (select f.needed from shape f) and not (select f.ordered from shape f)
-          and j.id = p.id
+      where j.id = any(array(select id from expired union all select id from ready limit $23))
+        and not (select f.needed from shape f) and not (select f.ordered from shape f)
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     )
