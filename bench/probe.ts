@@ -1,4 +1,8 @@
-/** Dev probe: processing throughput of one system (`node .bench/probe.mjs N K BATCH [skiplock|raw|raw-delete|graphile]`). */
+/**
+ * Dev probe: processing throughput of one system
+ * (`node .bench/probe.mjs N K BATCH [skiplock|raw|raw-delete|raw-schema|graphile|skiplock-delete] [CONNECTIONS]`;
+ * CONNECTIONS: skiplock's pool per loop, 1 by default as in the bench's table).
+ */
 import os from 'node:os';
 import { freshDatabase, vacuumAnalyze } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
@@ -9,6 +13,7 @@ import { skiplockSystem } from './systems/skiplock.js';
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
 const [N, K, B] = [Number(process.argv[2] ?? 20000), Number(process.argv[3] ?? 4), Number(process.argv[4] ?? 200)];
 const which = process.argv[5] ?? 'skiplock';
+const connections = Number(process.argv[6] ?? 1);
 const sys =
   which === 'raw'
     ? rawSystem(B, 'update')
@@ -19,8 +24,8 @@ const sys =
         : which === 'graphile'
           ? graphileSystem()
           : which === 'skiplock-delete'
-            ? skiplockSystem(B, 'delete')
-            : skiplockSystem(B);
+            ? skiplockSystem(B, 'delete', connections)
+            : skiplockSystem(B, 'keep', connections);
 const busy = () => os.cpus().reduce((s, c) => s + c.times.user + c.times.nice + c.times.sys + c.times.irq, 0);
 const url = await freshDatabase(server, 'bench_probe');
 await sys.setup(url);
@@ -54,7 +59,7 @@ const cpu = process.cpuUsage(cpu0);
 const nodeUs = (cpu.user + cpu.system) / N;
 const totalUs = ((busy() - busy0) * 1000) / N;
 console.log(
-  `${which} K=${K} B=${B}:`,
+  `${which} K=${K} B=${B}${connections > 1 ? ` pool=${connections}` : ''}:`,
   Math.round(N / secs),
   `jobs/s; per job: node ${nodeUs.toFixed(1)} µs (sys ${(cpu.system / N).toFixed(1)}), rest (postgres) ${(totalUs - nodeUs).toFixed(1)} µs`,
 );
