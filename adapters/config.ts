@@ -1,6 +1,7 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { ConfigError } from '../base/errors.js';
 import { ENQUEUE_DEFAULTS } from '../core/enqueue.js';
+import { check } from '../core/issues.js';
 import { MAINTENANCE_DEFAULTS } from '../core/maintenance.js';
 import { WORKER_DEFAULTS } from '../core/worker.js';
 import { CONNECT_DEFAULTS } from '../db/connection-options.js';
@@ -93,16 +94,18 @@ export const FUNCTION_DEFAULTS = {
   consoleSessionMinutes: 480,
 } as const;
 
+/** `fn` on the raw value, then `schema` (what zod's preprocess does). */
+const before = <S extends z.ZodMiniType>(fn: (v: unknown) => unknown, schema: S) => z.pipe(z.transform(fn), schema);
 const int = (min: number, max: number) =>
-  z.preprocess(
+  before(
     (v) => (v === undefined || v === '' ? undefined : Number(v)),
     z
-      .number({ error: `must be a whole number from ${min} to ${max}` })
-      .int(`must be a whole number from ${min} to ${max}`)
-      .min(min, `must be at least ${min}`)
-      .max(max, `must be at most ${max}`),
+      .int({ error: `must be a whole number from ${min} to ${max}` })
+      .check(z.gte(min, `must be at least ${min}`), z.lte(max, `must be at most ${max}`)),
   );
-const list = z.preprocess(
+const withDefault = <S extends z.ZodMiniType>(schema: S, value: z.output<S>) => z._default(schema, value as never);
+const name = (message: string) => z.string().check(z.regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, message));
+const list = before(
   (v) =>
     typeof v === 'string' && v.trim() !== ''
       ? v
@@ -110,81 +113,89 @@ const list = z.preprocess(
           .map((s) => s.trim())
           .filter(Boolean)
       : undefined,
-  z.array(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'must be a comma-separated list of names')).optional(),
+  z.optional(z.array(name('must be a comma-separated list of names'))),
 );
 /** `queue,queue=target;queue=target` read into a map, or one readable problem. */
 const queueTargets = (target: RegExp, shape: string) =>
-  z.preprocess(
+  before(
     (v) => (v === '' ? undefined : v),
-    z
-      .string()
-      .transform((text, ctx) => {
-        const targets = parseQueueTargets(text, target);
-        if (!targets) ctx.addIssue({ code: 'custom', message: `must read ${shape}` });
-        return targets ?? {};
-      })
-      .optional(),
+    z.optional(
+      z.pipe(
+        z.string(),
+        z.transform((text: string, ctx) => {
+          const targets = parseQueueTargets(text, target);
+          if (!targets) ctx.issues.push({ code: 'custom', message: `must read ${shape}`, input: text });
+          return targets ?? {};
+        }),
+      ),
+    ),
   );
-const optionalText = (max: number) => z.preprocess((v) => (v === '' ? undefined : v), z.string().max(max).optional());
+const optionalText = (max: number) =>
+  before((v) => (v === '' ? undefined : v), z.optional(z.string().check(z.maxLength(max))));
+const flag = (whenUnset: boolean) =>
+  z.pipe(
+    z.optional(z.enum(['true', 'false', '1', '0', ''], { error: 'must be true or false' })),
+    z.transform((v) => (v === undefined || v === '' ? whenUnset : v === 'true' || v === '1')),
+  );
 
 /**
  * Every variable with its default, each validated on its own: a bad value disables only the
  * functions that read it. The defaults are the library's own (WORKER_DEFAULTS, …), never restated.
+ * zod/mini, as the app's kinds may be: the deployed functions bundle it in a sixth of zod's size.
  */
 const VARIABLES = {
   DATABASE_URL: optionalText(8192),
   DATABASE_SECRET_ID: optionalText(2048),
-  SKIPLOCK_DRIVER: z.enum(DRIVERS, { error: `must be one of ${DRIVERS.join(', ')}` }).default(CONNECT_DEFAULTS.driver),
-  SKIPLOCK_SCHEMA: z
-    .string()
-    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case identifier')
-    .default(ENQUEUE_DEFAULTS.schema),
+  SKIPLOCK_DRIVER: withDefault(
+    z.enum(DRIVERS, { error: `must be one of ${DRIVERS.join(', ')}` }),
+    CONNECT_DEFAULTS.driver,
+  ),
+  SKIPLOCK_SCHEMA: withDefault(
+    z.string().check(z.regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case identifier')),
+    ENQUEUE_DEFAULTS.schema,
+  ),
   SKIPLOCK_QUEUES: list,
   SKIPLOCK_KINDS: list,
-  SKIPLOCK_CONCURRENCY: int(1, 1000).default(WORKER_DEFAULTS.concurrency),
-  SKIPLOCK_BATCH_SIZE: int(1, 1000).optional(),
-  SKIPLOCK_MAX_INVOCATIONS: int(1, 1000).optional(),
-  SKIPLOCK_WORKER_NAME: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'must be a name of letters, digits and _ . : -')
-    .optional(),
-  SKIPLOCK_FAN_OUT_TARGET_MS: int(100, 900_000).default(WORKER_DEFAULTS.fanOutTargetMs),
-  SKIPLOCK_LINGER_MS: int(0, 900_000).default(WORKER_DEFAULTS.lingerMs),
-  SKIPLOCK_SAFETY_MARGIN_MS: int(0, 600_000).default(WORKER_DEFAULTS.safetyMarginMs),
-  SKIPLOCK_LEASE_GRACE_MS: int(0, 3_600_000).default(WORKER_DEFAULTS.leaseGraceMs),
-  SKIPLOCK_COMPLETED_JOBS: z.enum(['keep', 'delete']).default(WORKER_DEFAULTS.completedJobs),
-  SKIPLOCK_MAX_DURATION_MS: int(1_000, 900_000).default(FUNCTION_DEFAULTS.maxDurationMs),
-  SKIPLOCK_SECRET_TTL_MS: int(0, 86_400_000).default(FUNCTION_DEFAULTS.secretTtlMs),
-  SKIPLOCK_POOL_MAX: int(1, 100).default(CONNECT_DEFAULTS.max),
-  SKIPLOCK_STATEMENT_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.statementTimeoutMs),
-  SKIPLOCK_QUERY_TIMEOUT_MS: int(0, 3_600_000).default(CONNECT_DEFAULTS.queryTimeoutMs),
-  SKIPLOCK_PREPARED_STATEMENTS: z
-    .enum(['true', 'false', '1', '0', ''], { error: 'must be true or false' })
-    .optional()
-    .transform((v) => (v === undefined || v === '' ? CONNECT_DEFAULTS.preparedStatements : v === 'true' || v === '1')),
-  SKIPLOCK_MAX_BODY_BYTES: int(1_024, 6_291_456).default(FUNCTION_DEFAULTS.maxBodyBytes),
+  SKIPLOCK_CONCURRENCY: withDefault(int(1, 1000), WORKER_DEFAULTS.concurrency),
+  SKIPLOCK_BATCH_SIZE: z.optional(int(1, 1000)),
+  SKIPLOCK_MAX_INVOCATIONS: z.optional(int(1, 1000)),
+  SKIPLOCK_WORKER_NAME: z.optional(name('must be a name of letters, digits and _ . : -')),
+  SKIPLOCK_FAN_OUT_TARGET_MS: withDefault(int(100, 900_000), WORKER_DEFAULTS.fanOutTargetMs),
+  SKIPLOCK_LINGER_MS: withDefault(int(0, 900_000), WORKER_DEFAULTS.lingerMs),
+  SKIPLOCK_SAFETY_MARGIN_MS: withDefault(int(0, 600_000), WORKER_DEFAULTS.safetyMarginMs),
+  SKIPLOCK_LEASE_GRACE_MS: withDefault(int(0, 3_600_000), WORKER_DEFAULTS.leaseGraceMs),
+  SKIPLOCK_COMPLETED_JOBS: withDefault(z.enum(['keep', 'delete']), WORKER_DEFAULTS.completedJobs),
+  SKIPLOCK_MAX_DURATION_MS: withDefault(int(1_000, 900_000), FUNCTION_DEFAULTS.maxDurationMs),
+  SKIPLOCK_SECRET_TTL_MS: withDefault(int(0, 86_400_000), FUNCTION_DEFAULTS.secretTtlMs),
+  SKIPLOCK_POOL_MAX: withDefault(int(1, 100), CONNECT_DEFAULTS.max),
+  SKIPLOCK_STATEMENT_TIMEOUT_MS: withDefault(int(0, 3_600_000), CONNECT_DEFAULTS.statementTimeoutMs),
+  SKIPLOCK_QUERY_TIMEOUT_MS: withDefault(int(0, 3_600_000), CONNECT_DEFAULTS.queryTimeoutMs),
+  SKIPLOCK_PREPARED_STATEMENTS: flag(CONNECT_DEFAULTS.preparedStatements),
+  SKIPLOCK_MAX_BODY_BYTES: withDefault(int(1_024, 6_291_456), FUNCTION_DEFAULTS.maxBodyBytes),
   SKIPLOCK_NUDGE_FUNCTIONS: queueTargets(FUNCTION_NAME, 'queue,queue=function;queue=function'),
   SKIPLOCK_NUDGE_ROUTES: queueTargets(ROUTE, 'queue,queue=/route/path;queue=https://host/path'),
-  SKIPLOCK_BASE_URL: z.preprocess(
+  SKIPLOCK_BASE_URL: before(
     (v) => (v === '' ? undefined : v),
-    z
-      .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL such as https://my-app.example.com' })
-      .transform((url) => new URL(url).origin)
-      .optional(),
+    z.optional(
+      z.pipe(
+        z.url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL such as https://my-app.example.com' }),
+        z.transform((url: string) => new URL(url).origin),
+      ),
+    ),
   ),
 
-  SKIPLOCK_MAX_PAYLOAD_BYTES: int(1, 6_291_456).default(ENQUEUE_DEFAULTS.maxPayloadBytes),
-  SKIPLOCK_COMPLETED_RETENTION_HOURS: int(0, 87_600).default(MAINTENANCE_DEFAULTS.completedRetentionMs / 3_600_000),
-  SKIPLOCK_DEAD_RETENTION_HOURS: int(0, 87_600).default(MAINTENANCE_DEFAULTS.deadRetentionMs / 3_600_000),
-  SKIPLOCK_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default(FUNCTION_DEFAULTS.logLevel),
-  SKIPLOCK_METRICS: z.enum(['none', 'emf']).default(FUNCTION_DEFAULTS.metrics),
-  SKIPLOCK_SERVICE_NAME: z.string().min(1).max(200).optional(),
-  SKIPLOCK_CONSOLE_READ_ONLY: z
-    .enum(['true', 'false', '1', '0', ''], { error: 'must be true or false' })
-    .optional()
-    .transform((v) => v === 'true' || v === '1'),
-  SKIPLOCK_CONSOLE_SESSION_MINUTES: int(5, 10_080).default(FUNCTION_DEFAULTS.consoleSessionMinutes),
-  AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
+  SKIPLOCK_MAX_PAYLOAD_BYTES: withDefault(int(1, 6_291_456), ENQUEUE_DEFAULTS.maxPayloadBytes),
+  SKIPLOCK_COMPLETED_RETENTION_HOURS: withDefault(
+    int(0, 87_600),
+    MAINTENANCE_DEFAULTS.completedRetentionMs / 3_600_000,
+  ),
+  SKIPLOCK_DEAD_RETENTION_HOURS: withDefault(int(0, 87_600), MAINTENANCE_DEFAULTS.deadRetentionMs / 3_600_000),
+  SKIPLOCK_LOG_LEVEL: withDefault(z.enum(['debug', 'info', 'warn', 'error']), FUNCTION_DEFAULTS.logLevel),
+  SKIPLOCK_METRICS: withDefault(z.enum(['none', 'emf']), FUNCTION_DEFAULTS.metrics),
+  SKIPLOCK_SERVICE_NAME: z.optional(z.string().check(z.minLength(1), z.maxLength(200))),
+  SKIPLOCK_CONSOLE_READ_ONLY: flag(false),
+  SKIPLOCK_CONSOLE_SESSION_MINUTES: withDefault(int(5, 10_080), FUNCTION_DEFAULTS.consoleSessionMinutes),
+  AWS_LAMBDA_FUNCTION_NAME: z.optional(z.string()),
 } as const;
 
 type Variable = keyof typeof VARIABLES;
@@ -251,14 +262,14 @@ export class EnvironmentSettings {
 
   constructor(env: Record<string, string | undefined>) {
     const values: Record<string, unknown> = {};
-    for (const [name, schema] of Object.entries(VARIABLES) as [Variable, z.ZodType][]) {
-      const parsed = schema.safeParse(env[name]);
+    for (const [name, schema] of Object.entries(VARIABLES) as [Variable, z.ZodMiniType][]) {
+      const parsed = check(schema, env[name]);
       if (parsed.success) {
         values[name] = parsed.data;
       } else {
         // Never echo the value: some are secrets.
         this.#problems.set(name, `${name} ${parsed.error.issues[0]?.message ?? 'is invalid'}`);
-        values[name] = schema.safeParse(undefined).data;
+        values[name] = check(schema, undefined).data;
       }
     }
     this.#values = values as Values;

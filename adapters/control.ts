@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { type BreakerState, breakers, type DestinationHealth, resetBreaker } from '../core/breakers.js';
 import {
   clearLimit,
@@ -11,7 +11,7 @@ import {
   resume,
   setLimit,
 } from '../core/flow-control.js';
-import { describeIssues } from '../core/issues.js';
+import { check, describeIssues } from '../core/issues.js';
 import {
   clearRateLimit,
   type RateLimitOverride,
@@ -27,58 +27,40 @@ import type { FunctionRuntime } from './runtime.js';
  * The control function's body: flow control an operator changes on a deployed app — pauses,
  * concurrency limits, circuit breakers, rate limits. One action per request.
  */
-const target = { queue: z.string().optional(), kind: z.string().optional() };
-const rateTarget = { ...target, destination: z.string().optional(), perKey: z.boolean().optional() };
+const maxText = (max: number) => z.optional(z.string().check(z.maxLength(max)));
+const whole = (min: number, max: number) => z.int().check(z.gte(min), z.lte(max));
+const target = { queue: z.optional(z.string()), kind: z.optional(z.string()) };
+const rateTarget = { ...target, destination: z.optional(z.string()), perKey: z.optional(z.boolean()) };
 export const controlBodySchema = z.discriminatedUnion('action', [
-  z
-    .object({
-      action: z.literal('pause'),
-      ...target,
-      reason: z.string().max(1000).optional(),
-      by: z.string().max(255).optional(),
-    })
-    .strict(),
-  z.object({ action: z.literal('resume'), ...target, by: z.string().max(255).optional() }).strict(),
-  z.object({ action: z.literal('list') }).strict(),
-  z
-    .object({
-      action: z.literal('limit'),
-      ...target,
-      perKey: z.boolean().optional(),
-      maxRunning: z.number().int().min(1).max(100_000),
-      reason: z.string().max(1000).optional(),
-      by: z.string().max(255).optional(),
-    })
-    .strict(),
-  z
-    .object({
-      action: z.literal('unlimit'),
-      ...target,
-      perKey: z.boolean().optional(),
-      by: z.string().max(255).optional(),
-    })
-    .strict(),
-  z.object({ action: z.literal('limits') }).strict(),
-  z.object({ action: z.literal('breakers') }).strict(),
-  z.object({ action: z.literal('rate_limits') }).strict(),
-  z
-    .object({
-      action: z.literal('set_rate_limit'),
-      ...rateTarget,
-      limit: z.number().int().min(1).max(100_000),
-      periodMs: z.number().int().min(1_000).max(86_400_000).optional(),
-      reason: z.string().max(1000).optional(),
-      by: z.string().max(255).optional(),
-    })
-    .strict(),
-  z.object({ action: z.literal('clear_rate_limit'), ...rateTarget, by: z.string().max(255).optional() }).strict(),
-  z
-    .object({
-      action: z.literal('reset_breaker'),
-      destination: z.string().min(1).max(200),
-      by: z.string().max(255).optional(),
-    })
-    .strict(),
+  z.strictObject({ action: z.literal('pause'), ...target, reason: maxText(1000), by: maxText(255) }),
+  z.strictObject({ action: z.literal('resume'), ...target, by: maxText(255) }),
+  z.strictObject({ action: z.literal('list') }),
+  z.strictObject({
+    action: z.literal('limit'),
+    ...target,
+    perKey: z.optional(z.boolean()),
+    maxRunning: whole(1, 100_000),
+    reason: maxText(1000),
+    by: maxText(255),
+  }),
+  z.strictObject({ action: z.literal('unlimit'), ...target, perKey: z.optional(z.boolean()), by: maxText(255) }),
+  z.strictObject({ action: z.literal('limits') }),
+  z.strictObject({ action: z.literal('breakers') }),
+  z.strictObject({ action: z.literal('rate_limits') }),
+  z.strictObject({
+    action: z.literal('set_rate_limit'),
+    ...rateTarget,
+    limit: whole(1, 100_000),
+    periodMs: z.optional(whole(1_000, 86_400_000)),
+    reason: maxText(1000),
+    by: maxText(255),
+  }),
+  z.strictObject({ action: z.literal('clear_rate_limit'), ...rateTarget, by: maxText(255) }),
+  z.strictObject({
+    action: z.literal('reset_breaker'),
+    destination: z.string().check(z.minLength(1), z.maxLength(200)),
+    by: maxText(255),
+  }),
 ]);
 
 export type ControlResult =
@@ -107,7 +89,7 @@ export async function controlFromBody(
   body: unknown,
   defaultBy: string,
 ): Promise<ControlResult> {
-  const parsed = controlBodySchema.safeParse(body);
+  const parsed = check(controlBodySchema, body);
   if (!parsed.success) {
     throw new HttpError(400, 'invalid_request', `invalid request: ${describeIssues(parsed.error, 'body')}`);
   }
@@ -170,7 +152,7 @@ export async function controlFromBody(
   return { action: 'resume', resumed: ended !== null, pause: ended };
 }
 
-type RateInput = Extract<z.infer<typeof controlBodySchema>, { action: 'set_rate_limit' | 'clear_rate_limit' }>;
+type RateInput = Extract<z.output<typeof controlBodySchema>, { action: 'set_rate_limit' | 'clear_rate_limit' }>;
 
 /** set_rate_limit, clear_rate_limit: the target is checked by the core (InvalidOptionsError → 400). */
 async function rateAction(runtime: FunctionRuntime, input: RateInput, by: string): Promise<ControlResult> {

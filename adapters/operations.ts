@@ -1,10 +1,10 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import type { ReplayResult } from '../base/outcomes.js';
 import { breakers } from '../core/breakers.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { createEnqueuer, type EnqueueResult } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
-import { describeIssues } from '../core/issues.js';
+import { check, describeIssues } from '../core/issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from '../core/jobs.js';
 import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
 import type { JobMetrics, QueueMetrics } from '../core/metrics.js';
@@ -24,80 +24,76 @@ import { type FunctionRuntime, isAuthFailure } from './runtime.js';
  * replay functions read bodies, and the worker (which imports this module too) never builds them.
  */
 function buildBodySchemas() {
-  const isoDate = z.iso.datetime({ offset: true }).transform((s) => new Date(s));
+  const isoDate = z.pipe(
+    z.iso.datetime({ offset: true }),
+    z.transform((s: string) => new Date(s)),
+  );
+  // Job ids, as strings or positive integers.
+  const ids = (max: number) =>
+    z.optional(
+      z.array(z.pipe(z.union([z.string(), z.int().check(z.positive())]), z.transform(String))).check(z.maxLength(max)),
+    );
 
-  const enqueueOptionsSchema = z
-    .object({
-      queue: z.string().optional(),
-      priority: z.number().optional(),
-      runAt: isoDate.optional(),
-      delayMs: z.number().optional(),
-      maxAttempts: z.number().optional(),
-      deadline: isoDate.optional(),
-      dedupe: z
-        .object({
-          key: z.string(),
-          mode: z.enum(['skip', 'replace', 'window']).optional(),
-          windowMs: z.number().optional(),
-        })
-        .strict()
-        .optional(),
-      correlationId: z.string().optional(),
-      // Job ids (in a flow, also the names of its other steps).
-      after: z
-        .array(z.union([z.string(), z.number().int().positive()]).transform(String))
-        .max(1000)
-        .optional(),
-      onParentFailure: z.enum(['cancel', 'run']).optional(),
-    })
-    .strict();
+  const enqueueOptionsSchema = z.strictObject({
+    queue: z.optional(z.string()),
+    priority: z.optional(z.number()),
+    runAt: z.optional(isoDate),
+    delayMs: z.optional(z.number()),
+    maxAttempts: z.optional(z.number()),
+    deadline: z.optional(isoDate),
+    dedupe: z.optional(
+      z.strictObject({
+        key: z.string(),
+        mode: z.optional(z.enum(['skip', 'replace', 'window'])),
+        windowMs: z.optional(z.number()),
+      }),
+    ),
+    correlationId: z.optional(z.string()),
+    // Job ids (in a flow, also the names of its other steps).
+    after: ids(1000),
+    onParentFailure: z.optional(z.enum(['cancel', 'run'])),
+  });
 
-  const jobInput = z
-    .object({ kind: z.string(), payload: z.unknown(), options: enqueueOptionsSchema.optional() })
-    .strict();
+  const jobInput = z.strictObject({
+    kind: z.string(),
+    payload: z.unknown(),
+    options: z.optional(enqueueOptionsSchema),
+  });
 
   // The enqueue body: one job, `{ jobs: [...] }` (at most 1000), or a flow `{ flow: { name: job, … } }`.
   const enqueueBody = z.union([
     jobInput,
-    z.object({ jobs: z.array(jobInput).min(1).max(1000) }).strict(),
-    z
-      .object({
-        flow: z
-          .record(z.string(), jobInput)
-          .refine((steps) => Object.keys(steps).length >= 1 && Object.keys(steps).length <= 1000, {
-            message: 'a flow has 1 to 1000 steps',
-          }),
-      })
-      .strict(),
+    z.strictObject({ jobs: z.array(jobInput).check(z.minLength(1), z.maxLength(1000)) }),
+    z.strictObject({
+      flow: z.record(z.string(), jobInput).check(
+        z.refine((steps) => Object.keys(steps).length >= 1 && Object.keys(steps).length <= 1000, {
+          message: 'a flow has 1 to 1000 steps',
+        }),
+      ),
+    }),
   ]);
 
-  const replayBody = z
-    .object({
-      ids: z
-        .array(z.union([z.string(), z.number().int().positive()]).transform(String))
-        .max(10_000)
-        .optional(),
-      kind: z.string().optional(),
-      queue: z.string().optional(),
-      reason: z.string().optional(),
-      since: isoDate.optional(),
-      until: isoDate.optional(),
-      all: z.boolean().optional(),
-      limit: z.number().int().optional(),
-      dryRun: z.boolean().optional(),
-      resetAttempts: z.boolean().optional(),
-      override: z
-        .object({
-          payload: z.unknown().optional(),
-          queue: z.string().optional(),
-          priority: z.number().int().optional(),
-          maxAttempts: z.number().int().optional(),
-        })
-        .strict()
-        .optional(),
-      by: z.string().max(255).optional(),
-    })
-    .strict();
+  const replayBody = z.strictObject({
+    ids: ids(10_000),
+    kind: z.optional(z.string()),
+    queue: z.optional(z.string()),
+    reason: z.optional(z.string()),
+    since: z.optional(isoDate),
+    until: z.optional(isoDate),
+    all: z.optional(z.boolean()),
+    limit: z.optional(z.int()),
+    dryRun: z.optional(z.boolean()),
+    resetAttempts: z.optional(z.boolean()),
+    override: z.optional(
+      z.strictObject({
+        payload: z.optional(z.unknown()),
+        queue: z.optional(z.string()),
+        priority: z.optional(z.int()),
+        maxAttempts: z.optional(z.int()),
+      }),
+    ),
+    by: z.optional(z.string().check(z.maxLength(255))),
+  });
   return { jobInput, enqueueBody, replayBody };
 }
 
@@ -109,8 +105,8 @@ function bodySchemas(): ReturnType<typeof buildBodySchemas> {
 
 type JobInput = z.output<ReturnType<typeof buildBodySchemas>['jobInput']>;
 
-function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
-  const parsed = schema.safeParse(body);
+function parseBody<T extends z.ZodMiniType>(schema: T, body: unknown): z.output<T> {
+  const parsed = check(schema, body);
   if (!parsed.success)
     throw new HttpError(400, 'invalid_request', `invalid request: ${describeIssues(parsed.error, 'body')}`);
   return parsed.data;

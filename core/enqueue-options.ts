@@ -1,9 +1,9 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { InvalidIdentifierError, InvalidOptionsError } from '../base/errors.js';
 import { assertLabel } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
 import { MAX_DESTINATION_LENGTH } from './destinations.js';
-import { describeIssues } from './issues.js';
+import { check, describeIssues } from './issues.js';
 
 export type DedupeOption =
   /** An active (queued or running) job with this key exists → return it, insert nothing. */
@@ -87,40 +87,38 @@ const optionsSchema = () => {
 };
 
 function buildOptionsSchema() {
+  const text = (min: number, max: number) => z.string().check(z.minLength(min), z.maxLength(max));
+  const int = (min: number, max: number) => z.int().check(z.gte(min), z.lte(max));
   return z
-    .object({
-      queue: z.string().optional(),
-      priority: z.number().int().min(-1000).max(1000).optional(),
-      runAt: z.date().optional(),
-      delayMs: z.number().int().min(0).max(MAX_DELAY_MS).optional(),
-      maxAttempts: z.number().int().min(1).max(1000).optional(),
-      deadline: z.date().optional(),
-      dedupe: z
-        .union([
-          z.strictObject({ key: z.string().min(1).max(255), mode: z.literal('skip').optional() }),
-          z.strictObject({ key: z.string().min(1).max(255), mode: z.literal('replace') }),
-          z.strictObject({
-            key: z.string().min(1).max(255),
-            mode: z.literal('window'),
-            windowMs: z.number().int().min(1).max(MAX_DELAY_MS),
-          }),
-        ])
-        .optional(),
-      correlationId: z.string().max(255).optional(),
-      orderingKey: z.string().min(1).max(255).optional(),
-      concurrencyKey: z.string().min(1).max(255).optional(),
-      destination: z.string().min(1).max(MAX_DESTINATION_LENGTH).optional(),
-      nudge: z.boolean().optional(),
-      after: z
-        .array(z.union([z.string(), z.looseObject({ id: z.string() })]))
-        .max(MAX_PARENTS)
-        .optional(),
-      onParentFailure: z.enum(['cancel', 'run']).optional(),
+    .strictObject({
+      queue: z.optional(z.string()),
+      priority: z.optional(int(-1000, 1000)),
+      runAt: z.optional(z.date()),
+      delayMs: z.optional(int(0, MAX_DELAY_MS)),
+      maxAttempts: z.optional(int(1, 1000)),
+      deadline: z.optional(z.date()),
+      dedupe: z.optional(
+        z.union([
+          z.strictObject({ key: text(1, 255), mode: z.optional(z.literal('skip')) }),
+          z.strictObject({ key: text(1, 255), mode: z.literal('replace') }),
+          z.strictObject({ key: text(1, 255), mode: z.literal('window'), windowMs: int(1, MAX_DELAY_MS) }),
+        ]),
+      ),
+      correlationId: z.optional(z.string().check(z.maxLength(255))),
+      orderingKey: z.optional(text(1, 255)),
+      concurrencyKey: z.optional(text(1, 255)),
+      destination: z.optional(text(1, MAX_DESTINATION_LENGTH)),
+      nudge: z.optional(z.boolean()),
+      after: z.optional(
+        z.array(z.union([z.string(), z.looseObject({ id: z.string() })])).check(z.maxLength(MAX_PARENTS)),
+      ),
+      onParentFailure: z.optional(z.enum(['cancel', 'run'])),
     })
-    .strict()
-    .refine((o) => o.runAt === undefined || o.delayMs === undefined, {
-      message: 'give runAt or delayMs, not both',
-    });
+    .check(
+      z.refine((o) => o.runAt === undefined || o.delayMs === undefined, {
+        message: 'give runAt or delayMs, not both',
+      }),
+    );
 }
 
 export interface KindDefaults {
@@ -172,7 +170,7 @@ export function toInsertRow(
   options: EnqueueOptions,
   steps?: ReadonlyMap<string, number>,
 ): JobInsertRow {
-  const parsed = optionsSchema().safeParse(options ?? {});
+  const parsed = check(optionsSchema(), options ?? {});
   if (!parsed.success) {
     throw new InvalidOptionsError(
       `invalid enqueue options for ${kind.kind}: ${describeIssues(parsed.error, 'options')}`,

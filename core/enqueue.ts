@@ -1,5 +1,4 @@
 import type { SQL } from 'drizzle-orm';
-import type { z } from 'zod';
 import {
   ConfigError,
   InvalidOptionsError,
@@ -18,7 +17,7 @@ import {
   readInsertOutcomes,
 } from '../db/statements/enqueue.js';
 import { type EnqueueOptions, toInsertRow } from './enqueue-options.js';
-import { issuesOf } from './issues.js';
+import { check, issuesOf, type PayloadInput, type PayloadSchema } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
 import type { Nudger } from './nudge.js';
 import { type PreparedSignal, prepareSignal, type SignalOptions, type SignalResult, sendSignal } from './signals.js';
@@ -64,10 +63,10 @@ export type EnqueueTarget = AnyPgDatabase | SkiplockDb;
 
 export interface Enqueuer {
   /** Enqueues one job, in `db`'s transaction when `db` is one. */
-  enqueue<S extends z.ZodType>(
+  enqueue<S extends PayloadSchema>(
     db: EnqueueTarget,
     job: JobDefinition<S>,
-    payload: z.input<S>,
+    payload: PayloadInput<S>,
     options?: EnqueueOptions,
   ): Promise<EnqueueResult>;
   /** Enqueues many jobs (of any kinds, any dedupe modes) in one statement: all of them or none. */
@@ -289,7 +288,7 @@ export function jobInsertRow(
   steps?: ReadonlyMap<string, number>,
 ): JobInsertRow {
   const { job } = request;
-  const parsed = job.payloadSchema.safeParse(request.payload);
+  const parsed = check(job.payloadSchema, request.payload);
   if (!parsed.success) {
     throw new PayloadValidationError(job.kind, issuesOf(parsed.error));
   }

@@ -1,4 +1,3 @@
-import type { z } from 'zod';
 import { ConfigError, UnknownKindError } from '../base/errors.js';
 import type { DeclaredLimit, DeclaredRateLimit } from '../base/flow-control.js';
 import { assertLabel } from '../base/identifiers.js';
@@ -7,6 +6,7 @@ import type { AnyPgDatabase } from '../db/connect.js';
 import { type BackoffFn, type BackoffOption, toBackoff } from './backoff.js';
 import { type BreakerSettings, breakerSettings } from './destinations.js';
 import type { EnqueueOptions } from './enqueue-options.js';
+import type { PayloadInput, PayloadOutput, PayloadSchema } from './issues.js';
 import type { Logger } from './logger.js';
 import { type RateLimit, rateLimitOption } from './rate-limits.js';
 import { type DeclaredWindow, type RunWindow, runWindowOption, type WindowSpec } from './run-windows.js';
@@ -99,7 +99,7 @@ export type JobHandler<P, Tx extends boolean = false> = (
   context: Tx extends true ? TransactionalJobContext : JobContext,
 ) => unknown;
 
-export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false> {
+export interface JobKindOptions<S extends PayloadSchema, Tx extends boolean = false> {
   /** Unique name of the kind, stored in every job row. */
   kind: string;
   /** zod schema of the payload; enqueue validates against it before inserting. */
@@ -119,14 +119,14 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
   /** The most durable steps (`ctx.step`, `ctx.sleep`) one job may reach, 1..10000. @defaultValue 1000 */
   maxSteps?: number;
   /** The handler; may also be given later to the worker. */
-  handler?: JobHandler<z.output<S>, Tx>;
+  handler?: JobHandler<PayloadOutput<S>, Tx>;
   /** Payload fields shown as *** wherever a payload is displayed (dot paths, `*` wildcards). @defaultValue [] */
   sensitive?: readonly string[];
   /**
    * The ordering key of a job from its payload (e.g. the order id): at most one job per key runs at
    * a time, in enqueue order. An `orderingKey` enqueue option wins. @defaultValue none
    */
-  orderingKey?: (payload: z.output<S>) => string | undefined;
+  orderingKey?: (payload: PayloadOutput<S>) => string | undefined;
   /**
    * What a job of this kind that ends dead does to its key: `continue` — the next job of the key
    * runs (SQS FIFO after a redrive); `hold` — the key waits until the dead job is replayed (it then
@@ -143,13 +143,13 @@ export interface JobKindOptions<S extends z.ZodType, Tx extends boolean = false>
    * key, so one key's backlog does not starve the others, and the queue's `keyConcurrency` caps
    * the running jobs of each key. A `concurrencyKey` enqueue option wins. @defaultValue none
    */
-  concurrencyKey?: (payload: z.output<S>) => string | undefined;
+  concurrencyKey?: (payload: PayloadOutput<S>) => string | undefined;
   /**
    * The destination of a job from its payload, e.g. `new URL(payload.url).host`: while its circuit
    * breaker is open, or a Retry-After defers it, no job for it is claimed (and none burns an
    * attempt). A `destination` enqueue option wins. @defaultValue none
    */
-  destination?: (payload: z.output<S>) => string | undefined;
+  destination?: (payload: PayloadOutput<S>) => string | undefined;
   /**
    * The breaker of the kind's destinations: thresholds, cool-down, Retry-After (see
    * BreakerSettings). A worker's `breakers` option sets them per destination. Every job with a
@@ -230,7 +230,7 @@ export interface JobRequest {
   options: EnqueueOptions;
 }
 
-export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boolean = boolean> {
+export interface JobDefinition<S extends PayloadSchema = PayloadSchema, Tx extends boolean = boolean> {
   readonly kind: string;
   readonly payloadSchema: S;
   readonly queue: string;
@@ -241,7 +241,7 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   readonly transactional: Tx;
   /** The most durable steps one job may reach. */
   readonly maxSteps: number;
-  readonly handler: JobHandler<z.output<S>, Tx> | undefined;
+  readonly handler: JobHandler<PayloadOutput<S>, Tx> | undefined;
   /** Payload paths masked wherever a payload is shown. */
   readonly sensitive: readonly string[];
   /** The ordering key of a payload, when the kind names one. */
@@ -265,7 +265,7 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType, Tx extends boole
   /** When its jobs may start. */
   readonly runWindow: WindowSpec | undefined;
   /** A typed request for enqueueMany(). */
-  with(payload: z.input<S>, options?: EnqueueOptions): JobRequest;
+  with(payload: PayloadInput<S>, options?: EnqueueOptions): JobRequest;
 }
 
 export const JOB_DEFAULTS = {
@@ -277,7 +277,7 @@ export const JOB_DEFAULTS = {
 } as const;
 
 /** Defines a job kind once: its payload schema, defaults and (optionally) its handler. */
-export function defineJob<S extends z.ZodType, Tx extends boolean = false>(
+export function defineJob<S extends PayloadSchema, Tx extends boolean = false>(
   options: JobKindOptions<S, Tx>,
 ): JobDefinition<S, Tx> {
   const kind = assertLabel('kind', options.kind);

@@ -1,10 +1,10 @@
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { InvalidOptionsError, PayloadValidationError, type SkiplockError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { ReplayResult } from '../base/outcomes.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { replayDead } from '../db/statements/replay.js';
-import { describeIssues, issuesOf } from './issues.js';
+import { check, describeIssues, issuesOf } from './issues.js';
 import type { JobRegistry } from './jobs.js';
 
 export interface ReplayOptions {
@@ -44,15 +44,16 @@ export interface ReplayOptions {
 export const REPLAY_DEFAULTS = { limit: 100, dryRun: false, resetAttempts: true, by: 'unknown' } as const;
 
 const optionsSchema = z.object({
-  ids: z
-    .array(z.string().regex(/^[1-9][0-9]{0,18}$/, 'job ids are positive integers'))
-    .max(10_000)
-    .optional(),
-  limit: z.number().int().min(1).max(10_000).optional(),
-  priority: z.number().int().min(-1000).max(1000).optional(),
-  maxAttempts: z.number().int().min(1).max(1000).optional(),
-  by: z.string().min(1).max(255).optional(),
-  reason: z.string().min(1).max(100).optional(),
+  ids: z.optional(
+    z
+      .array(z.string().check(z.regex(/^[1-9][0-9]{0,18}$/, 'job ids are positive integers')))
+      .check(z.maxLength(10_000)),
+  ),
+  limit: z.optional(z.int().check(z.gte(1), z.lte(10_000))),
+  priority: z.optional(z.int().check(z.gte(-1000), z.lte(1000))),
+  maxAttempts: z.optional(z.int().check(z.gte(1), z.lte(1000))),
+  by: z.optional(z.string().check(z.minLength(1), z.maxLength(255))),
+  reason: z.optional(z.string().check(z.minLength(1), z.maxLength(100))),
 });
 
 /**
@@ -70,7 +71,7 @@ export async function replay(conn: SkiplockDb, options: ReplayOptions): Promise<
   ) {
     throw new InvalidOptionsError('invalid replay: fromStep must be a step name of 1 to 200 characters');
   }
-  const checked = optionsSchema.safeParse({
+  const checked = check(optionsSchema, {
     ids: options.ids,
     limit: options.limit,
     priority: options.override?.priority,
@@ -102,7 +103,7 @@ export async function replay(conn: SkiplockDb, options: ReplayOptions): Promise<
       throw new InvalidOptionsError('a payload override needs `kind` (and a registry to validate it against)');
     }
     const definition = options.registry.get(options.kind);
-    const parsed = definition.payloadSchema.safeParse(payload);
+    const parsed = check(definition.payloadSchema, payload);
     if (!parsed.success) {
       throw new PayloadValidationError(definition.kind, issuesOf(parsed.error));
     }

@@ -1,5 +1,4 @@
 import { Cron } from 'croner';
-import type { z } from 'zod';
 import { ConfigError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA, isTimeZone } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
@@ -7,6 +6,7 @@ import type { SkiplockDb } from '../db/connect.js';
 import { fireSchedule, listScheduleRecords, type ScheduleRecord, syncSchedules } from '../db/statements/schedules.js';
 import { ENQUEUE_DEFAULTS, jobInsertRow } from './enqueue.js';
 import type { EnqueueOptions } from './enqueue-options.js';
+import { check, type PayloadInput, type PayloadSchema } from './issues.js';
 import type { JobDefinition } from './jobs.js';
 import { type Logger, silentLogger } from './logger.js';
 
@@ -22,7 +22,7 @@ export type MissedPolicy = 'last' | 'skip' | number;
 export type ScheduleEnqueueOptions = Omit<EnqueueOptions, 'dedupe' | 'runAt' | 'delayMs' | 'nudge'>;
 
 // biome-ignore lint/suspicious/noExplicitAny: a schedule of any kind.
-export interface ScheduleOptions<S extends z.ZodType = any> {
+export interface ScheduleOptions<S extends PayloadSchema = any> {
   /** Unique per app: 1-64 of A-Z a-z 0-9 _ . : - . Renaming a schedule starts it afresh. */
   name: string;
   /** Five fields (minute hour day month weekday), or six with seconds first; `@daily` and the like. */
@@ -32,7 +32,7 @@ export interface ScheduleOptions<S extends z.ZodType = any> {
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every handler type.
   job: JobDefinition<S, any>;
   /** The payload, or a function of the occurrence's time. @defaultValue {} */
-  payload?: z.input<S> | ((occurrence: Date) => z.input<S>);
+  payload?: PayloadInput<S> | ((occurrence: Date) => PayloadInput<S>);
   /** Options for the enqueued jobs (queue, priority, maxAttempts, deadline, keys…). @defaultValue none */
   options?: ScheduleEnqueueOptions;
   /** @defaultValue 'last' */
@@ -69,7 +69,7 @@ function cronZone(timezone: string): { paused: true; timezone?: string; utcOffse
 
 /** Defines a recurring schedule: the worker's tick enqueues each occurrence of `cron` once. */
 // biome-ignore lint/suspicious/noExplicitAny: a schedule of any kind.
-export function defineSchedule<S extends z.ZodType = any>(options: ScheduleOptions<S>): ScheduleDefinition {
+export function defineSchedule<S extends PayloadSchema = any>(options: ScheduleOptions<S>): ScheduleDefinition {
   let name: string;
   try {
     name = assertLabel('schedule', options.name);
@@ -103,7 +103,7 @@ export function defineSchedule<S extends z.ZodType = any>(options: ScheduleOptio
     typeof payload === 'function' ? (payload as (o: Date) => unknown)(occurrence) : payload;
   // A static payload is checked now, not at 3 a.m.
   if (typeof payload !== 'function') {
-    const parsed = options.job.payloadSchema.safeParse(payload);
+    const parsed = check(options.job.payloadSchema, payload);
     if (!parsed.success) throw new ConfigError(`${where}: the payload does not match ${options.job.kind}'s schema`);
   }
   return {

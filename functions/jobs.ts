@@ -13,7 +13,9 @@ import {
   RetryError,
   retryAfterMs,
 } from 'skiplock';
-import * as z from 'zod';
+// zod/mini: the same schemas as `zod`'s, in a sixth of the bundle every cold start loads (16 KB
+// minified against 90 KB). `import * as z from 'zod'` works as well.
+import * as z from 'zod/mini';
 
 export interface AppJobSettings {
   /** Where e-mails are POSTed (a provider's API); unset = log only. */
@@ -39,10 +41,10 @@ export function createAppJobs(settings: AppJobSettings = {}) {
     queue: 'emails',
     payload: z.object({
       to: z.email(),
-      subject: z.string().min(1).max(200),
-      template: z.string().min(1),
+      subject: z.string().check(z.minLength(1), z.maxLength(200)),
+      template: z.string().check(z.minLength(1)),
       /** The provider dedupes on this, so a re-run after a lost lease sends nothing twice. */
-      idempotencyKey: z.string().min(1).max(200),
+      idempotencyKey: z.string().check(z.minLength(1), z.maxLength(200)),
     }),
     maxAttempts: 5,
     timeoutMs: 10_000,
@@ -70,8 +72,8 @@ export function createAppJobs(settings: AppJobSettings = {}) {
     queue: 'webhooks',
     payload: z.object({
       url: z.url(),
-      event: z.string().min(1),
-      deliveryId: z.string().min(1),
+      event: z.string().check(z.minLength(1)),
+      deliveryId: z.string().check(z.minLength(1)),
       data: z.record(z.string(), z.unknown()),
     }),
     maxAttempts: 4,
@@ -99,7 +101,7 @@ export function createAppJobs(settings: AppJobSettings = {}) {
   const buildReport = defineJob({
     kind: 'build-report',
     queue: 'reports',
-    payload: z.object({ reportId: z.string().min(1), sections: z.number().int().min(1).max(100) }),
+    payload: z.object({ reportId: z.string().check(z.minLength(1)), sections: z.int().check(z.gte(1), z.lte(100)) }),
     maxAttempts: 3,
     timeoutMs: 30_000,
     backoff,

@@ -12,7 +12,7 @@ import { extendLease, reportProgress, settleJobs } from '../../db/statements/set
 import { toBackoff } from '../backoff.js';
 import { countsAgainstDestination } from '../destinations.js';
 import { decideFailure } from '../failure.js';
-import { describeIssues } from '../issues.js';
+import { check, describeIssues } from '../issues.js';
 import { type Logger, withFields } from '../logger.js';
 import type { AttemptTrace } from '../tracing.js';
 import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
@@ -131,7 +131,7 @@ export class Attempt implements ContextSource {
   run(): void {
     this.#trace = this.#host.settings.tracing?.attempt(this.job);
     const { definition, handler } = this.kind;
-    const parsed = definition.payloadSchema.safeParse(this.job.payload);
+    const parsed = check(definition.payloadSchema, this.job.payload);
     if (!parsed.success) {
       this.fail(
         new DiscardError(`stored payload does not match the ${this.job.kind} schema: ${describeIssues(parsed.error)}`, {

@@ -164,8 +164,8 @@ describe('serverless package (offline, no AWS credentials)', () => {
     const worker = readFileSync(join(unpacked, 'functions/worker.mjs'), 'utf8');
     expect(worker.startsWith("import { createRequire } from 'module'")).toBe(true);
     expect(worker).not.toContain('neon.tech'); // Neon's driver was left out of this pg bundle
-    // 422 KB with croner (schedules) in: the budget catches a driver or an SDK bundled by mistake.
-    expect(Buffer.byteLength(worker)).toBeLessThan(450_000);
+    // 383 KB with croner (schedules) in: the budget catches a driver or an SDK bundled by mistake.
+    expect(Buffer.byteLength(worker)).toBeLessThan(400_000);
     // The console is its own function: the worker's bundle carries none of it.
     expect(worker).not.toContain('skiplock-console');
     expect(Buffer.byteLength(readFileSync(join(unpacked, 'functions/console.mjs')))).toBeLessThan(450_000);
@@ -194,6 +194,24 @@ describe('serverless package (offline, no AWS credentials)', () => {
         status: 200,
         results: [{ outcome: 'inserted' }],
       });
+      // The template's kinds use zod/mini, which loads no messages of its own: in a process with
+      // no other zod (as on Lambda), a bad payload still reads in English, not "Invalid input".
+      const fresh = await promisify(execFile)(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `const { handler } = await import(${JSON.stringify(join(unpacked, 'functions/enqueue.mjs'))});
+           const answer = await handler({ kind: 'send-email', payload: { to: 'nope', subject: '', template: 't', idempotencyKey: 'k' } });
+           console.log(JSON.stringify(answer)); process.exit(0);`,
+        ],
+        { env: { ...process.env } },
+      );
+      const refused = JSON.parse(fresh.stdout.trim().split('\n').pop() as string);
+      expect(refused.status).toBe(400);
+      expect(refused.error.message).toMatch(
+        /to: Invalid email address; subject: Too small: expected string to have >=1 characters/,
+      );
       const deadline = Date.now() + 20_000;
       const summary = await run(
         { 'detail-type': 'Scheduled Event' },
