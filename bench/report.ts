@@ -45,6 +45,15 @@ export function renderReport(input: ReportInput): void {
   const graphile4 = at('k4', 'graphile-worker');
   const pgboss4 = Math.max(at('k4', 'pg-boss') ?? 0, (r.pgboss_batch100_k4 as number) ?? 0);
   const yes = (ok: boolean) => (ok ? 'yes' : 'no');
+  // Delete mode: ≤ graphile-worker; keep mode: ≤ 1.15× (issue 25), beside the UPDATE floor on skiplock's own table.
+  const walTarget = (mode: string, walValue: number | undefined) => {
+    const keep = mode === 'skiplock';
+    const most = (keep ? 1.15 : 1) * (wal?.['graphile-worker'] ?? 0);
+    const floorNote = keep
+      ? `; the raw floor on skiplock's table: ${fmt(r.wal_raw_schema_bytes_per_job as number)}`
+      : '';
+    return `| ${mode}: WAL per lifecycle ≤ ${keep ? '1.15× ' : ''}graphile-worker | ${fmt(walValue)} vs ${fmt(wal?.['graphile-worker'])} bytes (${ratio(walValue, wal?.['graphile-worker'])}${floorNote}) | ${yes((walValue ?? Infinity) <= most)} |`;
+  };
   const targets = (mode: string, floorValue: number, floorName: string, walValue: number | undefined) => {
     const k4s = at('k4', mode) ?? 0;
     const k16s = at('k16', mode) ?? 0;
@@ -53,7 +62,7 @@ export function renderReport(input: ReportInput): void {
       `| ${mode}: K = 4 ≥ 2× pg-boss at its best batch size | ${ratio(k4s, pgboss4)} (vs ${fmt(pgboss4)}) | ${yes(k4s >= 2 * pgboss4)} |`,
       `| ${mode}: K = 16 not below K = 4 | ${fmt(k16s)} vs ${fmt(k4s)} (${ratio(k16s, k4s)}; the raw floor: ${ratio(floor16, floor)}) | ${yes(k16s >= k4s)} |`,
       `| ${mode}: ≥ 80% of the raw floor (${floorName}) | ${floorValue ? Math.round((k4s / floorValue) * 100) : '–'}% of ${fmt(floorValue)} | ${yes(k4s >= 0.8 * floorValue)} |`,
-      `| ${mode}: WAL per lifecycle ≤ graphile-worker | ${fmt(walValue)} vs ${fmt(wal?.['graphile-worker'])} bytes | ${yes((walValue ?? Infinity) <= (wal?.['graphile-worker'] ?? 0))} |`,
+      walTarget(mode, walValue),
     ].join('\n');
   };
   const common = [
@@ -94,7 +103,7 @@ ${flowSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : 
 
 - Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state (above 128 outcomes the settle goes first in a statement of its own: two per batch).
 - Claim latency (claim 10, settling the previous 10), ms p50 / p99: empty table ${scale?.empty.p50} / ${scale?.empty.p99}; with ${fmt(input.params.finishedRows)} completed and dead rows ${scale?.finished.p50} / ${scale?.finished.p99}; with ${fmt(input.params.queuedRows)} queued jobs ${scale?.queued.p50} / ${scale?.queued.p99}.
-- WAL per job lifecycle (enqueue → claim → complete), bytes: skiplock ${fmt(wal?.skiplock)} (delete mode ${fmt(deleteWal)}), graphile-worker ${fmt(wal?.['graphile-worker'])}, pg-boss ${fmt(wal?.['pg-boss'])}, raw ${fmt(r.wal_raw_bytes_per_job as number)} (update) / ${fmt(r.wal_raw_delete_bytes_per_job as number)} (delete).
+- WAL per job lifecycle (enqueue → claim → complete), bytes: skiplock ${fmt(wal?.skiplock)} (delete mode ${fmt(deleteWal)}), graphile-worker ${fmt(wal?.['graphile-worker'])}, pg-boss ${fmt(wal?.['pg-boss'])}, raw ${fmt(r.wal_raw_bytes_per_job as number)} (update) / ${fmt(r.wal_raw_delete_bytes_per_job as number)} (delete); the raw UPDATE floor on skiplock's own table (its indexes and row, the columns skiplock writes) ${fmt(r.wal_raw_schema_bytes_per_job as number)}.
 - Worker bundle ${fmt(r.bundle_bytes as number)} bytes (minified ESM, pg driver, SDK external); median cold import ${cold?.worker} ms vs ${cold?.bare} ms for a bare handler.
 
 ## Against the targets of issue 5 (this run)

@@ -337,6 +337,8 @@ for (const [name, make] of [
   ...Object.entries(processMakers),
   ['raw (update)', () => rawSystem(SKIPLOCK_BATCH, 'update')] as const,
   ['raw (delete)', () => rawSystem(SKIPLOCK_BATCH, 'delete')] as const,
+  // The same minimal SQL on skiplock's table: what its indexes and row cost (the keep-mode floor).
+  ['raw (skiplock schema)', () => rawSchemaSystem(SKIPLOCK_BATCH)] as const,
 ]) {
   wal[name] = await withSystem(make, async (system, url) => {
     const bytes = await walBytes(url, async () => {
@@ -351,6 +353,7 @@ deleteMode.wal_bytes_per_job = wal[DELETE_MODE] ?? 0;
 results.skiplock_delete = deleteMode;
 results.wal_raw_bytes_per_job = wal['raw (update)'];
 results.wal_raw_delete_bytes_per_job = wal['raw (delete)'];
+results.wal_raw_schema_bytes_per_job = wal['raw (skiplock schema)'];
 log(`  WAL bytes per job: ${JSON.stringify(wal)}`);
 
 if (soak) results.soak = await soakPhase();
