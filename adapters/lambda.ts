@@ -6,6 +6,7 @@ import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
+import type { DrizzleFactory } from '../db/connection-options.js';
 import { controlFromBody } from './control.js';
 import {
   decodeUtf8,
@@ -91,6 +92,13 @@ export interface LambdaWorkerOptions {
    * `otelMetrics()` from `skiplock/otel`). @defaultValue none
    */
   metrics?: JobMetrics;
+  /**
+   * Makes the Drizzle transaction a transactional kind's handler (`ctx.tx`) or a transactional step
+   * gets: `drizzle` from 'drizzle-orm/node-postgres', or `({ client }) => drizzle({ client, schema })`.
+   * Needed on pg only for those: the function's pool runs skiplock's statements without a Drizzle
+   * database, which keeps Drizzle's query builders out of the bundle. @defaultValue none
+   */
+  drizzle?: DrizzleFactory;
 }
 
 function fanOutOf(option: InvocationStarter | false | undefined, context: LambdaContext) {
@@ -119,6 +127,7 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
         schedules: options.schedules,
         tracing: options.tracing,
         metrics: options.metrics,
+        drizzle: options.drizzle,
       });
     } catch (err) {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });

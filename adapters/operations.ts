@@ -15,6 +15,7 @@ import { readSignalToken, SIGNAL_SECRET_MIN_LENGTH } from '../core/signal-tokens
 import { type SignalResult, sendSignal } from '../core/signals.js';
 import type { Tracing } from '../core/tracing.js';
 import { createWorker, type InvocationStarter, type InvocationSummary } from '../core/worker.js';
+import type { DrizzleFactory } from '../db/connection-options.js';
 import { migrate } from '../db/migrate.js';
 import { HttpError } from './http.js';
 import { type FunctionRuntime, isAuthFailure } from './runtime.js';
@@ -206,6 +207,8 @@ export interface WorkerRun {
   tracing?: Tracing;
   /** Counters and durations of attempts and invocations. @defaultValue none */
   metrics?: JobMetrics;
+  /** Makes handlers' Drizzle transactions (transactional kinds and steps). @defaultValue none */
+  drizzle?: DrizzleFactory;
 }
 
 /**
@@ -246,6 +249,7 @@ export async function runWorker(
         schedules: run.schedules,
         tracing: run.tracing,
         metrics: run.metrics,
+        drizzle: run.drizzle,
       }).runInvocation({ remainingMs: Math.max(0, deadlineAt - clock.now()), invocationId: run.invocationId }),
     (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
   );

@@ -6,6 +6,7 @@ import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
+import type { DrizzleFactory } from '../db/connection-options.js';
 import { controlFromBody } from './control.js';
 import {
   errorResponse,
@@ -82,6 +83,13 @@ export interface VercelWorkerOptions {
    */
   metrics?: JobMetrics;
   /**
+   * Makes the Drizzle transaction a transactional kind's handler (`ctx.tx`) or a transactional step
+   * gets: `drizzle` from 'drizzle-orm/node-postgres', or `({ client }) => drizzle({ client, schema })`.
+   * Needed on pg only for those: the function's pool runs skiplock's statements without a Drizzle
+   * database, which keeps Drizzle's query builders out of the bundle. @defaultValue none
+   */
+  drizzle?: DrizzleFactory;
+  /**
    * Keeps the function alive after a started request's 202 while its invocation runs, and after a
    * fan-out's requests. In a Next.js app pass `after` from `next/server`. @defaultValue waitUntil of
    * `@vercel/functions` (an optional peer, loaded on first use)
@@ -151,7 +159,7 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
     const config = runtime.settings.require('worker');
-    const { queues, kinds, clock, schedules, tracing, metrics } = options;
+    const { queues, kinds, clock, schedules, tracing, metrics, drizzle } = options;
     const run: WorkerRun = {
       remainingMs: options.maxDurationMs ?? config.maxDurationMs,
       queues,
@@ -160,6 +168,7 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
       schedules,
       tracing,
       metrics,
+      drizzle,
       name: options.name ?? (env.SKIPLOCK_WORKER_NAME ? undefined : nameOfRoute(url.pathname)),
       fanOut:
         config.maxInvocations === undefined

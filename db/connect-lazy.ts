@@ -2,14 +2,17 @@ import { ConfigError } from '../base/errors.js';
 import { type ConnectOptions, poolSettings, type SkiplockDb } from './connection-options.js';
 
 /**
- * connect(), loading only the chosen driver. Deployed bundles set
+ * connect() for the deployed functions, loading only the chosen driver; on pg, without a Drizzle
+ * database (db/drivers/pg-lean.ts). Deployed bundles set
  * `process.env.SKIPLOCK_BUNDLE_DRIVER` at build time (esbuild `define`): the branches of the
  * other drivers then fold away and their packages are not bundled at all.
  */
 export async function connectLazily(options: ConnectOptions): Promise<SkiplockDb> {
   const { driver, settings } = poolSettings(options);
   if (process.env.SKIPLOCK_BUNDLE_DRIVER === undefined || process.env.SKIPLOCK_BUNDLE_DRIVER === 'pg') {
-    if (driver === 'pg') return (await import('./drivers/pg.js')).pgDatabase(settings);
+    // Without a Drizzle database: what these functions send is skiplock's own statements; a
+    // handler's transaction comes from the worker's `drizzle` option (SkiplockDb.drizzleTransaction).
+    if (driver === 'pg') return (await import('./drivers/pg-lean.js')).pgLeanDatabase(settings);
   }
   if (process.env.SKIPLOCK_BUNDLE_DRIVER === undefined || process.env.SKIPLOCK_BUNDLE_DRIVER === 'neon-ws') {
     if (driver === 'neon-ws') {

@@ -10,6 +10,7 @@ export {
   type ConnectOptions,
   DRIVERS,
   type Driver,
+  type DrizzleFactory,
   type NeonOptions,
   type PoolSettings,
   poolSettings,

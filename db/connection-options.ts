@@ -72,12 +72,32 @@ export interface NeonOptions {
   fetchEndpoint?: string | ((host: string, port: number | string) => string);
 }
 
+/**
+ * Makes a Drizzle database over one connection, for the transactions a deployed worker hands its
+ * handlers (transactional kinds and steps): `drizzle` from 'drizzle-orm/node-postgres', or your own
+ * `({ client }) => drizzle({ client, schema })` for Drizzle's relational queries on `ctx.tx`.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: Drizzle's drizzle() is overloaded; any of its forms that takes { client } fits.
+export type DrizzleFactory = (config: { client: any }) => {
+  transaction<T>(work: (tx: AnyPgDatabase) => Promise<T>): Promise<T>;
+};
+
 /** A Drizzle database plus what skiplock needs to know about how it talks to Postgres. */
 export interface SkiplockDb {
   readonly driver: Driver;
+  /**
+   * What skiplock's statements run on: a Drizzle database, except in the deployed functions on pg,
+   * whose pool runs them without one (see `drizzleTransaction`).
+   */
   readonly db: AnyPgDatabase;
   /** Whether `db.transaction()` works (false on neon-http). */
   readonly interactiveTransactions: boolean;
+  /**
+   * Set when `db` is not a Drizzle database (the deployed functions' pg pool, which keeps Drizzle's
+   * query builders out of their bundles): a transaction handed to a handler must then be made by
+   * `drizzle` over one of the pool's connections. Unset: `db.transaction()` gives one.
+   */
+  readonly drizzleTransaction?: <T>(drizzle: DrizzleFactory, work: (tx: AnyPgDatabase) => Promise<T>) => Promise<T>;
   close(): Promise<void>;
 }
 

@@ -16,7 +16,7 @@ import { check, describeIssues } from '../issues.js';
 import { type Logger, withFields } from '../logger.js';
 import type { AttemptTrace } from '../tracing.js';
 import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
-import type { Kind, WorkerSettings } from './settings.js';
+import { handlerTransaction, type Kind, type WorkerSettings } from './settings.js';
 import { StepRunner } from './steps.js';
 
 /** Why a job's signal fired. Recorded as the failure class (timeout, invocation_deadline). */
@@ -167,10 +167,12 @@ export class Attempt implements ContextSource {
   /** The opt-in transactional mode: the handler's writes commit with the job's completion. */
   async #runInTransaction(payload: unknown): Promise<void> {
     this.#abortEnds = true;
-    const { db, schema, completion } = this.#host.settings;
+    const { schema, completion } = this.#host.settings;
     const { id, leaseToken } = this.job;
+    // createWorker refused a transactional kind without a way to make its transaction.
+    const transaction = handlerTransaction(this.#host.settings) as NonNullable<ReturnType<typeof handlerTransaction>>;
     try {
-      await db.db.transaction(async (tx) => {
+      await transaction(async (tx) => {
         const context = new TransactionalHandlerContext(this, tx);
         const value = await (this.#trace
           ? this.#trace.run(() => this.kind.handler(payload, context))

@@ -1,6 +1,6 @@
 import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/flow-control.js';
 import type { Completion } from '../../base/outcomes.js';
-import type { SkiplockDb } from '../../db/connect.js';
+import type { AnyPgDatabase, DrizzleFactory, SkiplockDb } from '../../db/connect.js';
 import type { Clock } from '../clock.js';
 import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
@@ -79,4 +79,24 @@ export interface WorkerSettings {
   readonly metrics: JobMetrics | undefined;
   /** Spans for claims and attempts (the worker's `tracing`), or undefined. */
   readonly tracing: Tracing | undefined;
+  /** Makes handlers' Drizzle transactions over a pool that has no Drizzle database (the worker's `drizzle`). */
+  readonly drizzle: DrizzleFactory | undefined;
+}
+
+/** Why a handler's transaction cannot be made: the pool has no Drizzle database and none was given. */
+export const NEEDS_DRIZZLE =
+  "the deployed functions' pg pool has no Drizzle database: pass `drizzle` (from 'drizzle-orm/node-postgres') to the worker (createLambdaWorker, createVercelWorker or createWorker)";
+
+/**
+ * Runs `work` in the transaction a handler gets (a transactional kind's `ctx.tx`, a transactional
+ * step's `tx`): a Drizzle transaction, from `db.transaction()` or, on a pool without a Drizzle
+ * database, from the worker's `drizzle` over one of its connections. Undefined when neither can.
+ */
+export function handlerTransaction(
+  settings: Pick<WorkerSettings, 'db' | 'drizzle'>,
+): (<T>(work: (tx: AnyPgDatabase) => Promise<T>) => Promise<T>) | undefined {
+  const { db, drizzle } = settings;
+  if (!db.drizzleTransaction) return (work) => db.db.transaction(work);
+  const make = db.drizzleTransaction;
+  return drizzle ? (work) => make(drizzle, work) : undefined;
 }

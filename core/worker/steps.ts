@@ -15,7 +15,7 @@ import type { StepOptions } from '../jobs.js';
 import { inOneTransaction, SIGNAL_LIMITS } from '../signals.js';
 import type { Attempt } from './attempt.js';
 import { JobAbort } from './attempt.js';
-import type { WorkerSettings } from './settings.js';
+import { handlerTransaction, NEEDS_DRIZZLE, type WorkerSettings } from './settings.js';
 
 /** The longest step name. */
 export const STEP_LIMITS = { nameLength: 200 } as const;
@@ -93,6 +93,10 @@ export class StepRunner {
         `step "${name}": a transactional step needs interactive transactions (pg or neon-ws); ${settings.db.driver} has none`,
       );
     }
+    const transaction = options.transaction ? handlerTransaction(settings) : undefined;
+    if (options.transaction && !transaction) {
+      throw new StepError('step_unsupported', `step "${name}": a transactional step needs Drizzle: ${NEEDS_DRIZZLE}`);
+    }
     const timeoutMs = positiveInt(options.timeoutMs, `step "${name}": timeoutMs`) ?? definition.timeoutMs;
     const key = `${definition.kind}\u0000${name}`;
     await this.#beforeStart(name, options.timeoutMs ?? settings.stepTimings.p95(key) ?? timeoutMs, timeoutMs);
@@ -102,8 +106,9 @@ export class StepRunner {
     const traced = { name, position, attempt: attempts };
     try {
       if (options.transaction) {
+        const inTransaction = transaction as NonNullable<typeof transaction>;
         resultJson = await this.#host.traced(traced, () =>
-          settings.db.db.transaction(async (tx) => {
+          inTransaction(async (tx) => {
             const json = stepResult(name, await fn(tx), settings.maxResultBytes);
             const step: StepWrite = {
               name,

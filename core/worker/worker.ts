@@ -1,7 +1,7 @@
 import { ConfigError } from '../../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../../base/identifiers.js';
 import type { Completion } from '../../base/outcomes.js';
-import type { SkiplockDb } from '../../db/connect.js';
+import type { DrizzleFactory, SkiplockDb } from '../../db/connect.js';
 import { type Clock, systemClock } from '../clock.js';
 import { type BreakerSettings, breakerSettings, MAX_DESTINATION_LENGTH } from '../destinations.js';
 import { declaredLimits, declaredRateLimits, declaredWindows, type JobDefinition, type JobHandler } from '../jobs.js';
@@ -12,7 +12,7 @@ import type { ScheduleDefinition } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import type { InvocationStarter } from './admission.js';
 import { Invocation } from './invocation.js';
-import type { Kind, WorkerSettings } from './settings.js';
+import { type Kind, NEEDS_DRIZZLE, type WorkerSettings } from './settings.js';
 import { StepTimings } from './steps.js';
 import type { InvocationInput, InvocationSummary } from './summary.js';
 
@@ -123,6 +123,13 @@ export interface WorkerOptions {
    * `skiplock/otel` (OpenTelemetry), or your own JobMetrics. @defaultValue none
    */
   metrics?: JobMetrics;
+  /**
+   * Makes the Drizzle transactions handed to transactional kinds (`ctx.tx`) and transactional steps,
+   * when `db` is the deployed functions' pg pool, which runs without a Drizzle database to keep the
+   * bundle small: `drizzle` from 'drizzle-orm/node-postgres', or `({ client }) => drizzle({ client,
+   * schema })`. With `connect()`'s database it is not needed. @defaultValue none
+   */
+  drizzle?: DrizzleFactory;
 }
 
 export const WORKER_DEFAULTS = {
@@ -184,6 +191,9 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
       throw new ConfigError(
         `job kind ${definition.kind} is transactional, but the ${db.driver} driver has no interactive transactions; use pg or neon-ws`,
       );
+    }
+    if (definition.transactional && db.drizzleTransaction && !options.drizzle) {
+      throw new ConfigError(`job kind ${definition.kind} is transactional: ${NEEDS_DRIZZLE}`);
     }
     kinds.set(definition.kind, { definition, handler });
   }
@@ -254,6 +264,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     schedules,
     scheduleTickMs,
     tracing: options.tracing,
+    drizzle: options.drizzle,
     metrics: options.metrics,
     scheduleTick: tickStateOf(schedules),
     breakers: breakerOverrides(options.breakers),
