@@ -10,6 +10,7 @@ export {
   connect,
   DRIVERS,
   type Driver,
+  type DrizzleFactory,
   type SkiplockDb,
 } from '../db/connect.js';
 export { type MigrateOptions, type MigrateResult, migrate } from '../db/migrate.js';

@@ -7,6 +7,7 @@ import { createLambdaEnqueue, createLambdaWorker } from '../../adapters/lambda.j
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createVercelWorker } from '../../adapters/vercel.js';
 import { defineJob } from '../../core/jobs.js';
+import type { DrizzleFactory } from '../../db/connect.js';
 import { lambdaContext, scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
 
@@ -107,13 +108,14 @@ describe('Lambda worker on pg: handlers’ Drizzle transactions come from the `d
   it('the Vercel worker route takes `drizzle` the same way', async () => {
     await createLambdaEnqueue([issueInvoice], { env: env() })({ kind: 'issue-invoice', payload: { orderId: 'v' } });
     const secret = 'cron-secret-0123456789abcdef';
-    const route = (options: { drizzle?: typeof drizzle }) =>
+    const route = (options: { drizzle?: DrizzleFactory }) =>
       createVercelWorker([issueInvoice], { env: { ...env(), CRON_SECRET: secret }, maxDurationMs: 10_000, ...options })(
         new Request('https://app.example.com/api/worker', { headers: { authorization: `Bearer ${secret}` } }),
       );
     const refused = await route({});
     expect(JSON.stringify(await refused.json())).toMatch(/issue-invoice is transactional: .*`drizzle`/);
-    const ran = await route({ drizzle });
+    // The form that gives ctx.tx an app's schema: a function of the connection.
+    const ran = await route({ drizzle: ({ client }) => drizzle({ client, schema: { invoices: invoices() } }) });
     expect(await ran.json()).toMatchObject({ claimed: 1, completed: 1 });
     expect(await written()).toEqual(['v']);
   });
