@@ -14,7 +14,7 @@ import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../hel
 import { pingKind } from '../helpers/kinds.js';
 import { useLocalAwsCredentials } from '../helpers/lambda-endpoint.js';
 import { captureStdout } from '../helpers/stdout.js';
-import { startStuckTarget } from '../helpers/stuck-target.js';
+import { type StuckTarget, startStuckTarget } from '../helpers/stuck-target.js';
 
 let t: TestContext;
 useTestSchema('drivers-nudge-bound', (ctx) => {
@@ -38,11 +38,11 @@ const states = async () =>
 
 /** `run` against a stuck target, with what it logged (stdout) meanwhile; the target closed after. */
 async function stuckTarget<T>(
-  run: (port: number, accepted: () => number) => Promise<T>,
+  run: (port: number, target: StuckTarget) => Promise<T>,
 ): Promise<{ result: T; lines: string[] }> {
   const target = await startStuckTarget();
   try {
-    return await captureStdout(() => run(target.port, target.accepted));
+    return await captureStdout(() => run(target.port, target));
   } finally {
     await target.close();
   }
@@ -82,7 +82,7 @@ describe(`a nudge target that accepts connections and never answers (${testDrive
 
   it('Vercel: the enqueue route answers within the bound, its job committed, the start left to waitUntil', async () => {
     const pending: Promise<unknown>[] = [];
-    const { result: tookMs } = await stuckTarget(async (port, accepted) => {
+    const { result: tookMs } = await stuckTarget(async (port, target) => {
       const enqueue = createVercelEnqueue([ping], {
         env: env({
           SKIPLOCK_NUDGE_ROUTES: `pings=http://127.0.0.1:${port}/api/worker`,
@@ -102,8 +102,7 @@ describe(`a nudge target that accepts connections and never answers (${testDrive
       expect(response.status).toBe(200);
       const took = Date.now() - started;
       // The worker route's request did reach the stuck target (and waits there, under waitUntil).
-      for (let i = 0; i < 2_000 && accepted() === 0; i++) await new Promise((r) => setTimeout(r, 5));
-      expect(accepted()).toBe(1);
+      expect(await target.firstAccepted()).toBe(1);
       return took;
     });
     expect(tookMs).toBeLessThan(4_000);

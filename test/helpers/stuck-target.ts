@@ -5,6 +5,11 @@ export interface StuckTarget {
   port: number;
   /** Connections accepted so far. */
   accepted(): number;
+  /**
+   * Resolves with the count once a connection has been accepted (at once if one was); rejects after
+   * `boundMs` without one. The request under test goes out after the response it waits behind.
+   */
+  firstAccepted(boundMs?: number): Promise<number>;
   /** Destroys its connections (their clients see a reset) and closes it. */
   close(): Promise<void>;
 }
@@ -16,10 +21,23 @@ export async function startStuckTarget(): Promise<StuckTarget> {
     socket.on('data', () => {});
     socket.on('error', () => {});
   });
+  const firstAccepted = (boundMs = 10_000) =>
+    new Promise<number>((resolve, reject) => {
+      if (sockets.size > 0) return resolve(sockets.size);
+      const timer = setTimeout(
+        () => reject(new Error(`no connection reached the stuck target in ${boundMs} ms`)),
+        boundMs,
+      );
+      server.once('connection', () => {
+        clearTimeout(timer);
+        resolve(sockets.size);
+      });
+    });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as AddressInfo).port,
     accepted: () => sockets.size,
+    firstAccepted,
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
