@@ -13,9 +13,9 @@ export async function queryRows<T>(db: AnyPgDatabase, query: SQL, schema: string
 }
 
 /**
- * Runs a statement as a named prepared statement on the connection it lands on: parsed once per
- * connection, so each later run skips parse and analysis (and, when PostgreSQL settles on a
- * generic plan, planning). Registered by the drivers that keep sessions (db/drivers/pg.ts).
+ * Runs a statement as a named prepared statement on the connection it lands on: parsed and planned
+ * once per connection, so each later run skips parse, analysis and planning. Registered by the pg
+ * drivers (db/drivers/pg-pool.ts).
  */
 export type NamedRunner = (query: SQL) => Promise<unknown[]>;
 const namedRunners = new WeakMap<object, NamedRunner>();

@@ -3,7 +3,7 @@ import { CasingCache } from 'drizzle-orm/casing';
 import type pg from 'pg';
 import type { AnyPgDatabase, PoolSettings, SkiplockDb } from '../connection-options.js';
 import { registerNamedRunner } from '../execute.js';
-import { namedRunner, openPgPool, PG_TYPES } from './pg-pool.js';
+import { namedRunner, openPgPool, PG_TYPES, withClient } from './pg-pool.js';
 
 /**
  * node-postgres without a Drizzle database: what the deployed functions connect with on pg. Every
@@ -62,26 +62,5 @@ class LeanExecutor {
       await client.query('commit');
       return result;
     });
-  }
-}
-
-/**
- * Runs `work` on one connection of the pool and gives it back. After a failure the transaction is
- * rolled back (a second ROLLBACK after Drizzle's own is a no-op); a connection that cannot even do
- * that is destroyed, never handed out again — a BEGIN or ROLLBACK lost with the socket would
- * otherwise leave the pool a client in an unknown state (the chaos harness found it under Drizzle).
- */
-async function withClient<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    return await work(client);
-  } catch (error) {
-    await client.query('rollback').catch((rollbackError: unknown) => {
-      broken = rollbackError instanceof Error ? rollbackError : new Error('rollback failed');
-    });
-    throw error;
-  } finally {
-    client.release(broken);
   }
 }

@@ -9,8 +9,9 @@ import { openDb, type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 
 // pg sends a worker's per-batch statements (the claim, the settle) as named prepared statements,
-// planned for their own parameters every time. Each pool here has one connection, so what the
-// test reads from pg_prepared_statements is the worker's own session.
+// each in a transaction of its own that asks for one generic plan (db/drivers/pg-pool.ts). Each pool
+// here has one connection, so what the test reads from pg_prepared_statements is the worker's own
+// session.
 let t: TestContext;
 useTestSchema('core-prepared', (ctx) => {
   t = ctx;
@@ -38,29 +39,51 @@ const onePool = (preparedStatements?: boolean) => {
 const rowsOf = async <T>(db: SkiplockDb, query: ReturnType<typeof sql>) =>
   ((await db.db.execute(query)) as unknown as { rows: T[] }).rows;
 const session = async (db: SkiplockDb) => {
-  const prepared = await rowsOf<{ name: string }>(db, sql`select name from pg_prepared_statements`);
-  const mode = await rowsOf<{ plan_cache_mode: string }>(db, sql`show plan_cache_mode`);
-  return { names: prepared.map((p) => p.name), planCacheMode: mode[0]?.plan_cache_mode };
+  const prepared = await rowsOf<{ name: string; generic_plans: string; custom_plans: string }>(
+    db,
+    sql`select name, generic_plans, custom_plans from pg_prepared_statements`,
+  );
+  const settings = await rowsOf<{ plan_cache_mode: string; enable_seqscan: string }>(
+    db,
+    sql`select current_setting('plan_cache_mode') as plan_cache_mode, current_setting('enable_seqscan') as enable_seqscan`,
+  );
+  return {
+    names: prepared.map((p) => p.name),
+    genericPlans: prepared.reduce((n, p) => n + Number(p.generic_plans), 0),
+    customPlans: prepared.reduce((n, p) => n + Number(p.custom_plans), 0),
+    planCacheMode: settings[0]?.plan_cache_mode,
+    enableSeqscan: settings[0]?.enable_seqscan,
+  };
 };
 
 describe('named prepared statements (pg)', () => {
-  it('the claim and the settle are parsed once per connection and planned for their parameters', async () => {
+  it('the claim and the settle are parsed once per connection and planned once, and the session keeps its own settings', async () => {
     await enqueue(0, 40);
     const db = onePool();
     expect(await run(db)).toMatchObject({ claimed: 40, completed: 40, stoppedBecause: 'drained' });
-    const { names, planCacheMode } = await session(db);
-    expect(planCacheMode).toBe('force_custom_plan');
+    const { names, genericPlans, customPlans, planCacheMode, enableSeqscan } = await session(db);
     // Eight claims of five and their settles, as a handful of statements: one per text.
     expect(names.length).toBeGreaterThanOrEqual(1);
     expect(names.length).toBeLessThanOrEqual(4);
     expect(names.every((name) => /^skiplock_[0-9a-f]{24}$/.test(name))).toBe(true);
+    // Every run reused its statement's one plan: none was planned for its parameters.
+    expect(genericPlans).toBeGreaterThanOrEqual(9);
+    expect(customPlans).toBe(0);
+    // The settings the plans were made under were local to each statement's transaction.
+    expect({ planCacheMode, enableSeqscan }).toEqual({ planCacheMode: 'auto', enableSeqscan: 'on' });
   });
 
   it('preparedStatements: false sends them unnamed and leaves the planner alone', async () => {
     await enqueue(100, 10);
     const db = onePool(false);
     expect(await run(db)).toMatchObject({ claimed: 10, completed: 10 });
-    expect(await session(db)).toEqual({ names: [], planCacheMode: 'auto' });
+    expect(await session(db)).toEqual({
+      names: [],
+      genericPlans: 0,
+      customPlans: 0,
+      planCacheMode: 'auto',
+      enableSeqscan: 'on',
+    });
   });
 
   it('a server that does not know a name it was given (a pooler in transaction mode) turns the pool to unnamed statements; nothing is lost', async () => {

@@ -206,15 +206,22 @@ describe(`the invocation's deadline (${testDriver()})`, () => {
       const { id } = await q.enqueue(t.db, definition, { n: 1 });
       // The outcome's statement, as the server sees it: waiting on the lock, or still running.
       // This schema's only: the other drivers' runs of this test share the server.
-      const outcomeStatement = async (waiting: boolean) => {
+      const waitingOutcome = async (): Promise<number | undefined> => {
         const { rows } = await t.admin.query(
-          `select count(*)::int as n from pg_stat_activity
+          `select pid from pg_stat_activity
            where state = 'active' and query like '%settle_input as%' and strpos(query, $1) > 0
-             and ($2::boolean is false or wait_event_type = 'Lock')`,
-          [`"${t.schema}".jobs`, waiting],
+             and wait_event_type = 'Lock'`,
+          [`"${t.schema}".jobs`],
         );
-        return rows[0].n > 0;
+        return rows[0]?.pid;
       };
+      // Its session, until it is idle: on pg the statement runs in a transaction of its own
+      // (db/drivers/pg-pool.ts), whose COMMIT follows it.
+      const busy = async (pid: number) => {
+        const { rows } = await t.admin.query(`select state from pg_stat_activity where pid = $1`, [pid]);
+        return rows.length > 0 && rows[0].state !== 'idle';
+      };
+      let outcomePid: number | undefined;
       const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
       let advanced = false;
       const { result: summary } = await captureStatements(
@@ -234,7 +241,10 @@ describe(`the invocation's deadline (${testDriver()})`, () => {
           advanced = true;
           // Once the statement is queued on the lock, time runs out: 5 s pass on the invocation's clock.
           void (async () => {
-            while (!(await outcomeStatement(true))) await nextTurn();
+            while (outcomePid === undefined) {
+              outcomePid = await waitingOutcome();
+              if (outcomePid === undefined) await nextTurn();
+            }
             clock.advance(5_000);
           })();
         },
@@ -249,7 +259,7 @@ describe(`the invocation's deadline (${testDriver()})`, () => {
       expect((await job(id)).state).toBe('running');
       await locker.query('rollback');
       // The abandoned statement goes on once the lock is free, and completes the job.
-      while (await outcomeStatement(false)) await nextTurn();
+      while (await busy(outcomePid as number)) await nextTurn();
       expect((await job(id)).state).toBe('completed');
     } finally {
       await locker.query('rollback').catch(() => {});

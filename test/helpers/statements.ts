@@ -37,7 +37,12 @@ export async function captureStatements<T>(
   const original = proto.query;
   proto.query = function (this: unknown, ...args: unknown[]) {
     const first = args[0];
-    push(typeof first === 'string' ? first : String((first as { text?: string })?.text ?? ''));
+    const text = typeof first === 'string' ? first : String((first as { text?: string })?.text ?? '');
+    // A hot statement's BEGIN and COMMIT (db/drivers/pg-pool.ts) are written with it, in pipeline
+    // mode: one round trip, counted once.
+    const envelope =
+      (this as { pipeline?: boolean }).pipeline === true && (text === 'commit' || text.startsWith('begin;'));
+    if (!envelope) push(text);
     return original.apply(this, args);
   };
   try {

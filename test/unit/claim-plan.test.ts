@@ -6,6 +6,7 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { pause } from '../../core/flow-control.js';
 import { defineJob } from '../../core/jobs.js';
 import { connect } from '../../db/connect.js';
+import { HOT_PLANS } from '../../db/drivers/pg-pool.js';
 import { migrate } from '../../db/migrate.js';
 import { claimJobs } from '../../db/statements/claim.js';
 
@@ -13,11 +14,13 @@ import { claimJobs } from '../../db/statements/claim.js';
 // under LIMIT. A filter it misjudges (the pause check once estimated to keep no row, from the
 // queue column's statistics) makes it sort the whole backlog instead: 50x slower, no test failing.
 const schema = `t_claim_plan_${(process.env.SKIPLOCK_TEST_RUN ?? '').replace(/[^a-z0-9_]/g, '_')}`;
+const grown = `${schema}_grown`;
 const db = connect({ connectionString: inject('databaseUrl'), max: 1 });
 const admin = new pg.Client({ connectionString: inject('databaseUrl') });
 
 afterAll(async () => {
   await admin.query(`drop schema if exists "${schema}" cascade`);
+  await admin.query(`drop schema if exists "${grown}" cascade`);
   await admin.end();
   await db.close();
 });
@@ -29,6 +32,7 @@ async function claimStatement(
   lane?: number,
   settle?: Outcome[],
   limit = 100,
+  inSchema = schema,
 ): Promise<{ text: string; values: unknown[] }> {
   const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
   const original = proto.query;
@@ -42,7 +46,7 @@ async function claimStatement(
   };
   try {
     await admin.query('begin');
-    await claimJobs(db.db, schema, {
+    await claimJobs(db.db, inSchema, {
       leases: [{ kind: 'noop', leaseMs: 60_000 }],
       limit,
       invocationId: 'p',
@@ -60,6 +64,34 @@ async function planOf(statement: { text: string; values: unknown[] }): Promise<s
   await admin.query('begin');
   try {
     const { rows } = await admin.query(`explain (costs off) ${statement.text}`, statement.values);
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  } finally {
+    await admin.query('rollback');
+  }
+}
+
+/** A parameter as an SQL literal, for EXECUTE: what node-postgres would send for it. */
+function literal(value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  if (Array.isArray(value)) {
+    const items = value.map((v) => (v === null ? 'NULL' : `"${String(v).replace(/[\\"]/g, '\\$&')}"`));
+    return pg.escapeLiteral(`{${items.join(',')}}`);
+  }
+  return pg.escapeLiteral(typeof value === 'object' ? JSON.stringify(value) : String(value));
+}
+
+/**
+ * The plan the pool runs `statement` with: prepared as `name` on the admin session under the pool's
+ * settings (HOT_PLANS), the first call makes its one generic plan and later calls show that plan.
+ */
+async function genericPlanOf(name: string, statement: { text: string; values: unknown[] }): Promise<string> {
+  const known = await admin.query('select 1 from pg_prepared_statements where name = $1', [name]);
+  if (known.rows.length === 0) await admin.query(`prepare ${name} as ${statement.text}`);
+  await admin.query(HOT_PLANS);
+  try {
+    const { rows } = await admin.query(
+      `explain (costs off) execute ${name}(${statement.values.map(literal).join(', ')})`,
+    );
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   } finally {
     await admin.query('rollback');
@@ -132,6 +164,37 @@ describe('the claim plan on a backlog of one queue (pg)', () => {
       const plan = await planOf(await claimStatement(undefined, settle, 500));
       expect(plan).toMatch(/Index Scan using jobs_pkey on jobs j/);
       expect(plan).not.toMatch(/Seq Scan on jobs/);
+    }
+  });
+
+  it('the one plan the pool keeps, made on an empty table, still reads the indexes once the table has grown', async () => {
+    // The pool plans each hot statement once per connection (db/drivers/pg-pool.ts). Made while the
+    // table was empty and kept until the next ANALYZE, a plan that chose sequential scans read the
+    // whole table on every claim as it grew (the bench's soak: claim p50 1.7 → 4.8 ms in 90 s).
+    await admin.query(`drop schema if exists "${grown}" cascade`);
+    await migrate(db, { schema: grown });
+    const outcome: Outcome = { id: '1', leaseToken: '00000000-0000-4000-8000-000000000000', outcome: 'completed' };
+    const plain = await claimStatement(undefined, undefined, 100, grown);
+    const steady = await claimStatement(undefined, [outcome], 100, grown);
+    await genericPlanOf('hot_plain', plain);
+    await genericPlanOf('hot_steady', steady);
+    // 5,000 queued and 100 running rows, and no ANALYZE: the plans made on the empty table stay.
+    const enqueuer = createEnqueuer({ schema: grown });
+    for (let i = 0; i < 5; i++) {
+      await enqueuer.enqueueMany(
+        db,
+        Array.from({ length: 1_000 }, (_, n) => noop.with({ n })),
+      );
+    }
+    await claimJobs(db.db, grown, { leases: [{ kind: 'noop', leaseMs: 60_000 }], limit: 100, invocationId: 'p' });
+    try {
+      for (const name of ['hot_plain', 'hot_steady']) {
+        const plan = await genericPlanOf(name, name === 'hot_plain' ? plain : steady);
+        expect(plan).not.toMatch(/Seq Scan on jobs/);
+        expect(cte(plan, 'ready')).toMatch(/Index Scan using jobs_claim_idx on jobs j/);
+      }
+    } finally {
+      await admin.query('deallocate all');
     }
   });
 });

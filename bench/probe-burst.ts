@@ -1,0 +1,40 @@
+/**
+ * Dev probe: the serverless bench's burst drain alone (`node .bench/probe-burst.mjs [pg|neon-http] [ROUNDS]`),
+ * the same parameters as `npm run bench:serverless` phase 2, for A/B runs of the small-batch path.
+ */
+import { resolveTestDatabase } from '../scripts/local-postgres.js';
+import { startLocalNeon } from '../testing/neon-local.js';
+import { freshDatabase } from './db.js';
+import { measureBurstDrain } from './serverless/burst.js';
+
+Object.assign(process.env, {
+  AWS_REGION: 'us-east-1',
+  AWS_ACCESS_KEY_ID: 'skiplock-bench',
+  AWS_SECRET_ACCESS_KEY: 'skiplock-bench',
+});
+process.on('uncaughtException', (err) => {
+  if ((err as { code?: string }).code === '57P01') return;
+  console.error(err);
+  process.exit(1);
+});
+const driver = process.argv[2] === 'neon-http' ? 'neon-http' : 'pg';
+const rounds = Number(process.argv[3] ?? 1);
+const params = {
+  jobs: 10_000,
+  jobMs: 100,
+  concurrency: 10,
+  maxInvocations: 20,
+  functionTimeoutMs: 60_000,
+  giveUpMs: 90_000,
+};
+const server = (await resolveTestDatabase()).url;
+const neon = driver === 'neon-http' ? await startLocalNeon() : undefined;
+for (let r = 0; r < rounds; r++) {
+  const url = await freshDatabase(server, 'skiplock_probe_burst');
+  const result = await measureBurstDrain(url, { driver, label: driver, ...(neon ? { neon: neon.neon } : {}) }, params);
+  console.log(
+    `${driver}: ${result.seconds} s (÷ ideal ${(result.seconds / result.idealSeconds).toFixed(2)}), ${result.statementsPerJob} statements per job, load ${JSON.stringify(result.load)}`,
+  );
+}
+await neon?.close();
+process.exit(0);
