@@ -4,7 +4,8 @@ import { lambdaStarter } from '../../adapters/lambda-invoke.js';
 import type { JobDefinition } from '../../core/jobs.js';
 import type { Logger } from '../../core/logger.js';
 import { createWorker, type InvocationSummary } from '../../core/worker.js';
-import { connect, type NeonOptions, type SkiplockDb } from '../../db/connect.js';
+import type { NeonOptions, SkiplockDb } from '../../db/connect.js';
+import { connectLazily } from '../../db/connect-lazy.js';
 
 /** Connections the benchmark's worker containers open carry this application_name. */
 export const INVOCATION_APP = 'skiplock_bench_invocation';
@@ -76,7 +77,8 @@ export function workerFunction(options: WorkerFunctionOptions) {
     let container = idle.pop();
     if (!container) {
       container = {
-        db: connect({
+        // As the adapter connects (connectLazily): on pg, the pool without a Drizzle database.
+        db: await connectLazily({
           connectionString: url.toString(),
           driver: config.driver,
           max: config.poolMax,
