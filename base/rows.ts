@@ -18,7 +18,8 @@ export interface JobInsertRow {
   ord: number;
   kind: string;
   queue: string;
-  payload: unknown;
+  /** The validated payload as JSON text, written into the statement's input as it is. */
+  payload_json: string;
   priority: number;
   run_at: string | null;
   delay_ms: number | null;

@@ -141,12 +141,12 @@ function keyOf(
   given: string | undefined,
   // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
   fromPayload: ((payload: any) => string | undefined) | undefined,
-  payload: unknown,
+  payload: () => unknown,
   problems: string[],
 ): string | undefined {
   let key: string | undefined;
   try {
-    key = given ?? fromPayload?.(payload);
+    key = given ?? (fromPayload ? fromPayload(payload()) : undefined);
   } catch (err) {
     problems.push(`the kind's ${name}(payload) threw: ${err instanceof Error ? err.message : String(err)}`);
     return undefined;
@@ -160,23 +160,42 @@ function keyOf(
 }
 
 /**
+ * The options checked against their schema. No options (undefined, or a plain object with no keys,
+ * what most enqueues pass) are the empty options without a schema check: at 1,000 jobs a batch,
+ * the check was a tenth of the enqueue's CPU.
+ */
+function checkedOptions(
+  kind: KindDefaults,
+  options: EnqueueOptions | undefined,
+): z.infer<ReturnType<typeof optionsSchema>> {
+  if (options === undefined || options === null) return {};
+  if (Object.getPrototypeOf(options) === Object.prototype && isEmpty(options)) return {};
+  const parsed = check(optionsSchema(), options);
+  if (!parsed.success) {
+    throw new InvalidOptionsError(
+      `invalid enqueue options for ${kind.kind}: ${describeIssues(parsed.error, 'options')}`,
+    );
+  }
+  return parsed.data;
+}
+
+function isEmpty(object: object): boolean {
+  for (const _ in object) return false;
+  return true;
+}
+
+/**
  * Validates options (every problem in one message) and merges them over the kind's defaults.
  * `steps`: in a flow, the names of its steps (name → ord), which `after` may name.
  */
 export function toInsertRow(
   ord: number,
   kind: KindDefaults,
-  payload: unknown,
+  payloadJson: string,
   options: EnqueueOptions,
   steps?: ReadonlyMap<string, number>,
 ): JobInsertRow {
-  const parsed = check(optionsSchema(), options ?? {});
-  if (!parsed.success) {
-    throw new InvalidOptionsError(
-      `invalid enqueue options for ${kind.kind}: ${describeIssues(parsed.error, 'options')}`,
-    );
-  }
-  const o = parsed.data;
+  const o = checkedOptions(kind, options);
   for (const date of [o.runAt, o.deadline]) {
     if (date && Number.isNaN(date.getTime())) {
       throw new InvalidOptionsError(`invalid enqueue options for ${kind.kind}: invalid date`);
@@ -193,6 +212,12 @@ export function toInsertRow(
   if (o.deadline && o.deadline.getTime() <= now) problems.push('deadline has already passed');
   const start = o.runAt?.getTime() ?? now + (o.delayMs ?? 0);
   if (o.deadline && o.deadline.getTime() <= start) problems.push('deadline is not after the time the job would run');
+  // The kinds' key functions see the payload as it is stored: parsed back from its JSON, once.
+  let stored: unknown;
+  const payload = () => {
+    stored ??= JSON.parse(payloadJson);
+    return stored;
+  };
   const orderingKey = keyOf('orderingKey', o.orderingKey, kind.orderingKey, payload, problems);
   const concurrencyKey = keyOf('concurrencyKey', o.concurrencyKey, kind.concurrencyKey, payload, problems);
   const destination = keyOf('destination', o.destination, kind.destination, payload, problems);
@@ -229,7 +254,7 @@ export function toInsertRow(
     ord,
     kind: kind.kind,
     queue,
-    payload,
+    payload_json: payloadJson,
     priority: o.priority ?? kind.priority,
     run_at: o.runAt ? o.runAt.toISOString() : null,
     delay_ms: o.delayMs ?? null,

@@ -305,7 +305,7 @@ export function jobInsertRow(
   if (unstorable) throw new PayloadValidationError(job.kind, [{ path: '', message: `contains ${unstorable}` }]);
   const bytes = Buffer.byteLength(json, 'utf8');
   if (bytes > maxPayloadBytes) throw new PayloadTooLargeError(job.kind, bytes, maxPayloadBytes);
-  return toInsertRow(ord, job, JSON.parse(json), request.options, steps);
+  return toInsertRow(ord, job, json, request.options, steps);
 }
 
 const STEP_NAME = /^[A-Za-z_][A-Za-z0-9_.:-]{0,99}$/;

@@ -163,16 +163,21 @@ export function insertJobsStatement(
 /**
  * The rows as one JSON array, each without its null fields: jsonb_to_recordset reads a missing key as
  * null, and every key it need not parse and match speeds a bulk insert up (1,000 plain rows: 300 KB
- * of JSON → 117 KB, 10.5 → 6.5 ms for the statement). Payloads are kept as they are, nulls and all.
+ * of JSON → 117 KB, 10.5 → 6.5 ms for the statement). The payload goes in as the JSON text it was
+ * checked as, nulls and all, not parsed and written again.
  */
 function rowsJson(rows: readonly JobInsertRow[]): string {
-  return JSON.stringify(
-    rows.map((row) => {
-      const set: Record<string, unknown> = {};
-      for (const [key, value] of Object.entries(row)) if (value !== null && value !== undefined) set[key] = value;
-      return set;
-    }),
-  );
+  const parts: string[] = [];
+  for (const row of rows) {
+    const set: Record<string, unknown> = {};
+    for (const key in row) {
+      const value = row[key as keyof JobInsertRow];
+      if (key !== 'payload_json' && value !== null && value !== undefined) set[key] = value;
+    }
+    // `ord` is always set: the object is never empty, so its closing brace has a field before it.
+    parts.push(`${JSON.stringify(set).slice(0, -1)},"payload":${row.payload_json}}`);
+  }
+  return `[${parts.join(',')}]`;
 }
 
 /**

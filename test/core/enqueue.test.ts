@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
 import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import {
   InvalidOptionsError,
   PayloadTooLargeError,
@@ -8,7 +9,7 @@ import {
   UnknownKindError,
 } from '../../base/errors.js';
 import type { EnqueueTarget } from '../../core/enqueue.js';
-import { JobRegistry } from '../../core/jobs.js';
+import { defineJob, JobRegistry } from '../../core/jobs.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { releaseJobs, settleJobs } from '../../db/statements/settle.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
@@ -114,6 +115,42 @@ describe(`enqueue (${testDriver()})`, () => {
         i % 2 === 0 ? { to: `u${i}@example.com`, subject: `s${i}`, body: '' } : { userId: i, name: `n${i}` },
       );
     });
+  });
+
+  it('the payload is stored as it was validated, nulls and nesting kept; key functions see it as stored; null options are none', async () => {
+    const stamped = defineJob({
+      kind: 'stamped',
+      payload: z.object({
+        at: z.date(),
+        note: z.string().nullable(),
+        nested: z.object({ list: z.array(z.number().nullable()) }),
+      }),
+      // Called with the stored form: the Date is ISO text by then.
+      orderingKey: (p) => `key-${typeof p.at}-${p.nested.list.length}`,
+      handler: async () => {},
+    });
+    const at = new Date('2026-11-26T12:00:00.000Z');
+    const [keyed] = await q.enqueueMany(t.db, [stamped.with({ at, note: null, nested: { list: [1, null, 3] } })]);
+    const plain = await q.enqueue(t.db, sendEmail, { to: 'n@example.com', subject: 'null options' }, null as never);
+    const { rows } = await t.admin.query(
+      `select id::text, payload, ordering_key, priority from "${t.schema}".jobs where id = any($1::bigint[]) order by id`,
+      [[keyed?.id, plain.id]],
+    );
+    expect(rows).toEqual([
+      {
+        id: keyed?.id,
+        payload: { at: at.toISOString(), note: null, nested: { list: [1, null, 3] } },
+        ordering_key: 'key-string-3',
+        priority: 0,
+      },
+      {
+        id: plain.id,
+        payload: { to: 'n@example.com', subject: 'null options', body: '' },
+        ordering_key: null,
+        priority: 0,
+      },
+    ]);
+    await t.admin.query(`delete from "${t.schema}".jobs where id = any($1::bigint[])`, [[keyed?.id, plain.id]]);
   });
 
   it('a runAt a little in the past (clock skew) runs now', async () => {
