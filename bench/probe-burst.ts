@@ -1,11 +1,12 @@
 /**
- * Dev probe: the serverless bench's burst drain alone (`node .bench/probe-burst.mjs [pg|neon-http] [ROUNDS]`),
+ * Dev probe: the serverless bench's burst drain alone (`node .bench/probe-burst.mjs [pg|neon-http|floor] [ROUNDS]`),
  * the same parameters as `npm run bench:serverless` phase 2, for A/B runs of the small-batch path.
  */
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { startLocalNeon } from '../testing/neon-local.js';
 import { freshDatabase } from './db.js';
 import { measureBurstDrain } from './serverless/burst.js';
+import { measureBurstFloor } from './serverless/burst-floor.js';
 
 Object.assign(process.env, {
   AWS_REGION: 'us-east-1',
@@ -31,6 +32,13 @@ const server = (await resolveTestDatabase()).url;
 const neon = driver === 'neon-http' ? await startLocalNeon() : undefined;
 for (let r = 0; r < rounds; r++) {
   const url = await freshDatabase(server, 'skiplock_probe_burst');
+  if (process.argv[2] === 'floor') {
+    const floor = await measureBurstFloor(url, params);
+    console.log(
+      `floor: ${floor.seconds} s (÷ ideal ${(floor.seconds / floor.idealSeconds).toFixed(2)}), ${floor.statementsPerJob} statements per job`,
+    );
+    continue;
+  }
   const result = await measureBurstDrain(url, { driver, label: driver, ...(neon ? { neon: neon.neon } : {}) }, params);
   console.log(
     `${driver}: ${result.seconds} s (÷ ideal ${(result.seconds / result.idealSeconds).toFixed(2)}), ${result.statementsPerJob} statements per job, load ${JSON.stringify(result.load)}`,

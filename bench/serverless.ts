@@ -11,6 +11,7 @@ import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { startLocalNeon } from '../testing/neon-local.js';
 import { dropDatabase, freshDatabase, withClient } from './db.js';
 import { type BurstParams, type BurstResult, type BurstVariant, measureBurstDrain } from './serverless/burst.js';
+import { measureBurstFloor } from './serverless/burst-floor.js';
 import { workerColdImportMs } from './serverless/cold-start.js';
 import { progressLog } from './serverless/figures.js';
 import { type LingerParams, type LingerResult, measureLinger } from './serverless/linger.js';
@@ -85,6 +86,8 @@ try {
     );
   };
   await burst({ driver: 'pg', label: 'pg' });
+  const burstFloor = await measureBurstFloor(await freshDatabase(server, DB), BURST);
+  log(`  the floor (no library, every loop from the start): ${JSON.stringify(burstFloor)}`);
   const neon = await startLocalNeon();
   try {
     await burst({ driver: 'neon-http', label: 'neon-http', neon: neon.neon });
@@ -124,6 +127,7 @@ try {
       nudge,
       burstParams: BURST,
       bursts,
+      burstFloor,
       coldImportMs,
       processJobs: PARAMS.processJobs,
       process: processed,
@@ -147,6 +151,7 @@ try {
           limit: pgBurst.limit,
           lost: pgBurst.lost,
         },
+        burst_floor: { seconds: burstFloor.seconds, ideal_seconds: burstFloor.idealSeconds },
         process: processed,
         linger: Object.fromEntries(
           linger.map((l) => [

@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import type { BurstParams, BurstResult } from './burst.js';
+import type { BurstFloor } from './burst-floor.js';
 import type { LingerParams, LingerResult } from './linger.js';
 import type { NudgeParams, NudgeResult } from './nudge.js';
 import type { ProcessRow } from './process.js';
@@ -19,6 +20,8 @@ export interface ServerlessReport {
   nudge: NudgeResult;
   burstParams: BurstParams;
   bursts: BurstResult[];
+  /** The same drain with the least machinery: bench/serverless/burst-floor.ts. */
+  burstFloor: BurstFloor;
   /** Import of the packaged worker bundle in a fresh Node process, ms. */
   coldImportMs: number;
   processJobs: number;
@@ -82,6 +85,24 @@ export function renderServerlessReport(report: ServerlessReport): string {
       return `| K = ${k} ≥ K = 4 and ≥ graphile-worker at K = ${k} | ${fmt(r.skiplock)} vs ${fmt(k4?.skiplock)} (K = 4) and ${fmt(r['graphile-worker'])} | ${yes(r.skiplock >= (k4?.skiplock ?? 0) && r.skiplock >= r['graphile-worker'])} |`;
     })
     .join('\n');
+  const floor = report.burstFloor;
+  const floorRatio = floor.seconds / floor.idealSeconds;
+  const issue25Burst = (label: string, limit: number) => {
+    const b = bursts.find((x) => x.label === label);
+    if (!b) return '';
+    const r = b.seconds / b.idealSeconds;
+    return `| burst drain (${label}) ≤ ${limit}× ideal (issue 25) | ${r.toFixed(2)}× (${b.seconds} s; the floor: ${floorRatio.toFixed(2)}×) | ${yes(r <= limit)} |`;
+  };
+  const k32 = p['32'];
+  const issue25 = [
+    issue25Burst('pg', 1.25),
+    issue25Burst('neon-http', 1.35),
+    k32 && k4
+      ? `| K = 32 ≥ 0.9× K = 4 (issue 25) | ${ratio(k32.skiplock, k4.skiplock)} (the raw floor: ${ratio(k32.raw_floor, k4.raw_floor)}) | ${yes(k32.skiplock >= 0.9 * k4.skiplock)} |`
+      : '',
+  ]
+    .filter(Boolean)
+    .join('\n');
   const bp = report.burstParams;
   return `# Serverless benchmark results (issue 11)
 
@@ -109,6 +130,8 @@ ${bursts.map(burstRow).join('\n')}
 
 ${bursts.map(timeline).join('\n')}
 
+The floor (bench/serverless/burst-floor.ts): the same ${fmt(bp.jobs)} jobs on skiplock's table, drained by ${bp.maxInvocations} loops started at once (no tick, fan-out, registration or sweep), each on one connection of its own keeping ${bp.concurrency} jobs on the same timer, refilling as skiplock does (with nothing running or half its slots free: complete what ended, claim what is free; the raw floor's two statements): **${floor.seconds} s, ${floorRatio.toFixed(2)}× the ideal**, ${floor.statementsPerJob} statements per job. What it leaves of the ideal is the harness and the machine; skiplock on pg ran at ${((bursts.find((b) => b.label === 'pg')?.seconds ?? 0) / floor.seconds).toFixed(2)}× the floor's drain.
+
 How it runs: bench/serverless/worker-function.ts plays the worker function with the adapter's configuration (\`loadConfig\` over the SKIPLOCK_* variables) and the options \`runWorker\` passes to \`createWorker\`, driven directly rather than through \`createLambdaWorker\`: the adapter keeps one pool per process, and this one process plays every container, so each concurrent invocation takes a container of its own (a warm idle one, else a new one with its own pool of 5, opened as the adapter opens it: \`connectLazily\`, on pg a pool without a Drizzle database). "Most running at once" is counted by the endpoint where the handlers run, with no concurrency limit applied there (a saturated invocation counts for the moment it takes to return); "slots held" and the connections are sampled from the database every ~100 ms. Over neon-http each statement is one HTTP request to the local SQL-over-HTTP endpoint (testing/neon-http-endpoint.ts, \`startLocalNeon()\`), whose own pool (at most 20) holds the Postgres connections: the invocations hold none. One cold start, as far as it shows here: the packaged worker bundle's import in a fresh Node process (${report.coldImportMs} ms) plus the tick's way to its first job (in the table); Lambda's own sandbox start is not in it.
 
 ## 3. K concurrent invocations, no-op jobs (jobs/s)
@@ -135,6 +158,7 @@ ${report.linger.map((l) => `| ${l.label} | ${l.started} | ${l.latencyMs.p50} / $
 | nudge p99 ≤ 1 s | ${nudge.nudge.p99} ms | ${yes(nudge.nudge.p99 <= 1_000)} |
 ${burstTargets}
 ${kTargets}
+${issue25}
 
 ## Settings (phase 3)
 
