@@ -34,7 +34,8 @@ const ARRIVAL_MS = 10_000;
  * already), frees its slot as it returns, and while it claims full batches it reads the backlog
  * now and then: when the ready work could not drain within `fanOutTargetMs` at the rate it
  * measured, it starts the invocations that would (never past the cap: the slots decide). Only
- * the holder of the lowest slot starts others, so the decision is made once, not by each sibling.
+ * the oldest registered invocation starts others, so the decision is made once, not by each
+ * sibling, and by the one that knows which of them are still on their way.
  */
 export class Admission {
   readonly #settings: WorkerSettings;
@@ -128,8 +129,8 @@ export class Admission {
           cap: Math.min(1_000_000, Math.ceil(perInvocation * this.#max) + 1),
         }),
       );
-      // One invocation decides for all — the holder of the lowest slot — so that siblings that start
-      // together do not each start the same missing invocations (they cannot see each other's starts).
+      // One invocation decides for all — the oldest registered — so that siblings that start together
+      // do not each start the same missing invocations (they cannot see each other's starts).
       if (backlog.leaderSlot !== this.#slot) return;
       const needed = Math.min(this.#max, Math.ceil(backlog.ready / perInvocation));
       const now = this.#settings.clock.now();

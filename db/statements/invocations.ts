@@ -77,7 +77,12 @@ export interface Backlog {
   ready: number;
   /** Unexpired registrations of `worker`, this invocation's included. */
   running: number;
-  /** The lowest slot held: its holder is the one that fans out (null when none is held). */
+  /**
+   * The slot of the oldest registration: its holder is the one that fans out (null when none is
+   * held). The oldest, not the lowest slot: slots are drawn at random, and the invocations a leader
+   * started must not take the decision over while they arrive — the new leader would not know they
+   * are on their way, and would start them again.
+   */
   leaderSlot: number | null;
 }
 
@@ -107,8 +112,9 @@ export async function readBacklog(
       ) r)::int as ready,
       (select count(*) from ${invocationsRef(schema)} i
         where i.worker = ${request.worker} and i.expires_at > (select now from clock))::int as running,
-      (select min(i.slot) from ${invocationsRef(schema)} i
-        where i.worker = ${request.worker} and i.expires_at > (select now from clock))::int as leader_slot`,
+      (select i.slot from ${invocationsRef(schema)} i
+        where i.worker = ${request.worker} and i.expires_at > (select now from clock)
+        order by i.started_at, i.slot limit 1)::int as leader_slot`,
     schema,
   );
   const row = rows[0];

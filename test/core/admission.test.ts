@@ -170,14 +170,14 @@ describe(`fan-out (${testDriver()})`, () => {
     expect(summary).toMatchObject({ claimed: 200, completed: 200, stoppedBecause: 'drained' });
   });
 
-  it('only the holder of the lowest slot fans out: a sibling that sees the same backlog starts nothing', async () => {
+  it('only the oldest registered invocation fans out: a sibling that sees the same backlog starts nothing', async () => {
     const clock = new ManualClock();
     const slow = slowOn(clock);
     await q.enqueueMany(
       t.db,
       Array.from({ length: 200 }, (_, n) => slow.with({ n })),
     );
-    // Slot 1 is held by another running invocation: it decides, this one does not.
+    // Slot 1 is held by an invocation registered before this one: it decides, this one does not.
     await t.admin.query(
       `insert into "${t.schema}".invocations (worker, slot, invocation_id, started_at, expires_at)
        values ('worker', 1, 'leader', now(), now() + interval '1 hour')`,

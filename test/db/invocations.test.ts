@@ -88,6 +88,21 @@ describe(`invocation registrations (${testDriver()})`, () => {
     expect(await held('w', at(10_001))).toBe(0);
   });
 
+  it('the one that fans out is the oldest registration, not the lowest slot: the invocations it started do not take over as they arrive', async () => {
+    // What the serverless bench saw: the tick's invocation drew slot 5 and started 19 others; one of
+    // them drew slot 1, decided with no memory of the starts under way, and started one more.
+    await t.admin.query(
+      `insert into "${t.schema}".invocations (worker, slot, invocation_id, started_at, expires_at) values
+         ('fan', 5, 'first', now() - interval '1 second', now() + interval '1 hour'),
+         ('fan', 1, 'started-by-first', now(), now() + interval '1 hour')`,
+    );
+    expect(await readBacklog(t.db.db, t.schema, { worker: 'fan', kinds: ['send-email'], cap: 1 })).toMatchObject({
+      running: 2,
+      leaderSlot: 5,
+    });
+    await t.admin.query(`delete from "${t.schema}".invocations where worker = 'fan'`);
+  });
+
   it('the backlog read counts ready jobs up to its cap, for the kinds and queues asked, and the running invocations', async () => {
     const q = enqueuerFor(t.schema);
     await q.enqueueMany(t.db, [
@@ -97,8 +112,9 @@ describe(`invocation registrations (${testDriver()})`, () => {
     ]);
     const a = await registerInvocation(t.db.db, t.schema, { worker: 'w', invocationId: 'a', max: 3, ttlMs: 60_000 });
     const b = await registerInvocation(t.db.db, t.schema, { worker: 'w', invocationId: 'b', max: 3, ttlMs: 60_000 });
-    // The holder of the lowest slot is the one that fans out.
-    const leaderSlot = Math.min(a.slot as number, b.slot as number);
+    expect(b.slot).not.toBe(a.slot);
+    // The oldest registration is the one that fans out, whatever the slots drawn.
+    const leaderSlot = a.slot;
     const read = (cap: number, queues?: string[]) =>
       readBacklog(t.db.db, t.schema, { worker: 'w', kinds: ['send-email'], queues, cap });
     expect(await read(1000, ['emails'])).toEqual({ ready: 30, running: 2, leaderSlot });
