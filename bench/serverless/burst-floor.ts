@@ -2,13 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as wait } from 'node:timers/promises';
 import pg from 'pg';
 import * as z from 'zod';
-import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
-import { connect } from '../../db/connect.js';
-import { migrate } from '../../db/migrate.js';
-import { vacuumAnalyze } from '../db.js';
 import { RAW_SCHEMA_CLAIM, RAW_SCHEMA_COMPLETE } from '../systems/raw-schema.js';
-import type { BurstParams } from './burst.js';
+import { type BurstParams, seedBurst } from './burst.js';
 import { round } from './figures.js';
 
 export interface BurstFloor {
@@ -29,17 +25,7 @@ export interface BurstFloor {
  */
 export async function measureBurstFloor(url: string, params: BurstParams): Promise<BurstFloor> {
   const job = defineJob({ kind: 'burst', payload: z.object({ n: z.number() }), handler: async () => {} });
-  const app = connect({ connectionString: url, max: 1 });
-  await migrate(app);
-  const enqueuer = createEnqueuer();
-  for (let i = 0; i < params.jobs; i += 1_000) {
-    await enqueuer.enqueueMany(
-      app,
-      Array.from({ length: Math.min(1_000, params.jobs - i) }, (_, j) => job.with({ n: i + j })),
-    );
-  }
-  await app.close();
-  await vacuumAnalyze(url);
+  await seedBurst(url, job, params.jobs);
   const clients = await Promise.all(
     Array.from({ length: params.maxInvocations }, async () => {
       const client = new pg.Client({ connectionString: url });

@@ -6,7 +6,7 @@ import pg from 'pg';
 import * as z from 'zod';
 import { lambdaStarter } from '../../adapters/lambda-invoke.js';
 import { createEnqueuer } from '../../core/enqueue.js';
-import { defineJob } from '../../core/jobs.js';
+import { defineJob, type JobRequest } from '../../core/jobs.js';
 import type { Driver, NeonOptions } from '../../db/connect.js';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
@@ -102,6 +102,28 @@ function machineCpu(): { busy: number; total: number } {
   return { busy, total };
 }
 
+/**
+ * The burst's table: skiplock's schema migrated into `url`, `jobs` jobs of `job` (payload `{ n }`)
+ * enqueued in batches of 1,000, then vacuumed and analysed. The drain and its floor start from it.
+ */
+export async function seedBurst(
+  url: string,
+  job: { with(payload: { n: number }): JobRequest },
+  jobs: number,
+): Promise<void> {
+  const app = connect({ connectionString: url, max: 2 });
+  await migrate(app);
+  const enqueuer = createEnqueuer();
+  for (let i = 0; i < jobs; i += 1_000) {
+    await enqueuer.enqueueMany(
+      app,
+      Array.from({ length: Math.min(1_000, jobs - i) }, (_, j) => job.with({ n: i + j })),
+    );
+  }
+  await app.close();
+  await vacuumAnalyze(url);
+}
+
 const FUNCTION = 'skiplock-bench-burst';
 
 /**
@@ -125,17 +147,7 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
       ends.push(performance.now());
     },
   });
-  const app = connect({ connectionString: url, max: 2 });
-  await migrate(app);
-  const enqueuer = createEnqueuer();
-  for (let i = 0; i < params.jobs; i += 1_000) {
-    await enqueuer.enqueueMany(
-      app,
-      Array.from({ length: Math.min(1_000, params.jobs - i) }, (_, j) => wait100.with({ n: i + j })),
-    );
-  }
-  await app.close();
-  await vacuumAnalyze(url);
+  await seedBurst(url, wait100, params.jobs);
 
   const fn = workerFunction({
     functionName: FUNCTION,
