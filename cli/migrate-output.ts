@@ -15,7 +15,10 @@ export function describeMigrationEvent(event: MigrationEvent): string {
 }
 
 export function describeDrift(schema: string, drift: SchemaDrift): string {
-  if (!hasDrift(drift)) return `"${schema}" matches this version's schema`;
+  const tuned = drift.tuned.length
+    ? `\nstorage settings tuned by hand (not drift): ${drift.tuned.map((key) => key.replace(/^storage /, '')).join(', ')}`
+    : '';
+  if (!hasDrift(drift)) return `"${schema}" matches this version's schema${tuned}`;
   const lines = [`"${schema}" differs from this version's schema (db/schema.sql):`];
   const list = (label: string, items: string[]) => {
     for (const item of items) lines.push(`  ${label}: ${item}`);
@@ -27,5 +30,5 @@ export function describeDrift(schema: string, drift: SchemaDrift): string {
     lines.push(`  INVALID index: ${index} (rebuild it: REINDEX INDEX CONCURRENTLY "${schema}"."${index}")`);
   list('constraint not validated', drift.unvalidatedConstraints);
   lines.push('run `npx skiplock migrate` with this version; an unexpected object may belong to a newer one');
-  return lines.join('\n');
+  return lines.join('\n') + tuned;
 }

@@ -48,7 +48,15 @@ export interface SchemaDrift {
   changed: string[];
   invalidIndexes: string[];
   unvalidatedConstraints: string[];
+  /**
+   * Tables whose storage settings (fillfactor, per-table autovacuum) differ: `storage <table>`. An
+   * operator's tuning (docs/reliability.md, docs/performance.md), not drift: `hasDrift` ignores it.
+   */
+  tuned: string[];
 }
+
+/** A table's storage settings: what an operator may tune without the schema drifting. */
+const isStorage = (key: string) => key.startsWith('storage ');
 
 /**
  * How a schema differs from what this version's migrations create (`expected`: db/schema.sql).
@@ -57,21 +65,22 @@ export interface SchemaDrift {
  */
 export function schemaDrift(actual: SchemaDump, expected: Map<string, string>): SchemaDrift {
   const fold = (text: string) => text.replace(/\s+/g, ' ').trim();
+  const keys = [...new Set([...expected.keys(), ...actual.objects.keys()])];
+  const differs = (key: string) => fold(actual.objects.get(key) ?? '') !== fold(expected.get(key) ?? '');
+  const schemaKeys = keys.filter((key) => !isStorage(key));
   return {
-    missing: [...expected.keys()].filter((key) => !actual.objects.has(key)),
-    unexpected: [...actual.objects.keys()].filter((key) => !expected.has(key)),
-    changed: [...expected]
-      .filter(
-        ([key, definition]) => actual.objects.has(key) && fold(actual.objects.get(key) ?? '') !== fold(definition),
-      )
-      .map(([key]) => key),
+    missing: schemaKeys.filter((key) => !actual.objects.has(key)),
+    unexpected: schemaKeys.filter((key) => !expected.has(key)),
+    changed: schemaKeys.filter((key) => actual.objects.has(key) && expected.has(key) && differs(key)),
     invalidIndexes: actual.invalidIndexes,
     unvalidatedConstraints: actual.unvalidatedConstraints,
+    tuned: keys.filter((key) => isStorage(key) && differs(key)).sort(),
   };
 }
 
 export function hasDrift(drift: SchemaDrift): boolean {
-  return Object.values(drift).some((list) => list.length > 0);
+  const { tuned: _tuned, ...schema } = drift;
+  return Object.values(schema).some((list) => list.length > 0);
 }
 
 /** The migrator's own bookkeeping: not part of the schema a user (or the Drizzle path) owns. */
@@ -160,7 +169,10 @@ export async function dumpSchema(db: AnyPgDatabase, schemaName: string): Promise
     const lines = columns.filter((c) => c.table_name === table.name).map(columnLine);
     add(`table ${table.name}`, `CREATE TABLE skiplock.${ident(table.name)} (\n${lines.join(',\n')}\n);`);
     if (table.options?.length)
-      add(`storage ${table.name}`, `ALTER TABLE skiplock.${ident(table.name)} SET (${table.options.join(', ')});`);
+      add(
+        `storage ${table.name}`,
+        `ALTER TABLE skiplock.${ident(table.name)} SET (${[...table.options].sort().join(', ')});`,
+      );
   }
   for (const c of constraints) {
     if (BOOKKEEPING.has(c.table_name)) continue;

@@ -131,7 +131,7 @@ CREATE TABLE skiplock.jobs (
 );
 
 -- object: storage jobs
-ALTER TABLE skiplock.jobs SET (fillfactor=50, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=5000, autovacuum_vacuum_insert_scale_factor=0.01, autovacuum_analyze_scale_factor=0.01, autovacuum_analyze_threshold=5000);
+ALTER TABLE skiplock.jobs SET (autovacuum_analyze_scale_factor=0.01, autovacuum_analyze_threshold=5000, autovacuum_vacuum_insert_scale_factor=0.01, autovacuum_vacuum_scale_factor=0.01, autovacuum_vacuum_threshold=5000, fillfactor=50);
 
 -- object: table limits
 CREATE TABLE skiplock.limits (

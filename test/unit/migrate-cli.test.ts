@@ -47,6 +47,27 @@ describe('skiplock migrate', () => {
     expect(applied.err).toMatch(/0000_baseline: step 1 of 1 \(transaction\)/);
   });
 
+  it('--check passes a table whose storage settings were tuned by hand, and names them', async () => {
+    await admin.query(`alter table "${schema}".jobs set (fillfactor = 30, autovacuum_vacuum_cost_limit = 2000)`);
+    await admin.query(`alter table "${schema}".limits set (autovacuum_vacuum_scale_factor = 0.05)`);
+    try {
+      const tuned = await cli(['migrate', '--check', '--schema', schema]);
+      expect(tuned.code).toBe(EXIT.ok);
+      expect(tuned.out).toMatch(/matches this version's schema/);
+      expect(tuned.out).toMatch(/storage settings tuned by hand \(not drift\): jobs, limits$/m);
+      const json = JSON.parse((await cli(['migrate', '--check', '--json', '--schema', schema])).out);
+      expect(json).toMatchObject({
+        ok: true,
+        drift: { changed: [], unexpected: [], tuned: ['storage jobs', 'storage limits'] },
+      });
+    } finally {
+      await admin.query(`alter table "${schema}".jobs set (fillfactor = 50)`);
+      await admin.query(`alter table "${schema}".jobs reset (autovacuum_vacuum_cost_limit)`);
+      await admin.query(`alter table "${schema}".limits reset (autovacuum_vacuum_scale_factor)`);
+    }
+    expect((await cli(['migrate', '--check', '--schema', schema])).out).not.toMatch(/tuned/);
+  });
+
   it('--check exits 0 on a schema that matches, 1 naming what drifted', async () => {
     expect(await cli(['migrate', '--check', '--schema', schema])).toMatchObject({ code: EXIT.ok });
     await admin.query(`drop index "${schema}".jobs_deadline_idx`);
