@@ -1,5 +1,8 @@
-/** Dev probe: WAL bytes per job lifecycle of skiplock (keep, delete), its schema's floor and graphile-worker (`node .bench/probe-wal-floor.mjs [N]`). */
-import { freshDatabase, walBytes } from './db.js';
+/**
+ * Dev probe: WAL bytes per job lifecycle of skiplock (keep, delete), its schema's floor and graphile-worker
+ * (`node .bench/probe-wal-floor.mjs [N]`; PROBE_FILLFACTOR=F sets skiplock.jobs' fillfactor before the enqueue).
+ */
+import { freshDatabase, walBytes, withClient } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
 import { rawSchemaSystem } from './systems/raw-schema.js';
 import { skiplockSystem } from './systems/skiplock.js';
@@ -17,6 +20,9 @@ for (const [name, make] of systems) {
   const system = make();
   const url = await freshDatabase(server, 'bench_probe');
   await system.setup(url);
+  const fillfactor = process.env.PROBE_FILLFACTOR;
+  if (fillfactor && name !== 'graphile-worker')
+    await withClient(url, (c) => c.query(`alter table skiplock.jobs set (fillfactor = ${Number(fillfactor)})`));
   const bytes = await walBytes(url, async () => {
     await system.enqueueBulk(N, 1000);
     await system.process(4);
