@@ -1,12 +1,22 @@
 /**
- * Dev probe: the serverless bench's burst drain alone (`node .bench/probe-burst.mjs [pg|neon-http|floor] [ROUNDS]`),
- * the same parameters as `npm run bench:serverless` phase 2, for A/B runs of the small-batch path.
+ * Dev probe: the serverless bench's burst drain alone
+ * (`node .bench/probe-burst.mjs [pg|neon-http|neon-http-apart|floor|floor-neon-http] [ROUNDS]`), the same
+ * parameters as `npm run bench:serverless` phase 2, for A/B runs of the small-batch path.
+ * neon-http: the SQL-over-HTTP endpoint in this process; neon-http-apart and floor-neon-http: in a
+ * process of its own (bench/serverless/neon-endpoint.ts), as the bench runs it.
  */
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { startLocalNeon } from '../testing/neon-local.js';
 import { freshDatabase } from './db.js';
 import { measureBurstDrain } from './serverless/burst.js';
 import { measureBurstFloor } from './serverless/burst-floor.js';
+import {
+  serveNeonHttpEndpointIfAsked,
+  startNeonHttpEndpointProcess,
+  warmNeonHttpEndpoint,
+} from './serverless/neon-endpoint.js';
+
+await serveNeonHttpEndpointIfAsked();
 
 Object.assign(process.env, {
   AWS_REGION: 'us-east-1',
@@ -18,7 +28,8 @@ process.on('uncaughtException', (err) => {
   console.error(err);
   process.exit(1);
 });
-const driver = process.argv[2] === 'neon-http' ? 'neon-http' : 'pg';
+const mode = process.argv[2] ?? 'pg';
+const driver = mode.includes('neon-http') ? 'neon-http' : 'pg';
 const rounds = Number(process.argv[3] ?? 1);
 const params = {
   jobs: 10_000,
@@ -29,19 +40,25 @@ const params = {
   giveUpMs: 90_000,
 };
 const server = (await resolveTestDatabase()).url;
-const neon = driver === 'neon-http' ? await startLocalNeon() : undefined;
+const neon =
+  mode === 'neon-http'
+    ? await startLocalNeon()
+    : driver === 'neon-http'
+      ? await startNeonHttpEndpointProcess()
+      : undefined;
+if (neon && mode !== 'neon-http') await warmNeonHttpEndpoint(neon, server);
 for (let r = 0; r < rounds; r++) {
   const url = await freshDatabase(server, 'skiplock_probe_burst');
-  if (process.argv[2] === 'floor') {
-    const floor = await measureBurstFloor(url, params);
+  if (mode.startsWith('floor')) {
+    const floor = await measureBurstFloor(url, params, neon?.neon);
     console.log(
-      `floor: ${floor.seconds} s (÷ ideal ${(floor.seconds / floor.idealSeconds).toFixed(2)}), ${floor.statementsPerJob} statements per job`,
+      `floor (${floor.transport}): ${floor.seconds} s (÷ ideal ${(floor.seconds / floor.idealSeconds).toFixed(2)}), ${floor.statementsPerJob} statements per job`,
     );
     continue;
   }
   const result = await measureBurstDrain(url, { driver, label: driver, ...(neon ? { neon: neon.neon } : {}) }, params);
   console.log(
-    `${driver}: ${result.seconds} s (÷ ideal ${(result.seconds / result.idealSeconds).toFixed(2)}), ${result.statementsPerJob} statements per job, load ${JSON.stringify(result.load)}`,
+    `${mode}: ${result.seconds} s (÷ ideal ${(result.seconds / result.idealSeconds).toFixed(2)}), ${result.statementsPerJob} statements per job, load ${JSON.stringify(result.load)}`,
   );
 }
 await neon?.close();

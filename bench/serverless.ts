@@ -8,16 +8,23 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
-import { startLocalNeon } from '../testing/neon-local.js';
 import { dropDatabase, freshDatabase, withClient } from './db.js';
 import { type BurstParams, type BurstResult, type BurstVariant, measureBurstDrain } from './serverless/burst.js';
 import { measureBurstFloor } from './serverless/burst-floor.js';
 import { workerColdImportMs } from './serverless/cold-start.js';
 import { progressLog } from './serverless/figures.js';
 import { type LingerParams, type LingerResult, measureLinger } from './serverless/linger.js';
+import {
+  serveNeonHttpEndpointIfAsked,
+  startNeonHttpEndpointProcess,
+  warmNeonHttpEndpoint,
+} from './serverless/neon-endpoint.js';
 import { measureNudgeLatency, type NudgeParams } from './serverless/nudge.js';
 import { measureProcess, processSettings } from './serverless/process.js';
 import { writeServerlessReport } from './serverless/report.js';
+
+// Started again with SKIPLOCK_BENCH_ROLE set, this bundle is the SQL-over-HTTP endpoint alone.
+await serveNeonHttpEndpointIfAsked();
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -86,14 +93,16 @@ try {
     );
   };
   await burst({ driver: 'pg', label: 'pg' });
-  const burstFloor = await measureBurstFloor(await freshDatabase(server, DB), BURST);
-  log(`  the floor (no library, every loop from the start): ${JSON.stringify(burstFloor)}`);
-  const neon = await startLocalNeon();
+  const burstFloors = [await measureBurstFloor(await freshDatabase(server, DB), BURST)];
+  const neon = await startNeonHttpEndpointProcess();
   try {
+    await warmNeonHttpEndpoint(neon, server);
     await burst({ driver: 'neon-http', label: 'neon-http', neon: neon.neon });
+    burstFloors.push(await measureBurstFloor(await freshDatabase(server, DB), BURST, neon.neon));
   } finally {
     await neon.close();
   }
+  log(`  the floors (no library, every loop from the start): ${JSON.stringify(burstFloors)}`);
   // Tried: a local queue of one more batch per invocation, so the claim's round trip overlaps the running jobs.
   await burst({ driver: 'pg', label: 'pg, SKIPLOCK_BATCH_SIZE=20 (tried)', env: { SKIPLOCK_BATCH_SIZE: '20' } });
   const coldImportMs = await workerColdImportMs();
@@ -127,7 +136,7 @@ try {
       nudge,
       burstParams: BURST,
       bursts,
-      burstFloor,
+      burstFloors,
       coldImportMs,
       processJobs: PARAMS.processJobs,
       process: processed,
@@ -151,7 +160,9 @@ try {
           limit: pgBurst.limit,
           lost: pgBurst.lost,
         },
-        burst_floor: { seconds: burstFloor.seconds, ideal_seconds: burstFloor.idealSeconds },
+        burst_floor: Object.fromEntries(
+          burstFloors.map((f) => [f.transport, { seconds: f.seconds, ideal_seconds: f.idealSeconds }]),
+        ),
         process: processed,
         linger: Object.fromEntries(
           linger.map((l) => [

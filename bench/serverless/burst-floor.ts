@@ -1,13 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as wait } from 'node:timers/promises';
+import { neon } from '@neondatabase/serverless';
 import pg from 'pg';
 import * as z from 'zod';
 import { defineJob } from '../../core/jobs.js';
+import type { NeonOptions } from '../../db/connection-options.js';
+import { applyNeonOptions } from '../../db/drivers/neon-config.js';
 import { RAW_SCHEMA_CLAIM, RAW_SCHEMA_COMPLETE } from '../systems/raw-schema.js';
 import { type BurstParams, seedBurst } from './burst.js';
 import { round } from './figures.js';
 
 export interface BurstFloor {
+  /** How the loops reach the database: their own pg connections, or Neon's HTTP API. */
+  transport: 'pg' | 'neon-http';
   seconds: number;
   idealSeconds: number;
   /** Statements the loops sent, per job. */
@@ -22,22 +27,27 @@ export interface BurstFloor {
  * ended (RAW_SCHEMA_COMPLETE) and claims as many as are free (RAW_SCHEMA_CLAIM), as skiplock refills.
  * Its drain over the ideal is what the harness and the machine cost without a library; skiplock's
  * drain over it is the library's share (its start, its statements, its Node work).
+ *
+ * With `neon`, the loops send the same statements through Neon's HTTP API (one request each, no
+ * connection of their own, every statement planned afresh by the server): the floor of a drain on
+ * the neon-http driver.
  */
-export async function measureBurstFloor(url: string, params: BurstParams): Promise<BurstFloor> {
+export async function measureBurstFloor(
+  url: string,
+  params: BurstParams,
+  neonOptions?: NeonOptions,
+): Promise<BurstFloor> {
   const job = defineJob({ kind: 'burst', payload: z.object({ n: z.number() }), handler: async () => {} });
   await seedBurst(url, job, params.jobs);
   const clients = await Promise.all(
-    Array.from({ length: params.maxInvocations }, async () => {
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      return client;
-    }),
+    Array.from({ length: params.maxInvocations }, () => (neonOptions ? httpQuery(url, neonOptions) : pgQuery(url))),
   );
   try {
     const t0 = performance.now();
-    const statements = await Promise.all(clients.map((client) => drainLoop(client, params)));
+    const statements = await Promise.all(clients.map((client) => drainLoop(client.query, params)));
     const seconds = (performance.now() - t0) / 1000;
     return {
+      transport: neonOptions ? 'neon-http' : 'pg',
       seconds: round(seconds, 2),
       idealSeconds: round((params.jobs * params.jobMs) / 1000 / (params.concurrency * params.maxInvocations), 2),
       statementsPerJob: round(statements.reduce((a, b) => a + b, 0) / params.jobs, 2),
@@ -47,8 +57,23 @@ export async function measureBurstFloor(url: string, params: BurstParams): Promi
   }
 }
 
+/** Sends one statement, resolves with its rows. */
+type Query = (text: string, values: unknown[]) => Promise<{ id: string }[]>;
+
+async function pgQuery(url: string): Promise<{ query: Query; end(): Promise<void> }> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  return { query: async (text, values) => (await client.query(text, values)).rows, end: () => client.end() };
+}
+
+async function httpQuery(url: string, options: NeonOptions): Promise<{ query: Query; end(): Promise<void> }> {
+  applyNeonOptions(options);
+  const sql = neon(url);
+  return { query: async (text, values) => (await sql.query(text, values)) as { id: string }[], end: async () => {} };
+}
+
 /** One loop of the floor until the queue is empty and its jobs are done; returns its statement count. */
-async function drainLoop(client: pg.Client, { concurrency, jobMs }: BurstParams): Promise<number> {
+async function drainLoop(query: Query, { concurrency, jobMs }: BurstParams): Promise<number> {
   const token = randomUUID();
   let running = 0;
   let ended: string[] = [];
@@ -60,16 +85,16 @@ async function drainLoop(client: pg.Client, { concurrency, jobMs }: BurstParams)
     const ids = ended;
     ended = [];
     statements++;
-    await client.query(RAW_SCHEMA_COMPLETE, [ids, token]);
+    await query(RAW_SCHEMA_COMPLETE, [ids, token]);
   };
   while (true) {
     const free = concurrency - running;
     if (!dry && free > 0 && (running === 0 || free >= Math.ceil(concurrency / 2))) {
       await complete();
       statements++;
-      const { rows } = await client.query(RAW_SCHEMA_CLAIM, [free, token]);
+      const rows = await query(RAW_SCHEMA_CLAIM, [free, token]);
       if (rows.length === 0) dry = true;
-      for (const row of rows as { id: string }[]) {
+      for (const row of rows) {
         running++;
         void wait(jobMs).then(() => {
           running--;

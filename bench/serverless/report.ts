@@ -20,8 +20,8 @@ export interface ServerlessReport {
   nudge: NudgeResult;
   burstParams: BurstParams;
   bursts: BurstResult[];
-  /** The same drain with the least machinery: bench/serverless/burst-floor.ts. */
-  burstFloor: BurstFloor;
+  /** The same drain with the least machinery (bench/serverless/burst-floor.ts), on pg and over Neon's HTTP API. */
+  burstFloors: BurstFloor[];
   /** Import of the packaged worker bundle in a fresh Node process, ms. */
   coldImportMs: number;
   processJobs: number;
@@ -85,13 +85,18 @@ export function renderServerlessReport(report: ServerlessReport): string {
       return `| K = ${k} ≥ K = 4 and ≥ graphile-worker at K = ${k} | ${fmt(r.skiplock)} vs ${fmt(k4?.skiplock)} (K = 4) and ${fmt(r['graphile-worker'])} | ${yes(r.skiplock >= (k4?.skiplock ?? 0) && r.skiplock >= r['graphile-worker'])} |`;
     })
     .join('\n');
-  const floor = report.burstFloor;
-  const floorRatio = floor.seconds / floor.idealSeconds;
-  const issue25Burst = (label: string, limit: number) => {
+  const floorOf = (transport: BurstFloor['transport']) => report.burstFloors.find((f) => f.transport === transport);
+  const floorRatio = (f: BurstFloor | undefined) => (f ? (f.seconds / f.idealSeconds).toFixed(2) : '–');
+  const issue25Burst = (label: 'pg' | 'neon-http', limit: number) => {
     const b = bursts.find((x) => x.label === label);
     if (!b) return '';
     const r = b.seconds / b.idealSeconds;
-    return `| burst drain (${label}) ≤ ${limit}× ideal (issue 25) | ${r.toFixed(2)}× (${b.seconds} s; the floor: ${floorRatio.toFixed(2)}×) | ${yes(r <= limit)} |`;
+    return `| burst drain (${label}) ≤ ${limit}× ideal (issue 25) | ${r.toFixed(2)}× (${b.seconds} s; the floor on ${label}: ${floorRatio(floorOf(label))}×) | ${yes(r <= limit)} |`;
+  };
+  const floorSentence = (f: BurstFloor | undefined) => {
+    if (!f) return '';
+    const own = bursts.find((b) => b.label === f.transport);
+    return `on ${f.transport} **${f.seconds} s, ${floorRatio(f)}× the ideal**, ${f.statementsPerJob} statements per job${own ? ` (skiplock on ${f.transport}: ${(own.seconds / f.seconds).toFixed(2)}× the floor's drain)` : ''}`;
   };
   const k32 = p['32'];
   const issue25 = [
@@ -130,9 +135,9 @@ ${bursts.map(burstRow).join('\n')}
 
 ${bursts.map(timeline).join('\n')}
 
-The floor (bench/serverless/burst-floor.ts): the same ${fmt(bp.jobs)} jobs on skiplock's table, drained by ${bp.maxInvocations} loops started at once (no tick, fan-out, registration or sweep), each on one connection of its own keeping ${bp.concurrency} jobs on the same timer, refilling as skiplock does (with nothing running or half its slots free: complete what ended, claim what is free; the raw floor's two statements): **${floor.seconds} s, ${floorRatio.toFixed(2)}× the ideal**, ${floor.statementsPerJob} statements per job. What it leaves of the ideal is the harness and the machine; skiplock on pg ran at ${((bursts.find((b) => b.label === 'pg')?.seconds ?? 0) / floor.seconds).toFixed(2)}× the floor's drain.
+The floor (bench/serverless/burst-floor.ts): the same ${fmt(bp.jobs)} jobs on skiplock's table, drained by ${bp.maxInvocations} loops started at once (no tick, fan-out, registration or sweep), each keeping ${bp.concurrency} jobs on the same timer, refilling as skiplock does (with nothing running or half its slots free: complete what ended, claim what is free; the raw floor's two statements), each loop on one connection of its own, or over neon-http one HTTP request per statement to the same endpoint skiplock's neon-http run used: ${[floorSentence(floorOf('pg')), floorSentence(floorOf('neon-http'))].filter(Boolean).join('; ')}. What a floor leaves of the ideal is the harness, the machine and the transport; skiplock's drain over its floor is the library's share (its start, its statements — over HTTP each is parsed and planned afresh, and skiplock's claim costs more to plan than the floor's two short statements — and its Node work).
 
-How it runs: bench/serverless/worker-function.ts plays the worker function with the adapter's configuration (\`loadConfig\` over the SKIPLOCK_* variables) and the options \`runWorker\` passes to \`createWorker\`, driven directly rather than through \`createLambdaWorker\`: the adapter keeps one pool per process, and this one process plays every container, so each concurrent invocation takes a container of its own (a warm idle one, else a new one with its own pool of 5, opened as the adapter opens it: \`connectLazily\`, on pg a pool without a Drizzle database). "Most running at once" is counted by the endpoint where the handlers run, with no concurrency limit applied there (a saturated invocation counts for the moment it takes to return); "slots held" and the connections are sampled from the database every ~100 ms. Over neon-http each statement is one HTTP request to the local SQL-over-HTTP endpoint (testing/neon-http-endpoint.ts, \`startLocalNeon()\`), whose own pool (at most 20) holds the Postgres connections: the invocations hold none. One cold start, as far as it shows here: the packaged worker bundle's import in a fresh Node process (${report.coldImportMs} ms) plus the tick's way to its first job (in the table); Lambda's own sandbox start is not in it.
+How it runs: bench/serverless/worker-function.ts plays the worker function with the adapter's configuration (\`loadConfig\` over the SKIPLOCK_* variables) and the options \`runWorker\` passes to \`createWorker\`, driven directly rather than through \`createLambdaWorker\`: the adapter keeps one pool per process, and this one process plays every container, so each concurrent invocation takes a container of its own (a warm idle one, else a new one with its own pool of 5, opened as the adapter opens it: \`connectLazily\`, on pg a pool without a Drizzle database). "Most running at once" is counted by the endpoint where the handlers run, with no concurrency limit applied there (a saturated invocation counts for the moment it takes to return); "slots held" and the connections are sampled from the database every ~100 ms. Over neon-http each statement is one HTTP request to the local SQL-over-HTTP endpoint (testing/neon-http-endpoint.ts), run in a process of its own as Neon's proxy runs on machines of its own (bench/serverless/neon-endpoint.ts; warmed first with 2,000 small queries, its pool of at most 20 open), whose pool holds the Postgres connections: the invocations hold none. One cold start, as far as it shows here: the packaged worker bundle's import in a fresh Node process (${report.coldImportMs} ms) plus the tick's way to its first job (in the table); Lambda's own sandbox start is not in it.
 
 ## 3. K concurrent invocations, no-op jobs (jobs/s)
 

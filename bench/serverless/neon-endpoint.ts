@@ -1,0 +1,83 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { neon } from '@neondatabase/serverless';
+import type { NeonOptions } from '../../db/connection-options.js';
+import { applyNeonOptions } from '../../db/drivers/neon-config.js';
+import { startNeonHttpEndpoint } from '../../testing/neon-http-endpoint.js';
+import { localNeonOptions } from '../../testing/neon-local.js';
+
+/** The environment variable that turns a bench bundle into the SQL-over-HTTP endpoint alone. */
+const ROLE = 'SKIPLOCK_BENCH_ROLE';
+const ENDPOINT_ROLE = 'neon-http-endpoint';
+
+export interface NeonHttpEndpointProcess {
+  /** For `connect({ driver: 'neon-http', neon })`: the endpoint's URL as Neon's fetchEndpoint. */
+  neon: NeonOptions;
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The local SQL-over-HTTP endpoint (testing/neon-http-endpoint.ts) in a process of its own, as
+ * Neon's proxy is a machine of its own: its JSON work and its pool then stop competing with the
+ * invocations for this process's event loop (they still share the machine's cores). It is this
+ * same bundle started again with SKIPLOCK_BENCH_ROLE set: the entry point calls
+ * `serveNeonHttpEndpointIfAsked()` first, which serves and never returns.
+ */
+export async function startNeonHttpEndpointProcess(): Promise<NeonHttpEndpointProcess> {
+  const script = process.argv[1];
+  if (!script) throw new Error('no script to start the endpoint from');
+  const child = spawn(process.execPath, [script], {
+    env: { ...process.env, [ROLE]: ENDPOINT_ROLE },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const url = await firstLine(child);
+  return {
+    url,
+    neon: localNeonOptions({ wsProxyPort: 0, httpUrl: url }),
+    close: async () => {
+      if (child.exitCode !== null) return;
+      const exited = once(child, 'exit');
+      child.stdin?.end();
+      await exited;
+    },
+  };
+}
+
+/**
+ * Warms the endpoint as a deployed proxy is warm: its code compiled and a connection open per
+ * invocation. `rounds` rounds of `connections` concurrent queries on the database at `url`.
+ */
+export async function warmNeonHttpEndpoint(
+  endpoint: { neon: NeonOptions },
+  url: string,
+  connections = 20,
+  rounds = 100,
+) {
+  applyNeonOptions(endpoint.neon);
+  const sql = neon(url);
+  for (let r = 0; r < rounds; r++)
+    await Promise.all(Array.from({ length: connections }, (_, i) => sql.query('select $1::int as n', [i])));
+}
+
+/** In the endpoint's process: serve until the parent closes stdin (or dies), then exit. */
+export async function serveNeonHttpEndpointIfAsked(): Promise<void> {
+  if (process.env[ROLE] !== ENDPOINT_ROLE) return;
+  const endpoint = await startNeonHttpEndpoint();
+  process.stdout.write(`${endpoint.url}\n`);
+  process.stdin.resume();
+  await once(process.stdin, 'end');
+  await endpoint.close();
+  process.exit(0);
+}
+
+async function firstLine(child: ChildProcess): Promise<string> {
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  const exited = once(child, 'exit').then(([code]) => {
+    throw new Error(`the SQL-over-HTTP endpoint's process exited (${code}) before it listened`);
+  });
+  const [line] = (await Promise.race([once(lines, 'line'), exited])) as [string];
+  lines.close();
+  return line.trim();
+}
