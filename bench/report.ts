@@ -50,7 +50,7 @@ export function renderReport(input: ReportInput): void {
     const keep = mode === 'skiplock';
     const most = (keep ? 1.15 : 1) * (wal?.['graphile-worker'] ?? 0);
     const floorNote = keep
-      ? `; the raw floor on skiplock's table: ${fmt(r.wal_raw_schema_bytes_per_job as number)}`
+      ? `; the raw floor on skiplock's table: ${fmt(r.wal_raw_schema_bytes_per_job as number)}; skiplock with fillfactor 30, docs/performance.md's trade of heap for WAL: ${fmt(r.wal_fillfactor_30_bytes_per_job as number)} (${ratio(r.wal_fillfactor_30_bytes_per_job as number, wal?.['graphile-worker'])})`
       : '';
     return `| ${mode}: WAL per lifecycle ≤ ${keep ? '1.15× ' : ''}graphile-worker | ${fmt(walValue)} vs ${fmt(wal?.['graphile-worker'])} bytes (${ratio(walValue, wal?.['graphile-worker'])}${floorNote}) | ${yes((walValue ?? Infinity) <= most)} |`;
   };
@@ -103,7 +103,7 @@ ${flowSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : 
 
 - Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state (above 128 outcomes the settle goes first in a statement of its own: two per batch).
 - Claim latency (claim 10, settling the previous 10), ms p50 / p99: empty table ${scale?.empty.p50} / ${scale?.empty.p99}; with ${fmt(input.params.finishedRows)} completed and dead rows ${scale?.finished.p50} / ${scale?.finished.p99}; with ${fmt(input.params.queuedRows)} queued jobs ${scale?.queued.p50} / ${scale?.queued.p99}.
-- WAL per job lifecycle (enqueue → claim → complete), bytes: skiplock ${fmt(wal?.skiplock)} (delete mode ${fmt(deleteWal)}), graphile-worker ${fmt(wal?.['graphile-worker'])}, pg-boss ${fmt(wal?.['pg-boss'])}, raw ${fmt(r.wal_raw_bytes_per_job as number)} (update) / ${fmt(r.wal_raw_delete_bytes_per_job as number)} (delete); the raw UPDATE floor on skiplock's own table (its indexes and row, the columns skiplock writes) ${fmt(r.wal_raw_schema_bytes_per_job as number)}.
+- WAL per job lifecycle (enqueue → claim → complete), bytes: skiplock ${fmt(wal?.skiplock)} (delete mode ${fmt(deleteWal)}), graphile-worker ${fmt(wal?.['graphile-worker'])}, pg-boss ${fmt(wal?.['pg-boss'])}, raw ${fmt(r.wal_raw_bytes_per_job as number)} (update) / ${fmt(r.wal_raw_delete_bytes_per_job as number)} (delete); the raw UPDATE floor on skiplock's own table (its indexes and row, the columns skiplock writes) ${fmt(r.wal_raw_schema_bytes_per_job as number)}; skiplock in keep mode with \`fillfactor = 30\` on jobs (every update stays on its page; ~46 % more heap for the rows keep mode retains: bench/history.md item 32) ${fmt(r.wal_fillfactor_30_bytes_per_job as number)}.
 - Worker bundle ${fmt(r.bundle_bytes as number)} bytes (minified ESM, pg driver, SDK external); median cold import ${cold?.worker} ms vs ${cold?.bare} ms for a bare handler.
 
 ## Against the targets of issue 5 (this run)

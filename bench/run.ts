@@ -26,7 +26,7 @@ import { graphileSystem } from './systems/graphile.js';
 import { pgBossSystem } from './systems/pgboss.js';
 import { rawSystem } from './systems/raw.js';
 import { rawSchemaSystem } from './systems/raw-schema.js';
-import { skiplockSystem } from './systems/skiplock.js';
+import { skiplockSystem, withFillfactor } from './systems/skiplock.js';
 import type { BenchSystem, Flow } from './systems/types.js';
 
 const args = process.argv.slice(2);
@@ -62,6 +62,7 @@ export const PARAMS = quick
       claims: 2_000, // p99 over 2,000 claims: 20 samples in the tail, not 5
     };
 const SKIPLOCK_BATCH = 500;
+const KEEP_FILLFACTOR_30 = 'skiplock (fillfactor 30)';
 const KS = [1, 4, 16] as const;
 const DB = 'skiplock_bench';
 
@@ -339,6 +340,8 @@ for (const [name, make] of [
   ['raw (delete)', () => rawSystem(SKIPLOCK_BATCH, 'delete')] as const,
   // The same minimal SQL on skiplock's table: what its indexes and row cost (the keep-mode floor).
   ['raw (skiplock schema)', () => rawSchemaSystem(SKIPLOCK_BATCH)] as const,
+  // Keep mode with the fillfactor docs/performance.md offers for WAL over space (bench/history.md item 32).
+  [KEEP_FILLFACTOR_30, () => withFillfactor(skiplockSystem(SKIPLOCK_BATCH), 30)] as const,
 ]) {
   wal[name] = await withSystem(make, async (system, url) => {
     const bytes = await walBytes(url, async () => {
@@ -354,6 +357,7 @@ results.skiplock_delete = deleteMode;
 results.wal_raw_bytes_per_job = wal['raw (update)'];
 results.wal_raw_delete_bytes_per_job = wal['raw (delete)'];
 results.wal_raw_schema_bytes_per_job = wal['raw (skiplock schema)'];
+results.wal_fillfactor_30_bytes_per_job = wal[KEEP_FILLFACTOR_30];
 log(`  WAL bytes per job: ${JSON.stringify(wal)}`);
 
 if (soak) results.soak = await soakPhase();

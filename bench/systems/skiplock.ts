@@ -111,3 +111,25 @@ export function skiplockSystem(
     },
   };
 }
+
+/**
+ * `system` with skiplock.jobs' fillfactor set to `fillfactor` after its migrations, as an operator
+ * following docs/performance.md would (it applies to the rows inserted afterwards).
+ */
+export function withFillfactor(system: BenchSystem, fillfactor: number): BenchSystem {
+  return {
+    ...system,
+    name: `${system.name} (fillfactor ${fillfactor})`,
+    settings: { ...system.settings, fillfactor },
+    async setup(url) {
+      await system.setup(url);
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        await client.query(`alter table skiplock.jobs set (fillfactor = ${Math.trunc(fillfactor)})`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
