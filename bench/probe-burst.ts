@@ -46,9 +46,10 @@ const neon =
     : driver === 'neon-http'
       ? await startNeonHttpEndpointProcess()
       : undefined;
-if (neon && mode !== 'neon-http') await warmNeonHttpEndpoint(neon, server);
 for (let r = 0; r < rounds; r++) {
   const url = await freshDatabase(server, 'skiplock_probe_burst');
+  // Warmed as the bench warms it (the endpoint keeps a pool per database), in process or apart.
+  if (neon) await warmNeonHttpEndpoint(neon, url);
   if (mode.startsWith('floor')) {
     const floor = await measureBurstFloor(url, params, neon?.neon);
     console.log(

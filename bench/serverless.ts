@@ -85,8 +85,10 @@ try {
 
   log(`phase 2: burst drain (${BURST.jobs} jobs of ${BURST.jobMs} ms, ${BURST.maxInvocations} invocations at most)`);
   const bursts: BurstResult[] = [];
-  const burst = async (variant: BurstVariant) => {
-    const result = await measureBurstDrain(await freshDatabase(server, DB), variant, BURST);
+  const burst = async (variant: BurstVariant, warm?: (url: string) => Promise<void>) => {
+    const url = await freshDatabase(server, DB);
+    await warm?.(url);
+    const result = await measureBurstDrain(url, variant, BURST);
     bursts.push(result);
     log(
       `  ${result.label}: ${result.seconds} s (ideal ${result.idealSeconds} s), ${result.invocationsStarted} invocations, at most ${result.maxConcurrentInvocations} at once (${result.maxSlotsHeld} slots), ${result.peakConnections.invocations} connections, lost ${result.lost}; ${result.statementsPerJob} statements per job; ${JSON.stringify(result.load)}`,
@@ -96,9 +98,11 @@ try {
   const burstFloors = [await measureBurstFloor(await freshDatabase(server, DB), BURST)];
   const neon = await startNeonHttpEndpointProcess();
   try {
-    await warmNeonHttpEndpoint(neon, server);
-    await burst({ driver: 'neon-http', label: 'neon-http', neon: neon.neon });
-    burstFloors.push(await measureBurstFloor(await freshDatabase(server, DB), BURST, neon.neon));
+    const warm = (url: string) => warmNeonHttpEndpoint(neon, url);
+    await burst({ driver: 'neon-http', label: 'neon-http', neon: neon.neon }, warm);
+    const floorDb = await freshDatabase(server, DB);
+    await warm(floorDb);
+    burstFloors.push(await measureBurstFloor(floorDb, BURST, neon.neon));
   } finally {
     await neon.close();
   }

@@ -49,14 +49,16 @@ export interface SchemaDrift {
   invalidIndexes: string[];
   unvalidatedConstraints: string[];
   /**
-   * Tables whose storage settings (fillfactor, per-table autovacuum) differ: `storage <table>`. An
-   * operator's tuning (docs/reliability.md, docs/performance.md), not drift: `hasDrift` ignores it.
+   * Tables on both sides whose storage settings (fillfactor, per-table autovacuum) differ:
+   * `storage <table>`. An operator's tuning (docs/performance.md), not drift: `hasDrift` ignores it.
+   * A table missing on one side is drift of its own (`table <name>`).
    */
   tuned: string[];
 }
 
 /** A table's storage settings: what an operator may tune without the schema drifting. */
-const isStorage = (key: string) => key.startsWith('storage ');
+const STORAGE = 'storage ';
+const isStorage = (key: string) => key.startsWith(STORAGE);
 
 /**
  * How a schema differs from what this version's migrations create (`expected`: db/schema.sql).
@@ -74,7 +76,12 @@ export function schemaDrift(actual: SchemaDump, expected: Map<string, string>): 
     changed: schemaKeys.filter((key) => actual.objects.has(key) && expected.has(key) && differs(key)),
     invalidIndexes: actual.invalidIndexes,
     unvalidatedConstraints: actual.unvalidatedConstraints,
-    tuned: keys.filter((key) => isStorage(key) && differs(key)).sort(),
+    tuned: keys
+      .filter((key) => {
+        const table = `table ${key.slice(STORAGE.length)}`;
+        return isStorage(key) && expected.has(table) && actual.objects.has(table) && differs(key);
+      })
+      .sort(),
   };
 }
 

@@ -28,26 +28,32 @@ export interface NeonHttpEndpointProcess {
 export async function startNeonHttpEndpointProcess(): Promise<NeonHttpEndpointProcess> {
   const script = process.argv[1];
   if (!script) throw new Error('no script to start the endpoint from');
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [...process.execArgv, script], {
     env: { ...process.env, [ROLE]: ENDPOINT_ROLE },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
-  const url = await firstLine(child);
+  const url = await firstLine(child).catch((err: unknown) => {
+    child.kill();
+    throw err;
+  });
   return {
     url,
     neon: localNeonOptions({ wsProxyPort: 0, httpUrl: url }),
     close: async () => {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = once(child, 'exit');
       child.stdin?.end();
+      const timer = setTimeout(() => child.kill(), STOP_TIMEOUT_MS);
       await exited;
+      clearTimeout(timer);
     },
   };
 }
 
 /**
  * Warms the endpoint as a deployed proxy is warm: its code compiled and a connection open per
- * invocation. `rounds` rounds of `connections` concurrent queries on the database at `url`.
+ * invocation. `rounds` rounds of `connections` concurrent queries on the database at `url` — the
+ * database about to be measured: the endpoint keeps a pool per connection string.
  */
 export async function warmNeonHttpEndpoint(
   endpoint: { neon: NeonOptions },
@@ -72,12 +78,30 @@ export async function serveNeonHttpEndpointIfAsked(): Promise<void> {
   process.exit(0);
 }
 
+/** How long the endpoint's process may take to listen, and to stop once asked. */
+const START_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 10_000;
+
 async function firstLine(child: ChildProcess): Promise<string> {
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  const stdout = child.stdout as NodeJS.ReadableStream;
+  const lines = createInterface({ input: stdout });
   const exited = once(child, 'exit').then(([code]) => {
     throw new Error(`the SQL-over-HTTP endpoint's process exited (${code}) before it listened`);
   });
-  const [line] = (await Promise.race([once(lines, 'line'), exited])) as [string];
-  lines.close();
-  return line.trim();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`the SQL-over-HTTP endpoint's process did not listen within ${START_TIMEOUT_MS} ms`)),
+      START_TIMEOUT_MS,
+    );
+  });
+  try {
+    const [line] = (await Promise.race([once(lines, 'line'), exited, late])) as [string];
+    return line.trim();
+  } finally {
+    clearTimeout(timer);
+    lines.close();
+    // Whatever the endpoint writes later is drained, so that a full pipe never blocks it.
+    stdout.resume();
+  }
 }
