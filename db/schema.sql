@@ -545,6 +545,32 @@ WITH live_rows AS (
      FULL JOIN dlq ON (((dlq.queue = live.queue) AND (dlq.kind = live.kind))))
      FULL JOIN recent ON (((recent.queue = COALESCE(live.queue, dlq.queue)) AND (recent.kind = COALESCE(live.kind, dlq.kind)))));
 
+-- object: function claim_guard(kinds text[], queues text[], now_ts timestamp with time zone, with_destinations boolean, OUT needed boolean, OUT rated boolean, OUT ordered boolean)
+CREATE OR REPLACE FUNCTION skiplock.claim_guard(kinds text[], queues text[], now_ts timestamp with time zone, with_destinations boolean, OUT needed boolean, OUT rated boolean, OUT ordered boolean)
+ RETURNS record
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+  rated := EXISTS (SELECT 1 FROM skiplock.rate_limits l
+    WHERE CASE WHEN queues IS NULL THEN l.scope <> 'kind' OR l.name = ANY (kinds)
+      WHEN l.scope = 'kind' THEN l.name = ANY (kinds) ELSE l.name = ANY (queues) END);
+  needed := rated
+    OR EXISTS (SELECT 1 FROM skiplock.limits l
+      WHERE CASE WHEN queues IS NULL THEN l.scope <> 'kind' OR l.name = ANY (kinds)
+        WHEN l.scope = 'kind' THEN l.name = ANY (kinds) ELSE l.name = ANY (queues) END)
+    OR EXISTS (SELECT 1 FROM skiplock.jobs j WHERE j.state = 'queued' AND j.concurrency_key IS NOT NULL)
+    OR (with_destinations AND EXISTS (SELECT 1 FROM skiplock.destinations d
+      WHERE (d.state <> 'closed' OR d.deferred_until IS NOT NULL)
+        AND (d.state <> 'closed' OR d.deferred_until > now_ts)));
+  -- The rows of jobs_ordering_blockers_idx, read in its order: a plain EXISTS let the planner take a
+  -- sequential scan, which walks every finished row before the first unfinished one.
+  ordered := coalesce((SELECT true FROM skiplock.jobs o
+    WHERE o.ordering_key IS NOT NULL AND o.finished_at IS NULL AND o.run_at <> 'infinity'
+    ORDER BY o.ordering_key, o.id LIMIT 1), false);
+END
+$function$;
+
 -- object: function claim_probes(names text[], job_ids bigint[], leases_ms integer[], now_ts timestamp with time zone)
 CREATE OR REPLACE FUNCTION skiplock.claim_probes(names text[], job_ids bigint[], leases_ms integer[], now_ts timestamp with time zone)
  RETURNS TABLE(destination text, job_id bigint)
@@ -784,6 +810,17 @@ BEGIN
     WHERE j.state = 'running' AND j.lease_expires_at <= now_ts AND j.kind = ANY (kinds)
     ORDER BY j.lease_expires_at
     LIMIT max_rows;
+END
+$function$;
+
+-- object: function paused_names(pause_scope text)
+CREATE OR REPLACE FUNCTION skiplock.paused_names(pause_scope text)
+ RETURNS text[]
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+  RETURN coalesce((SELECT array_agg(p.name) FROM skiplock.pauses p WHERE p.scope = pause_scope), '{}');
 END
 $function$;
 

@@ -385,6 +385,49 @@ BEGIN
 END
 $$;
 --> statement-breakpoint
+-- Whether the plain claim may run for these kinds (and queues; null: every queue): `needed` when a
+-- concurrency limit or a rate limit applies, a job with a concurrency key waits, or (with_destinations)
+-- a destination's breaker is not closed or it is deferred; `rated` when a rate limit applies;
+-- `ordered` when a job with an ordering key is unfinished. Every claim asks, so it is a function:
+-- PL/pgSQL keeps its plans for the session, where the same probes written into the claim were parsed
+-- and planned with it each time it was sent without a named statement (over Neon's HTTP API, every
+-- time: ~0.4 of its ~1.5 ms, bench/history.md item 33). STABLE: it reads the calling statement's
+-- snapshot, as the probes inline did.
+CREATE OR REPLACE FUNCTION "skiplock".claim_guard(kinds text[], queues text[], now_ts timestamptz,
+  with_destinations boolean, OUT needed boolean, OUT rated boolean, OUT ordered boolean)
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+  rated := EXISTS (SELECT 1 FROM "skiplock".rate_limits l
+    WHERE CASE WHEN queues IS NULL THEN l.scope <> 'kind' OR l.name = ANY (kinds)
+      WHEN l.scope = 'kind' THEN l.name = ANY (kinds) ELSE l.name = ANY (queues) END);
+  needed := rated
+    OR EXISTS (SELECT 1 FROM "skiplock".limits l
+      WHERE CASE WHEN queues IS NULL THEN l.scope <> 'kind' OR l.name = ANY (kinds)
+        WHEN l.scope = 'kind' THEN l.name = ANY (kinds) ELSE l.name = ANY (queues) END)
+    OR EXISTS (SELECT 1 FROM "skiplock".jobs j WHERE j.state = 'queued' AND j.concurrency_key IS NOT NULL)
+    OR (with_destinations AND EXISTS (SELECT 1 FROM "skiplock".destinations d
+      WHERE (d.state <> 'closed' OR d.deferred_until IS NOT NULL)
+        AND (d.state <> 'closed' OR d.deferred_until > now_ts)));
+  -- The rows of jobs_ordering_blockers_idx, read in its order: a plain EXISTS let the planner take a
+  -- sequential scan, which walks every finished row before the first unfinished one.
+  ordered := coalesce((SELECT true FROM "skiplock".jobs o
+    WHERE o.ordering_key IS NOT NULL AND o.finished_at IS NULL AND o.run_at <> 'infinity'
+    ORDER BY o.ordering_key, o.id LIMIT 1), false);
+END
+$$;
+--> statement-breakpoint
+-- The paused names of one scope ('queue' or 'kind'), never null: what every claim leaves out. A
+-- function for the reason claim_guard is one.
+CREATE OR REPLACE FUNCTION "skiplock".paused_names(pause_scope text)
+RETURNS text[]
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+  RETURN coalesce((SELECT array_agg(p.name) FROM "skiplock".pauses p WHERE p.scope = pause_scope), '{}');
+END
+$$;
+--> statement-breakpoint
 -- Jobs finished since `since`, per queue and kind: the minutes not rolled up yet (queue_stats). A
 -- function so that the bound is a value when the statement is planned: inline, the view's bound came
 -- from a subquery, and the planner, expecting a third of the table, read all of it (650 ms on a

@@ -16,23 +16,21 @@ import {
 } from './common.js';
 import { claimProbeCtes, hasDestinations, movesJson, toMoves } from './destinations.js';
 import {
+  claimShapeCte,
   type DeclaredLimit,
   destinationOpen,
   effectiveLimitsCte,
   heldCte,
   keyedCtes,
-  limitedClaimNeeded,
   notHeld,
   withinLimitsCtes,
 } from './limits.js';
-import { orderedClaimNeeded } from './ordering.js';
 import { notPaused, pausedNames } from './pauses.js';
 import {
   type DeclaredRateLimit,
   effectiveRateLimitsCte,
   noRateHeldCte,
   rateHeldCte,
-  rateLimitsNeedLimitedClaim,
   recordRateStartsCte,
 } from './rate-limits.js';
 import { addReportTuples, type SettleReportTuple, settleCtes, settleOutcomes, settleReportJson } from './settle.js';
@@ -434,13 +432,12 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
-    shape as (select ${limitedClaimNeeded(schema, {
+    ${claimShapeCte(schema, {
       kinds,
       queues: request.queues,
       now,
       ...(hasSettle && hasDestinations(settle) ? { afterSettle: sql`(select n from settle_done) >= 0` } : {}),
-    })} as needed, ${rateLimitsNeedLimitedClaim(schema, { kinds, queues: request.queues })} as rated,
-      ${orderedClaimNeeded(schema)} as ordered),
+    })},
     ${
       limiting
         ? sql`${effectiveLimitsCte(schema, { declared: request.limits ?? [], kinds, queues: request.queues })},

@@ -74,16 +74,6 @@ export function toMoves(json: MoveTuple[] | null | undefined): BreakerMove[] {
 }
 
 /**
- * Whether any destination needs the limited claim: a breaker not closed, or a deferral. The partial
- * index destinations_attention_idx holds only those rows (and expired deferrals until cleared).
- */
-export function destinationsNeedLimitedClaim(schema: string, now: SQL): SQL {
-  return sql`exists (select 1 from ${destinationsRef(schema)} d
-      where (d.state <> 'closed' or d.deferred_until is not null)
-        and (d.state <> 'closed' or d.deferred_until > ${now}))`;
-}
-
-/**
  * The claim's view of the destinations, as a FROM clause for the columns `x.blocked` (open and
  * cooling down, probe in flight, deferred) and `x.probing` (waiting for a probe), each text[]. Read through
  * held_destinations(), which has a snapshot of its own: `gate` (the statement's settle_done) makes

@@ -1,12 +1,8 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { DeclaredLimit } from '../../base/flow-control.js';
 import { runningRow } from './common.js';
-import {
-  destinationsNeedLimitedClaim,
-  destinationsNeedLimitedClaimAfter,
-  heldDestinationsFrom,
-} from './destinations.js';
-import { keyRateRoom, rateLimitsNeedLimitedClaim, rateRoomCtes } from './rate-limits.js';
+import { destinationsNeedLimitedClaimAfter, heldDestinationsFrom } from './destinations.js';
+import { keyRateRoom, rateRoomCtes } from './rate-limits.js';
 
 export type { DeclaredLimit, LimitScope } from '../../base/flow-control.js';
 
@@ -55,22 +51,26 @@ export function effectiveLimitsCte(
 }
 
 /**
- * Whether this claimer needs the limited claim: a limit applies to its queues or kinds (none is
- * declared: the caller sends the limited claim when the code declares one), or a job with a
- * concurrency key waits. Two probes of a few index entries.
+ * The claim's CTE `shape` (needed, rated, ordered): whether this claimer needs a richer claim than the
+ * one sent — the limited one when a limit or a rate applies to its queues or kinds (none is declared:
+ * the caller sends the limited claim when the code declares one), a job with a concurrency key waits
+ * or a destination holds work back; the rated one when a rate applies; the ordered one when a job with
+ * an ordering key is unfinished. The probes are claim_guard()'s (planned once per session); a settle
+ * that carries attempts against destinations may open a breaker, so then the destinations are asked
+ * after it (`afterSettle`), with held_destinations' own snapshot.
  */
-export function limitedClaimNeeded(
+export function claimShapeCte(
   schema: string,
   request: { kinds: readonly string[]; queues?: readonly string[]; now: SQL; afterSettle?: SQL },
 ): SQL {
-  // A settle that carries attempts against destinations may open a breaker: then ask after it.
-  const destinations = request.afterSettle
-    ? destinationsNeedLimitedClaimAfter(schema, request.now, request.afterSettle)
-    : destinationsNeedLimitedClaim(schema, request.now);
-  return sql`(exists (select 1 from ${limitsRef(schema)} l where ${appliesTo(request)})
-    or ${rateLimitsNeedLimitedClaim(schema, request)}
-    or exists (select 1 from ${sql.identifier(schema)}.jobs j where j.state = 'queued' and j.concurrency_key is not null)
-    or ${destinations})`;
+  const queues = request.queues ? sql`${sql.param(request.queues)}::text[]` : sql`null::text[]`;
+  const guard = sql`${sql.identifier(schema)}.claim_guard(${sql.param(request.kinds)}::text[], ${queues}, ${request.now}, ${
+    request.afterSettle ? sql`false` : sql`true`
+  })`;
+  const needed = request.afterSettle
+    ? sql`g.needed or ${destinationsNeedLimitedClaimAfter(schema, request.now, request.afterSettle)}`
+    : sql`g.needed`;
+  return sql`shape as (select ${needed} as needed, g.rated, g.ordered from ${guard} g)`;
 }
 
 /**

@@ -90,15 +90,3 @@ function releaseHeads(jobs: SQL, heads: string, ignore: SQL): SQL {
             and (o.dead_reason is null or o.id < h.id))
       returning w.id`;
 }
-
-/**
- * Whether any job with an ordering key is unfinished — queued to run, retrying or running — which the
- * plain claim leaves out (its turn is checked only by the ordered claim and the richer ones). Those
- * are the rows of jobs_ordering_blockers_idx, read in its order: a plain `exists` let the planner take
- * a sequential scan, which walks every finished row before the first unfinished one.
- */
-export function orderedClaimNeeded(schema: string): SQL {
-  return sql`coalesce((select true from ${jobsRef(schema)} o
-    where o.ordering_key is not null and o.finished_at is null and o.run_at <> 'infinity'
-    order by o.ordering_key, o.id limit 1), false)`;
-}

@@ -31,8 +31,10 @@ export function notPaused(schema: string): SQL {
 
 /** The paused names of one scope, as a text[] expression (never null). */
 export function pausedNames(schema: string, scope: PauseScope): SQL {
-  // coalesce(...) makes the array an expression: `<> all((select …))` would compare with each row.
-  return sql`coalesce((select array_agg(p.name) from ${pausesRef(schema)} p where p.scope = ${scope}), '{}'::text[])`;
+  // paused_names() is planned once per session. The scalar subquery makes it an InitPlan (called
+  // once, not once per row); the cast makes that an array expression: `<> all((select …))` would
+  // compare with each row.
+  return sql`(select ${sql.identifier(schema)}.paused_names(${scope}::text))::text[]`;
 }
 
 type PauseRow = { scope: PauseScope; name: string; paused_at_ms: number; paused_by: string; reason: string | null };

@@ -49,14 +49,6 @@ export function effectiveRateLimitsCte(
     )`;
 }
 
-/** Whether a rate limit applies to this claimer (then it needs the limited claim). */
-export function rateLimitsNeedLimitedClaim(
-  schema: string,
-  request: { kinds: readonly string[]; queues?: readonly string[] },
-) {
-  return sql`exists (select 1 from ${rateLimitsRef(schema)} l where ${appliesTo(request)})`;
-}
-
 /**
  * A lateral subquery (scope, name, key, max_starts, period_ms): the rate scopes a job with these
  * columns starts in — its queue's, its kind's, its concurrency key's, its destination's (the

@@ -41,34 +41,26 @@ with recursive clock as (select clock_timestamp() as now),
     where j.id = r.id and j.id = any(array(select id from settle_input)) and j.lease_token = r.token and (case when j.state = 'running' then true end)
     returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent),
       settle_done as (select (select count(*) from settled) as n),
-    shape as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($5::text[])))
-    or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
-    or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
-    or exists (select 1 from "skiplock".destinations d
-      where (d.state <> 'closed' or d.deferred_until is not null)
-        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[]))) as rated,
-      coalesce((select true from "skiplock".jobs o
-    where o.ordering_key is not null and o.finished_at is null and o.run_at <> 'infinity'
-    order by o.ordering_key, o.id limit 1), false) as ordered),
+    shape as (select g.needed as needed, g.rated, g.ordered from "skiplock".claim_guard($5::text[], null::text[], (select now from clock), true) g),
     lim as (
       select l.scope, l.name, l.max_running from (
         select coalesce(t.scope, c.scope) as scope, coalesce(t.name, c.name) as name,
           coalesce(t.max_running, c.max_running) as max_running
-        from unnest($8::text[], $9::text[],
-            $10::int[]) as c(scope, name, max_running)
+        from unnest($6::text[], $7::text[],
+            $8::int[]) as c(scope, name, max_running)
           full join "skiplock".limits t on t.scope = c.scope and t.name = c.name
       ) l
-      where (l.scope <> 'kind' or l.name = any($11::text[]))
+      where (l.scope <> 'kind' or l.name = any($9::text[]))
     ),
     rate_held as (select '{}'::text[] as queues, '{}'::text[] as kinds, '{}'::text[] as destinations,
     null::timestamptz as next_at),
     held as (
-      select coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $12), '{}'::text[]) || coalesce((select array_agg(l.name) from lim l
-      where l.scope = $13 and (select count(*) from (select 1 from "skiplock".jobs r
+      select (select "skiplock".paused_names($10::text))::text[] || coalesce((select array_agg(l.name) from lim l
+      where l.scope = $11 and (select count(*) from (select 1 from "skiplock".jobs r
         where r.state = 'running' and r.lease_expires_at is not null and r.queue = l.name and r.id not in (select id from settle_input) limit l.max_running) x) >= l.max_running),
       '{}'::text[]) || rh.queues as queues,
-        coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $14), '{}'::text[]) || coalesce((select array_agg(l.name) from lim l
-      where l.scope = $15 and (select count(*) from (select 1 from "skiplock".jobs r
+        (select "skiplock".paused_names($12::text))::text[] || coalesce((select array_agg(l.name) from lim l
+      where l.scope = $13 and (select count(*) from (select 1 from "skiplock".jobs r
         where r.state = 'running' and r.lease_expires_at is not null and r.kind = l.name and r.id not in (select id from settle_input) limit l.max_running) x) >= l.max_running),
       '{}'::text[]) || rh.kinds as kinds,
         x.blocked || rh.destinations as destinations, x.probing, rh.next_at as rate_next_at
@@ -77,7 +69,7 @@ with recursive clock as (select clock_timestamp() as now),
 
     ready as (
       select j.id from "skiplock".jobs j
-      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($16::text[])
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($14::text[])
     and (j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
   and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[]))) and (j.ordering_key is null or (
     not exists (
@@ -89,7 +81,7 @@ with recursive clock as (select clock_timestamp() as now),
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0 and j.concurrency_key is null
       order by j.priority, j.run_at, j.id
-      limit $17
+      limit $15
       for update skip locked
     ),
     expired as (
@@ -97,9 +89,9 @@ with recursive clock as (select clock_timestamp() as now),
       -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
       -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from "skiplock".jobs j
-      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $18::text[], $19::int)))
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $16::text[], $17::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
-        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($20::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $21), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $22), '{}'::text[])) and (j.ordering_key is null or (
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($18::text[])  and (j.queue || '') <> all((select "skiplock".paused_names($19::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($20::text))::text[]) and (j.ordering_key is null or (
     not exists (
       select 1 from "skiplock".jobs o
       where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
@@ -108,33 +100,33 @@ with recursive clock as (select clock_timestamp() as now),
       where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold)))))  and j.id not in (select id from settle_input) and (select n from settle_done) >= 0
         and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[])))
       order by j.lease_expires_at
-      limit $23
+      limit $21
       for update skip locked
     ),
     key_walk_a(h, q, k, n) as (
       (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, 1 from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $24::int
+        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $22::int
         order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
       union all
       select x.h, x.q, x.k, w.n + 1 from key_walk_a w cross join lateral (
         select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $25
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $23
     ),
     key_walk_b(h, q, k, n) as (
       (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, (select count(*) from key_walk_a)::int + 1 from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $26::int
-          and (select count(*) from key_walk_a) < $27
+        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $24::int
+          and (select count(*) from key_walk_a) < $25
         order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
       union all
       select x.h, x.q, x.k, w.n + 1 from key_walk_b w cross join lateral (
         select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $28 and x.h < $29::int
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $26 and x.h < $27::int
     ),
     walked as (select h, q, k from key_walk_a union all select h, q, k from key_walk_b),
     -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
-    key_rate as (select w.h, w.q, w.k, $30::bigint as room, null::timestamptz as next_at from walked w),
+    key_rate as (select w.h, w.q, w.k, $28::bigint as room, null::timestamptz as next_at from walked w),
     keyed as (
       select c.id from key_rate w
       cross join lateral (
@@ -142,12 +134,12 @@ with recursive clock as (select clock_timestamp() as now),
             select 1 from "skiplock".jobs r
             where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k and r.id not in (select id from settle_input)
             limit l.max_running) x), 0)
-          from lim l where l.scope = 'key' and l.name = w.q), $31) as room
+          from lim l where l.scope = 'key' and l.name = w.q), $29) as room
       ) kr
       cross join lateral (
         select j.id from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) = w.h and j.queue = w.q and j.concurrency_key = w.k
-          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($32::text[])
+          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($30::text[])
     and (j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
   and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[]))) and (j.ordering_key is null or (
     not exists (
@@ -159,7 +151,7 @@ with recursive clock as (select clock_timestamp() as now),
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0
         order by j.priority, j.run_at, j.id
-        limit least(kr.room, w.room, ceil($33::numeric / greatest((select count(*) from walked), 1))::bigint)
+        limit least(kr.room, w.room, ceil($31::numeric / greatest((select count(*) from walked), 1))::bigint)
         for update skip locked
       ) c
     ),
@@ -220,13 +212,13 @@ with recursive clock as (select clock_timestamp() as now),
         and (r.dest is null or r.dest <> all(coalesce((select h.probing from held h), '{}'::text[]))
           or r.id in (select p.id from probe_pick p))
       order by r.src, r.priority, r.run_at, r.id
-      limit $34
+      limit $32
     ),
     probe_won as (
       select * from "skiplock".claim_probes(
         (select coalesce(array_agg(p.dest), '{}') from probe_pick p where p.id in (select id from within)),
         (select coalesce(array_agg(p.id), '{}') from probe_pick p where p.id in (select id from within)),
-        (select coalesce(array_agg(($35::int[])[array_position($36::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
+        (select coalesce(array_agg(($33::int[])[array_position($34::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
         (select now from clock))
     ),
     claimed as (
@@ -235,10 +227,10 @@ with recursive clock as (select clock_timestamp() as now),
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = $37::uuid,
-        lease_expires_at = (select now from clock) + ($38::int[])[array_position($39::text[], j.kind)]
+        lease_token = $35::uuid,
+        lease_expires_at = (select now from clock) + ($36::int[])[array_position($37::text[], j.kind)]
           * interval '1 millisecond',
-        locked_by = $40,
+        locked_by = $38,
         started_at = coalesce(j.started_at, (select now from clock)),
         attempted_at = (select now from clock),
         updated_at = (select now from clock),

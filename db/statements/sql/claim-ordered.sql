@@ -41,21 +41,13 @@ with recursive clock as (select clock_timestamp() as now),
     where j.id = r.id and j.id = any(array(select id from settle_input)) and j.lease_token = r.token and (case when j.state = 'running' then true end)
     returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent),
       settle_done as (select (select count(*) from settled) as n),
-    shape as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($5::text[])))
-    or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
-    or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
-    or exists (select 1 from "skiplock".destinations d
-      where (d.state <> 'closed' or d.deferred_until is not null)
-        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[]))) as rated,
-      coalesce((select true from "skiplock".jobs o
-    where o.ordering_key is not null and o.finished_at is null and o.run_at <> 'infinity'
-    order by o.ordering_key, o.id limit 1), false) as ordered),
+    shape as (select g.needed as needed, g.rated, g.ordered from "skiplock".claim_guard($5::text[], null::text[], (select now from clock), true) g),
 
 
     ready as (
       select j.id from "skiplock".jobs j
-      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($8::text[])
-    and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $9), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $10), '{}'::text[])) and (j.ordering_key is null or (
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($6::text[])
+    and (j.queue || '') <> all((select "skiplock".paused_names($7::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($8::text))::text[]) and (j.ordering_key is null or (
     not exists (
       select 1 from "skiplock".jobs o
       where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
@@ -65,7 +57,7 @@ with recursive clock as (select clock_timestamp() as now),
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0 and j.concurrency_key is null
       order by j.priority, j.run_at, j.id
-      limit $11
+      limit $9
       for update skip locked
     ),
     expired as (
@@ -73,9 +65,9 @@ with recursive clock as (select clock_timestamp() as now),
       -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
       -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from "skiplock".jobs j
-      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $12::text[], $13::int)))
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $10::text[], $11::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
-        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($14::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $15), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $16), '{}'::text[])) and (j.ordering_key is null or (
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($12::text[])  and (j.queue || '') <> all((select "skiplock".paused_names($13::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($14::text))::text[]) and (j.ordering_key is null or (
     not exists (
       select 1 from "skiplock".jobs o
       where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
@@ -84,7 +76,7 @@ with recursive clock as (select clock_timestamp() as now),
       where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold)))))  and j.id not in (select id from settle_input) and (select n from settle_done) >= 0
 
       order by j.lease_expires_at
-      limit $17
+      limit $15
       for update skip locked
     ),
 
@@ -94,10 +86,10 @@ with recursive clock as (select clock_timestamp() as now),
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = $18::uuid,
-        lease_expires_at = (select now from clock) + ($19::int[])[array_position($20::text[], j.kind)]
+        lease_token = $16::uuid,
+        lease_expires_at = (select now from clock) + ($17::int[])[array_position($18::text[], j.kind)]
           * interval '1 millisecond',
-        locked_by = $21,
+        locked_by = $19,
         started_at = coalesce(j.started_at, (select now from clock)),
         attempted_at = (select now from clock),
         updated_at = (select now from clock),
@@ -107,7 +99,7 @@ with recursive clock as (select clock_timestamp() as now),
         errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
-      where j.id = any(array(select id from expired union all select id from ready limit $22))
+      where j.id = any(array(select id from expired union all select id from ready limit $20))
         and not (select f.needed from shape f)
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context

@@ -2,35 +2,27 @@
 with recursive clock as (select clock_timestamp() as now),
 
 
-    shape as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($1::text[])))
-    or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($2::text[])))
-    or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
-    or exists (select 1 from "skiplock".destinations d
-      where (d.state <> 'closed' or d.deferred_until is not null)
-        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($3::text[]))) as rated,
-      coalesce((select true from "skiplock".jobs o
-    where o.ordering_key is not null and o.finished_at is null and o.run_at <> 'infinity'
-    order by o.ordering_key, o.id limit 1), false) as ordered),
+    shape as (select g.needed as needed, g.rated, g.ordered from "skiplock".claim_guard($1::text[], null::text[], (select now from clock), true) g),
 
     in_lane as (
       select j.id from "skiplock".jobs j
-      where ((j.id / 64) % 16) = $4::bigint and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($5::text[])
-    and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $6), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $7), '{}'::text[])) and j.ordering_key is null  and (j.after is null or not exists (
+      where ((j.id / 64) % 16) = $2::bigint and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($3::text[])
+    and (j.queue || '') <> all((select "skiplock".paused_names($4::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($5::text))::text[]) and j.ordering_key is null  and (j.after is null or not exists (
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled')))))  and j.concurrency_key is null and (select count(*) from "skiplock".invocations i
-          where i.worker = $8 and i.expires_at > (select now from clock)) > $9
+          where i.worker = $6 and i.expires_at > (select now from clock)) > $7
       order by ((j.id / 64) % 16), j.priority, j.run_at, j.id
-      limit $10
+      limit $8
       for update skip locked
     ),
     ready as (
       select j.id from "skiplock".jobs j
-      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($11::text[])
-    and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $12), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $13), '{}'::text[])) and j.ordering_key is null  and (j.after is null or not exists (
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($9::text[])
+    and (j.queue || '') <> all((select "skiplock".paused_names($10::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($11::text))::text[]) and j.ordering_key is null  and (j.after is null or not exists (
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled')))))  and j.concurrency_key is null and j.id not in (select id from in_lane)
       order by j.priority, j.run_at, j.id
-      limit $14
+      limit $12
       for update skip locked
     ),
     expired as (
@@ -38,12 +30,12 @@ with recursive clock as (select clock_timestamp() as now),
       -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
       -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from "skiplock".jobs j
-      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $15::text[], $16::int)))
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $13::text[], $14::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
-        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($17::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $18), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $19), '{}'::text[])) and j.ordering_key is null
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($15::text[])  and (j.queue || '') <> all((select "skiplock".paused_names($16::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($17::text))::text[]) and j.ordering_key is null
 
       order by j.lease_expires_at
-      limit $20
+      limit $18
       for update skip locked
     ),
 
@@ -53,10 +45,10 @@ with recursive clock as (select clock_timestamp() as now),
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = $21::uuid,
-        lease_expires_at = (select now from clock) + ($22::int[])[array_position($23::text[], j.kind)]
+        lease_token = $19::uuid,
+        lease_expires_at = (select now from clock) + ($20::int[])[array_position($21::text[], j.kind)]
           * interval '1 millisecond',
-        locked_by = $24,
+        locked_by = $22,
         started_at = coalesce(j.started_at, (select now from clock)),
         attempted_at = (select now from clock),
         updated_at = (select now from clock),
@@ -66,7 +58,7 @@ with recursive clock as (select clock_timestamp() as now),
         errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
-      where j.id = any(array(select id from expired union all select id from in_lane union all select id from ready limit $25))
+      where j.id = any(array(select id from expired union all select id from in_lane union all select id from ready limit $23))
         and not (select f.needed from shape f) and not (select f.ordered from shape f)
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context

@@ -41,26 +41,18 @@ with recursive clock as (select clock_timestamp() as now),
     where j.id = r.id and j.id = any(array(select id from settle_input)) and j.lease_token = r.token and (case when j.state = 'running' then true end)
     returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent),
       settle_done as (select (select count(*) from settled) as n),
-    shape as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($5::text[])))
-    or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
-    or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
-    or exists (select 1 from "skiplock".destinations d
-      where (d.state <> 'closed' or d.deferred_until is not null)
-        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[]))) as rated,
-      coalesce((select true from "skiplock".jobs o
-    where o.ordering_key is not null and o.finished_at is null and o.run_at <> 'infinity'
-    order by o.ordering_key, o.id limit 1), false) as ordered),
-    lim as (select l.scope, l.name, l.max_running from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($8::text[]))),
+    shape as (select g.needed as needed, g.rated, g.ordered from "skiplock".claim_guard($5::text[], null::text[], (select now from clock), true) g),
+    lim as (select l.scope, l.name, l.max_running from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($6::text[]))),
     rlim as (
       select l.scope, l.name, l.max_starts, l.period_ms from (
         select coalesce(t.scope, c.scope) as scope, coalesce(t.name, c.name) as name,
           coalesce(t.max_starts, c.max_starts) as max_starts, coalesce(t.period_ms, c.period_ms) as period_ms
-        from unnest($9::text[], $10::text[],
-            $11::int[], $12::int[])
+        from unnest($7::text[], $8::text[],
+            $9::int[], $10::int[])
             as c(scope, name, max_starts, period_ms)
           full join "skiplock".rate_limits t on t.scope = c.scope and t.name = c.name
       ) l
-      where (l.scope <> 'kind' or l.name = any($13::text[]))
+      where (l.scope <> 'kind' or l.name = any($11::text[]))
     ),
     rate_held as (
       select coalesce(array_agg(u.name) filter (where u.scope = 'queue'), '{}') as queues,
@@ -85,12 +77,12 @@ with recursive clock as (select clock_timestamp() as now),
       ) u
     ),
     held as (
-      select coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $14), '{}'::text[]) || coalesce((select array_agg(l.name) from lim l
-      where l.scope = $15 and (select count(*) from (select 1 from "skiplock".jobs r
+      select (select "skiplock".paused_names($12::text))::text[] || coalesce((select array_agg(l.name) from lim l
+      where l.scope = $13 and (select count(*) from (select 1 from "skiplock".jobs r
         where r.state = 'running' and r.lease_expires_at is not null and r.queue = l.name and r.id not in (select id from settle_input) limit l.max_running) x) >= l.max_running),
       '{}'::text[]) || rh.queues as queues,
-        coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $16), '{}'::text[]) || coalesce((select array_agg(l.name) from lim l
-      where l.scope = $17 and (select count(*) from (select 1 from "skiplock".jobs r
+        (select "skiplock".paused_names($14::text))::text[] || coalesce((select array_agg(l.name) from lim l
+      where l.scope = $15 and (select count(*) from (select 1 from "skiplock".jobs r
         where r.state = 'running' and r.lease_expires_at is not null and r.kind = l.name and r.id not in (select id from settle_input) limit l.max_running) x) >= l.max_running),
       '{}'::text[]) || rh.kinds as kinds,
         x.blocked || rh.destinations as destinations, x.probing, rh.next_at as rate_next_at
@@ -99,7 +91,7 @@ with recursive clock as (select clock_timestamp() as now),
 
     ready as (
       select j.id from "skiplock".jobs j
-      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($18::text[])
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($16::text[])
     and (j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
   and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[]))) and (j.ordering_key is null or (
     not exists (
@@ -111,7 +103,7 @@ with recursive clock as (select clock_timestamp() as now),
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0 and j.concurrency_key is null
       order by j.priority, j.run_at, j.id
-      limit $19
+      limit $17
       for update skip locked
     ),
     expired as (
@@ -119,9 +111,9 @@ with recursive clock as (select clock_timestamp() as now),
       -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
       -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from "skiplock".jobs j
-      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $20::text[], $21::int)))
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $18::text[], $19::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
-        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($22::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $23), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $24), '{}'::text[])) and (j.ordering_key is null or (
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($20::text[])  and (j.queue || '') <> all((select "skiplock".paused_names($21::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($22::text))::text[]) and (j.ordering_key is null or (
     not exists (
       select 1 from "skiplock".jobs o
       where o.ordering_key = j.ordering_key and o.state = 'running' and o.id <> j.id)
@@ -130,35 +122,35 @@ with recursive clock as (select clock_timestamp() as now),
       where o.ordering_key = j.ordering_key and o.id < j.id and ((o.finished_at is null and o.run_at <> 'infinity') or (o.dead_reason is not null and o.ordering_hold)))))  and j.id not in (select id from settle_input) and (select n from settle_done) >= 0
         and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[])))
       order by j.lease_expires_at
-      limit $25
+      limit $23
       for update skip locked
     ),
     key_walk_a(h, q, k, n) as (
       (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, 1 from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $26::int
+        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $24::int
         order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
       union all
       select x.h, x.q, x.k, w.n + 1 from key_walk_a w cross join lateral (
         select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $27
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $25
     ),
     key_walk_b(h, q, k, n) as (
       (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, (select count(*) from key_walk_a)::int + 1 from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $28::int
-          and (select count(*) from key_walk_a) < $29
+        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $26::int
+          and (select count(*) from key_walk_a) < $27
         order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
       union all
       select x.h, x.q, x.k, w.n + 1 from key_walk_b w cross join lateral (
         select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $30 and x.h < $31::int
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $28 and x.h < $29::int
     ),
     walked as (select h, q, k from key_walk_a union all select h, q, k from key_walk_b),
     -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
     key_rate as (select w.h, w.q, w.k, kr.room, kr.next_at from walked w
       cross join lateral (
-      select coalesce(min(greatest(l.max_starts - coalesce(r.used, 0), 0)), $32::bigint) as room,
+      select coalesce(min(greatest(l.max_starts - coalesce(r.used, 0), 0)), $30::bigint) as room,
         min(case when coalesce(r.used, 0) >= l.max_starts then r.oldest + (l.period_ms * interval '1 millisecond') end) as next_at
       from rlim l
       left join "skiplock".rate_buckets b on b.scope = 'key' and b.name = l.name and b.key = w.k
@@ -173,12 +165,12 @@ with recursive clock as (select clock_timestamp() as now),
             select 1 from "skiplock".jobs r
             where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k and r.id not in (select id from settle_input)
             limit l.max_running) x), 0)
-          from lim l where l.scope = 'key' and l.name = w.q), $33) as room
+          from lim l where l.scope = 'key' and l.name = w.q), $31) as room
       ) kr
       cross join lateral (
         select j.id from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) = w.h and j.queue = w.q and j.concurrency_key = w.k
-          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($34::text[])
+          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($32::text[])
     and (j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
   and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[]))) and (j.ordering_key is null or (
     not exists (
@@ -190,7 +182,7 @@ with recursive clock as (select clock_timestamp() as now),
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0
         order by j.priority, j.run_at, j.id
-        limit least(kr.room, w.room, ceil($35::numeric / greatest((select count(*) from walked), 1))::bigint)
+        limit least(kr.room, w.room, ceil($33::numeric / greatest((select count(*) from walked), 1))::bigint)
         for update skip locked
       ) c
     ),
@@ -280,13 +272,13 @@ with recursive clock as (select clock_timestamp() as now),
         and (r.dest is null or r.dest <> all(coalesce((select h.probing from held h), '{}'::text[]))
           or r.id in (select p.id from probe_pick p))
       order by r.src, r.priority, r.run_at, r.id
-      limit $36
+      limit $34
     ),
     probe_won as (
       select * from "skiplock".claim_probes(
         (select coalesce(array_agg(p.dest), '{}') from probe_pick p where p.id in (select id from within)),
         (select coalesce(array_agg(p.id), '{}') from probe_pick p where p.id in (select id from within)),
-        (select coalesce(array_agg(($37::int[])[array_position($38::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
+        (select coalesce(array_agg(($35::int[])[array_position($36::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
         (select now from clock))
     ),
     claimed as (
@@ -295,10 +287,10 @@ with recursive clock as (select clock_timestamp() as now),
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = $39::uuid,
-        lease_expires_at = (select now from clock) + ($40::int[])[array_position($41::text[], j.kind)]
+        lease_token = $37::uuid,
+        lease_expires_at = (select now from clock) + ($38::int[])[array_position($39::text[], j.kind)]
           * interval '1 millisecond',
-        locked_by = $42,
+        locked_by = $40,
         started_at = coalesce(j.started_at, (select now from clock)),
         attempted_at = (select now from clock),
         updated_at = (select now from clock),

@@ -10,26 +10,18 @@ with recursive clock as (select clock_timestamp() as now),
       where not (case when w.s < w.e then t.m >= w.s and t.m < w.e else t.m >= w.s or t.m < w.e end)
     ),
 
-    shape as (select (exists (select 1 from "skiplock".limits l where (l.scope <> 'kind' or l.name = any($6::text[])))
-    or exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($7::text[])))
-    or exists (select 1 from "skiplock".jobs j where j.state = 'queued' and j.concurrency_key is not null)
-    or exists (select 1 from "skiplock".destinations d
-      where (d.state <> 'closed' or d.deferred_until is not null)
-        and (d.state <> 'closed' or d.deferred_until > (select now from clock)))) as needed, exists (select 1 from "skiplock".rate_limits l where (l.scope <> 'kind' or l.name = any($8::text[]))) as rated,
-      coalesce((select true from "skiplock".jobs o
-    where o.ordering_key is not null and o.finished_at is null and o.run_at <> 'infinity'
-    order by o.ordering_key, o.id limit 1), false) as ordered),
+    shape as (select g.needed as needed, g.rated, g.ordered from "skiplock".claim_guard($6::text[], null::text[], (select now from clock), true) g),
 
 
     ready as (
       select j.id from "skiplock".jobs j
-      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($9::text[])
-    and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $10), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $11), '{}'::text[])) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($7::text[])
+    and (j.queue || '') <> all((select "skiplock".paused_names($8::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($9::text))::text[]) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
     and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[])) and (j.after is null or not exists (
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled')))))  and j.concurrency_key is null
       order by j.priority, j.run_at, j.id
-      limit $12
+      limit $10
       for update skip locked
     ),
     expired as (
@@ -37,13 +29,13 @@ with recursive clock as (select clock_timestamp() as now),
       -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
       -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from "skiplock".jobs j
-      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $13::text[], $14::int)))
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $11::text[], $12::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
-        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($15::text[])  and (j.queue || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $16), '{}'::text[])) and (j.kind || '') <> all(coalesce((select array_agg(p.name) from "skiplock".pauses p where p.scope = $17), '{}'::text[])) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($13::text[])  and (j.queue || '') <> all((select "skiplock".paused_names($14::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($15::text))::text[]) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
     and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[]))
 
       order by j.lease_expires_at
-      limit $18
+      limit $16
       for update skip locked
     ),
 
@@ -53,10 +45,10 @@ with recursive clock as (select clock_timestamp() as now),
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = $19::uuid,
-        lease_expires_at = (select now from clock) + ($20::int[])[array_position($21::text[], j.kind)]
+        lease_token = $17::uuid,
+        lease_expires_at = (select now from clock) + ($18::int[])[array_position($19::text[], j.kind)]
           * interval '1 millisecond',
-        locked_by = $22,
+        locked_by = $20,
         started_at = coalesce(j.started_at, (select now from clock)),
         attempted_at = (select now from clock),
         updated_at = (select now from clock),
@@ -66,7 +58,7 @@ with recursive clock as (select clock_timestamp() as now),
         errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
-      where j.id = any(array(select id from expired union all select id from ready limit $23))
+      where j.id = any(array(select id from expired union all select id from ready limit $21))
         and not (select f.needed from shape f) and not (select f.ordered from shape f)
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
