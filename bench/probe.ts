@@ -1,7 +1,8 @@
 /**
  * Dev probe: processing throughput of one system
  * (`node .bench/probe.mjs N K BATCH [skiplock|raw|raw-delete|raw-schema|graphile|skiplock-delete] [CONNECTIONS]`;
- * CONNECTIONS: skiplock's pool per loop, 1 by default as in the bench's table).
+ * CONNECTIONS: skiplock's pool per loop, 1 by default as in the bench's table). Env: PROBE_SQL (run once after
+ * setup), PROBE_PROF (a V8 CPU profile of the processing), PROBE_PERF (`perf record -a -g` of it).
  */
 import os from 'node:os';
 import { freshDatabase, vacuumAnalyze } from './db.js';
@@ -48,8 +49,23 @@ if (process.env.PROBE_PROF) {
   await session.post('Profiler.setSamplingInterval', { interval: 100 });
   await session.post('Profiler.start');
 }
+// PROBE_PERF=<file>: `perf record` of the whole machine while the jobs are processed (not the enqueue).
+const perf = process.env.PROBE_PERF
+  ? (await import('node:child_process')).spawn(
+      'perf',
+      ['record', '-F', '1999', '-a', '-g', '-o', process.env.PROBE_PERF],
+      {
+        stdio: 'ignore',
+      },
+    )
+  : undefined;
+if (perf) await new Promise((resolve) => setTimeout(resolve, 500)); // perf starts sampling
 const t = performance.now();
 await sys.process(K);
+if (perf) {
+  perf.kill('SIGINT');
+  await new Promise((resolve) => perf.once('exit', resolve));
+}
 if (process.env.PROBE_PROF) {
   const { profile } = await session.post('Profiler.stop');
   (await import('node:fs')).writeFileSync(process.env.PROBE_PROF, JSON.stringify(profile));

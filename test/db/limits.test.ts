@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionsError } from '../../base/errors.js';
 import { clearLimit, limits, setLimit } from '../../core/flow-control.js';
+import { setRateLimit } from '../../core/rate-limits.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { readBacklog } from '../../db/statements/invocations.js';
 import type { DeclaredLimit } from '../../db/statements/limits.js';
@@ -123,6 +124,27 @@ describe(`concurrency limits (${testDriver()})`, () => {
     const rescue = await claim({ limits, now: later });
     expect(rescue.jobs.map((j) => [j.id, j.attempt])).toEqual([[first.jobs[0]?.id, 2]]);
     expect(await running(`queue = 'webhooks'`)).toBe(1);
+  });
+
+  it('the plain claim stays plain until a limit or a rate reaches its own queues or kinds (claim_guard)', async () => {
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 4 }, (_, i) => sendEmail.with(email(i), { queue: 'emails' })),
+    );
+    const emailsOnly = { leases: [LEASES[0]], queues: ['emails'], limit: 1 };
+    const shapeOf = (r: { jobs: unknown[]; limited: boolean; rated: boolean }) => [r.jobs.length, r.limited, r.rated];
+    // Rules on another queue and another kind do not reach this claimer.
+    await setLimit(t.db, { queue: 'webhooks' }, 4, opts());
+    await setLimit(t.db, { kind: 'sync-profile' }, 4, opts());
+    await setRateLimit(t.db, { queue: 'webhooks' }, { limit: 5, periodMs: 1_000 }, opts());
+    expect(shapeOf(await claim(emailsOnly))).toEqual([1, false, false]);
+    // A claimer of every queue is reached by the queue's limit and rate.
+    expect(shapeOf(await claim({ leases: [LEASES[0]], limit: 1 }))).toEqual([1, true, true]);
+    // A limit on this claimer's kind, then a rate on its queue.
+    await setLimit(t.db, { kind: 'send-email' }, 4, opts());
+    expect(shapeOf(await claim(emailsOnly))).toEqual([1, true, false]);
+    await setRateLimit(t.db, { queue: 'emails' }, { limit: 5, periodMs: 1_000 }, opts());
+    expect(shapeOf(await claim(emailsOnly))).toEqual([1, true, true]);
   });
 
   it('refuses bad limits and targets with a clear error, and changes nothing', async () => {
