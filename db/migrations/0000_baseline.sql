@@ -398,9 +398,10 @@ CREATE OR REPLACE FUNCTION "skiplock".claim_guard(kinds text[], queues text[], n
 LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
+  -- A destination's rate may apply to any claimer; a queue's or a key's to one of its queues.
   rated := EXISTS (SELECT 1 FROM "skiplock".rate_limits l
-    WHERE CASE WHEN queues IS NULL THEN l.scope <> 'kind' OR l.name = ANY (kinds)
-      WHEN l.scope = 'kind' THEN l.name = ANY (kinds) ELSE l.name = ANY (queues) END);
+    WHERE CASE WHEN l.scope = 'kind' THEN l.name = ANY (kinds)
+      WHEN queues IS NULL OR l.scope NOT IN ('queue', 'key') THEN true ELSE l.name = ANY (queues) END);
   needed := rated
     OR EXISTS (SELECT 1 FROM "skiplock".limits l
       WHERE CASE WHEN queues IS NULL THEN l.scope <> 'kind' OR l.name = ANY (kinds)

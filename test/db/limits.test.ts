@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionsError } from '../../base/errors.js';
 import { clearLimit, limits, setLimit } from '../../core/flow-control.js';
-import { setRateLimit } from '../../core/rate-limits.js';
+import { clearRateLimit, setRateLimit } from '../../core/rate-limits.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { readBacklog } from '../../db/statements/invocations.js';
 import type { DeclaredLimit } from '../../db/statements/limits.js';
@@ -129,9 +129,9 @@ describe(`concurrency limits (${testDriver()})`, () => {
   it('the plain claim stays plain until a limit or a rate reaches its own queues or kinds (claim_guard)', async () => {
     await q.enqueueMany(
       t.db,
-      Array.from({ length: 4 }, (_, i) => sendEmail.with(email(i), { queue: 'emails' })),
+      Array.from({ length: 8 }, (_, i) => sendEmail.with(email(i), { queue: 'emails' })),
     );
-    const emailsOnly = { leases: [LEASES[0]], queues: ['emails'], limit: 1 };
+    const emailsOnly = { leases: LEASES.slice(0, 1), queues: ['emails'], limit: 1 };
     const shapeOf = (r: { jobs: unknown[]; limited: boolean; rated: boolean }) => [r.jobs.length, r.limited, r.rated];
     // Rules on another queue and another kind do not reach this claimer.
     await setLimit(t.db, { queue: 'webhooks' }, 4, opts());
@@ -139,9 +139,14 @@ describe(`concurrency limits (${testDriver()})`, () => {
     await setRateLimit(t.db, { queue: 'webhooks' }, { limit: 5, periodMs: 1_000 }, opts());
     expect(shapeOf(await claim(emailsOnly))).toEqual([1, false, false]);
     // A claimer of every queue is reached by the queue's limit and rate.
-    expect(shapeOf(await claim({ leases: [LEASES[0]], limit: 1 }))).toEqual([1, true, true]);
+    expect(shapeOf(await claim({ leases: LEASES.slice(0, 1), limit: 1 }))).toEqual([1, true, true]);
+    // A destination's rate may reach any claimer's jobs: the rated claim.
+    await setRateLimit(t.db, { destination: 'api.example.com' }, { limit: 5, periodMs: 1_000 }, opts());
+    expect(shapeOf(await claim(emailsOnly))).toEqual([1, true, true]);
+    await clearRateLimit(t.db, { destination: 'api.example.com' }, opts());
+    expect(shapeOf(await claim(emailsOnly))).toEqual([1, false, false]);
     // A limit on this claimer's kind, then a rate on its queue.
-    await setLimit(t.db, { kind: 'send-email' }, 4, opts());
+    await setLimit(t.db, { kind: 'send-email' }, 100, opts());
     expect(shapeOf(await claim(emailsOnly))).toEqual([1, true, false]);
     await setRateLimit(t.db, { queue: 'emails' }, { limit: 5, periodMs: 1_000 }, opts());
     expect(shapeOf(await claim(emailsOnly))).toEqual([1, true, true]);
