@@ -1,10 +1,15 @@
-/** Dev probe: the LSN range of one skiplock lifecycle run (`node .bench/probe-walstats.mjs N [keep|delete] [K]`), for pg_waldump --stats. */
+/**
+ * Dev probe: the LSN range of one lifecycle run (`node .bench/probe-walstats.mjs N [keep|delete|raw-schema] [K]`:
+ * skiplock in either mode, or the raw floor on skiplock's table), for pg_waldump --stats.
+ */
 import { freshDatabase, withClient } from './db.js';
+import { rawSchemaSystem } from './systems/raw-schema.js';
 import { skiplockSystem } from './systems/skiplock.js';
 
 const server = 'postgres://postgres@127.0.0.1:5432/postgres';
 const N = Number(process.argv[2] ?? 10000);
-const sys = skiplockSystem(500, process.argv[3] === 'delete' ? 'delete' : 'keep');
+const mode = process.argv[3] ?? 'keep';
+const sys = mode === 'raw-schema' ? rawSchemaSystem(500) : skiplockSystem(500, mode === 'delete' ? 'delete' : 'keep');
 const url = await freshDatabase(server, 'bench_probe');
 await sys.setup(url);
 await withClient(url, (c) => c.query('checkpoint'));
