@@ -1,5 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { CONNECT_DEFAULTS } from '../db/connection-options.js';
+import { type BySystem, DELETE_MODE, figure, fmt, ratio } from './report-format.js';
+import { issue25Section } from './report-issue25.js';
 import type { SoakResult } from './soak.js';
 
 interface ReportInput {
@@ -11,18 +13,14 @@ interface ReportInput {
   durationS: number;
 }
 
-type BySystem = Record<string, number>;
 /** Claim latency in ms, as run.ts's phase 4 records it under `claim_latency_ms`. */
 type Latency = { p50: number; p99: number };
 type ClaimLatencies = { empty: Latency; finished: Latency; queued: Latency };
 const SYSTEMS = ['skiplock', 'graphile-worker', 'pg-boss'] as const;
-const DELETE_MODE = 'skiplock (delete)';
 /** Hand-written: what was changed in the engine and measured on the way (appended to RESULTS.md). */
 const HISTORY = 'bench/history.md';
 /** Written by `npm run bench:steps` (its own harness: DBOS runs in a long-lived process of its own). */
 const STEPS = 'bench/RESULTS.steps.md';
-const fmt = (n: number | undefined) => (n === undefined ? '–' : n.toLocaleString('en-US'));
-const ratio = (a: number | undefined, b: number | undefined) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
 
 /** bench/RESULTS.md (tables with absolute figures and ratios) and bench/process.svg (phase 2). */
 export function renderReport(input: ReportInput): void {
@@ -114,6 +112,8 @@ ${targets('skiplock', floor, 'UPDATE completion', wal?.skiplock)}
 ${targets(DELETE_MODE, deleteFloor, 'DELETE completion', deleteWal)}
 ${common}
 
+${issue25Section(r)}
+
 ## Settings
 
 \`\`\`json
@@ -147,11 +147,6 @@ ${row(`${fmt(flow.keys)} keys, ${flow.per_key} running per key`, flow.per_key_li
 }
 
 /** Jobs/s at `k` ('k4') for a system, delete mode included (kept under `skiplock_delete`). */
-function figure(r: Record<string, unknown>, k: string, system: string): number | undefined {
-  if (system === DELETE_MODE) return (r.skiplock_delete as BySystem | undefined)?.[`process_${k}`];
-  return (r[`process_${k}`] as BySystem | undefined)?.[system];
-}
-
 function chart(r: Record<string, unknown>): string {
   const ks = ['k1', 'k4', 'k16'];
   const colors: Record<string, string> = {
