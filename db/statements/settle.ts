@@ -145,7 +145,9 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
       select date_trunc('minute', (select now from clock)), d.queue, d.kind, count(*)
       from deleted d group by d.queue, d.kind
       returning 1)`,
-    sql`kept as (${settleUpdate(schema, completions, sql`and j.id not in (select id from deleted) ${onlyCompletions}`)})`,
+    // Only the completions the delete left are looked up: by all of settle_input, the update probed
+    // the primary key for each of the batch's rows the delete had just removed (45 % of the settle).
+    sql`kept as (${settleUpdate(schema, completions, sql`select r.id from settle_input r where r.id not in (select id from deleted) ${onlyCompletions}`)})`,
   ];
   if (others.length > 0) parts.push(sql`others as (${settleUpdate(schema, others)})`);
   parts.push(sql`settled as (
@@ -222,9 +224,13 @@ const heldById = (): SQL => sql`(case when j.state = 'running' then true end)`;
 /**
  * The fenced UPDATE … RETURNING id, state, dead_reason, run_at behind settleJobs, reading the
  * `settle_input` CTE. A batch of completions alone — the common case — takes a lean path.
- * `which` narrows the rows further (delete mode: the completions the delete left).
+ * `among` selects the ids to look up (delete mode: the completions the delete left).
  */
-function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL = sql``): SQL {
+function settleUpdate(
+  schema: string,
+  outcomes: readonly Outcome[],
+  among: SQL = sql`select id from settle_input`,
+): SQL {
   const jobs = jobsRef(schema);
   const now = sql`(select now from clock)`;
   if (outcomes.every((o) => o.outcome === 'completed')) {
@@ -243,7 +249,7 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
         ${results.length === 0 ? sql`` : sql`result = x.result,`}
         updated_at = ${now}
       from settle_input r${resultsFrom}
-      where j.id = r.id and ${byIds()} and j.lease_token = r.token and ${heldById()} ${which}
+      where j.id = r.id and ${byIds(among)} and j.lease_token = r.token and ${heldById()}
       returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent`;
   }
   const input = outcomes.map((o) => {
@@ -286,7 +292,7 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
     from jsonb_to_recordset(${`[${input.join(',')}]`}::jsonb)
       as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb,
         result jsonb)
-    where j.id = r.id and ${byIds()} and j.lease_token = r.token and ${heldById()}
+    where j.id = r.id and ${byIds(among)} and j.lease_token = r.token and ${heldById()}
     returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent`;
 }
 
@@ -294,7 +300,7 @@ function settleUpdate(schema: string, outcomes: readonly Outcome[], which: SQL =
  * The settled rows found by primary key: joined to settle_input alone, the planner hashed the whole
  * jobs table to find the batch (a sequential scan per settle, 3.2 of 8.9 ms on 20,000 rows).
  */
-const byIds = (): SQL => sql`j.id = any(array(select id from settle_input))`;
+const byIds = (among: SQL = sql`select id from settle_input`): SQL => sql`j.id = any(array(${among}))`;
 
 /**
  * Gives back claimed jobs that never started (JobReleaseMany): queued again, immediately
