@@ -42,6 +42,12 @@ const SHAPES: { name: string; description: string; shape: ClaimShape; request: C
     request: { ...base, settle },
   },
   {
+    name: 'plain-settle-delete',
+    description: "the steady state with completedJobs: 'delete': completed rows deleted and counted per minute",
+    shape: 'plain',
+    request: { ...base, settle, completion: 'delete' },
+  },
+  {
     name: 'ordered',
     description: "jobs with an ordering key are unfinished: the plain claim plus each one's turn",
     shape: 'ordered',

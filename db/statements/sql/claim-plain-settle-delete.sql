@@ -1,0 +1,135 @@
+-- claim shape "plain-settle-delete": the steady state with completedJobs: 'delete': completed rows deleted and counted per minute
+with recursive clock as (select clock_timestamp() as now),
+
+    settle_input as (select r.id, ($1::uuid[])[r.t] as token
+    from unnest(string_to_array($2, ',')::bigint[], string_to_array($3, ',')::int[]) as r(id, t)), deleted as (
+      delete from "skiplock".jobs j using settle_input r
+      where j.id = r.id and j.id = any(array(select id from settle_input)) and j.lease_token = r.token and (case when j.state = 'running' then true end) and j.dedupe_mode is distinct from 'window'
+        and j.dependents is null and r.id = any(string_to_array($4, ',')::bigint[])
+      returning j.id, j.queue, j.kind), counted as (
+      insert into "skiplock".completed_counts (minute, queue, kind, completed)
+      select date_trunc('minute', (select now from clock)), d.queue, d.kind, count(*)
+      from deleted d group by d.queue, d.kind
+      returning 1), kept as (update "skiplock".jobs j set
+        lease_token = r.token,
+        state = 'completed',
+        finished_at = (select now from clock),
+        lease_expires_at = null,
+
+        updated_at = (select now from clock)
+      from settle_input r
+      where j.id = r.id and j.id = any(array(select r.id from settle_input r where r.id not in (select id from deleted) and r.id = any(string_to_array($5, ',')::bigint[]))) and j.lease_token = r.token and (case when j.state = 'running' then true end)
+      returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent), others as (update "skiplock".jobs j set
+      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
+      -- the row sees which token each write was made under (the chaos checker relies on it).
+      lease_token = r.token,
+      state = (case
+    when r.outcome = 'completed' then 'completed'
+    when r.outcome = 'cancelled' then 'cancelled'
+    when r.outcome = 'retry' and not (r.outcome = 'retry' and j.attempt >= j.max_attempts) then 'queued'
+    else 'dead'
+  end),
+      dead_reason = case
+        when r.outcome = 'dead' then coalesce(r.reason, 'discarded')
+        when (r.outcome = 'retry' and j.attempt >= j.max_attempts) then 'max_attempts'
+      end,
+      run_at = case when (case
+    when r.outcome = 'completed' then 'completed'
+    when r.outcome = 'cancelled' then 'cancelled'
+    when r.outcome = 'retry' and not (r.outcome = 'retry' and j.attempt >= j.max_attempts) then 'queued'
+    else 'dead'
+  end) = 'queued'
+        then greatest((select now from clock) + r.delay_ms * interval '1 millisecond', case when r.after_lease then j.lease_expires_at end)
+        else j.run_at end,
+      finished_at = case when (case
+    when r.outcome = 'completed' then 'completed'
+    when r.outcome = 'cancelled' then 'cancelled'
+    when r.outcome = 'retry' and not (r.outcome = 'retry' and j.attempt >= j.max_attempts) then 'queued'
+    else 'dead'
+  end) = 'queued' then null else (select now from clock) end,
+      lease_expires_at = null,
+      result = case when r.outcome = 'completed' then r.result else j.result end,
+      last_error = coalesce(r.error, j.last_error),
+      errors = case when r.error is null then j.errors else jsonb_path_query_array(j.errors || jsonb_build_array(r.error), '$[last-9 to last]') end,
+      updated_at = (select now from clock)
+    from jsonb_to_recordset($6::jsonb)
+      as r(id bigint, token uuid, outcome text, delay_ms bigint, after_lease boolean, reason text, error jsonb,
+        result jsonb)
+    where j.id = r.id and j.id = any(array(select id from settle_input)) and j.lease_token = r.token and (case when j.state = 'running' then true end)
+    returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent), settled as (
+    select d.id, 'completed'::text as state, null::text as dead_reason, null::timestamptz as run_at, false as parent
+    from deleted d
+    union all select * from kept union all select * from others), settle_done as (select (select count(*) from settled) + (select count(*) from counted) as n),
+    shape as (select g.needed as needed, g.rated, g.ordered from "skiplock".claim_guard($7::text[], null::text[], (select now from clock), true) g),
+
+
+    ready as (
+      select j.id from "skiplock".jobs j
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($8::text[])
+    and (j.queue || '') <> all((select "skiplock".paused_names($9::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($10::text))::text[]) and j.ordering_key is null  and (j.after is null or not exists (
+    select 1 from "skiplock".jobs p where p.id = any(j.after)
+      and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0 and j.concurrency_key is null
+      order by j.priority, j.run_at, j.id
+      limit $11
+      for update skip locked
+    ),
+    expired as (
+      -- Rescue: a lease that ran out (its holder died or overran) with attempts left. The candidates
+      -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
+      -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
+      select j.id from "skiplock".jobs j
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $12::text[], $13::int)))
+        and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($14::text[])  and (j.queue || '') <> all((select "skiplock".paused_names($15::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($16::text))::text[]) and j.ordering_key is null  and j.id not in (select id from settle_input) and (select n from settle_done) >= 0
+
+      order by j.lease_expires_at
+      limit $17
+      for update skip locked
+    ),
+
+    claimed as (
+      -- The row is locked and the predicates above were re-checked on its latest version,
+      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
+      update "skiplock".jobs j set
+        state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = $18::uuid,
+        lease_expires_at = (select now from clock) + ($19::int[])[array_position($20::text[], j.kind)]
+          * interval '1 millisecond',
+        locked_by = $21,
+        started_at = coalesce(j.started_at, (select now from clock)),
+        attempted_at = (select now from clock),
+        updated_at = (select now from clock),
+        last_error = case when j.state = 'running' then jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock)) else j.last_error end,
+        errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
+    'message', 'the lease expired before its holder finished (the invocation died or overran)',
+    'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
+      where j.id = any(array(select id from expired union all select id from ready limit $22))
+        and not (select f.needed from shape f) and not (select f.ordered from shape f)
+      returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
+        j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
+    )
+    -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
+    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
+    select
+      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
+          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context)
+          order by c.priority, c.run_at, c.id)
+        from claimed c) as jobs,
+      (select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms, s.parent))
+    from (select 'settled' as row_kind, s.id::text as id, s.state, s.dead_reason,
+        (extract(epoch from s.run_at) * 1000)::float8 as run_at_ms, s.parent
+      from settled s where s.state <> 'completed'
+      union all
+      select 'lost', i.id::text, null, null, null::float8, null
+      from settle_input i where i.id not in (select id from settled)) s) as report,
+      (select f.needed from shape f) as limited,
+      (select f.ordered from shape f) as ordered,
+      exists (select 1 from settled s where s.parent) as ended_parents,
+      (select f.rated from shape f) as rated,
+      null::json as moves,
+      null::json as probes,
+      null::float8 as next_start_ms,
+      null::float8 as next_start_in_ms
