@@ -47,7 +47,7 @@ if (process.env.RAW) {
   // The raw-schema floor's two statements (bench/systems/raw-schema.ts), for comparison.
   for (let i = 0; i < rounds; i++) {
     const token = randomUUID();
-    const { rows } = await admin.query(RAW_SCHEMA_CLAIM, [batch, token]);
+    const { rows } = await admin.query(RAW_SCHEMA_CLAIM, [batch, token, token]);
     await admin.query(RAW_SCHEMA_COMPLETE, [rows.map((r) => r.id), token]);
   }
 } else {

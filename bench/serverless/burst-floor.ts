@@ -92,7 +92,7 @@ async function drainLoop(query: Query, { concurrency, jobMs }: BurstParams): Pro
     if (!dry && free > 0 && (running === 0 || free >= Math.ceil(concurrency / 2))) {
       await complete();
       statements++;
-      const rows = await query(RAW_SCHEMA_CLAIM, [free, token]);
+      const rows = await query(RAW_SCHEMA_CLAIM, [free, token, token]);
       if (rows.length === 0) dry = true;
       for (const row of rows) {
         running++;
