@@ -1,17 +1,21 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
+import { Faults } from './faults.js';
 
 /**
  * A local stand-in for Neon's SQL-over-HTTP endpoint, over node-postgres: one query per
  * POST, or a batch run in BEGIN … COMMIT. Values go back as raw text (the driver parses
  * them), rows as arrays, errors as HTTP 400 with the SQLSTATE — what drizzle's neon-http
- * driver expects. It counts statements so tests can count round trips.
+ * driver expects. `faults` act per request: refused (503) or dropped before it runs, its answer
+ * lost after it committed, answered late, or never answered.
  */
-export async function startNeonHttpEndpoint(): Promise<{
+export async function startNeonHttpEndpoint(options: { faults?: Faults } = {}): Promise<{
   url: string;
+  faults: Faults;
   close(): Promise<void>;
 }> {
+  const faults = options.faults ?? new Faults();
   const pools = new Map<string, pg.Pool>();
   const poolFor = (connectionString: string) => {
     let pool = pools.get(connectionString);
@@ -36,6 +40,28 @@ export async function startNeonHttpEndpoint(): Promise<{
     };
   };
 
+  const execute = async (req: IncomingMessage, body: Query | { queries: Query[] }) => {
+    const pool = poolFor(String(req.headers['neon-connection-string'] ?? ''));
+    if (!('queries' in body)) return run(pool, body);
+    const client = await pool.connect();
+    try {
+      const isolation = String(req.headers['neon-batch-isolation-level'] ?? 'ReadCommitted')
+        .replace(/([a-z])([A-Z])/g, '$1 $2')
+        .toUpperCase();
+      const readOnly = req.headers['neon-batch-read-only'] === 'true' ? ' READ ONLY' : '';
+      await client.query(`BEGIN ISOLATION LEVEL ${isolation}${readOnly}`);
+      const results = [];
+      for (const q of body.queries) results.push(await run(client, q));
+      await client.query('COMMIT');
+      return { results };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -43,45 +69,49 @@ export async function startNeonHttpEndpoint(): Promise<{
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(body));
     };
+    let answer: { status: number; body: unknown };
+    let fault: ReturnType<Faults['decide']>;
     try {
-      const connectionString = String(req.headers['neon-connection-string'] ?? '');
-      const pool = poolFor(connectionString);
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Query | { queries: Query[] };
-      if ('queries' in body) {
-        const client = await pool.connect();
-        try {
-          const isolation = String(req.headers['neon-batch-isolation-level'] ?? 'ReadCommitted')
-            .replace(/([a-z])([A-Z])/g, '$1 $2')
-            .toUpperCase();
-          const readOnly = req.headers['neon-batch-read-only'] === 'true' ? ' READ ONLY' : '';
-          await client.query(`BEGIN ISOLATION LEVEL ${isolation}${readOnly}`);
-          const results = [];
-          for (const q of body.queries) results.push(await run(client, q));
-          await client.query('COMMIT');
-          reply(200, { results });
-        } catch (err) {
-          await client.query('ROLLBACK').catch(() => {});
-          throw err;
-        } finally {
-          client.release();
-        }
-      } else {
-        reply(200, await run(pool, body));
+      fault = faults.decide('queries' in body ? body.queries.map((q) => q.query).join(';\n') : body.query);
+      if (fault?.mode === 'refuse') {
+        reply(503, { message: 'the compute is not reachable (a fault of the local stand-in)' });
+        return;
       }
+      if (fault?.mode === 'drop') {
+        req.socket.destroy();
+        return;
+      }
+      answer = { status: 200, body: await execute(req, body) };
     } catch (err) {
       const e = err as { message?: string; code?: string; detail?: string; constraint?: string };
-      reply(400, { message: e.message ?? 'error', code: e.code, detail: e.detail, constraint: e.constraint });
+      answer = {
+        status: 400,
+        body: { message: e.message ?? 'error', code: e.code, detail: e.detail, constraint: e.constraint },
+      };
     }
+    if (fault?.mode === 'lose-answer') {
+      req.socket.destroy();
+      return;
+    }
+    if (fault?.mode === 'half-open') {
+      setTimeout(() => req.socket.destroy(), fault.delayMs).unref();
+      return;
+    }
+    if (fault?.mode === 'slow') await new Promise((resolve) => setTimeout(resolve, fault?.delayMs));
+    reply(answer.status, answer.body);
   };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch(() => res.end());
+    handle(req, res).catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/sql`,
+    faults,
     close: async () => {
+      server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await Promise.all([...pools.values()].map((p) => p.end()));
     },

@@ -1,4 +1,5 @@
 import type { NeonOptions } from '../db/connection-options.js';
+import type { Faults } from './faults.js';
 import { startNeonHttpEndpoint } from './neon-http-endpoint.js';
 import { startNeonWsProxy } from './neon-ws-proxy.js';
 
@@ -24,6 +25,11 @@ export interface LocalNeon {
   neon: NeonOptions;
   wsProxyPort: number;
   httpUrl: string;
+  /**
+   * The faults each stand-in inflicts, none until a test arms one: `ws` on the WebSocket proxy's
+   * connections, `http` on the endpoint's requests (see Faults).
+   */
+  faults: { ws: Faults; http: Faults };
   close(): Promise<void>;
 }
 
@@ -39,6 +45,7 @@ export async function startLocalNeon(): Promise<LocalNeon> {
     neon: localNeonOptions({ wsProxyPort: proxy.port, httpUrl: http.url }),
     wsProxyPort: proxy.port,
     httpUrl: http.url,
+    faults: { ws: proxy.faults, http: http.faults },
     close: async () => {
       await proxy.close();
       await http.close();

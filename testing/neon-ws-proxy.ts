@@ -2,12 +2,21 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { WebSocketServer } from 'ws';
+import { Faults } from './faults.js';
+import { startConnectionFaults } from './pg-proxy.js';
+import { WireLink } from './wire-faults.js';
 
 /**
  * A WebSocket → TCP proxy like Neon's wsproxy: the Neon driver sends raw Postgres wire
- * bytes in binary frames to ws://host:port/v1?address=pghost:pgport.
+ * bytes in binary frames to ws://host:port/v1?address=pghost:pgport. `faults` act on each
+ * connection as on the TCP proxy's (a socket closed mid-transaction, a half-open socket, delayed
+ * frames, an answer lost after COMMIT).
  */
-export async function startNeonWsProxy(): Promise<{ port: number; close(): Promise<void> }> {
+export async function startNeonWsProxy(
+  options: { faults?: Faults } = {},
+): Promise<{ port: number; faults: Faults; close(): Promise<void> }> {
+  const faults = options.faults ?? new Faults();
+  const links = new Set<WireLink>();
   const server: Server = createServer();
   const wss = new WebSocketServer({ server });
   wss.on('connection', (socket, request) => {
@@ -15,19 +24,40 @@ export async function startNeonWsProxy(): Promise<{ port: number; close(): Promi
     const [host, port] = address.split(':');
     const upstream = connect({ host: host ?? '127.0.0.1', port: Number(port ?? 5432) });
     upstream.setNoDelay(true);
-    upstream.on('data', (chunk) => socket.send(chunk));
-    upstream.on('close', () => socket.close());
-    upstream.on('error', () => socket.close());
-    socket.on('message', (data) => upstream.write(data as Buffer));
-    socket.on('close', () => upstream.destroy());
-    socket.on('error', () => upstream.destroy());
+    const link = new WireLink(
+      {
+        toServer: (chunk) => upstream.write(chunk),
+        toClient: (chunk) => socket.send(chunk),
+        reset: () => {
+          socket.terminate();
+          upstream.destroy();
+        },
+      },
+      faults,
+    );
+    links.add(link);
+    const close = () => {
+      links.delete(link);
+      socket.close();
+      upstream.destroy();
+    };
+    upstream.on('data', (chunk) => link.fromServer(chunk));
+    upstream.on('close', close);
+    upstream.on('error', close);
+    socket.on('message', (data) => link.fromClient(data as Buffer));
+    socket.on('close', close);
+    socket.on('error', close);
   });
+  const ticker = startConnectionFaults(links, faults);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as AddressInfo).port,
+    faults,
     close: () =>
       new Promise<void>((resolve) => {
+        clearInterval(ticker);
         for (const client of wss.clients) client.terminate();
+        for (const link of links) link.close();
         wss.close();
         server.close(() => resolve());
       }),
