@@ -21,7 +21,9 @@ export async function captureStatements<T>(
     const previous = neonConfig.fetchFunction;
     neonConfig.fetchFunction = async (input: string, init: { body?: string }) => {
       const body = JSON.parse(String(init?.body ?? '{}')) as { query?: string; queries?: { query: string }[] };
-      if (body.queries) push(...body.queries.map((q) => q.query));
+      // The hot statements go in a batch behind `set local jit = off` (db/drivers/neon-http.ts): one
+      // round trip, counted once.
+      if (body.queries) push(...body.queries.map((q) => q.query).filter((q) => q !== 'set local jit = off'));
       else push(String(body.query));
       return fetch(input, init as RequestInit);
     };
