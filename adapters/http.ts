@@ -156,7 +156,17 @@ const STATUS_BY_CODE: Record<string, number> = {
   not_migrated: 503,
   schema_outdated: 503,
   database_error: 503,
+  database_unreachable: 503,
+  outcome_unknown: 503,
   config_error: 500,
+};
+
+/** Database failures are answered in words of their own (the driver's may name hosts). */
+const PUBLIC_MESSAGES: Record<string, string> = {
+  database_error: 'the database is unavailable; try again',
+  database_unreachable: 'the database is unavailable; nothing was done; try again',
+  outcome_unknown:
+    'the connection to the database failed after the request was sent: it may have been carried out. Sending it again is safe for jobs with a dedupe key (the first job is returned); without one it may enqueue a second job',
 };
 
 /**
@@ -175,7 +185,7 @@ export function errorResponse(err: unknown): HttpResponse {
   }
   if (err instanceof SkiplockError) {
     const status = STATUS_BY_CODE[err.code] ?? 500;
-    const message = err.code === 'database_error' ? 'the database is unavailable; try again' : err.message;
+    const message = PUBLIC_MESSAGES[err.code] ?? err.message;
     return { status, body: { error: { code: err.code, message } } };
   }
   return { status: 500, body: { error: { code: 'internal', message: 'internal error' } } };

@@ -152,9 +152,36 @@ export class MigratedByNewerVersionError extends SkiplockError {
  */
 export class DatabaseError extends SkiplockError {
   readonly sqlState: string | undefined;
-  constructor(message: string, sqlState: string | undefined) {
-    super('database_error', message);
+  constructor(message: string, sqlState: string | undefined, code = 'database_error') {
+    super(code, message);
     this.sqlState = sqlState;
+  }
+}
+
+/**
+ * The statement never reached the database: the connection was refused, could not be opened in
+ * time, or its login failed. Nothing was written; sending it again is safe.
+ */
+export class DatabaseUnreachableError extends DatabaseError {
+  constructor(message: string, sqlState?: string) {
+    super(`cannot reach the database: ${message}`, sqlState, 'database_unreachable');
+  }
+}
+
+/**
+ * The connection failed after the statement was sent and before its answer came back (reset,
+ * timed out, an HTTP error from Neon's endpoint): it may have committed or not. Inside a
+ * transaction of yours it did not commit (your commit fails). On its own it may have: read what it
+ * wrote before you repeat it, or repeat it only where repeating is safe — an enqueue with a dedupe
+ * key returns the job the first one made (see kinds-and-enqueue.md, "When the answer is lost").
+ */
+export class OutcomeUnknownError extends DatabaseError {
+  constructor(message: string) {
+    super(
+      `the connection failed after the statement was sent (${message}); it may have committed. Repeating it is safe for an enqueue with a dedupe key (it returns the job the first one made); without one, check before you repeat it`,
+      undefined,
+      'outcome_unknown',
+    );
   }
 }
 

@@ -4,9 +4,11 @@ import { parseArgs } from 'node:util';
 import {
   ConfigError,
   DatabaseError,
+  DatabaseUnreachableError,
   InvalidOptionsError,
   MigrationLockTimeoutError,
   NotMigratedError,
+  OutcomeUnknownError,
   SchemaOutdatedError,
   SkiplockError,
 } from '../base/errors.js';
@@ -234,6 +236,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (err instanceof SkiplockError && REFUSED_MIGRATIONS.has(err.code)) {
       io.err(err.message);
       return EXIT.refused;
+    }
+    if (err instanceof DatabaseUnreachableError || err instanceof OutcomeUnknownError) {
+      io.err(err.message);
+      return EXIT.database;
     }
     if (err instanceof DatabaseError) {
       io.err(`cannot reach the database: ${err.message}`);

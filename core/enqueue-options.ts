@@ -74,6 +74,12 @@ export const MAX_PARENTS = 1000;
 const JOB_ID = /^[1-9][0-9]{0,18}$/;
 
 const MAX_DELAY_MS = 366 * 24 * 3_600_000;
+/**
+ * Dedupe windows may be far longer than any delay: a window longer than the epoch so far (the
+ * periods are aligned to it) is one period, so its key holds one job for as long as that job's row
+ * is kept — what makes an enqueue retried after a lost answer safe (see "When the answer is lost").
+ */
+const MAX_WINDOW_MS = 1_000 * 365 * 24 * 3_600_000;
 const MAX_PAST_RUN_AT_MS = 24 * 3_600_000;
 
 /**
@@ -101,7 +107,7 @@ function buildOptionsSchema() {
         z.union([
           z.strictObject({ key: text(1, 255), mode: z.optional(z.literal('skip')) }),
           z.strictObject({ key: text(1, 255), mode: z.literal('replace') }),
-          z.strictObject({ key: text(1, 255), mode: z.literal('window'), windowMs: int(1, MAX_DELAY_MS) }),
+          z.strictObject({ key: text(1, 255), mode: z.literal('window'), windowMs: int(1, MAX_WINDOW_MS) }),
         ]),
       ),
       correlationId: z.optional(z.string().check(z.maxLength(255))),

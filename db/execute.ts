@@ -1,5 +1,12 @@
 import type { SQL } from 'drizzle-orm';
-import { DatabaseError, NotMigratedError, SchemaOutdatedError, SkiplockError } from '../base/errors.js';
+import {
+  DatabaseError,
+  DatabaseUnreachableError,
+  NotMigratedError,
+  OutcomeUnknownError,
+  SchemaOutdatedError,
+  SkiplockError,
+} from '../base/errors.js';
 import type { AnyPgDatabase } from './connect.js';
 
 /** Runs one statement and returns its rows, turning driver failures into named errors. */
@@ -42,35 +49,101 @@ export async function queryRowsNamed<T>(db: AnyPgDatabase, query: SQL, schema: s
 const NOT_MIGRATED = new Set(['42P01', '3F000']);
 /** SQLSTATEs that mean a column or function this code uses is not there: the schema is older than the code. */
 const OUTDATED = new Set(['42703', '42883']);
+/**
+ * SQLSTATEs a server sends before it runs anything: a login refused, no such database, too many
+ * connections, a server starting or unable to take the connection.
+ */
+const NEVER_RAN = new Set(['28P01', '28000', '3D000', '53300', '57P03', '08001', '08004']);
+/** Error codes of a connection that could not be opened: the statement was never sent. */
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+/** node-postgres' words for a connection it could not open in time. */
+const NOT_SENT_MESSAGE =
+  /timeout exceeded when trying to connect|connection terminated due to connection timeout|\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)\b/;
+/** Error codes and words of a connection that failed with a statement in flight. */
+const IN_FLIGHT_CODES = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_ABORTED',
+  'ABORT_ERR',
+]);
+const IN_FLIGHT_MESSAGE =
+  /connection terminated|query read timeout|socket hang up|other side closed|fetch failed|server error \(http status 5|aborted|timeout|connection ended|closed the connection|websocket/i;
 
 /**
  * Finds the driver error under Drizzle's wrapper and keeps only what is safe to show:
  * Drizzle's own message repeats the SQL and its parameters (payloads), and node-postgres
- * sometimes echoes the connection string.
+ * sometimes echoes the connection string. A failure without a SQLSTATE is a connection's: one that
+ * could not be opened (DatabaseUnreachableError: nothing was sent) or one that broke with the
+ * statement in flight (OutcomeUnknownError: it may have committed).
  */
 export function toSkiplockError(err: unknown, schema: string): SkiplockError {
   if (err instanceof SkiplockError) return err;
-  const driverError = findDriverError(err);
+  const chain = causeChain(err);
+  const driverError = findDriverError(chain, err);
   const sqlState = driverError?.code;
   if (sqlState && NOT_MIGRATED.has(sqlState)) return new NotMigratedError(schema);
   if (sqlState && OUTDATED.has(sqlState) && driverError) return new SchemaOutdatedError(schema, driverError.message);
-  const message = driverError?.message ?? describeThrown(err);
-  return new DatabaseError(scrubSecrets(message), sqlState);
+  const message = scrubSecrets(driverError?.message ?? describeThrown(err));
+  if (sqlState) {
+    return NEVER_RAN.has(sqlState)
+      ? new DatabaseUnreachableError(message, sqlState)
+      : new DatabaseError(message, sqlState);
+  }
+  const codes = chain.map((link) => (link as { code?: unknown }).code).filter((c) => typeof c === 'string');
+  const words = chain.map((link) => describeThrown(link)).join(' ');
+  if (codes.some((c) => NOT_SENT_CODES.has(c)) || NOT_SENT_MESSAGE.test(words)) {
+    return new DatabaseUnreachableError(message);
+  }
+  const names = chain.map((link) => (link instanceof Error ? link.name : ''));
+  if (
+    codes.some((c) => IN_FLIGHT_CODES.has(c)) ||
+    names.includes('AbortError') ||
+    names.includes('TimeoutError') ||
+    IN_FLIGHT_MESSAGE.test(words)
+  ) {
+    return new OutcomeUnknownError(message);
+  }
+  return new DatabaseError(message, undefined);
 }
 
 export function sqlStateOf(err: unknown): string | undefined {
   if (err instanceof DatabaseError) return err.sqlState;
-  return findDriverError(err)?.code;
+  return findDriverError(causeChain(err), err)?.code;
 }
 
-function findDriverError(err: unknown): { code?: string; message: string } | undefined {
-  // The cause chain: Drizzle's wrapper, the driver's error, what that wraps. Drivers do not
-  // always throw Errors: Neon's WebSocket Pool rejects with the socket's ErrorEvent.
+/**
+ * What was thrown and what it wraps: Drizzle's wrapper, the driver's error, what that wraps.
+ * Drivers do not always throw Errors or use `cause`: Neon's HTTP driver keeps fetch's error in
+ * `sourceError`, and its WebSocket Pool rejects with the socket's ErrorEvent (`error`).
+ */
+function causeChain(err: unknown): unknown[] {
   const chain: unknown[] = [];
-  for (let current: unknown = err; current !== undefined && current !== null && chain.length < 5; ) {
+  const queue: unknown[] = [err];
+  while (queue.length > 0 && chain.length < 8) {
+    const current = queue.shift();
+    if (current === undefined || current === null || chain.includes(current)) continue;
     chain.push(current);
-    current = typeof current === 'object' ? (current as { cause?: unknown }).cause : undefined;
+    if (typeof current !== 'object') continue;
+    const { cause, sourceError, error, errors } = current as Record<string, unknown>;
+    queue.push(cause, sourceError, error);
+    if (Array.isArray(errors)) queue.push(errors[0]);
   }
+  return chain;
+}
+
+function findDriverError(chain: unknown[], err: unknown): { code?: string; message: string } | undefined {
   for (const link of chain) {
     if (!(link instanceof Error)) continue;
     const code = (link as { code?: unknown }).code;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DatabaseError } from '../../base/errors.js';
+import { DatabaseError, DatabaseUnreachableError, OutcomeUnknownError } from '../../base/errors.js';
 import { toSkiplockError } from '../../db/execute.js';
 
 /** What ws hands Neon's Pool on a failed connection: an event, not an Error. */
@@ -18,8 +18,12 @@ describe('driver failures that are not Errors become readable DatabaseErrors', (
     expect(toSkiplockError(new ErrorEvent('connect ECONNREFUSED 127.0.0.1:9'), 'skiplock')).toBeInstanceOf(
       DatabaseError,
     );
-    expect(messageOf(new ErrorEvent('connect ECONNREFUSED 127.0.0.1:9'))).toBe('connect ECONNREFUSED 127.0.0.1:9');
-    expect(messageOf(new ErrorEvent('', new Error('socket hang up')))).toBe('socket hang up');
+    expect(messageOf(new ErrorEvent('connect ECONNREFUSED 127.0.0.1:9'))).toBe(
+      'cannot reach the database: connect ECONNREFUSED 127.0.0.1:9',
+    );
+    expect(messageOf(new ErrorEvent('', new Error('socket hang up')))).toMatch(
+      /^the connection failed after the statement was sent \(socket hang up\)/,
+    );
     expect(messageOf(new ErrorEvent(''))).toBe('ErrorEvent (error)');
     expect(messageOf({})).not.toMatch(/object Object/);
   });
@@ -28,17 +32,50 @@ describe('driver failures that are not Errors become readable DatabaseErrors', (
     const wrapped = new Error('Failed query: select $1\nparams: secret-payload', {
       cause: new ErrorEvent('connect ECONNREFUSED 127.0.0.1:9'),
     });
-    expect(messageOf(wrapped)).toBe('connect ECONNREFUSED 127.0.0.1:9');
+    expect(messageOf(wrapped)).toBe('cannot reach the database: connect ECONNREFUSED 127.0.0.1:9');
   });
 
   it('an empty AggregateError (a host with several addresses) gives its first error', () => {
     const aggregate = new AggregateError([new Error('connect ECONNREFUSED ::1:5432')], '');
-    expect(messageOf(aggregate)).toBe('connect ECONNREFUSED ::1:5432');
+    expect(messageOf(aggregate)).toBe('cannot reach the database: connect ECONNREFUSED ::1:5432');
   });
 
   it('secrets in such a message are scrubbed', () => {
     const message = messageOf(new ErrorEvent('cannot reach postgres://u:hunter2pw@db.example.com/app'));
     expect(message).not.toContain('hunter2pw');
     expect(message).not.toContain('db.example.com');
+  });
+
+  it('a connection that could not be opened is told apart from one that failed with a statement in flight', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.9:5432'), { code: 'ECONNREFUSED' });
+    expect(toSkiplockError(refused, 'skiplock')).toBeInstanceOf(DatabaseUnreachableError);
+    expect(toSkiplockError(new Error('timeout exceeded when trying to connect'), 'skiplock')).toBeInstanceOf(
+      DatabaseUnreachableError,
+    );
+    // A login refused: nothing ran.
+    const login = Object.assign(new Error('password authentication failed for user "app"'), { code: '28P01' });
+    expect(toSkiplockError(login, 'skiplock')).toMatchObject({ code: 'database_unreachable', sqlState: '28P01' });
+    // Neon's HTTP driver keeps fetch's error in `sourceError`, and fetch its cause in `cause`.
+    const neonLost = Object.assign(new Error('Error connecting to database: TypeError: fetch failed'), {
+      sourceError: new TypeError('fetch failed', {
+        cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }),
+      }),
+    });
+    expect(toSkiplockError(neonLost, 'skiplock')).toBeInstanceOf(OutcomeUnknownError);
+    const neonRefused = Object.assign(new Error('Error connecting to database: TypeError: fetch failed'), {
+      sourceError: new TypeError('fetch failed', {
+        cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:4444'), { code: 'ECONNREFUSED' }),
+      }),
+    });
+    expect(toSkiplockError(neonRefused, 'skiplock')).toBeInstanceOf(DatabaseUnreachableError);
+    expect(toSkiplockError(new Error('Connection terminated unexpectedly'), 'skiplock')).toBeInstanceOf(
+      OutcomeUnknownError,
+    );
+    expect(toSkiplockError(new Error('Server error (HTTP status 503): waking'), 'skiplock')).toBeInstanceOf(
+      OutcomeUnknownError,
+    );
+    // A statement that ran and failed (a SQLSTATE) rolled back: neither.
+    const failed = Object.assign(new Error('duplicate key'), { code: '23505' });
+    expect(toSkiplockError(failed, 'skiplock').code).toBe('database_error');
   });
 });

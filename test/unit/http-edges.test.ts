@@ -141,7 +141,7 @@ describe('configuration errors: each function checks only what it reads', () => 
     );
     // The others get as far as the (unreachable) database: their settings are fine.
     const enqueue = await createLambdaEnqueue([tick], { env: bad })({ kind: 'tick', payload: {} });
-    expect(enqueue).toMatchObject({ status: 503, error: { code: 'database_error' } });
+    expect(enqueue).toMatchObject({ status: 503, error: { code: 'database_unreachable' } });
     const replay = await createLambdaReplay([tick], { env: bad })({ all: true, dryRun: true });
     expect(replay).toMatchObject({ status: 503 });
     const maintenance = (await createLambdaMaintenance({ env: bad })(scheduledEvent(), lambdaContext(5_000))) as {
