@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { InvocationDeadlineError } from '../../base/errors.js';
+import { InvocationDeadlineError, OutcomeUnknownError } from '../../base/errors.js';
 import type { ClaimedJob } from '../../base/rows.js';
 import { scrubSecrets } from '../../db/execute.js';
 import { buryDoomed } from '../../db/statements/bury.js';
 import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
-import { releaseJobs } from '../../db/statements/settle.js';
+import { releaseClaim, releaseJobs } from '../../db/statements/settle.js';
 import { runSchedules } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
@@ -104,6 +104,8 @@ export class Invocation implements AttemptHost {
   readonly #watchdog: Watchdog;
   readonly #ledger: Ledger;
   readonly #buffer: OutcomeBuffer;
+  /** The lease token of a claim whose answer was lost: what it took is given back on the way out. */
+  #lostClaim: string | undefined;
   /** Claimed and not started yet (a local queue, when batchSize > concurrency). */
   readonly #waiting: ClaimedJob[] = [];
   /** Attempts started and not yet delivered. */
@@ -426,6 +428,7 @@ export class Invocation implements AttemptHost {
         leases.push({ kind: kind.definition.kind, leaseMs: kind.definition.timeoutMs + leaseGraceMs });
       }
     }
+    const leaseToken = randomUUID();
     const [settled, claimed] = await Promise.allSettled([
       settling,
       this.#deadline.inTime(
@@ -436,6 +439,7 @@ export class Invocation implements AttemptHost {
             limit,
             ...this.#admission?.lanePlan(this.#claims++),
             invocationId: this.invocationId,
+            leaseToken,
             settle: outcomesOf(batch),
             completion,
             limits: this.settings.limits,
@@ -454,14 +458,19 @@ export class Invocation implements AttemptHost {
       this.settings.claimShape.limited = claimed.value.limited;
       this.settings.claimShape.ordered = claimed.value.ordered;
       this.settings.claimShape.rated = claimed.value.rated;
-      buffer.settled(batch, claimed.value.settled);
+      await buffer.settled(batch, claimed.value.settled);
       this.#ledger.claimed(claimed.value.jobs.length);
       for (const p of claimed.value.probes) {
         this.#ledger.breaker({ destination: p.destination, from: 'open', to: 'half_open', probeJobId: p.jobId });
       }
       this.#waiting.push(...claimed.value.jobs);
     } else {
-      buffer.putBack(batch); // not written: the error path's last flush tries again
+      // Not known to be written: the error path's last flush sends them again.
+      buffer.putBack(batch, claimed.reason);
+      if (claimed.reason instanceof OutcomeUnknownError) {
+        this.#lostClaim = leaseToken;
+        this.#ledger.answerLost('claim');
+      }
     }
     if (settled.status === 'rejected') throw settled.reason;
     if (claimed.status === 'rejected') throw claimed.reason;
@@ -554,12 +563,19 @@ export class Invocation implements AttemptHost {
     }
     while (this.#inflight > 0) await this.#nextChange();
     await this.#buffer.flush().catch(() => {});
+    const { db, schema } = this.settings;
     if (this.#waiting.length > 0) {
       // Best effort: give back what never started, so it need not wait for its lease.
-      const { db, schema } = this.settings;
       const jobs = this.#waiting.splice(0);
       const released = await this.#deadline.inTime(releaseJobs(db.db, schema, jobs)).catch(() => [] as string[]);
       this.#ledger.released(released.length, released);
+    }
+    if (this.#lostClaim !== undefined) {
+      // The claim may have taken jobs this invocation never heard of: give them back by its token
+      // (fenced; nothing when it did not commit). If this fails too, their leases run out.
+      const claim = { leaseToken: this.#lostClaim, invocationId: this.invocationId };
+      const released = await this.#deadline.inTime(releaseClaim(db.db, schema, claim)).catch(() => [] as string[]);
+      if (released.length > 0) this.#ledger.released(released.length, released);
     }
     this.#to('stopped');
   }

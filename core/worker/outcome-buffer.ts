@@ -1,5 +1,6 @@
+import { OutcomeUnknownError } from '../../base/errors.js';
 import type { Outcome, SettleReport } from '../../base/outcomes.js';
-import { settleOutcomes } from '../../db/statements/settle.js';
+import { findSettledEarlier, settleOutcomes } from '../../db/statements/settle.js';
 import type { PendingOutcome } from './attempt.js';
 import type { Deadline } from './deadline.js';
 import type { WorkerSettings } from './settings.js';
@@ -22,6 +23,12 @@ export const RIDE_ALONG_MAX = 128;
  */
 export class OutcomeBuffer {
   #items: PendingOutcome[] = [];
+  /**
+   * Outcomes sent in a statement whose answer was lost (it may have committed): when they are sent
+   * again and come back lost, they are looked up — a row this worker settled earlier is counted as
+   * what it became, not as a lost lease.
+   */
+  readonly #doubtful = new Set<PendingOutcome>();
   /**
    * The oldest buffered outcome has waited flushIntervalMs. Set by the timer (a flag, not a
    * comparison of clocks: a timer may fire a fraction of a millisecond "early" by performance.now()).
@@ -69,14 +76,45 @@ export class OutcomeBuffer {
     return batch;
   }
 
-  /** A batch whose statement failed: back in front, for the next flush. */
-  putBack(batch: PendingOutcome[]): void {
-    if (batch.length > 0) this.#items = batch.concat(this.#items);
+  /** A batch whose statement failed with `err`: back in front, for the next flush. */
+  putBack(batch: PendingOutcome[], err?: unknown): void {
+    if (batch.length === 0) return;
+    this.#items = batch.concat(this.#items);
+    if (err instanceof OutcomeUnknownError) for (const item of batch) this.#doubtful.add(item);
   }
 
-  /** What the database made of a batch: into the summary and the logs. */
-  settled(batch: readonly PendingOutcome[], report: SettleReport): void {
+  /**
+   * What the database made of a batch: into the summary and the logs. Outcomes it reports lost
+   * that an earlier statement may have written are looked up first (findSettledEarlier).
+   */
+  async settled(batch: readonly PendingOutcome[], report: SettleReport): Promise<void> {
+    const doubtful = batch.filter((item) => this.#doubtful.delete(item) && report.lost.has(item.job.id));
+    if (doubtful.length > 0) await this.#confirm(doubtful, report);
     this.#ledger.settled(batch, report);
+  }
+
+  async #confirm(doubtful: readonly PendingOutcome[], report: SettleReport): Promise<void> {
+    const { db, schema, completion } = this.#settings;
+    const earlier = await this.#deadline.inTime(
+      findSettledEarlier(
+        db.db,
+        schema,
+        doubtful.map((item) => item.outcome),
+      ),
+    );
+    for (const job of earlier.settled) {
+      report.lost.delete(job.id);
+      if (job.state !== 'completed') report.changed.set(job.id, job);
+    }
+    // Deleted on completion: by this worker's earlier settle (another holder would need this lease to
+    // have expired first, and the settle comes well inside it).
+    const gone = new Set(earlier.gone);
+    for (const item of doubtful) {
+      if (completion === 'delete' && item.outcome.outcome === 'completed' && gone.has(item.job.id)) {
+        report.lost.delete(item.job.id);
+      }
+    }
+    this.#ledger.confirmed(doubtful.filter((item) => !report.lost.has(item.job.id)).length);
   }
 
   /** Writes everything buffered in a statement of its own. */
@@ -88,10 +126,11 @@ export class OutcomeBuffer {
     try {
       report = await this.#deadline.inTime(settleOutcomes(db.db, schema, outcomesOf(batch), undefined, completion));
     } catch (err) {
-      this.putBack(batch);
+      this.putBack(batch, err);
+      if (err instanceof OutcomeUnknownError) this.#ledger.answerLost('settle');
       throw err;
     }
-    this.settled(batch, report);
+    await this.settled(batch, report);
   }
 
   readonly #timerFired = (): void => {

@@ -44,6 +44,12 @@ export interface InvocationSummary {
   scheduled?: number;
   /** Time spent waiting for a rate limit's next token (absent when it never waited). */
   rateWaitMs?: number;
+  /**
+   * Statements whose answer was lost (the connection failed after they were sent: they may have
+   * committed). Outcomes they carried were sent again and the ones written earlier read back, so
+   * the counts above say what committed; jobs a lost claim took were given back. Absent when none.
+   */
+  answersLost?: number;
   /** Circuit breakers this invocation's outcomes and claims moved, in order (absent when none). */
   breakers?: { destination: string; from: BreakerState; to: BreakerState }[];
 }
@@ -92,6 +98,17 @@ export class Ledger {
     const fields = { invocationId: this.summary.invocationId, waitMs };
     if (first) this.#settings.logger.info('rate_limited', fields);
     else this.#settings.logger.debug('rate_wait', fields);
+  }
+
+  /** A statement's answer was lost (OutcomeUnknownError): counted, and said once per statement. */
+  answerLost(statement: 'claim' | 'settle'): void {
+    this.summary.answersLost = (this.summary.answersLost ?? 0) + 1;
+    this.#settings.logger.warn('answer_lost', { invocationId: this.summary.invocationId, statement });
+  }
+
+  /** Outcomes a statement with a lost answer had written, found by reading them back. */
+  confirmed(count: number): void {
+    if (count > 0) this.#settings.logger.info('outcomes_confirmed', { invocationId: this.summary.invocationId, count });
   }
 
   claimed(count: number): void {

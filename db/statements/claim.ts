@@ -44,6 +44,11 @@ export interface ClaimRequest {
   limit: number;
   /** Recorded as locked_by: which invocation holds the lease. */
   invocationId: string;
+  /**
+   * The lease token the claimed jobs get, chosen by the caller so that it can give them back
+   * (releaseClaim) when the claim's answer is lost. @defaultValue a random UUID
+   */
+  leaseToken?: string;
   /** Test hook: the database's "now" for this statement. */
   now?: Date;
   /**
@@ -242,7 +247,8 @@ type Shape = ClaimShape;
 const RICHNESS: Record<Shape, number> = { plain: 0, ordered: 1, limited: 2, rated: 3 };
 
 async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest, shape: Shape): Promise<ClaimResult> {
-  const leaseToken = randomUUID();
+  // A shape that finds it needs a richer one claims nothing, so its follower may use the same token.
+  const leaseToken = request.leaseToken ?? randomUUID();
   const statement = claimStatement(schema, request, shape, leaseToken);
   // Two heads of one ordering key can both be ready when their enqueues raced (neither saw the
   // other); the unique index on running rows then refuses the second claim's update. The whole

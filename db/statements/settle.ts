@@ -383,3 +383,60 @@ export async function reportProgress(
   );
   return rows.length === 1;
 }
+
+/**
+ * Gives back every job one claim took (JobReleaseClaim), found by the claim's lease token: what a
+ * worker sends when a claim's answer was lost (it may have committed, and the worker never learned
+ * which jobs it took). Fenced like releaseJobs — the token, still running, still held by this
+ * invocation — so it is safe to send whether the claim committed or not. Rare: it walks the running
+ * rows (their partial index), not a batch's ids.
+ */
+export async function releaseClaim(
+  db: AnyPgDatabase,
+  schema: string,
+  claim: { leaseToken: string; invocationId: string },
+  now?: Date,
+): Promise<string[]> {
+  const rows = await queryRows<{ id: string }>(
+    db,
+    sql`update ${jobsRef(schema)} j set
+        state = 'queued',
+        attempt = j.attempt - 1,
+        lease_expires_at = null,
+        started_at = case when j.attempt - 1 = 0 then null else j.started_at end,
+        updated_at = ${nowExpr(now)}
+      where j.state = 'running' and j.lease_token = ${claim.leaseToken}::uuid and j.locked_by = ${claim.invocationId}
+      returning j.id::text as id`,
+    schema,
+  );
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Of these outcomes, the ones a settle already wrote (JobSettledEarlierMany): the row carries the
+ * outcome's lease token and is no longer running (a settle keeps the token it wrote under, and a
+ * later claim would have replaced it). A worker asks after a settle whose answer was lost, when the
+ * same outcomes sent again came back as lost: they were its own, not another holder's. Ids whose
+ * row is gone come back with `gone` (delete mode removes a completed row).
+ */
+export async function findSettledEarlier(
+  db: AnyPgDatabase,
+  schema: string,
+  outcomes: readonly { id: string; leaseToken: string }[],
+): Promise<{ settled: SettledJob[]; gone: string[] }> {
+  if (outcomes.length === 0) return { settled: [], gone: [] };
+  const rows = await queryRows<SettledRow & { found: boolean }>(
+    db,
+    sql`select r.id::text as id, j.id is not null as found, j.state, j.dead_reason, ${epochMs(sql`j.run_at`)} as run_at_ms,
+        coalesce(j.dependents is not null, false) as parent
+      from unnest(${sql.param(outcomes.map((o) => o.id))}::bigint[], ${sql.param(outcomes.map((o) => o.leaseToken))}::uuid[])
+        as r(id, token)
+      left join ${jobsRef(schema)} j on j.id = r.id
+      where j.id is null or (j.lease_token = r.token and j.state <> 'running')`,
+    schema,
+  );
+  return {
+    settled: rows.filter((r) => r.found).map(toSettledJob),
+    gone: rows.filter((r) => !r.found).map((r) => r.id),
+  };
+}
