@@ -167,7 +167,7 @@ export async function signalFromToken(
   const { schema, maxPayloadBytes, maxBodyBytes } = runtime.settings.require('enqueue');
   const body = await readBody(maxBodyBytes);
   const signal = await runtime.withDb((db) =>
-    sendSignal(db, schema, claims.key, body, maxPayloadBytes, claims.tokenId),
+    sendSignal(db, schema, claims.key, body, maxPayloadBytes, { tokenId: claims.tokenId }),
   );
   runtime.logger.info('signal', { key: claims.key, signalId: signal.id, woken: signal.woken });
   if (signal.queues.length > 0) await nudger?.nudge(signal.queues);

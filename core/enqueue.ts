@@ -102,8 +102,8 @@ export interface Enqueuer {
    * workers for the woken jobs' queues (needs a nudger).
    */
   signal(db: EnqueueTarget, key: string, payload?: unknown, options?: SignalOptions): Promise<SignalResult>;
-  /** A signal as statements for a neon-http `db.batch([...])`, like prepareEnqueue. */
-  prepareSignal(key: string, payload?: unknown): PreparedSignal;
+  /** A signal as statements for a neon-http `db.batch([...])`, like prepareEnqueue (`id`: as signal's). */
+  prepareSignal(key: string, payload?: unknown, options?: { id?: string }): PreparedSignal;
   /** Enqueue by kind name (HTTP, CLI): the kind must be in `registry`. */
   enqueueByKind(
     db: EnqueueTarget,
@@ -248,11 +248,11 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
       if (options.nudge === true && !config.nudger) {
         throw new InvalidOptionsError('nudge: true needs a nudger: createEnqueuer({ nudger })');
       }
-      const result = await sendSignal(db, schema, key, payload, maxPayloadBytes);
+      const result = await sendSignal(db, schema, key, payload, maxPayloadBytes, { id: options.id });
       if (options.nudge === true && result.queues.length > 0) await config.nudger?.nudge(result.queues);
       return result;
     },
-    prepareSignal: (key, payload) => prepareSignal(schema, key, payload, maxPayloadBytes),
+    prepareSignal: (key, payload, options) => prepareSignal(schema, key, payload, maxPayloadBytes, options),
     enqueue: async (db, job, payload, options = {}) =>
       (await enqueueMany(db, [{ job, payload, options }]))[0] as EnqueueResult,
     enqueueMany,

@@ -13,6 +13,8 @@ export interface SignalResult {
   woken: number;
   /** The queues of the jobs it woke: the ones `nudge: true` starts workers for. */
   queues: string[];
+  /** A signal with this `id` was already stored: nothing was sent again (its id is returned). */
+  deduplicated?: true;
 }
 
 export interface SignalOptions {
@@ -22,6 +24,13 @@ export interface SignalOptions {
    * one): a worker started before the commit finds nothing to run. @defaultValue false
    */
   nudge?: boolean;
+  /**
+   * An id of yours for this signal (1 to 255 characters): a signal sent again with the same id is
+   * stored once — the second send returns the first's id, `deduplicated: true`, and wakes no one.
+   * What makes a signal safe to send again after an unknown outcome (OutcomeUnknownError), for as
+   * long as the first is kept (taken signals are pruned after the retention). @defaultValue none
+   */
+  id?: string;
 }
 
 /** A signal as statements for a neon-http `db.batch([...])` (that driver has no interactive transactions). */
@@ -52,9 +61,21 @@ export function signalParameters(
   return { key, payloadJson: json };
 }
 
+/** The token id a signal is stored under: a callback token's, or `id:` and the sender's own id. */
+function storedTokenId(via: { tokenId?: string; id?: unknown }): string | undefined {
+  if (via.tokenId !== undefined) return via.tokenId;
+  if (via.id === undefined) return undefined;
+  if (typeof via.id !== 'string' || via.id.length === 0 || via.id.length > 255 || via.id.includes('\u0000')) {
+    throw new InvalidOptionsError('a signal id must be a string of 1 to 255 characters');
+  }
+  return `id:${via.id}`;
+}
+
 /**
  * Sends a signal in `target`'s transaction when it is one (the signal exists only if it commits),
- * else in a transaction of its own: the key's lock, then the signal and the wake-up of its waiting jobs.
+ * else in a transaction of its own: the key's lock, then the signal and the wake-up of its waiting
+ * jobs. `via.tokenId`: the callback token it came through (sent once: a second use is refused);
+ * `via.id`: the sender's own id (a second send is deduplicated).
  */
 export async function sendSignal(
   target: AnyPgDatabase | SkiplockDb,
@@ -62,24 +83,30 @@ export async function sendSignal(
   key: unknown,
   payload: unknown,
   maxPayloadBytes: number,
-  tokenId?: string,
+  via: { tokenId?: string; id?: string } = {},
 ): Promise<SignalResult> {
   const p = signalParameters(key, payload, maxPayloadBytes);
   const lock = signalLock(schema, p.key);
-  const statement = sendSignalStatement(schema, p.key, p.payloadJson, tokenId);
+  const statement = sendSignalStatement(schema, p.key, p.payloadJson, storedTokenId(via));
   const db = 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
   const rows = await inOneTransaction<SendSignalRow>(db, schema, lock, statement);
-  if (tokenId !== undefined && !rows[0]?.id) {
+  if (via.tokenId !== undefined && !rows[0]?.sent) {
     throw new SignalTokenError('signal_token_used', 'the signal token was already used');
   }
   return toResult(rows[0]);
 }
 
 /** The same, as statements for the caller's neon-http batch: include both, in order, then `read` the results. */
-export function prepareSignal(schema: string, key: unknown, payload: unknown, maxPayloadBytes: number): PreparedSignal {
+export function prepareSignal(
+  schema: string,
+  key: unknown,
+  payload: unknown,
+  maxPayloadBytes: number,
+  options: { id?: string } = {},
+): PreparedSignal {
   const p = signalParameters(key, payload, maxPayloadBytes);
   return {
-    statements: [signalLock(schema, p.key), sendSignalStatement(schema, p.key, p.payloadJson)],
+    statements: [signalLock(schema, p.key), sendSignalStatement(schema, p.key, p.payloadJson, storedTokenId(options))],
     read(results) {
       const last = results[results.length - 1] as { rows?: SendSignalRow[] } | undefined;
       return toResult(last?.rows?.[0]);
@@ -109,5 +136,7 @@ export async function inOneTransaction<T>(db: AnyPgDatabase, schema: string, loc
 }
 
 function toResult(row: SendSignalRow | undefined): SignalResult {
-  return { id: String(row?.id ?? ''), woken: Number(row?.woken ?? 0), queues: row?.queues ?? [] };
+  const result: SignalResult = { id: String(row?.id ?? ''), woken: Number(row?.woken ?? 0), queues: row?.queues ?? [] };
+  if (row && row.sent === false) result.deduplicated = true;
+  return result;
 }

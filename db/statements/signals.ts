@@ -25,8 +25,9 @@ export function signalLock(schema: string, key: string): SQL {
 
 /**
  * Stores a signal and wakes the jobs waiting on its key (SignalSend); run after signalLock in the
- * sender's transaction. Returns the signal's id, how many waiting jobs it woke and their queues. With `tokenId`
- * (a callback token's), a token already used stores nothing and wakes no one: the id is null.
+ * sender's transaction. Returns the signal's id, how many waiting jobs it woke and their queues.
+ * With `tokenId` (a callback token's id, or `id:` and the sender's own id), one already stored
+ * stores nothing and wakes no one: `sent` is false and `id` is the stored signal's.
  */
 export function sendSignalStatement(
   schema: string,
@@ -36,6 +37,10 @@ export function sendSignalStatement(
   now?: Date,
 ): SQL {
   const clock = nowExpr(now);
+  const stored =
+    tokenId === undefined
+      ? sql`(select id from sent)`
+      : sql`coalesce((select id from sent), (select g.id from ${signalsRef(schema)} g where g.token_id = ${tokenId}))`;
   return sql`with sent as (
       insert into ${signalsRef(schema)} (key, payload, sent_at, token_id)
       values (${key}, ${payloadJson}::text::jsonb, ${clock}, ${tokenId ?? null})
@@ -49,12 +54,13 @@ export function sendSignalStatement(
         and exists (select 1 from sent)
       returning j.id, j.queue
     )
-    select (select id from sent)::text as id, (select count(*) from woken)::int as woken,
+    select ${stored}::text as id, exists (select 1 from sent) as sent, (select count(*) from woken)::int as woken,
       (select coalesce(array_agg(distinct queue order by queue), '{}') from woken) as queues`;
 }
 
 export interface SendSignalRow {
   id: string | null;
+  sent: boolean;
   woken: number;
   queues: string[] | null;
 }
