@@ -54,6 +54,13 @@ export interface CheckResult extends StepCheckResult {
   scheduleDuplicates: number;
   /** Occurrences of it enqueued (as jobs, live or executed). */
   scheduled: number;
+  /** Jobs enqueued through the driver under test while the faults were on (the live enqueues). */
+  liveEnqueued: number;
+  /** Dedupe keys of the live enqueues, each sent until answered, that got more than one job. */
+  enqueueDuplicates: number;
+  /** Dead jobs the harness replayed (each as one replay, sent until answered), and those replayed more than once. */
+  replayed: number;
+  replayDuplicates: number;
 }
 
 /**
@@ -191,7 +198,9 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
       and exists (select 1 from ${s}.jobs p where p.id = any(e.parents) and p.state in ('dead', 'cancelled'))
       and not (j.state = 'cancelled' and j.dead_reason = 'dependency_failed')`);
   const dependencyViolations = startedEarly + notCancelled;
+  const live = await liveChecks(one, s);
   return {
+    ...live,
     ...(await checkSteps(pool, schema)),
     dependencyViolations,
     enqueued,
@@ -214,8 +223,28 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
   };
 }
 
+/** The live enqueues' and replays' checks (zero in a schema made before the tables existed). */
+async function liveChecks(one: (text: string) => Promise<number>, s: string) {
+  const exists = await one(
+    `select count(*) as n from pg_tables where schemaname = '${s.slice(1, -1)}' and tablename = 'chaos_replays'`,
+  );
+  if (exists === 0) return { liveEnqueued: 0, enqueueDuplicates: 0, replayed: 0, replayDuplicates: 0 };
+  return {
+    liveEnqueued: await one(`select count(*) as n from ${s}.chaos_enqueued where live`),
+    enqueueDuplicates: await one(`
+      select count(*) as n from (
+        select j.kind, j.dedupe_key from ${s}.jobs j
+        where j.dedupe_key like 'live-%' group by j.kind, j.dedupe_key having count(*) > 1) x`),
+    replayed: await one(`select count(*) as n from ${s}.chaos_replays`),
+    replayDuplicates: await one(`
+      select count(*) as n from ${s}.chaos_replays r join ${s}.jobs j on j.id = r.job_id where j.replay_count > 1`),
+  };
+}
+
 export function runFailed(result: CheckResult): boolean {
   return (
+    result.enqueueDuplicates > 0 ||
+    result.replayDuplicates > 0 ||
     result.lost > 0 ||
     result.staleWrites > 0 ||
     result.unexpected > 0 ||

@@ -12,24 +12,34 @@ import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { pause, resume, setLimit } from '../core/flow-control.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker.js';
-import { connect } from '../db/connect.js';
+import { connect, type Driver } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { type CheckResult, checkRun, LIMITED, PAUSED_QUEUE, runFailed } from './checker.js';
-import { startFaultProxy } from './fault-proxy.js';
 import { chaosJob, drawBehavior, SCHEDULED_KIND } from './job.js';
+import { liveEnqueuer, liveReplayer } from './live.js';
 import { signalSender } from './signals.js';
-import { chaosSteppedJob, drawStepBehavior, poolStepHooks, signalKey, steppedPlan } from './steps-job.js';
+import { chaosFaults, type StandIn, startStandIn } from './stand-ins.js';
+import {
+  chaosSteppedJob,
+  drawStepBehavior,
+  poolStepHooks,
+  signalKey,
+  steppedPlan,
+  TRANSACTIONAL_STEPS,
+} from './steps-job.js';
 import { createChaosTables } from './tables.js';
 
 export interface ChaosOptions {
+  /** The driver the workers, the signals, the live enqueues and the replays go through. @defaultValue 'pg' */
+  driver?: Driver;
   jobs: number;
   processes: number;
   /** Kills to reach (SIGKILL from outside plus the ones the job kinds and wire hooks inflict). */
   targetKills: number;
   /** Mean time between outside kills while work remains. */
   killIntervalMs: number;
-  /** Connection faults: chance per live proxied connection per 100 ms. */
+  /** Connection faults (pg, neon-ws): chance per open connection per 100 ms. */
   faultChancePerTick: number;
   halfOpenShare: number;
   /** Chance a worker kills itself right after sending a claim / a settle. */
@@ -52,6 +62,18 @@ export interface ChaosOptions {
   /** Chance a start (fan-out or nudge) is lost / delivered twice. @defaultValue 0.2 / 0.2 */
   startDropShare?: number;
   startDuplicateShare?: number;
+  /**
+   * Jobs enqueued through the driver under test while the faults are on, by every enqueue path, as a
+   * share of `jobs`. @defaultValue 0.1
+   */
+  liveShare?: number;
+  /** Dead jobs replayed through the driver under test (the run goes on until 3 were). @defaultValue 20 */
+  replays?: number;
+  /**
+   * Multiplies the chances of the statement faults (refused, dropped, answers lost, slow, never
+   * answered): a short run needs more of them to meet each. @defaultValue 1
+   */
+  statementFaultScale?: number;
   databaseUrl?: string;
   keepSchema?: boolean;
   progress?: (line: string) => void;
@@ -82,6 +104,7 @@ export const FULL: ChaosOptions = {
 };
 
 export interface ChaosReport {
+  driver: Driver;
   schema: string;
   line: string;
   detail: string;
@@ -94,6 +117,8 @@ export interface ChaosReport {
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const started = Date.now();
+  const driver = options.driver ?? 'pg';
+  const transactional = driver !== 'neon-http';
   const say = options.progress ?? (() => {});
   const database = options.databaseUrl
     ? { url: options.databaseUrl, stop: async () => {} }
@@ -104,12 +129,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const direct = connect({ connectionString: database.url, max: 4 });
   const bundleDir = mkdtempSync(join(tmpdir(), 'skiplock-chaos-'));
   const children = new Set<ChildProcess>();
-  let proxy: Awaited<ReturnType<typeof startFaultProxy>> | undefined;
-  let closeSender: (() => Promise<void>) | undefined;
+  let standIn: StandIn | undefined;
+  const closers: (() => Promise<void>)[] = [];
   let signalling = false;
   try {
     await migrate(direct, { schema });
     await createChaosTables(admin, schema);
+    await admin.query(`insert into "${schema}".chaos_run (driver, transactional_steps) values ($1, $2)`, [
+      driver,
+      transactional ? TRANSACTIONAL_STEPS : [],
+    ]);
 
     // Enqueue, recording each id in the same transaction: committed ⇔ recorded. A quarter of the
     // jobs go to the queue the run pauses and resumes.
@@ -125,6 +154,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         () => {},
         () => {},
       ),
+      { transactional },
     );
     const planOf = (n: number) => steppedPlan(n, options.steppedEvery ?? 16);
     const request = (n: number, enqueueOptions: EnqueueOptions) => {
@@ -193,22 +223,30 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
     say(`enqueued ${options.jobs} jobs in schema ${schema}`);
 
-    const upstream = new URL(database.url);
-    proxy = await startFaultProxy({
-      upstreamHost: upstream.hostname,
-      upstreamPort: Number(upstream.port || 5432),
-      faultChancePerTick: options.faultChancePerTick,
-      halfOpenShare: options.halfOpenShare,
-    });
-    const proxied = new URL(database.url);
-    proxied.hostname = '127.0.0.1';
-    proxied.port = String(proxy.port);
-    // The signals go through the fault proxy too, like the workers' statements; the early half now,
-    // before any worker runs (each job will find its signal at its wait), the late half once each job
-    // is seen waiting.
-    const signals = signalSender({ url: proxied.toString(), admin, schema, enqueuer });
-    closeSender = signals.close;
+    // The driver under test reaches Postgres through a stand-in of this process that fails on purpose.
+    standIn = await startStandIn(driver, database.url);
+    standIn.faults.setRandom(
+      chaosFaults(driver, options.faultChancePerTick, options.halfOpenShare, options.statementFaultScale),
+    );
+    const connection = standIn.connection;
+    // The signals go through it too, like the workers' statements; the early half now, before any
+    // worker runs (each job will find its signal at its wait), the late half once each job is seen
+    // waiting.
+    const signals = signalSender({ connection, admin, schema, enqueuer });
+    closers.push(signals.close);
     await signals.sendEarly();
+    // While the faults are on, more jobs come in through it by every enqueue path, and dead jobs are
+    // replayed through it.
+    const live = liveEnqueuer({
+      connection,
+      admin,
+      schema,
+      enqueuer,
+      total: Math.round(options.jobs * (options.liveShare ?? 0.1)),
+    });
+    closers.push(live.close);
+    const replayer = liveReplayer({ connection, admin, schema, max: options.replays ?? 20 });
+    closers.push(replayer.close);
 
     const bundle = join(bundleDir, 'chaos-worker.mjs');
     await build({
@@ -223,7 +261,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       logLevel: 'silent',
     });
     const workerConfig = JSON.stringify({
-      proxiedUrl: proxied.toString(),
+      connection,
+      transactionalSteps: transactional,
       directUrl: database.url,
       schema,
       invocationMs: options.invocationMs,
@@ -305,11 +344,30 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     })();
     lateSignals.catch(() => {}); // awaited after the loop
+    let liveDone = false;
+    const liveLoop = (async () => {
+      while (signalling && (await live.next())) await new Promise((resolve) => setTimeout(resolve, 20));
+      liveDone = true;
+    })();
+    liveLoop.catch((err) => say(`live enqueues stopped: ${(err as Error).message}`));
+    const replayLoop = (async () => {
+      while (signalling) {
+        await replayer.next();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+    })();
+    replayLoop.catch((err) => say(`replays stopped: ${(err as Error).message}`));
+    // neon-http: now and then the compute sleeps and refuses every request for a few seconds.
+    let nextSleep = Date.now() + 5_000;
     while (true) {
       await new Promise((resolve) => setTimeout(resolve, 50));
       const now = Date.now();
       const faulting = now < faultPhaseEnds;
-      if (!faulting) proxy.setFaults(false);
+      if (!faulting) standIn.faults.setEnabled(false);
+      if (faulting && driver === 'neon-http' && now >= nextSleep) {
+        standIn.sleep(1_000 + Math.random() * 2_000);
+        nextSleep = now + 10_000 + Math.random() * 10_000;
+      }
       if ((options.maxInvocations ?? 0) > 0 && left > 0) {
         // Nudges, as enqueues would send them: to a random worker process, now and then twice.
         const live = [...children];
@@ -332,9 +390,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         lastReport = now;
         left = await remaining();
         say(
-          `  t=${((now - started) / 1000).toFixed(0)}s left=${left} kills=${kills} conn_faults=${proxy.faults()} workers=${children.size}`,
+          `  t=${((now - started) / 1000).toFixed(0)}s left=${left} kills=${kills} faults=${faultTotal(standIn)} live=${live.counts().jobs} workers=${children.size}`,
         );
-        if (left === 0) break;
+        const replaysDone = replayer.counts().replayed >= Math.min(3, options.replays ?? 20);
+        if (left === 0 && liveDone && replaysDone) break;
         if (now > faultPhaseEnds + 120_000) break; // the checker will report what is left as lost
       }
     }
@@ -344,9 +403,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     say('stopping the workers');
     signalling = false;
     await lateSignals;
+    await liveLoop;
+    await replayLoop;
     await resumeNow();
     stopping = true;
-    proxy.setFaults(false);
+    standIn.faults.setEnabled(false);
     await Promise.all(
       [...children].map(
         (child) =>
@@ -399,20 +460,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     say('checking');
     const result = await checkRun(admin, schema);
-    const connFaults = proxy.faults();
+    const faultCounts = standIn.counts();
+    const connFaults = faultCounts.connectionResets + faultCounts.connectionFreezes;
     const durationMs = Date.now() - started;
-    const line = `chaos: jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations} step_reruns=${result.stepReruns} signals_lost=${result.signalsLost}`;
-    const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} drops=${proxy.counts().drops} half_open=${proxy.counts().halfOpens} stepped=${result.stepped} stepped_completed=${result.steppedCompleted} stepped_dead=${result.steppedDead} step_runs=${result.stepRuns} step_runs_repeated=${result.stepRunsRepeated} step_effect_errors=${result.stepEffectErrors} signals_early=${result.signalsEarly} signals_late=${result.signalsLate} waited=${result.waited} signal_retries=${signals.counts().retries} worker_crashes=${crashes} duration_s=${(durationMs / 1000).toFixed(1)}`;
-    return { schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
+    const answersLost = faultCounts['lose-answer'];
+    const refused = faultCounts.refuse + faultCounts.drop + faultCounts.asleep;
+    const line = `chaos: driver=${driver} jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} answers_lost=${answersLost} refused=${refused} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations} step_reruns=${result.stepReruns} signals_lost=${result.signalsLost} enqueue_duplicates=${result.enqueueDuplicates} replay_duplicates=${result.replayDuplicates}`;
+    const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} resets=${faultCounts.connectionResets} freezes=${faultCounts.connectionFreezes} stmt_refused=${faultCounts.refuse} stmt_dropped=${faultCounts.drop} asleep=${faultCounts.asleep} slow=${faultCounts.slow} stmt_half_open=${faultCounts['half-open']} live_enqueued=${result.liveEnqueued} live_calls=${live.counts().calls} live_retries=${live.counts().retries} live_answers_lost=${live.counts().answersLost} replayed=${result.replayed} replay_sends=${replayer.counts().sends} stepped=${result.stepped} stepped_completed=${result.steppedCompleted} stepped_dead=${result.steppedDead} step_runs=${result.stepRuns} step_runs_repeated=${result.stepRunsRepeated} step_effect_errors=${result.stepEffectErrors} signals_early=${result.signalsEarly} signals_late=${result.signalsLate} waited=${result.waited} signal_retries=${signals.counts().retries} signal_blind_retries=${signals.counts().blindRetries} signal_answers_lost=${signals.counts().answersLost} worker_crashes=${crashes} duration_s=${(durationMs / 1000).toFixed(1)}`;
+    return { driver, schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
   } finally {
     signalling = false;
     for (const child of children) child.kill('SIGKILL');
-    await proxy?.close();
+    for (const close of closers) await close().catch(() => {});
+    await standIn?.close();
     if (!options.keepSchema) await admin.query(`drop schema if exists "${schema}" cascade`).catch(() => {});
-    await closeSender?.();
     await direct.close();
     await admin.end();
     await database.stop();
     rmSync(bundleDir, { recursive: true, force: true });
   }
+}
+
+/** Every fault the stand-in inflicted so far (progress lines). */
+function faultTotal(standIn: StandIn): number {
+  return Object.values(standIn.counts()).reduce((a, b) => a + b, 0);
 }

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { drizzle } from 'drizzle-orm/node-postgres';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Enqueuer } from '../core/enqueue.js';
+import { connect } from '../db/connect.js';
+import { type FaultyConnection, neonOptionsOf } from './stand-ins.js';
 import { WAIT_NAME } from './steps-job.js';
 
 interface Pending {
@@ -13,59 +14,80 @@ interface Pending {
 
 /**
  * The harness's signal sender: each signalled job's signal, exactly once, with a payload of its
- * own (its key and a nonce) that the job must return. It sends through `url` — the fault proxy —
- * in batches, each one transaction that first records its signals in chaos_signals (primary key:
- * the job), then sends them: sent ⇔ recorded. When a batch fails, the records tell whether it
- * committed (a connection lost at the commit); a retry of a batch still in flight on a half-open
- * connection waits on the records' keys, then fails or finds them committed — never a second signal.
- *
- * Each batch checks out its own client and gives it back with its error (a broken connection is
- * dropped): Drizzle's transaction on a pg Pool keeps the client when its BEGIN fails, and nothing
- * listens for a checked-out client's 'error' (a connection dropped mid-transaction) — fatal here.
+ * own (its key and a nonce) that the job must return. It sends through the driver under test and its
+ * faulty stand-in, in batches, each one transaction (a neon-http batch) that records its signals in
+ * chaos_signals (primary key: the job) and sends them, each with an id of its own: sent ⇔ recorded.
+ * When a batch fails, half the time the records tell whether it committed (an answer lost after the
+ * commit); the other half it is sent again blindly, which the signals' ids make safe — a second send
+ * stores nothing. Either way the checker counts a key with other than one signal as lost.
  */
-export function signalSender(options: { url: string; admin: pg.Pool; schema: string; enqueuer: Enqueuer }) {
-  const { admin, schema, enqueuer } = options;
-  const pool = new pg.Pool({
-    connectionString: options.url,
+export function signalSender(options: {
+  connection: FaultyConnection;
+  admin: pg.Pool;
+  schema: string;
+  enqueuer: Enqueuer;
+}) {
+  const { admin, schema, enqueuer, connection } = options;
+  const db = connect({
+    connectionString: connection.connectionString,
+    driver: connection.driver,
+    neon: neonOptionsOf(connection),
     max: 2,
-    statement_timeout: 2_000,
-    query_timeout: 2_500,
-    connectionTimeoutMillis: 1_000,
+    statementTimeoutMs: 2_000,
+    queryTimeoutMs: 2_500,
+    connectionTimeoutMs: 1_000,
   });
-  pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
   const s = `"${schema}"`;
-  const counts = { early: 0, late: 0, retries: 0 };
+  const counts = { early: 0, late: 0, retries: 0, blindRetries: 0, answersLost: 0 };
+
+  const record = (signals: (Pending & { payload: unknown })[]) =>
+    sql`insert into ${sql.identifier(schema)}.chaos_signals (job_id, key, payload, early)
+      select r.job_id, r.key, r.payload, r.early
+      from jsonb_to_recordset(${JSON.stringify(signals)}::jsonb) as r(job_id bigint, key text, payload jsonb, early boolean)
+      on conflict (job_id) do nothing`;
+
+  const send = async (signals: (Pending & { payload: unknown })[]) => {
+    if (db.interactiveTransactions) {
+      await db.db.transaction(async (tx) => {
+        await tx.execute(record(signals));
+        for (const p of signals) await enqueuer.signal(tx, p.key, p.payload, { id: `chaos-${p.job_id}` });
+      });
+      return;
+    }
+    const batching = db.db as unknown as { batch(queries: unknown[]): Promise<unknown[]> };
+    await batching.batch([
+      db.db.execute(record(signals)),
+      ...signals.flatMap((p) =>
+        enqueuer.prepareSignal(p.key, p.payload, { id: `chaos-${p.job_id}` }).statements.map((q) => db.db.execute(q)),
+      ),
+    ]);
+  };
 
   const sendBatch = async (batch: Pending[]) => {
     const signals = batch.map((p) => ({ ...p, payload: { key: p.key, nonce: randomBytes(8).toString('hex') } }));
     const ids = signals.map((p) => p.job_id);
+    const blind = Math.random() < 0.5;
     for (let tries = 1; ; tries++) {
-      let client: pg.PoolClient | undefined;
-      let failed: Error | undefined;
       try {
-        client = await pool.connect();
-        await drizzle({ client }).transaction(async (tx) => {
-          await tx.execute(
-            sql`insert into ${sql.identifier(schema)}.chaos_signals (job_id, key, payload, early)
-              select r.job_id, r.key, r.payload, r.early
-              from jsonb_to_recordset(${JSON.stringify(signals)}::jsonb) as r(job_id bigint, key text, payload jsonb, early boolean)`,
-          );
-          for (const p of signals) await enqueuer.signal(tx, p.key, p.payload);
-        });
+        await send(signals);
         break;
       } catch (err) {
-        failed = err as Error;
-        const { rows } = await admin.query(`select count(*)::int as n from ${s}.chaos_signals where job_id = any($1)`, [
-          ids,
-        ]);
-        if (rows[0].n === signals.length) break; // it committed; the answer was lost
-        if (rows[0].n !== 0) throw new Error(`a batch of ${signals.length} signals committed ${rows[0].n} of them`);
         if (tries >= 200) throw new Error(`signals not sent after ${tries} tries: ${(err as Error).message}`);
-        counts.retries++;
+        if (blind) {
+          counts.blindRetries++;
+        } else {
+          const { rows } = await admin.query(
+            `select count(*)::int as n from ${s}.chaos_signals where job_id = any($1)`,
+            [ids],
+          );
+          if (rows[0].n === signals.length) {
+            counts.answersLost++;
+            break; // it committed; the answer was lost
+          }
+          if (rows[0].n !== 0) throw new Error(`a batch of ${signals.length} signals committed ${rows[0].n} of them`);
+          counts.retries++;
+        }
         await new Promise((resolve) => setTimeout(resolve, 100));
-      } finally {
-        client?.release(failed);
       }
     }
     for (const p of signals) counts[p.early ? 'early' : 'late']++;
@@ -96,6 +118,6 @@ export function signalSender(options: { url: string; admin: pg.Pool; schema: str
       for (let i = 0; i < pending.length; i += 100) await sendBatch(pending.slice(i, i + 100));
     },
     counts: () => ({ ...counts }),
-    close: () => pool.end(),
+    close: () => db.close(),
   };
 }

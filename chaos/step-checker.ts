@@ -58,7 +58,12 @@ export async function checkSteps(pool: pg.Pool, schema: string): Promise<StepChe
       select 1 from ${s}.chaos_step_history h
       where h.job_id = x.job_id and h.name = x.step and h.new_state = 'completed'
         and pg_visible_in_snapshot(h.xid, x.snap))`);
-  const txSteps = TRANSACTIONAL_STEPS.map((t) => `('${t}')`).join(', ');
+  // The run's transactional steps (none on neon-http); a table-less schema ran with the default ones.
+  const configured = await pool
+    .query(`select transactional_steps from ${s}.chaos_run limit 1`)
+    .then((r) => r.rows[0]?.transactional_steps as string[] | undefined)
+    .catch(() => undefined);
+  const txSteps = (configured ?? TRANSACTIONAL_STEPS).map((t) => `('${t}')`).join(', ') || `('')`;
   const stepEffectErrors = await one(`
     with rows_of as (
       select job_id, step, count(*) as c, min(id) as id from ${s}.chaos_step_effects group by job_id, step),
@@ -69,7 +74,7 @@ export async function checkSteps(pool: pg.Pool, schema: string): Promise<StepChe
       cross join (values ${txSteps}) as t(step)
       left join rows_of r on r.job_id = e.job_id and r.step = t.step
       left join ${s}.job_steps js on js.job_id = e.job_id and js.name = t.step
-      where e.stepped and ${completed}
+      where e.stepped and ${completed} and t.step <> ''
         and (coalesce(r.c, 0) <> 1 or js.state is distinct from 'completed' or (js.result #>> '{}') is distinct from r.id::text))
     select count(*) as n from wrong`);
   const signalsLost = await one(`

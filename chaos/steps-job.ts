@@ -59,7 +59,8 @@ export interface StepHooks {
 }
 
 /**
- * The harness's stepped kind: five durable steps, the second and fourth transactional (one row in
+ * The harness's stepped kind: five durable steps, the second and fourth transactional (plain with
+ * `transactional: false`, for neon-http, which has no interactive transactions; one row in
  * chaos_step_effects, its id the step's result), the others plain; signalled jobs wait for their
  * signal between the third and fourth step and return its payload. Every execution of a step's
  * function — the plain ones' and the transactional ones' — is recorded first, before anything else
@@ -68,8 +69,9 @@ export interface StepHooks {
  * transactional step: after its row was written, before the commit), kills it as the step's function
  * returns (racing the step's record), or kills it right after the step's completion was recorded.
  */
-export function chaosSteppedJob(schema: string, hooks: StepHooks) {
+export function chaosSteppedJob(schema: string, hooks: StepHooks, options: { transactional?: boolean } = {}) {
   const effects = sql`${sql.identifier(schema)}.chaos_step_effects`;
+  const transactionalSteps = options.transactional === false ? [] : TRANSACTIONAL_STEPS;
   return defineJob({
     kind: STEPPED_KIND,
     payload: z.object({
@@ -113,7 +115,7 @@ export function chaosSteppedJob(schema: string, hooks: StepHooks) {
       const step = async (index: number) => {
         const name = STEPS[index] as string;
         results.push(
-          TRANSACTIONAL_STEPS.includes(name)
+          transactionalSteps.includes(name)
             ? await ctx.step(name, { transaction: true }, transactional(index))
             : await ctx.step(name, plain(index)),
         );
@@ -131,7 +133,7 @@ export function chaosSteppedJob(schema: string, hooks: StepHooks) {
       await step(4);
       // A plain step's stored result must be what its function returned, run after run.
       for (const [index, name] of STEPS.entries()) {
-        if (!TRANSACTIONAL_STEPS.includes(name) && results[index] !== `${name}:${n}`) {
+        if (!transactionalSteps.includes(name) && results[index] !== `${name}:${n}`) {
           throw new DiscardError(`step ${name} returned ${JSON.stringify(results[index])}`, { reason: 'step_result' });
         }
       }

@@ -12,12 +12,23 @@ import type pg from 'pg';
 export async function createChaosTables(client: pg.Pool, schema: string): Promise<void> {
   const s = `"${schema}"`;
   await client.query(`
+    -- The run's settings the checker needs: the driver, and the stepped kind's transactional steps.
+    create table ${s}.chaos_run (driver text not null, transactional_steps text[] not null);
+    -- Jobs the harness enqueued through the driver under test while faults were on (each recorded in
+    -- chaos_enqueued in the enqueue's own transaction or batch), with the path and whether a blind
+    -- retry with a dedupe key was allowed.
+    create table ${s}.chaos_live_enqueues (
+      correlation_id text primary key, path text not null, dedupe_key text, attempts int not null);
+    -- Dead jobs the harness replayed through the driver under test (each once, however often sent).
+    create table ${s}.chaos_replays (job_id bigint primary key, sends int not null);
     create table ${s}.chaos_enqueued (
       job_id bigint primary key, queue text not null, ordering_key text, concurrency_key text,
       parents bigint[], run_anyway boolean,
       -- Stepped jobs; a signalled one waits on signal_key, its signal sent early (before any worker
       -- runs) or late (once its wait is seen in job_steps).
-      stepped boolean not null default false, signal_key text, signal_early boolean);
+      stepped boolean not null default false, signal_key text, signal_early boolean,
+      -- Enqueued while the faults were on, through the driver under test (chaos_live_enqueues).
+      live boolean not null default false);
     create table ${s}.chaos_pauses (
       id bigserial primary key, confirmed_at timestamptz not null, resume_sent_at timestamptz);
     create table ${s}.chaos_schedule_runs (occurrence text not null, job_id bigint not null);

@@ -1,21 +1,27 @@
 /**
  * One chaos worker: a long-lived process that runs worker invocations back to back (like a
- * warm container fired by a scheduler), through the fault proxy, sometimes two at once
+ * warm container fired by a scheduler), through the driver under test and its faulty stand-in, sometimes two at once
  * (a duplicate cron tick). It may kill itself mid-claim or mid-commit (right after sending
  * the statement), the job kind may kill it inside or just after a handler, and the stepped kind
  * inside a step or just after one.
  */
+import { Client as NeonClient } from '@neondatabase/serverless';
 import pg from 'pg';
 import { silentLogger } from '../core/logger.js';
 import { defineSchedule } from '../core/schedules.js';
 import { createWorker, type InvocationStarter } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { chaosJob, chaosScheduledJob } from './job.js';
+import { type FaultyConnection, neonOptionsOf } from './stand-ins.js';
 import { chaosSteppedJob, poolStepHooks } from './steps-job.js';
 
 interface WorkerConfig {
-  proxiedUrl: string;
+  /** The driver under test, through the run's faulty stand-in. */
+  connection: FaultyConnection;
+  /** Observations go straight to Postgres, not through the stand-in. */
   directUrl: string;
+  /** The stepped kind's transactional steps (none on neon-http, which has no interactive transactions). */
+  transactionalSteps: boolean;
   schema: string;
   invocationMs: number;
   concurrency: number;
@@ -36,22 +42,35 @@ const die = () => process.kill(process.pid, 'SIGKILL');
 let tick = 0;
 let stopping = false;
 
-// Kill points on the wire: after a claim or a settle statement has been handed to the socket.
-const originalQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
-pg.Client.prototype.query = function (this: unknown, ...args: unknown[]) {
-  const result = originalQuery.apply(this, args);
-  const text = typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? '');
-  if (text.includes('for update skip locked') && text.includes('claimed as') && Math.random() < config.killOnClaim) {
-    setImmediate(die);
-  } else if (
-    text.includes('lease_token = r.token') &&
-    text.includes('jsonb_to_recordset') &&
-    Math.random() < config.killOnSettle
-  ) {
-    setImmediate(die);
-  }
-  return result;
-} as typeof pg.Client.prototype.query;
+// Kill points on the wire: right after a claim or a settle statement has been handed to the socket
+// (pg, neon-ws), or over HTTP either just after the request went out or once its answer came back
+// (committed, not yet read).
+const isClaim = (text: string) => text.includes('for update skip locked') && text.includes('claimed as');
+const isSettle = (text: string) => text.includes('lease_token = r.token') && text.includes('jsonb_to_recordset');
+const killsAfter = (text: string) =>
+  (isClaim(text) && Math.random() < config.killOnClaim) || (isSettle(text) && Math.random() < config.killOnSettle);
+if (config.connection.driver === 'neon-http') {
+  const originalFetch = globalThis.fetch;
+  globalThis.fetch = ((input: Parameters<typeof fetch>[0], init?: RequestInit) => {
+    const answer = originalFetch(input, init);
+    if (typeof init?.body === 'string' && killsAfter(init.body)) {
+      if (Math.random() < 0.5) setTimeout(die, 2);
+      else answer.then(die, die);
+    }
+    return answer;
+  }) as typeof fetch;
+} else {
+  const proto = (config.connection.driver === 'pg' ? pg.Client.prototype : NeonClient.prototype) as {
+    query: (...args: unknown[]) => unknown;
+  };
+  const originalQuery = proto.query;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const result = originalQuery.apply(this, args);
+    const text = typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string })?.text ?? '');
+    if (killsAfter(text)) setImmediate(die);
+    return result;
+  };
+}
 
 // Observations go straight to Postgres, not through the fault proxy.
 const direct = new pg.Pool({ connectionString: config.directUrl, max: 4 });
@@ -71,6 +90,9 @@ const job = chaosJob({
 const stepped = chaosSteppedJob(
   config.schema,
   poolStepHooks(direct, config.schema, die, () => setImmediate(die)),
+  {
+    transactional: config.transactionalSteps,
+  },
 );
 
 // Every worker ticks the same every-second schedule at every invocation start: each occurrence
@@ -92,7 +114,9 @@ const schedules = [
 ];
 
 const db = connect({
-  connectionString: config.proxiedUrl,
+  connectionString: config.connection.connectionString,
+  driver: config.connection.driver,
+  neon: neonOptionsOf(config.connection),
   max: 4,
   statementTimeoutMs: 2_000,
   queryTimeoutMs: 2_500,

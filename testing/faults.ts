@@ -43,7 +43,7 @@ export interface RandomFaults {
   loseAnswer?: number;
   halfOpen?: number;
   slow?: { share: number; minMs: number; maxMs: number };
-  /** The wire only: every frame from the server waits this long (the order is kept). */
+  /** The wire only: every frame from the server waits up to this long, at random (the order is kept). */
   frameDelayMs?: number;
   /**
    * The wire only: chance per open connection per 100 ms of a fault between statements — a close
@@ -142,8 +142,12 @@ export class Faults {
     return this.#armed.reduce((n, a) => n + a.left, 0);
   }
 
-  /** The fault for a statement with this SQL text, if any; counted. */
-  decide(text: string): FaultDecision | undefined {
+  /**
+   * The fault for a statement with this SQL text, if any; counted. Armed rules match every
+   * statement; the random draw is made once per transaction (`draw` false for the statements after
+   * the first one of a transaction), so a long transaction is not hit more often than a short one.
+   */
+  decide(text: string, draw = true): FaultDecision | undefined {
     if (!this.#enabled) return undefined;
     if (Date.now() < this.#asleepUntil) {
       this.#counts.asleep++;
@@ -156,8 +160,8 @@ export class Faults {
       return this.#counted(armed.rule.mode, armed.rule.delayMs ?? DEFAULT_DELAY[armed.rule.mode]);
     }
     const random = this.#random;
-    if (!random) return undefined;
-    const draw = this.#random01();
+    if (!random || !draw) return undefined;
+    const roll = this.#random01();
     let edge = 0;
     for (const [mode, share] of [
       ['refuse', random.refuse],
@@ -166,7 +170,7 @@ export class Faults {
       ['half-open', random.halfOpen],
     ] as const) {
       edge += share ?? 0;
-      if (draw < edge) return this.#counted(mode, DEFAULT_DELAY[mode]);
+      if (roll < edge) return this.#counted(mode, DEFAULT_DELAY[mode]);
     }
     if (random.slow && this.#random01() < random.slow.share) {
       const { minMs, maxMs } = random.slow;
@@ -185,6 +189,12 @@ export class Faults {
     }
     this.#counts.connectionResets++;
     return 'reset';
+  }
+
+  /** A frame's delay under `frameDelayMs` (0 without it). */
+  frameDelay(): number {
+    const max = this.random?.frameDelayMs ?? 0;
+    return max > 0 ? this.#random01() * max : 0;
   }
 
   counts(): FaultCounts {

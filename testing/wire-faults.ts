@@ -34,6 +34,8 @@ export class WireLink {
   readonly #named = new Map<string, string>();
   /** Drop the connection when the current transaction ends, before its answer reaches the client. */
   #loseAtIdle = false;
+  /** The server said a transaction is open (its last ReadyForQuery): random faults wait for its end. */
+  #inTransaction = false;
   #closed = false;
   #frozen = false;
   /** Server bytes held back (a slow answer, delayed frames), in order, each with when it may go. */
@@ -73,7 +75,7 @@ export class WireLink {
       if (buffer.length < at + 1 + length) break;
       const text = this.#statementText(buffer.subarray(at, at + 1 + length));
       complete = at + 1 + length;
-      if (text !== undefined) decision ??= this.#faults.decide(text);
+      if (text !== undefined) decision ??= this.#faults.decide(text, !this.#inTransaction);
     }
     if (complete === 0) return;
     const forward = this.#clientBuffer.subarray(0, complete);
@@ -94,7 +96,7 @@ export class WireLink {
       this.close();
       return;
     }
-    const delay = this.#faults.random?.frameDelayMs ?? 0;
+    const delay = this.#faults.frameDelay();
     if (delay === 0 && this.#holdUntil <= Date.now() && this.#outgoing.length === 0) {
       this.#ends.toClient(chunk);
       return;
@@ -167,6 +169,7 @@ export class WireLink {
       if (this.#skip > 0) {
         if (this.#wantStatus) {
           if (chunk[i] === 0x49 /* I */) idle = true;
+          this.#inTransaction = chunk[i] !== 0x49;
           this.#wantStatus = false;
         }
         const n = Math.min(this.#skip, chunk.length - i);

@@ -1,0 +1,48 @@
+import { expect, inject } from 'vitest';
+import { type ChaosOptions, type ChaosReport, QUICK, runChaos } from '../../chaos/harness.js';
+
+/** A CI-sized run: 3 worker processes, an outside kill every ~300 ms, the schema kept for the checks. */
+export const ciRun = (extra: Partial<ChaosOptions>) =>
+  runChaos({
+    ...QUICK,
+    processes: 3,
+    killIntervalMs: 300,
+    databaseUrl: inject('databaseUrl'),
+    keepSchema: true,
+    // A short run meets each statement fault only if they come more often.
+    statementFaultScale: 4,
+    ...extra,
+  }).then((report) => {
+    // The run's figures in the CI log.
+    console.log(`${report.detail}\n${report.line}`);
+    return report;
+  });
+
+/** The summary line of a run in which every check held. */
+export const CLEAN_LINE = (driver: string, jobs: number) =>
+  new RegExp(
+    `^chaos: driver=${driver} jobs=${jobs} processes=3 kills=\\d+ conn_faults=\\d+ answers_lost=\\d+ refused=\\d+ lost=0 unexpected=0 stale_writes=0 dead=\\d+ max_executions=\\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0 dependency_violations=0 step_reruns=0 signals_lost=0 enqueue_duplicates=0 replay_duplicates=0$`,
+  );
+
+/** Every job ended completed or dead, none was lost, no write landed under a stale token. */
+export function expectNothingLost(result: ChaosReport['result'], enqueued: number): void {
+  expect(result).toMatchObject({
+    enqueued,
+    lost: 0,
+    unexpected: 0,
+    staleWrites: 0,
+    unexplainedExecutions: 0,
+    attemptAccountingErrors: 0,
+    // Stepped jobs: no completed step ran again, each transactional step's row written once, every
+    // signal taken by its job's wait and returned.
+    stepReruns: 0,
+    stepEffectErrors: 0,
+    signalsLost: 0,
+    // Keyed enqueues sent again after a lost answer made no second job; replays sent again replayed once.
+    enqueueDuplicates: 0,
+    replayDuplicates: 0,
+  });
+  expect(result.steppedCompleted).toBe(result.stepped);
+  // Cancelled: jobs whose parent died.
+  expect(result.completed + result.dead + result.cancelled).toBe(enqueued);
+}
