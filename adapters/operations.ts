@@ -18,6 +18,7 @@ import { createWorker, type InvocationStarter, type InvocationSummary, type Work
 import type { SkiplockDb } from '../db/connect.js';
 import type { DrizzleFactory } from '../db/connection-options.js';
 import { migrate } from '../db/migrate.js';
+import type { SkiplockConfig } from './config.js';
 import { HttpError } from './http.js';
 import { type FunctionRuntime, isAuthFailure } from './runtime.js';
 
@@ -248,7 +249,7 @@ export class DeployedWorker {
     const deadlineAt = clock.now() + remainingMs;
     const summary = await runtime.withDb(
       (db) =>
-        this.#workerFor(db, runtime, inputs).runInvocation({
+        this.#workerFor(db, runtime, config, inputs).runInvocation({
           remainingMs: Math.max(0, deadlineAt - clock.now()),
           invocationId,
         }),
@@ -258,8 +259,7 @@ export class DeployedWorker {
     return summary;
   }
 
-  #workerFor(db: SkiplockDb, runtime: FunctionRuntime, inputs: WorkerInputs): Worker {
-    const config = runtime.settings.require('worker');
+  #workerFor(db: SkiplockDb, runtime: FunctionRuntime, config: SkiplockConfig, inputs: WorkerInputs): Worker {
     const kinds = inputs.kinds ?? config.kinds;
     const queues = inputs.queues ?? config.queues;
     const name = inputs.name ?? config.workerName;
