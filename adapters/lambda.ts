@@ -20,7 +20,7 @@ import {
   tooLarge,
 } from './http.js';
 import { createLambdaNudger, lambdaStarter } from './lambda-invoke.js';
-import { enqueueFromBody, replayFromBody, runMaintenanceTick, runWorker, signalFromToken } from './operations.js';
+import { DeployedWorker, enqueueFromBody, replayFromBody, runMaintenanceTick, signalFromToken } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
 
 /** The parts of the Lambda context skiplock uses. */
@@ -101,29 +101,41 @@ export interface LambdaWorkerOptions {
   drizzle?: DrizzleFactory;
 }
 
-function fanOutOf(option: InvocationStarter | false | undefined, context: LambdaContext) {
-  if (option === false) return undefined;
-  if (option) return option;
-  const functionName = context.functionName ?? process.env.AWS_LAMBDA_FUNCTION_NAME;
-  return functionName ? lambdaStarter(functionName) : undefined;
+/**
+ * How the worker fans out: the option, else asynchronous Invokes of this function — one starter
+ * per function name, so that the instance's worker is built once (see DeployedWorker).
+ */
+function fanOutStarters(option: InvocationStarter | false | undefined) {
+  let own: { functionName: string; starter: InvocationStarter } | undefined;
+  return (context: LambdaContext): InvocationStarter | undefined => {
+    if (option === false) return undefined;
+    if (option) return option;
+    const functionName = context.functionName ?? process.env.AWS_LAMBDA_FUNCTION_NAME;
+    if (!functionName) return undefined;
+    if (own?.functionName !== functionName) own = { functionName, starter: lambdaStarter(functionName) };
+    return own.starter;
+  };
 }
 
 /**
  * Scheduled (EventBridge) worker: one invocation sized by the Lambda's remaining time. Any event
- * starts it: a schedule, a nudge, or another invocation fanning out.
+ * starts it: a schedule, a nudge, or another invocation fanning out. The worker is made once per
+ * warm instance and kept across its invocations.
  */
 export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {}) {
+  const worker = new DeployedWorker(jobs);
+  const fanOutOf = fanOutStarters(options.fanOut);
   return async (_event: unknown, context: LambdaContext) => {
     const runtime = runtimeOrFailure(options.env ?? process.env);
     if ('error' in runtime) return { ok: false, error: runtime.error };
     try {
-      return await runWorker(runtime, jobs, {
+      return await worker.run(runtime, {
         remainingMs: context.getRemainingTimeInMillis(),
         invocationId: context.awsRequestId,
         queues: options.queues,
         kinds: options.kinds,
         clock: options.clock,
-        fanOut: fanOutOf(options.fanOut, context),
+        fanOut: fanOutOf(context),
         schedules: options.schedules,
         tracing: options.tracing,
         metrics: options.metrics,

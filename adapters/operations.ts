@@ -14,9 +14,11 @@ import type { ScheduleDefinition } from '../core/schedules.js';
 import { readSignalToken, SIGNAL_SECRET_MIN_LENGTH } from '../core/signal-tokens.js';
 import { type SignalResult, sendSignal } from '../core/signals.js';
 import type { Tracing } from '../core/tracing.js';
-import { createWorker, type InvocationStarter, type InvocationSummary } from '../core/worker.js';
+import { createWorker, type InvocationStarter, type InvocationSummary, type Worker } from '../core/worker.js';
+import type { SkiplockDb } from '../db/connect.js';
 import type { DrizzleFactory } from '../db/connection-options.js';
 import { migrate } from '../db/migrate.js';
+import type { SkiplockConfig } from './config.js';
 import { HttpError } from './http.js';
 import { type FunctionRuntime, isAuthFailure } from './runtime.js';
 
@@ -211,50 +213,96 @@ export interface WorkerRun {
   drizzle?: DrizzleFactory;
 }
 
+/** What a worker is built from: everything in a WorkerRun but the invocation's own time and id. */
+type WorkerInputs = Omit<WorkerRun, 'remainingMs' | 'invocationId'>;
+type BuiltWorker = { inputs: WorkerInputs; worker: Worker };
+/** Workers kept per pool: more (another route name, fan-out target…) and the oldest is dropped. */
+const MAX_WORKERS_PER_POOL = 8;
+
 /**
- * One worker invocation for the kinds and queues this function handles: the ones its code
- * names, else the ones SKIPLOCK_KINDS / SKIPLOCK_QUEUES name, else all of them.
+ * The worker of one deployed worker function (a Lambda handler, a Vercel route), made when the
+ * handler is made and kept as long as the warm instance: what the core keeps between invocations
+ * (the `workers` row written once a minute, kinds_never_fit said once, the claim shape the last
+ * claim ended with, the steps' timings) lasts as long as the instance, not one invocation. Each
+ * invocation brings only its time left and its id. A worker is built again only when what it is
+ * built from changes: a new pool (a rotated secret), other queues, kinds, name or fan-out starter.
  */
-export async function runWorker(
-  runtime: FunctionRuntime,
+export class DeployedWorker {
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
-  jobs: readonly JobDefinition<any, any>[],
-  run: WorkerRun,
-): Promise<InvocationSummary> {
-  const config = runtime.settings.require('worker');
-  const kinds = run.kinds ?? config.kinds;
-  const selected = kinds ? jobs.filter((j) => kinds.includes(j.kind)) : jobs;
-  const clock = run.clock ?? systemClock;
-  // An absolute deadline: a rerun after a refused login gets only the time that is left.
-  const deadlineAt = clock.now() + run.remainingMs;
-  const summary = await runtime.withDb(
-    (db) =>
-      createWorker({
-        db,
-        jobs: selected,
-        schema: config.schema,
-        queues: run.queues ?? config.queues,
-        concurrency: config.concurrency,
-        batchSize: config.batchSize,
-        safetyMarginMs: config.safetyMarginMs,
-        leaseGraceMs: config.leaseGraceMs,
-        completedJobs: config.completedJobs,
-        logger: runtime.logger,
-        clock,
-        name: run.name ?? config.workerName,
-        maxInvocations: config.maxInvocations,
-        fanOut: config.maxInvocations === undefined ? undefined : run.fanOut,
-        fanOutTargetMs: config.fanOutTargetMs,
-        lingerMs: config.lingerMs,
-        schedules: run.schedules,
-        tracing: run.tracing,
-        metrics: run.metrics,
-        drizzle: run.drizzle,
-      }).runInvocation({ remainingMs: Math.max(0, deadlineAt - clock.now()), invocationId: run.invocationId }),
-    (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
-  );
-  runtime.metrics?.invocation(summary, config.serviceName);
-  return summary;
+  readonly #jobs: readonly JobDefinition<any, any>[];
+  readonly #byPool = new WeakMap<SkiplockDb, Map<string, BuiltWorker>>();
+
+  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+  constructor(jobs: readonly JobDefinition<any, any>[]) {
+    this.#jobs = jobs;
+  }
+
+  /**
+   * One worker invocation for the kinds and queues this function handles: the ones its code
+   * names, else the ones SKIPLOCK_KINDS / SKIPLOCK_QUEUES name, else all of them.
+   */
+  async run(runtime: FunctionRuntime, run: WorkerRun): Promise<InvocationSummary> {
+    const config = runtime.settings.require('worker');
+    const { remainingMs, invocationId, ...inputs } = run;
+    const clock = run.clock ?? systemClock;
+    // An absolute deadline: a rerun after a refused login gets only the time that is left.
+    const deadlineAt = clock.now() + remainingMs;
+    const summary = await runtime.withDb(
+      (db) =>
+        this.#workerFor(db, runtime, config, inputs).runInvocation({
+          remainingMs: Math.max(0, deadlineAt - clock.now()),
+          invocationId,
+        }),
+      (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
+    );
+    runtime.metrics?.invocation(summary, config.serviceName);
+    return summary;
+  }
+
+  #workerFor(db: SkiplockDb, runtime: FunctionRuntime, config: SkiplockConfig, inputs: WorkerInputs): Worker {
+    const kinds = inputs.kinds ?? config.kinds;
+    const queues = inputs.queues ?? config.queues;
+    const name = inputs.name ?? config.workerName;
+    const key = JSON.stringify([kinds ?? null, queues ?? null, name]);
+    let built = this.#byPool.get(db);
+    if (!built) {
+      built = new Map();
+      this.#byPool.set(db, built);
+    }
+    const known = built.get(key);
+    if (known && sameInputs(known.inputs, inputs)) return known.worker;
+    const worker = createWorker({
+      db,
+      jobs: kinds ? this.#jobs.filter((j) => kinds.includes(j.kind)) : this.#jobs,
+      schema: config.schema,
+      queues,
+      concurrency: config.concurrency,
+      batchSize: config.batchSize,
+      safetyMarginMs: config.safetyMarginMs,
+      leaseGraceMs: config.leaseGraceMs,
+      completedJobs: config.completedJobs,
+      logger: runtime.logger,
+      clock: inputs.clock,
+      name,
+      maxInvocations: config.maxInvocations,
+      fanOut: config.maxInvocations === undefined ? undefined : inputs.fanOut,
+      fanOutTargetMs: config.fanOutTargetMs,
+      lingerMs: config.lingerMs,
+      schedules: inputs.schedules,
+      tracing: inputs.tracing,
+      metrics: inputs.metrics,
+      drizzle: inputs.drizzle,
+    });
+    built.delete(key);
+    built.set(key, { inputs, worker });
+    if (built.size > MAX_WORKERS_PER_POOL) built.delete(built.keys().next().value as string);
+    return worker;
+  }
+}
+
+/** The objects a worker was built with are the same ones (the lists are compared by key). */
+function sameInputs(a: WorkerInputs, b: WorkerInputs): boolean {
+  return (['clock', 'fanOut', 'schedules', 'tracing', 'metrics', 'drizzle'] as const).every((k) => a[k] === b[k]);
 }
 
 /**

@@ -18,10 +18,10 @@ import {
   requireBearer,
 } from './http.js';
 import {
+  DeployedWorker,
   enqueueFromBody,
   replayFromBody,
   runMaintenanceTick,
-  runWorker,
   signalFromToken,
   type WorkerRun,
 } from './operations.js';
@@ -133,17 +133,27 @@ function startReasonOf(header: string | undefined): StartReason | undefined {
   return START_REASONS.find((reason) => reason === header);
 }
 
-function fanOutOf(
-  option: InvocationStarter | false | undefined,
-  runtime: FunctionRuntime,
-  url: URL,
-  secret: string | undefined,
-  waitUntil: WaitUntil | undefined,
-): InvocationStarter | undefined {
-  if (option === false) return undefined;
-  if (option) return option;
-  const own = routeUrl(url.pathname, runtime.settings.require('worker').baseUrl ?? url.origin);
-  return vercelRouteStarter(own, { secret, reason: 'fan-out', logger: runtime.logger, waitUntil });
+/**
+ * How the worker fans out: the option, else requests of this route itself, at SKIPLOCK_BASE_URL or
+ * the origin the request came to — one starter per target and secret, so that the instance's
+ * worker is built once for each (see DeployedWorker).
+ */
+function fanOutStarters(option: InvocationStarter | false | undefined, waitUntil: WaitUntil | undefined) {
+  let own: { key: string; starter: InvocationStarter } | undefined;
+  return (runtime: FunctionRuntime, url: URL, secret: string | undefined): InvocationStarter | undefined => {
+    if (option === false) return undefined;
+    if (option) return option;
+    const target = routeUrl(url.pathname, runtime.settings.require('worker').baseUrl ?? url.origin);
+    // Kept in memory only: a changed secret or origin gets a new starter.
+    const key = JSON.stringify([target.href, secret ?? null]);
+    if (own?.key !== key) {
+      own = {
+        key,
+        starter: vercelRouteStarter(target, { secret, reason: 'fan-out', logger: runtime.logger, waitUntil }),
+      };
+    }
+    return own.starter;
+  };
 }
 
 /**
@@ -151,9 +161,12 @@ function fanOutOf(
  * `Authorization: Bearer $CRON_SECRET`; the budget is `maxDurationMs` (keep it equal to the
  * function's maxDuration in vercel.json), else SKIPLOCK_MAX_DURATION_MS. A request that a nudge or
  * a fan-out sent (START_HEADER) is accepted at once with 202, and its invocation runs after the
- * response, kept alive with `waitUntil`; a cron's answers with the summary when it is done.
+ * response, kept alive with `waitUntil`; a cron's answers with the summary when it is done. The
+ * worker is made once per warm instance and kept across the requests it serves.
  */
 export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {}): RouteHandler {
+  const worker = new DeployedWorker(jobs);
+  const fanOutOf = fanOutStarters(options.fanOut, options.waitUntil);
   return route(async (request, url) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
@@ -170,20 +183,17 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
       metrics,
       drizzle,
       name: options.name ?? (env.SKIPLOCK_WORKER_NAME ? undefined : nameOfRoute(url.pathname)),
-      fanOut:
-        config.maxInvocations === undefined
-          ? undefined
-          : fanOutOf(options.fanOut, runtime, url, env.CRON_SECRET, options.waitUntil),
+      fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(runtime, url, env.CRON_SECRET),
     };
     const reason = startReasonOf(request.header(START_HEADER));
     if (!reason) {
       // A failed invocation (the database unreachable, a statement refused) is a failure to the
       // platform too: 503, so cron dashboards and uptime checks see it; the body is the summary.
-      const summary = await runWorker(runtime, jobs, run);
+      const summary = await worker.run(runtime, run);
       return { status: summary.stoppedBecause === 'error' ? 503 : 200, body: { ...summary } };
     }
     const waitUntil = options.waitUntil ?? (await loadWaitUntil());
-    const invocation = runWorker(runtime, jobs, run).catch((err: unknown) => {
+    const invocation = worker.run(runtime, run).catch((err: unknown) => {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });
     });
     waitUntil(invocation);

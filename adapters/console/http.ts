@@ -7,6 +7,12 @@ export interface ConsoleRequest {
   url: URL;
   header(name: string): string | undefined;
   cookie(name: string): string | undefined;
+  /**
+   * The hosts the browser may have sent this request to, which a form's Origin must name: the Host
+   * header (the URL's host without one: `next start` reports every URL as localhost), and
+   * X-Forwarded-Host where a proxy of yours sets it.
+   */
+  hosts: readonly string[];
   /** The client's address as the platform saw it (for the login throttle); 'unknown' without. */
   client: string;
   /** Reads the body; throws HttpError 413 past `maxBytes`. */

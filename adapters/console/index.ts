@@ -42,15 +42,17 @@ export interface ConsoleOptions {
   now?: () => Date;
   /**
    * The origin browsers show for the console (`https://ops.example.com`) when a proxy in front of
-   * the function (CloudFront) changes the Host header: a POST whose Origin names another host is
-   * refused. @defaultValue the request's own host
+   * the function (CloudFront) changes the Host header and does not say the original: a POST whose
+   * Origin names another host is refused. @defaultValue the request's Host header (its URL's host
+   * without one), or X-Forwarded-Host where proxy headers are trusted
    */
   origin?: string;
   /**
    * Whether the client address may be read from `x-real-ip` / `x-forwarded-for` (the login throttle
-   * counts per address): only when a proxy you control sets them. Otherwise every client shares one
-   * count, which never keeps the right token out. @defaultValue true on Vercel (VERCEL=1, whose edge
-   * sets them) or with SKIPLOCK_CONSOLE_TRUST_PROXY=true, else false
+   * counts per address), and a form's Origin may name `x-forwarded-host`: only when a proxy you
+   * control sets them. Otherwise every client shares one count, which never keeps the right token
+   * out. @defaultValue true on Vercel (VERCEL=1, whose edge sets them) or with
+   * SKIPLOCK_CONSOLE_TRUST_PROXY=true, else false
    */
   trustProxyHeaders?: boolean;
 }
@@ -93,12 +95,26 @@ async function readForm(request: ConsoleRequest): Promise<URLSearchParams> {
   return new URLSearchParams(await request.readBody(MAX_FORM_BYTES));
 }
 
-/** A POST must come from a page of this console: an Origin header, when sent, names this host. */
+/**
+ * A POST must come from a page of this console: an Origin header, when sent, names the host the
+ * browser sent the request to (a page elsewhere cannot set Host or X-Forwarded-Host on a form), or
+ * the `origin` option's host when given. Hosts compare as URLs do: case and default port aside.
+ */
 function sameOrigin(request: ConsoleRequest, expected: string | undefined): boolean {
   const origin = request.header('origin');
   if (origin === undefined) return true;
   try {
-    return new URL(origin).host === (expected ? new URL(expected).host : request.url.host);
+    const from = new URL(origin);
+    if (from.protocol !== 'https:' && from.protocol !== 'http:') return false;
+    const hostOf = (host: string) => new URL(`${from.protocol}//${host}`).host;
+    const hosts = expected ? [new URL(expected).host] : request.hosts;
+    return hosts.some((host) => {
+      try {
+        return hostOf(host) === from.host;
+      } catch {
+        return false;
+      }
+    });
   } catch {
     return false;
   }

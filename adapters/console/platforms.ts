@@ -13,7 +13,8 @@ type Kinds = Parameters<typeof createConsole>[0];
  * Vercel: `export const GET = createVercelConsole(jobs); export const POST = GET;` in api/admin.ts,
  * with vercel.json rewriting /admin and /admin/:path* to it (the request keeps the browser's URL).
  * The client address is x-real-ip (or x-forwarded-for's first), which Vercel's edge sets — trusted on
- * Vercel or when `trustProxyHeaders` says so; self-hosted without it, a client could send any.
+ * Vercel or when `trustProxyHeaders` says so (as is x-forwarded-host for the Origin check);
+ * self-hosted without it, a client could send any. Also a plain (Request) => Response for any server.
  */
 export function createVercelConsole(
   jobs: Kinds,
@@ -25,9 +26,13 @@ export function createVercelConsole(
   return async (request) => {
     const headers = request.headers;
     const forwarded = trusted ? headers.get('x-forwarded-for')?.split(',')[0]?.trim() : undefined;
+    const url = new URL(request.url);
+    // The first proxy's (the one the browser reached), when there are several.
+    const forwardedHost = trusted ? headers.get('x-forwarded-host')?.split(',')[0]?.trim() : undefined;
     const response = await handle({
       method: request.method,
-      url: new URL(request.url),
+      url,
+      hosts: [headers.get('host') ?? url.host, ...(forwardedHost ? [forwardedHost] : [])],
       header: (name) => headers.get(name) ?? undefined,
       cookie: (name) => cookieFrom(headers.get('cookie') ?? undefined, name),
       client: (trusted ? headers.get('x-real-ip') : undefined) ?? forwarded ?? UNKNOWN_CLIENT,
@@ -68,6 +73,7 @@ function fromEvent(event: ConsoleHttpEvent): ConsoleRequest {
   return {
     method: event.requestContext.http.method,
     url: new URL(`https://${host}${event.rawPath ?? '/'}${query}`),
+    hosts: [host],
     header: (name) => headers[name.toLowerCase()],
     cookie: (name) => cookieFrom(cookieHeader, name),
     client: event.requestContext.http.sourceIp ?? 'unknown',

@@ -177,7 +177,8 @@ describe(`the console's login and sessions (${testDriver()})`, () => {
     ).toBe(429);
     expect((await client(selfHosted, '198.51.100.1').post('/admin/login', { token: ADMIN })).status).toBe(303);
     // Trusted when configured (a proxy of yours sets the header): per address again.
-    const trusted = { VERCEL: undefined, SKIPLOCK_CONSOLE_TRUST_PROXY: 'true' };
+    // (VERCEL '0', not undefined: envFor keys the env by its JSON, where undefined vanishes.)
+    const trusted = { VERCEL: '0', SKIPLOCK_CONSOLE_TRUST_PROXY: 'true' };
     expect((await client(trusted, '192.0.2.77').post('/admin/login', { token: 'first-wrong-token-xx' })).status).toBe(
       401,
     );
@@ -236,6 +237,74 @@ describe(`the console's login and sessions (${testDriver()})`, () => {
     const rotated = new ConsoleClient(consoleRoute({ SKIPLOCK_ADMIN_TOKEN: 'a-brand-new-admin-token-value' }));
     rotated.cookie = e.cookie;
     expect((await rotated.get('/admin/')).status).toBe(303);
+  });
+});
+
+describe(`the console's Origin check (${testDriver()})`, () => {
+  /** A login form as a browser on `origin` sends it, to a server that reports the URL `url`. */
+  const loginForm = (url: string, headers: Record<string, string>) =>
+    new Request(`${url}/admin/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-real-ip': '203.0.113.7', ...headers },
+      body: new URLSearchParams({ token: ADMIN, name: 'ada', next: '/admin/' }).toString(),
+    });
+
+  it('compares the Origin with the Host header, not the URL the server reports (next start says localhost)', async () => {
+    now = new Date();
+    const route = consoleRoute();
+    // `next start` reports request.url as http://localhost:3000/… whatever Host the browser sent.
+    const browser = { host: '127.0.0.1:3000', origin: 'http://127.0.0.1:3000' };
+    const login = await route(loginForm('http://localhost:3000', browser));
+    expect(login.status).toBe(303);
+    expect(login.headers.getSetCookie()[0]).toMatch(new RegExp(`^${COOKIE}=`));
+    // A real host name in front of the app, its Host kept: the same.
+    const named = await route(
+      loginForm('http://localhost:3000', { host: 'ops.example.com', origin: 'https://ops.example.com' }),
+    );
+    expect(named.status).toBe(303);
+    // The host's case and the scheme's default port do not matter.
+    const spelled = await route(
+      loginForm('http://localhost:3000', { host: 'Ops.Example.com:443', origin: 'https://ops.example.com' }),
+    );
+    expect(spelled.status).toBe(303);
+  });
+
+  it('still refuses a form whose Origin names another host, whatever the URL or the Host say', async () => {
+    now = new Date();
+    const route = consoleRoute();
+    const { result, lines } = await captureStdout(async () => [
+      await route(loginForm('http://localhost:3000', { host: '127.0.0.1:3000', origin: 'https://evil.example.com' })),
+      // The URL's host does not let another origin in either.
+      await route(loginForm('http://localhost:3000', { host: '127.0.0.1:3000', origin: 'http://localhost:3000' })),
+      await route(loginForm('https://app.example.com', { origin: 'https://evil.example.com' })),
+      await route(loginForm('https://app.example.com', { host: 'app.example.com', origin: 'null' })),
+    ]);
+    expect(result.map((r) => r.status)).toEqual([403, 403, 403, 403]);
+    expect(result.every((r) => r.headers.getSetCookie().length === 0)).toBe(true);
+    expect(lines.filter((l) => l.includes('"reason":"cross_origin"'))).toHaveLength(4);
+    expect(await rows(`select count(*)::int as n from "${t.schema}".console_sessions`)).toEqual([{ n: 0 }]);
+  });
+
+  it('takes X-Forwarded-Host only where proxy headers are trusted (Vercel, SKIPLOCK_CONSOLE_TRUST_PROXY)', async () => {
+    now = new Date();
+    // A proxy of yours in front: the function sees its own Host, the proxy says which one the browser used.
+    const proxied = { host: 'internal:3000', 'x-forwarded-host': 'ops.example.com', origin: 'https://ops.example.com' };
+    expect((await consoleRoute()(loginForm('http://internal:3000', proxied))).status).toBe(303);
+    // (VERCEL '0', not undefined: envFor keys the env by its JSON, where undefined vanishes.)
+    const trusted = { VERCEL: '0', SKIPLOCK_CONSOLE_TRUST_PROXY: 'true' };
+    expect((await consoleRoute(trusted)(loginForm('http://internal:3000', proxied))).status).toBe(303);
+    // Self-hosted without trust, the header is whatever the client sent: not read.
+    expect((await consoleRoute({ VERCEL: '0' })(loginForm('http://internal:3000', proxied))).status).toBe(403);
+    // The `origin` option names the one origin accepted.
+    const pinned = createVercelConsole([sendEmail], { env: envFor({}), now: clock, origin: 'https://ops.example.com' });
+    expect(
+      (await pinned(loginForm('http://internal:3000', { host: 'internal:3000', origin: 'https://ops.example.com' })))
+        .status,
+    ).toBe(303);
+    expect(
+      (await pinned(loginForm('http://internal:3000', { host: 'internal:3000', origin: 'http://internal:3000' })))
+        .status,
+    ).toBe(403);
   });
 });
 

@@ -110,7 +110,7 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     }
   }, 300_000);
 
-  it('`next start`: an enqueue nudges the worker route through after(), a cron request runs the worker, the console logs in', async () => {
+  it('`next start`: an enqueue nudges the worker route through after(), a cron request runs the worker, the console logs in on localhost and 127.0.0.1', async () => {
     const url = inject('databaseUrl');
     const database = { DATABASE_URL: url, SKIPLOCK_SCHEMA: schema };
     await run(join(app, 'node_modules/.bin/skiplock'), ['migrate', '--schema', schema], {
@@ -217,7 +217,27 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     const html = await page.text();
     expect(html).toContain('send-email');
     expect(html).toContain('completed');
+    // The same server by its address, as a browser on http://127.0.0.1:PORT/admin (or a proxy that
+    // keeps the Host) reaches it: `next start` reports request.url as localhost whatever the Host,
+    // and the login still works — the Origin is compared with the Host header.
+    const byAddress = `http://127.0.0.1:${port}`;
+    const loginFrom = (from: string) =>
+      fetch(`${byAddress}/admin/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { origin: from, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: secrets.SKIPLOCK_ADMIN_TOKEN, name: 'ci', next: '/admin/' }),
+      });
+    const local = await loginFrom(byAddress);
+    expect(local.status).toBe(303);
+    expect(local.headers.get('set-cookie')).toMatch(/^__Host-skiplock-console=/);
     // Nothing went wrong on the server's side.
     expect(serverLog).not.toMatch(/"level":"(error|warn)"|Error:/);
+    // A form from another site is still refused, and logged as such.
+    const forged = await loginFrom('https://evil.example.com');
+    expect(forged.status).toBe(403);
+    expect(forged.headers.get('set-cookie')).toBeNull();
+    expect(await forged.text()).toContain('this form was not sent from the console');
+    await until(async () => serverLog.includes('"reason":"cross_origin"'), 10_000, 'the cross_origin log line');
   }, 120_000);
 });
