@@ -2,7 +2,7 @@ import type { Outcome, SettleReport } from '../../base/outcomes.js';
 import { settleOutcomes } from '../../db/statements/settle.js';
 import type { PendingOutcome } from './attempt.js';
 import type { Deadline } from './deadline.js';
-import type { WorkerSettings } from './settings.js';
+import { statementNow, type WorkerSettings } from './settings.js';
 import type { Ledger } from './summary.js';
 
 /**
@@ -86,7 +86,9 @@ export class OutcomeBuffer {
     const { db, schema, completion } = this.#settings;
     let report: SettleReport;
     try {
-      report = await this.#deadline.inTime(settleOutcomes(db.db, schema, outcomesOf(batch), undefined, completion));
+      report = await this.#deadline.inTime(
+        settleOutcomes(db.db, schema, outcomesOf(batch), statementNow(this.#settings), completion),
+      );
     } catch (err) {
       this.putBack(batch);
       throw err;
