@@ -122,8 +122,11 @@ export interface JobStep {
   /** 0 for the first step the job reached. */
   position: number;
   type: 'run' | 'sleep' | 'signal';
-  /** waiting: a wait for a signal that has not ended. */
-  state: 'completed' | 'failed' | 'waiting';
+  /**
+   * waiting: a wait for a signal that has not ended (until `timeoutAt`); sleeping: a sleep that has
+   * not ended (until `wakeAt`: the job is queued until then).
+   */
+  state: 'completed' | 'failed' | 'waiting' | 'sleeping';
   /** Attempts of this step (its retries do not use the job's). */
   attempts: number;
   durationMs: number | null;
@@ -135,6 +138,8 @@ export interface JobStep {
   /** A wait's key and when it times out. */
   signalKey: string | null;
   timeoutAt: Date | null;
+  /** When a sleep ends (ended, for a completed one). */
+  wakeAt: Date | null;
 }
 
 /** A parent as its child's handler reads it (`ctx.parents()`). */

@@ -236,12 +236,10 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
     }
     const shown = { ...job, payload: masked(registry, job), leaseToken: job.leaseToken };
     const lines = [
-      `job ${job.id}  ${job.kind} on ${job.queue}  ${job.state}${job.deadReason ? ` (${job.deadReason})` : ''}`,
+      `job ${job.id}  ${job.kind} on ${job.queue}  ${job.state}${job.deadReason ? ` (${job.deadReason})` : ''}${suspendedIn(job)}`,
       `attempt ${job.attempt} of ${job.maxAttempts}; ${Number.isNaN(job.runAt.getTime()) ? 'waiting for the jobs before it to end' : `run at ${job.runAt.toISOString()}`}; created ${job.createdAt.toISOString()}`,
       `payload: ${JSON.stringify(shown.payload)}`,
-      job.leaseToken
-        ? `lease: ${job.leaseToken} held by ${job.lockedBy ?? '?'} until ${job.leaseExpiresAt?.toISOString() ?? '—'}`
-        : 'lease: none',
+      leaseLine(job),
       `correlation id: ${job.correlationId ?? '—'}; dedupe: ${job.dedupeKey ? `${job.dedupeMode} ${job.dedupeKey}` : '—'}`,
       `replays: ${job.replayCount}${job.replayedAt ? ` (last ${job.replayedAt.toISOString()} by ${job.replayedBy})` : ''}`,
       ...(job.progress === null ? [] : [`progress: ${JSON.stringify(job.progress)}`]),
@@ -405,10 +403,38 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
   },
 };
 
+/**
+ * What a queued job's last step keeps it for, after its state in `jobs show`'s first line: a sleep
+ * until its wake-up, a wait for a signal until its timeout (else nothing).
+ */
+function suspendedIn(job: JobRecord): string {
+  const last = job.steps?.at(-1);
+  if (job.state !== 'queued' || !last || (last.state !== 'sleeping' && last.state !== 'waiting')) return '';
+  return `: ${stepState(last)} (step ${last.name})`;
+}
+
+/** `sleeping until T`, `waiting for signal "K" until T`, or the step's state. */
+function stepState(step: JobStep): string {
+  if (step.state === 'sleeping') return `sleeping until ${step.wakeAt?.toISOString() ?? '?'}`;
+  if (step.state === 'waiting')
+    return `waiting for signal "${step.signalKey}" until ${step.timeoutAt?.toISOString() ?? '?'}`;
+  return step.state;
+}
+
+/**
+ * Who holds the job: only a running job has a holder and a lease end. A queued job (asleep, waiting,
+ * retrying) or a finished one keeps the token and holder of its last claim: history, not a lease.
+ */
+function leaseLine(job: JobRecord): string {
+  if (job.state === 'running' && job.leaseToken) {
+    return `lease: ${job.leaseToken} held by ${job.lockedBy ?? '?'} until ${job.leaseExpiresAt?.toISOString() ?? '?'}`;
+  }
+  return job.lockedBy ? `lease: none (last held by ${job.lockedBy})` : 'lease: none';
+}
+
 /** One durable step as `jobs show` prints it: name, type, state, attempts, duration, result size, last error. */
 function stepLine(step: JobStep): string {
-  const parts = [`${step.position + 1}. ${step.name}`, step.type === 'run' ? '' : `(${step.type})`, step.state];
-  if (step.state === 'waiting') parts.push(`for "${step.signalKey}" until ${step.timeoutAt?.toISOString() ?? '?'}`);
+  const parts = [`${step.position + 1}. ${step.name}`, step.type === 'run' ? '' : `(${step.type})`, stepState(step)];
   parts.push(`${step.attempts} attempt${step.attempts === 1 ? '' : 's'}`);
   if (step.durationMs !== null) parts.push(`${step.durationMs} ms`);
   if (step.resultBytes !== null) parts.push(`result ${step.resultBytes} B`);

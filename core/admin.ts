@@ -86,12 +86,19 @@ export async function moveToDlq(
   return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, moved: o.buried }));
 }
 
-/** One job with its whole history, or null. */
-export async function getJob(conn: SkiplockDb, id: string, options: SchemaOption = {}): Promise<JobRecord | null> {
+/**
+ * One job with its whole history and its durable steps, or null. `now` (tests: the time a test runs
+ * its jobs at) is when a sleep is judged to be over. @defaultValue now: the database's clock
+ */
+export async function getJob(
+  conn: SkiplockDb,
+  id: string,
+  options: SchemaOption & { now?: Date } = {},
+): Promise<JobRecord | null> {
   const schema = schemaOf(options);
   const [job] = await getJobs(conn.db, schema, checkIds([id]));
   if (!job) return null;
-  return { ...job, steps: await listSteps(conn.db, schema, id) };
+  return { ...job, steps: await listSteps(conn.db, schema, id, options.now) };
 }
 
 /**

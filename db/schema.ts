@@ -257,7 +257,8 @@ export function jobStepsTableIn(schema: PgSchema<string>) {
       jobId: bigint('job_id', { mode: 'bigint' }).notNull(),
       name: text('name').notNull(),
       position: integer('position').notNull(),
-      // 'sleep': recorded completed as the job goes to sleep (it is over once the job runs again).
+      // 'sleep': recorded completed as the job goes to sleep (reaching it again must not sleep again),
+      // with its end in `timeout_at`; listSteps reports it 'sleeping' until then.
       // 'signal': a wait for a signal on `signal_key`, 'waiting' until one comes or `timeout_at`.
       type: text('type', { enum: ['run', 'sleep', 'signal'] })
         .notNull()

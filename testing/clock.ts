@@ -6,7 +6,7 @@ export type { Clock };
  * A clock that moves only when told to, for `createWorker({ clock })`: "this handler took 2 s"
  * or "the invocation's deadline has come" without waiting. It measures only the invocation's
  * own budget (timeouts, the deadline, flush timers); every job timestamp is compared on the
- * database's clock, which statements take as an explicit `now` in skiplock's own tests.
+ * database's clock, or at a TestTime given to runJobs (time.ts) — the two clocks move apart.
  *
  * - `now()`: milliseconds on this clock; starts at `start`.
  * - `setTimer(fn, ms)`: runs `fn` once `advance` has moved the clock `ms` past now; returns a

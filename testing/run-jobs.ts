@@ -1,5 +1,7 @@
+import { ConfigError } from '../base/errors.js';
 import type { InvocationSummary, WorkerOptions } from '../core/worker.js';
 import { createWorker } from '../core/worker.js';
+import type { TestTime } from './time.js';
 
 export interface RunJobsOptions extends WorkerOptions {
   /**
@@ -10,6 +12,13 @@ export interface RunJobsOptions extends WorkerOptions {
   remainingMs?: number;
   /** Stop after this many invocations even if work remains. @defaultValue 10 */
   maxInvocations?: number;
+  /**
+   * Run at this test time instead of the database's clock: run_at, leases, deadlines, back-offs and
+   * the steps' sleeps, waits and timeouts are all judged at `time.now()` — first moved up to the
+   * database's clock when that is later. Schedules tick at every run (`scheduleTickMs` defaults to 0).
+   * @defaultValue unset: the database's clock
+   */
+  time?: TestTime;
 }
 
 export interface RunJobsResult {
@@ -19,18 +28,34 @@ export interface RunJobsResult {
   retried: number;
   dead: number;
   cancelled: number;
+  /** Jobs that went back to the queue to sleep, wait for a signal or continue (durable steps). */
+  suspended: number;
 }
 
 /**
  * Runs worker invocations, as the scheduler would, until one finds nothing to claim (or
  * `maxInvocations` ran). For an application's tests: enqueue, `await runJobs({ db, jobs })`,
- * then assert on what the handlers did. Retries wait for their backoff on the database clock,
- * so a job that failed is claimed again only once its `run_at` has passed.
+ * then assert on what the handlers did. Retries wait for their backoff on the database clock —
+ * or on `time`, which a test moves forward to step through sleeps, waits and back-offs.
  */
 export async function runJobs(options: RunJobsOptions): Promise<RunJobsResult> {
-  const { remainingMs = 900_000, maxInvocations = 10, ...workerOptions } = options;
+  const { remainingMs = 900_000, maxInvocations = 10, time, ...workerOptions } = options;
+  if (time !== undefined) {
+    if (workerOptions.test?.now) throw new ConfigError('runJobs: pass time or test.now, not both');
+    await time.catchUp(workerOptions.db, { schema: workerOptions.schema });
+    workerOptions.test = { ...workerOptions.test, now: () => time.now() };
+    workerOptions.scheduleTickMs ??= 0;
+  }
   const worker = createWorker(workerOptions);
-  const result: RunJobsResult = { invocations: [], claimed: 0, completed: 0, retried: 0, dead: 0, cancelled: 0 };
+  const result: RunJobsResult = {
+    invocations: [],
+    claimed: 0,
+    completed: 0,
+    retried: 0,
+    dead: 0,
+    cancelled: 0,
+    suspended: 0,
+  };
   for (let i = 0; i < maxInvocations; i++) {
     const summary = await worker.runInvocation({ remainingMs });
     result.invocations.push(summary);
@@ -39,6 +64,7 @@ export async function runJobs(options: RunJobsOptions): Promise<RunJobsResult> {
     result.retried += summary.retried;
     result.dead += summary.dead;
     result.cancelled += summary.cancelled;
+    result.suspended += summary.suspended ?? 0;
     if (summary.stoppedBecause === 'error') break;
     if (summary.claimed === 0 && summary.dead === 0) break;
   }

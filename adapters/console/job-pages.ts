@@ -1,5 +1,5 @@
 import { InvalidOptionsError } from '../../base/errors.js';
-import { JOB_STATES, type JobState } from '../../base/rows.js';
+import { JOB_STATES, type JobState, type JobStep } from '../../base/rows.js';
 import { getJob, type JobRecord, listJobs } from '../../core/admin.js';
 import { explain, type JobExplanation } from '../../core/explain.js';
 import { maskSecretText } from '../../core/masking.js';
@@ -179,13 +179,22 @@ function whyPanel(why: JobExplanation | null): Html {
   )}</ul></div>`;
 }
 
-/** What a queued job waits for: its turn, a retry, a durable sleep or a signal (its last step says). */
+/**
+ * What a queued job waits for: a durable sleep or a signal (its last step says, as getJob judged it on
+ * the database's clock), else its turn or a retry.
+ */
 function queuedHead(job: JobRecord): Html {
   const last = job.steps?.at(-1);
-  if (last?.state === 'waiting')
-    return html`waiting for the signal <code>${last.signalKey ?? '?'}</code> (step ${last.name})`;
-  if (last?.type === 'sleep' && job.runAt.getTime() > Date.now()) return html`sleeping (step ${last.name})`;
+  if (last?.state === 'waiting' || last?.state === 'sleeping') return html`${suspendedStep(last)} (step ${last.name})`;
   return html`queued${job.attempt > 0 ? ` for attempt ${job.attempt + 1}` : ''}`;
+}
+
+/** A sleep or a wait that has not ended: until when. */
+function suspendedStep(step: JobStep): Html {
+  const badge = html`<span class="badge running">${step.state}</span>`;
+  return step.state === 'sleeping'
+    ? html`${badge} until ${formatTime(step.wakeAt)}`
+    : html`${badge} for signal <code>${step.signalKey ?? '?'}</code> until ${formatTime(step.timeoutAt)}`;
 }
 
 /** The durable steps the job reached, in order (nothing for a job without steps). */
@@ -194,8 +203,8 @@ function stepsTable(job: JobRecord): Html {
   if (steps.length === 0) return html``;
   const rows = steps.map((step) => {
     const state =
-      step.state === 'waiting'
-        ? html`<span class="badge running">waiting</span> for <code>${step.signalKey ?? '?'}</code> until ${formatTime(step.timeoutAt)}`
+      step.state === 'waiting' || step.state === 'sleeping'
+        ? suspendedStep(step)
         : html`<span class="badge ${step.state === 'failed' ? 'dead' : 'completed'}">${step.state}</span>`;
     const error = step.lastError ? maskSecretText(String(step.lastError.message ?? step.lastError.class ?? '')) : '';
     return html`<tr><td class="n">${step.position + 1}</td><td><code>${step.name}</code></td><td>${step.type}</td>
@@ -268,7 +277,7 @@ export async function jobPage(ctx: ConsoleContext, id: string): Promise<Page | n
     job.state === 'running'
       ? html`<code>${job.lockedBy ?? '?'}</code> until ${formatTime(job.leaseExpiresAt)}`
       : job.lockedBy
-        ? html`last held by <code>${job.lockedBy}</code>`
+        ? html`none (last held by <code>${job.lockedBy}</code>)`
         : '–';
   return {
     title: `Job #${job.id}`,

@@ -2,7 +2,7 @@ import { scrubSecrets } from '../../db/execute.js';
 import { CLAIM_LANES } from '../../db/statements/claim.js';
 import { readBacklog, registerInvocation, unregisterInvocation } from '../../db/statements/invocations.js';
 import type { Deadline } from './deadline.js';
-import type { WorkerSettings } from './settings.js';
+import { statementNow, type WorkerSettings } from './settings.js';
 
 /**
  * Starts more invocations of this worker: the platform's own scaling, e.g. an asynchronous
@@ -74,6 +74,7 @@ export class Admission {
           max: this.#max,
           // The registration outlives the invocation by the lease grace, as its jobs' leases do.
           ttlMs: Math.max(1, this.#deadline.at - clock.now()) + leaseGraceMs,
+          now: statementNow(this.#settings),
         }),
       );
       if (registration.slot !== null) {
@@ -127,6 +128,7 @@ export class Admission {
           queues,
           // Past what `max` invocations finish in the window, more backlog changes nothing.
           cap: Math.min(1_000_000, Math.ceil(perInvocation * this.#max) + 1),
+          now: statementNow(this.#settings),
         }),
       );
       // One invocation decides for all — the oldest registered — so that siblings that start together

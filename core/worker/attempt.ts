@@ -16,7 +16,7 @@ import { check, describeIssues } from '../issues.js';
 import { type Logger, withFields } from '../logger.js';
 import type { AttemptTrace } from '../tracing.js';
 import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
-import { handlerTransaction, type Kind, type WorkerSettings } from './settings.js';
+import { handlerTransaction, type Kind, statementNow, type WorkerSettings } from './settings.js';
 import { StepRunner } from './steps.js';
 
 /** Why a job's signal fired. Recorded as the failure class (timeout, invocation_deadline). */
@@ -187,7 +187,7 @@ export class Attempt implements ContextSource {
           ...(result === undefined ? {} : { result }),
           ...destinationOf(this, undefined),
         };
-        const settled = await settleJobs(tx, schema, [done], undefined, completion);
+        const settled = await settleJobs(tx, schema, [done], statementNow(this.#host.settings), completion);
         if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
       });
     } catch (thrown) {
@@ -298,7 +298,7 @@ export class Attempt implements ContextSource {
 
   async reportProgress(progress: unknown): Promise<boolean> {
     const { db, schema } = this.#host.settings;
-    const ok = this.#fenced(await reportProgress(db.db, schema, this.job, progress));
+    const ok = this.#fenced(await reportProgress(db.db, schema, this.job, progress, statementNow(this.#host.settings)));
     if (ok) this.lastProgress = progress ?? null;
     return ok;
   }
@@ -310,7 +310,7 @@ export class Attempt implements ContextSource {
 
   async extendLease(ms: number): Promise<boolean> {
     const { db, schema } = this.#host.settings;
-    return this.#fenced((await extendLease(db.db, schema, this.job, ms)) !== null);
+    return this.#fenced((await extendLease(db.db, schema, this.job, ms, statementNow(this.#host.settings))) !== null);
   }
 
   /** A fenced write that found nothing: another holder has the job, so this attempt is over. */

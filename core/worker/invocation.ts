@@ -11,7 +11,7 @@ import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
 import { Deadline, Watchdog } from './deadline.js';
 import { OutcomeBuffer, outcomesOf, RIDE_ALONG_MAX } from './outcome-buffer.js';
-import type { Kind, WorkerSettings } from './settings.js';
+import { type Kind, statementNow, type WorkerSettings } from './settings.js';
 import { type InvocationInput, type InvocationSummary, Ledger } from './summary.js';
 
 /**
@@ -241,6 +241,7 @@ export class Invocation implements AttemptHost {
         kinds: [...kinds.keys()],
         queues,
         limit: 1000,
+        now: statementNow(this.settings),
         ...(seen ? { served: { name } } : {}),
       }),
     );
@@ -256,7 +257,9 @@ export class Invocation implements AttemptHost {
     if (scheduleTick.lastAt !== undefined && clock.now() - scheduleTick.lastAt < scheduleTickMs) return;
     scheduleTick.lastAt = clock.now();
     try {
-      const tick = await this.#deadline.inTime(runSchedules(db, schedules, { schema, logger }));
+      const tick = await this.#deadline.inTime(
+        runSchedules(db, schedules, { schema, logger, now: statementNow(this.settings) }),
+      );
       this.#ledger.summary.scheduled = tick.enqueued.length;
     } catch (err) {
       if (err instanceof InvocationDeadlineError) throw err;
@@ -403,7 +406,10 @@ export class Invocation implements AttemptHost {
   /** Gives jobs back unstarted: no attempt counted, claimable at once. */
   async #release(jobs: ClaimedJob[]): Promise<void> {
     const { db, schema } = this.settings;
-    this.#ledger.released(jobs.length, await this.#deadline.inTime(releaseJobs(db.db, schema, jobs)));
+    this.#ledger.released(
+      jobs.length,
+      await this.#deadline.inTime(releaseJobs(db.db, schema, jobs, statementNow(this.settings))),
+    );
   }
 
   /** Claims the next batch in one statement, which also writes the buffered outcomes. Returns how many jobs came. */
@@ -440,6 +446,7 @@ export class Invocation implements AttemptHost {
             ...this.#admission?.lanePlan(this.#claims++),
             invocationId: this.invocationId,
             leaseToken,
+            now: statementNow(this.settings),
             settle: outcomesOf(batch),
             completion,
             limits: this.settings.limits,
@@ -567,14 +574,18 @@ export class Invocation implements AttemptHost {
     if (this.#waiting.length > 0) {
       // Best effort: give back what never started, so it need not wait for its lease.
       const jobs = this.#waiting.splice(0);
-      const released = await this.#deadline.inTime(releaseJobs(db.db, schema, jobs)).catch(() => [] as string[]);
+      const released = await this.#deadline
+        .inTime(releaseJobs(db.db, schema, jobs, statementNow(this.settings)))
+        .catch(() => [] as string[]);
       this.#ledger.released(released.length, released);
     }
     if (this.#lostClaim !== undefined) {
       // The claim may have taken jobs this invocation never heard of: give them back by its token
       // (fenced; nothing when it did not commit). If this fails too, their leases run out.
       const claim = { leaseToken: this.#lostClaim, invocationId: this.invocationId };
-      const released = await this.#deadline.inTime(releaseClaim(db.db, schema, claim)).catch(() => [] as string[]);
+      const released = await this.#deadline
+        .inTime(releaseClaim(db.db, schema, claim, statementNow(this.settings)))
+        .catch(() => [] as string[]);
       if (released.length > 0) this.#ledger.released(released.length, released);
     }
     this.#to('stopped');

@@ -3,7 +3,7 @@ import type { Outcome, SettleReport } from '../../base/outcomes.js';
 import { findSettledEarlier, settleOutcomes } from '../../db/statements/settle.js';
 import type { PendingOutcome } from './attempt.js';
 import type { Deadline } from './deadline.js';
-import type { WorkerSettings } from './settings.js';
+import { statementNow, type WorkerSettings } from './settings.js';
 import type { Ledger } from './summary.js';
 
 /**
@@ -124,7 +124,9 @@ export class OutcomeBuffer {
     const { db, schema, completion } = this.#settings;
     let report: SettleReport;
     try {
-      report = await this.#deadline.inTime(settleOutcomes(db.db, schema, outcomesOf(batch), undefined, completion));
+      report = await this.#deadline.inTime(
+        settleOutcomes(db.db, schema, outcomesOf(batch), statementNow(this.#settings), completion),
+      );
     } catch (err) {
       this.putBack(batch, err);
       if (err instanceof OutcomeUnknownError) this.#ledger.answerLost('settle');

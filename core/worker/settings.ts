@@ -1,3 +1,4 @@
+import { ConfigError } from '../../base/errors.js';
 import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/flow-control.js';
 import type { Completion } from '../../base/outcomes.js';
 import type { AnyPgDatabase, DrizzleFactory, SkiplockDb } from '../../db/connect.js';
@@ -33,6 +34,8 @@ export interface WorkerSettings {
   readonly completion: Completion;
   readonly logger: Logger;
   readonly clock: Clock;
+  /** The time the statements use instead of the database's clock (tests only: `test.now`); undefined in production. */
+  readonly databaseNow: (() => Date) | undefined;
   /** Whether info lines are written at all: building a line per completed job costs more than a no-op job. */
   readonly infoLogs: boolean;
   readonly kinds: ReadonlyMap<string, Kind>;
@@ -81,6 +84,18 @@ export interface WorkerSettings {
   readonly tracing: Tracing | undefined;
   /** Makes handlers' Drizzle transactions over a pool that has no Drizzle database (the worker's `drizzle`). */
   readonly drizzle: DrizzleFactory | undefined;
+}
+
+/**
+ * The `now` a statement of this worker passes down: the test's time when one is supplied, else
+ * undefined (the statement reads the database's clock).
+ */
+export function statementNow(settings: Pick<WorkerSettings, 'databaseNow'>): Date | undefined {
+  const now = settings.databaseNow?.();
+  if (now !== undefined && !(now instanceof Date && Number.isFinite(now.getTime()))) {
+    throw new ConfigError('test.now must return a valid Date');
+  }
+  return now;
 }
 
 /** Why a handler's transaction cannot be made: the pool has no Drizzle database and none was given. */

@@ -15,7 +15,7 @@ import type { StepOptions } from '../jobs.js';
 import { inOneTransaction, SIGNAL_LIMITS } from '../signals.js';
 import type { Attempt } from './attempt.js';
 import { JobAbort } from './attempt.js';
-import { handlerTransaction, NEEDS_DRIZZLE, type WorkerSettings } from './settings.js';
+import { handlerTransaction, NEEDS_DRIZZLE, statementNow, type WorkerSettings } from './settings.js';
 
 /** The longest step name. */
 export const STEP_LIMITS = { nameLength: 200 } as const;
@@ -119,7 +119,9 @@ export class StepRunner {
               durationMs: settings.clock.now() - started,
             };
             if (json !== undefined) step.resultJson = json;
-            if (!(await recordStep(tx, settings.schema, attempt.job, step))) throw lost();
+            if (!(await recordStep(tx, settings.schema, attempt.job, step, { now: statementNow(settings) }))) {
+              throw lost();
+            }
             return json;
           }),
         );
@@ -137,7 +139,9 @@ export class StepRunner {
     if (!options.transaction) {
       const step: StepWrite = { name, position, type: 'run', state: 'completed', attempts, durationMs };
       if (resultJson !== undefined) step.resultJson = resultJson;
-      if (!(await recordStep(settings.db.db, settings.schema, attempt.job, step))) throw this.#lost();
+      if (!(await recordStep(settings.db.db, settings.schema, attempt.job, step, { now: statementNow(settings) }))) {
+        throw this.#lost();
+      }
     }
     return parseResult(resultJson ?? null) as T;
   }
@@ -180,7 +184,7 @@ export class StepRunner {
       settings.db.db,
       settings.schema,
       signalLock(settings.schema, key),
-      waitStatement(settings.schema, attempt.job, { name, position, key, timeoutMs }),
+      waitStatement(settings.schema, attempt.job, { name, position, key, timeoutMs }, statementNow(settings)),
     );
     const decided = rows[0];
     if (!decided) throw this.#lost();
@@ -245,7 +249,8 @@ export class StepRunner {
       const { settings, attempt } = this.#host;
       const startedAt = settings.clock.now();
       const grantMs = 4 * attempt.kind.definition.timeoutMs;
-      this.#recorded = readSteps(settings.db.db, settings.schema, attempt.job, grantMs + settings.leaseGraceMs).then(
+      const leaseMs = grantMs + settings.leaseGraceMs;
+      this.#recorded = readSteps(settings.db.db, settings.schema, attempt.job, leaseMs, statementNow(settings)).then(
         (rows) => {
           if (rows === null) throw this.#lost();
           this.#leaseEnd = Math.max(this.#leaseEnd, startedAt + grantMs);
@@ -324,7 +329,7 @@ export class StepRunner {
     const failedRow: StepWrite = { name, position, type: 'run', state: 'failed', attempts, error };
     const maxAttempts = positiveInt(options.maxAttempts, `step "${name}": maxAttempts`) ?? definition.maxAttempts;
     if (decision.outcome !== 'retry' || attempts >= maxAttempts) {
-      await recordStep(settings.db.db, settings.schema, attempt.job, failedRow);
+      await recordStep(settings.db.db, settings.schema, attempt.job, failedRow, { now: statementNow(settings) });
       if (decision.outcome !== 'retry') throw thrown;
       throw new StepError(
         'step_failed',
@@ -345,7 +350,7 @@ export class StepRunner {
   /** The job leaves the invocation; the handler is unwound with a StepSuspension. */
   async #suspend(suspension: Suspension, why: StepSuspension['why']): Promise<never> {
     const { settings, attempt } = this.#host;
-    const runAt = await suspendJob(settings.db.db, settings.schema, attempt.job, suspension);
+    const runAt = await suspendJob(settings.db.db, settings.schema, attempt.job, suspension, statementNow(settings));
     if (runAt === null) throw this.#lost();
     this.#host.suspended(why, runAt);
     throw new StepSuspension(why);

@@ -130,6 +130,14 @@ export interface WorkerOptions {
    * schema })`. With `connect()`'s database it is not needed. @defaultValue none
    */
   drizzle?: DrizzleFactory;
+  /**
+   * For tests only (`runJobs({ time })` in `skiplock/testing` sets it). `now`: the time every
+   * statement of this worker compares with and writes instead of the database's clock — the claim
+   * (run_at, leases, deadlines, windows, rates), outcomes and back-offs, and the steps' sleeps,
+   * waits and their timeouts — read once per statement. Production leaves it unset: the database's
+   * clock is the only one. @defaultValue unset
+   */
+  test?: { now?: () => Date };
 }
 
 export const WORKER_DEFAULTS = {
@@ -238,6 +246,11 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     throw new ConfigError('rateWaitMs must be a whole number from 0 to 900000');
   }
 
+  const databaseNow = options.test?.now;
+  if (databaseNow !== undefined && typeof databaseNow !== 'function') {
+    throw new ConfigError('test.now must be a function that returns a Date');
+  }
+
   const logger = options.logger ?? jsonLogger();
   return {
     db,
@@ -252,6 +265,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     completion,
     logger,
     clock: options.clock ?? systemClock,
+    databaseNow,
     // Building a log line per completed job costs more than a no-op job: skip it when nobody listens.
     infoLogs: logger.isEnabled?.('info') ?? true,
     kinds,

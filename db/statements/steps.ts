@@ -89,14 +89,39 @@ export async function readSteps(
     }));
 }
 
-/** The steps of one job as an operator sees them (JobStepsList): no results, their sizes. */
-export async function listSteps(db: AnyPgDatabase, schema: string, jobId: string): Promise<JobStep[]> {
+/**
+ * The steps of one job as an operator sees them (JobStepsList): no results, their sizes. A sleep is
+ * stored completed as the job goes to sleep (reaching it again must not sleep twice), so whether it
+ * is still going on is read here: the job's last step, the job queued and due later, its end not
+ * reached — `sleeping`, with no finish yet; once over, it finished at its end. A sleep written without
+ * its end (timeout_at; by an earlier version) ends at the job's run_at when it is the last step.
+ * `now` is when that is judged. @defaultValue the database's clock
+ */
+export async function listSteps(db: AnyPgDatabase, schema: string, jobId: string, now?: Date): Promise<JobStep[]> {
   const rows = await queryRows<Record<string, unknown>>(
     db,
-    sql`select name, position, type, state, attempts, duration_ms, octet_length(result::text) as result_bytes,
-        last_error, signal_key, ${epochMs(sql`started_at`)} as started_at_ms,
-        ${epochMs(sql`finished_at`)} as finished_at_ms, ${epochMs(sql`timeout_at`)} as timeout_at_ms
-      from ${stepsRef(schema)} where job_id = ${jobId} order by position`,
+    sql`with clock as (select ${nowExpr(now)} as now),
+      steps as (
+        select s.*, s.position = max(s.position) over () as last, j.state as job_state, j.run_at as job_run_at
+        from ${stepsRef(schema)} s left join ${jobsRef(schema)} j on j.id = s.job_id
+        where s.job_id = ${jobId}
+      ),
+      ended as (
+        select s.*, case when s.type = 'sleep' then coalesce(s.timeout_at, case when s.last then s.job_run_at end) end as wake_at
+        from steps s
+      ),
+      shown as (
+        select e.*, (e.type = 'sleep' and e.last and e.job_state = 'queued' and e.job_run_at > c.now
+          and e.job_run_at <> 'infinity' and e.wake_at > c.now) as sleeping, c.now
+        from ended e, clock c
+      )
+      select name, position, type, case when sleeping then 'sleeping' else state end as state, attempts,
+        duration_ms, octet_length(result::text) as result_bytes, last_error, signal_key,
+        ${epochMs(sql`started_at`)} as started_at_ms,
+        ${epochMs(sql`case when sleeping then null when type = 'sleep' and wake_at <= now then wake_at else finished_at end`)} as finished_at_ms,
+        ${epochMs(sql`case when type = 'signal' then timeout_at end`)} as timeout_at_ms,
+        ${epochMs(sql`wake_at`)} as wake_at_ms
+      from shown order by position`,
     schema,
   );
   const n = (v: unknown) => (v === null || v === undefined ? null : Number(v));
@@ -113,19 +138,27 @@ export async function listSteps(db: AnyPgDatabase, schema: string, jobId: string
     finishedAt: toDate(n(r.finished_at_ms)),
     signalKey: (r.signal_key as string | null) ?? null,
     timeoutAt: toDate(n(r.timeout_at_ms)),
+    wakeAt: toDate(n(r.wake_at_ms)),
   }));
 }
 
-/** The upsert of one step row, for the rows of `holder` (a CTE or subquery yielding the job's id). */
+/**
+ * The upsert of one step row, for the rows of `holder` (a CTE or subquery yielding the job's id, and
+ * its run_at for a sleep). A sleep starts now and keeps its end (the job's run_at as it goes to
+ * sleep) in timeout_at, which a wait keeps its timeout in: what listSteps reads to say it sleeps.
+ */
 function upsertStep(schema: string, holder: SQL, step: StepWrite, now: SQL): SQL {
   const completed = step.state === 'completed';
+  const sleep = step.type === 'sleep';
   const duration = step.durationMs === undefined ? null : Math.max(0, Math.round(step.durationMs));
-  const started = duration === null ? sql`null::timestamptz` : sql`${now} - ${duration} * interval '1 millisecond'`;
+  const started =
+    duration !== null ? sql`${now} - ${duration} * interval '1 millisecond'` : sleep ? now : sql`null::timestamptz`;
   return sql`insert into ${stepsRef(schema)} as s
-      (job_id, name, position, type, state, attempts, result, last_error, duration_ms, started_at, finished_at)
+      (job_id, name, position, type, state, attempts, result, last_error, duration_ms, started_at, finished_at, timeout_at)
     select h.id, ${step.name}, ${step.position}, ${step.type}, ${step.state}, ${step.attempts},
       ${step.resultJson ?? null}::jsonb, ${step.error ? JSON.stringify(step.error) : null}::jsonb,
-      ${duration}::int, ${started}, ${completed ? now : sql`null::timestamptz`}
+      ${duration}::int, ${started}, ${completed ? now : sql`null::timestamptz`},
+      ${sleep ? sql`h.run_at` : sql`null::timestamptz`}
     from ${holder} h
     on conflict (job_id, name) do update set
       state = excluded.state,
@@ -159,7 +192,7 @@ export async function recordStep(
   const rows = await queryRows<{ n: number }>(
     db,
     sql`with held as (
-        select j.id from ${jobsRef(schema)} j
+        select j.id, j.run_at from ${jobsRef(schema)} j
         where j.id = ${job.id} and j.lease_token = ${job.leaseToken} and j.state = 'running'
         for share
       ),

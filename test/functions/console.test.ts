@@ -572,8 +572,10 @@ describe(`the console's actions (${testDriver()})`, () => {
     expect(page.html).toContain('<code>crm-sync</code>');
     expect(page.html).toContain('crm refused postgres://crm:***@crm.internal/db');
     expect(page.html).not.toContain('FAKE-step-secret');
-    expect(page.html).toContain('waiting</span> for <code>activate:ada</code>');
-    expect(page.html).toContain('waiting for the signal <code>activate:ada</code> (step activated)');
+    expect(page.html).toContain('waiting</span> for signal <code>activate:ada</code> until ');
+    expect(page.html).toMatch(
+      /waiting<\/span> for signal <code>activate:ada<\/code> until [\d-]+ [\d:]+Z \(step activated\)/,
+    );
     // The "why" panel: explain() on the job page.
     expect(page.html).toContain('<h3>Why it does not run now</h3>');
     expect(page.html).toMatch(

@@ -138,7 +138,7 @@ describe('skiplock CLI on jobs with durable steps', () => {
     expect((await cli('jobs', 'show', plainId)).out).not.toMatch(/^steps/m);
   });
 
-  it('jobs show prints a sleep and a wait (its key and timeout); stats counts the jobs sleeping and waiting for a signal', async () => {
+  it('jobs show says a sleeping job sleeps until its wake-up and a waiting one waits for its signal until the timeout, with no lease holder; stats counts them', async () => {
     const sleeper = defineJob({
       kind: 'sleeper',
       queue: 'drip',
@@ -161,21 +161,35 @@ describe('skiplock CLI on jobs with durable steps', () => {
     expect(await run([sleeper, waiter])).toMatchObject({ suspended: 3 });
     expect(await jobRow(sleeping[0] as string)).toMatchObject({ state: 'queued', attempt: 0, asleep: true });
 
+    // Asleep: queued until its wake-up, held by no one (its last claim's holder is history).
+    const wakeAt = (
+      (await admin.query(`select run_at from "${schema}".jobs where id = $1`, [sleeping[0]])).rows[0].run_at as Date
+    ).toISOString();
     const nap = (await cli('jobs', 'show', sleeping[0] as string)).out.split('\n');
+    expect(nap[0]).toBe(`job ${sleeping[0]}  sleeper on drip  queued: sleeping until ${wakeAt} (step settle-in)`);
+    expect(nap.find((l) => l.startsWith('lease:'))).toMatch(/^lease: none \(last held by [0-9a-f-]{36}\)$/);
     const napAt = nap.indexOf('steps (2):');
     expect(nap.slice(napAt, napAt + 4)).toEqual([
       'steps (2):',
       '  1. welcome  completed  1 attempt  0 ms  result 6 B',
-      '  2. settle-in  (sleep)  completed  1 attempt',
+      `  2. settle-in  (sleep)  sleeping until ${wakeAt}  1 attempt`,
       'errors (0):',
     ]);
+    const napJson = JSON.parse((await cli('jobs', 'show', sleeping[0] as string, '--json')).out) as {
+      steps: { name: string; state: string; wakeAt: string | null; finishedAt: string | null }[];
+    };
+    expect(napJson.steps[1]).toMatchObject({ name: 'settle-in', state: 'sleeping', wakeAt, finishedAt: null });
     const { rows } = await admin.query(`select timeout_at from "${schema}".job_steps where job_id = $1`, [waiting]);
     const timeoutAt = (rows[0].timeout_at as Date).toISOString();
     const wait = (await cli('jobs', 'show', waiting)).out.split('\n');
+    expect(wait[0]).toBe(
+      `job ${waiting}  waiter on drip  queued: waiting for signal "activate:3" until ${timeoutAt} (step activated)`,
+    );
+    expect(wait.find((l) => l.startsWith('lease:'))).toMatch(/^lease: none \(last held by [0-9a-f-]{36}\)$/);
     const waitAt = wait.indexOf('steps (1):');
     expect(wait.slice(waitAt, waitAt + 2)).toEqual([
       'steps (1):',
-      `  1. activated  (signal)  waiting  for "activate:3" until ${timeoutAt}  1 attempt`,
+      `  1. activated  (signal)  waiting for signal "activate:3" until ${timeoutAt}  1 attempt`,
     ]);
 
     const human = await cli('stats');
@@ -209,6 +223,44 @@ describe('skiplock CLI on jobs with durable steps', () => {
     const after = Object.fromEntries(parseTable((await cli('stats')).out).map((r) => [r.kind, r]));
     expect(after.waiter).toMatchObject({ sleeping: '0', 'for signal': '0' });
     expect(after.sleeper).toMatchObject({ sleeping: '2' });
+    const done = (await cli('jobs', 'show', waiting)).out.split('\n');
+    expect(done[0]).toBe(`job ${waiting}  waiter on drip  completed`);
+    expect(done).toContain('  1. activated  (signal)  completed  1 attempt  result 15 B');
+  });
+
+  it('jobs show names the holder of a running job and when its lease ends, and none once it is done', async () => {
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let started = () => {};
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const held = defineJob({
+      kind: 'held',
+      payload,
+      handler: async () => {
+        started();
+        await gate;
+      },
+    });
+    const id = await enqueue(held);
+    const invocation = createWorker({ db, schema, jobs: [held], logger: silentLogger }).runInvocation({
+      remainingMs: 60_000,
+      invocationId: 'inv-held-1',
+    });
+    await running;
+    const { rows } = await admin.query(`select lease_token, lease_expires_at from "${schema}".jobs where id = $1`, [
+      id,
+    ]);
+    const lease = (lines: string[]) => lines.find((l) => l.startsWith('lease:'));
+    expect(lease((await cli('jobs', 'show', id)).out.split('\n'))).toBe(
+      `lease: ${rows[0].lease_token} held by inv-held-1 until ${(rows[0].lease_expires_at as Date).toISOString()}`,
+    );
+    release();
+    expect(await invocation).toMatchObject({ completed: 1 });
+    expect(lease((await cli('jobs', 'show', id)).out.split('\n'))).toBe('lease: none (last held by inv-held-1)');
   });
 
   it('dlq replay --from-step forgets that step and the later ones, --restart all of them; by default the failed step gets its attempts back', async () => {

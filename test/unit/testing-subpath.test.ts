@@ -1,7 +1,7 @@
 // skiplock/testing, used as an application's tests would use it.
 import pg from 'pg';
 import { connect, createEnqueuer, defineJob, getJob, migrate, RetryAfterError, silentLogger } from 'skiplock';
-import { ManualClock, runJobs, startLocalNeon } from 'skiplock/testing';
+import { ManualClock, runJobs, startLocalNeon, TestTime } from 'skiplock/testing';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 
@@ -10,8 +10,13 @@ afterAll(async () => {
   const admin = new pg.Client({ connectionString: inject('databaseUrl') });
   await admin.connect();
   await admin.query(`drop schema if exists ${schema} cascade`);
+  await admin.query(`drop schema if exists test_onboarding_${process.pid} cascade`);
   await admin.end();
 });
+
+// docs/testing-your-app.md's example of a week-long flow, run as it is shown (its `it` joins this file).
+process.env.TEST_DATABASE_URL = inject('databaseUrl');
+await import('../../examples/docs/testing-steps.js');
 
 describe('skiplock/testing', () => {
   it('startLocalNeon points both Neon drivers at a local Postgres; runJobs runs the queue dry', async () => {
@@ -60,5 +65,21 @@ describe('skiplock/testing', () => {
     expect(fired).toEqual(['a', 'b']);
     expect(clock.now()).toBe(20);
     expect(clock.pending).toBe(0);
+  });
+
+  it('TestTime moves only forward, by milliseconds or by days, hours, minutes and seconds', () => {
+    const time = new TestTime(new Date('2026-01-01T00:00:00Z'));
+    expect(time.advance({ days: 7, hours: 1, minutes: 2, seconds: 3, ms: 4 }).toISOString()).toBe(
+      '2026-01-08T01:02:03.004Z',
+    );
+    expect(time.advance(996).toISOString()).toBe('2026-01-08T01:02:04.000Z');
+    expect(time.advanceTo(new Date('2026-02-01T00:00:00Z')).toISOString()).toBe('2026-02-01T00:00:00.000Z');
+    expect(() => time.advanceTo(new Date('2026-01-31T23:59:59Z'))).toThrow(
+      "TestTime.advanceTo: 2026-01-31T23:59:59.000Z is before the test's time (2026-02-01T00:00:00.000Z); time only moves forward",
+    );
+    expect(() => time.advance(-1)).toThrow('TestTime.advance: the span must be a finite number of milliseconds ≥ 0');
+    expect(() => time.advance({ weeks: 1 } as never)).toThrow('TestTime.advance');
+    expect(() => new TestTime(new Date('not a date'))).toThrow('TestTime: start needs a valid Date');
+    expect(time.now().toISOString()).toBe('2026-02-01T00:00:00.000Z');
   });
 });
