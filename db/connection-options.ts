@@ -17,9 +17,9 @@ export interface ConnectOptions {
   /** Server-side `statement_timeout` for every statement (pg, neon-ws); 0 sends none. @defaultValue 10000 */
   statementTimeoutMs?: number;
   /**
-   * Client-side limit for one statement (pg, neon-ws): a half-open socket (the network dropped
-   * the peer without closing) cannot hang a caller longer than this; the connection is then
-   * discarded. @defaultValue 15000
+   * Client-side limit for one statement (pg, neon-ws) or one request (neon-http): a half-open
+   * socket (the network dropped the peer without closing) cannot hang a caller longer than this; the
+   * connection is then discarded and the caller gets an OutcomeUnknownError. @defaultValue 15000
    */
   queryTimeoutMs?: number;
   /** Give up opening a connection after this long (pg, neon-ws). @defaultValue 5000 */
@@ -27,11 +27,11 @@ export interface ConnectOptions {
   /** Close idle pooled connections after this long (pg, neon-ws). @defaultValue 10000 */
   idleTimeoutMs?: number;
   /**
-   * Whether the server may JIT-compile statements on these connections (pg, neon-ws). Off unless
-   * true: each new connection first runs `SET jit = off`. A claim over a large backlog is estimated
-   * above the server's jit_above_cost, and compiling it took 300–400 ms for a statement that runs
-   * in a few. neon-http has no session: set it on the role (`ALTER ROLE … SET jit = off`, as
-   * roles.sql does). @defaultValue false
+   * Whether the server may JIT-compile skiplock's statements. Off unless true: on pg and neon-ws
+   * each new connection first runs `SET jit = off`; neon-http has no session, so its claim and
+   * settle go as one request that starts with `SET LOCAL jit = off`. A claim over a large backlog is
+   * estimated above the server's jit_above_cost, and compiling it took 300 ms to 3.9 s for a
+   * statement that runs in a few. @defaultValue false
    */
   jit?: boolean;
   /**

@@ -11,12 +11,15 @@ afterAll(async () => {
   await admin.connect();
   await admin.query(`drop schema if exists ${schema} cascade`);
   await admin.query(`drop schema if exists test_onboarding_${process.pid} cascade`);
+  await admin.query(`drop schema if exists test_faults_${process.pid} cascade`);
   await admin.end();
 });
 
 // docs/testing-your-app.md's example of a week-long flow, run as it is shown (its `it` joins this file).
 process.env.TEST_DATABASE_URL = inject('databaseUrl');
 await import('../../examples/docs/testing-steps.js');
+// … and its example of an enqueue whose answer the stand-ins lose.
+await import('../../examples/docs/faults.js');
 
 describe('skiplock/testing', () => {
   it('startLocalNeon points both Neon drivers at a local Postgres; runJobs runs the queue dry', async () => {
