@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { EnvironmentSettings } from '../adapters/config.js';
 import {
   ConfigError,
   DatabaseError,
@@ -106,6 +107,11 @@ global options:
   --jobs module           a module exporting \`jobs\` (your job kinds) and optionally \`schedules\`: enables enqueue, payload
                           masking; default: $SKIPLOCK_JOBS_MODULE
 
+environment (read as the deployed functions read it):
+  SKIPLOCK_NEON_WS_PROXY        neon-ws: host:port[/path] of a WebSocket proxy in front of a plain Postgres
+                                (Neon's local stand-in), instead of Neon's
+  SKIPLOCK_NEON_FETCH_ENDPOINT  neon-http: the URL of a SQL-over-HTTP endpoint, instead of Neon's
+
 exit codes: 0 ok, 1 refused (e.g. a job was not dead, a schema drifted or migrated by another
 version), 2 usage, 3 database unreachable, not migrated, older than this version or locked too
 long for a migration, 4 configuration`;
@@ -188,9 +194,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   try {
     const url = o['database-url'] ?? io.env.DATABASE_URL;
     if (!url) throw new ConfigError('no database: set DATABASE_URL or pass --database-url');
-    const driver = (o.driver ?? io.env.SKIPLOCK_DRIVER ?? 'pg') as Driver;
-    if (!(DRIVERS as readonly string[]).includes(driver))
+    if (o.driver !== undefined && !(DRIVERS as readonly string[]).includes(o.driver))
       throw new UsageError(`--driver must be one of ${DRIVERS.join(', ')}`);
+    // The deployed functions' variables and parser: SKIPLOCK_DRIVER, and where Neon's drivers connect
+    // when not to Neon (SKIPLOCK_NEON_WS_PROXY, SKIPLOCK_NEON_FETCH_ENDPOINT).
+    const { driver, neon } = new EnvironmentSettings(io.env).connection(o.driver as Driver | undefined);
     const schema = o.schema ?? io.env.SKIPLOCK_SCHEMA ?? 'skiplock';
     // A migration's concurrent index build may take minutes and is a statement of its own: the
     // connection carries --statement-timeout (default none), with no client-side limit.
@@ -199,6 +207,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     conn = connect({
       connectionString: url,
       driver,
+      neon,
       max: 2,
       connectionTimeoutMs: 5_000,
       ...(migrating && Number.isFinite(statementTimeout)
