@@ -1,5 +1,3 @@
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { EnvironmentSettings } from '../adapters/config.js';
 import {
@@ -12,8 +10,6 @@ import {
   SkiplockError,
 } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import { type JobDefinition, JobRegistry } from '../core/jobs.js';
-import type { ScheduleDefinition } from '../core/schedules.js';
 import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
 import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
@@ -21,6 +17,7 @@ import { COMMANDS, type CommandContext } from './commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject, isNextApp, isPlatform } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
+import { loadJobsModule } from './jobs-module.js';
 import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_SUBCOMMANDS } from './schedule-commands.js';
 
@@ -105,7 +102,8 @@ global options:
   --schema name           default: $SKIPLOCK_SCHEMA or skiplock
   --driver d              pg (default), neon-ws, neon-http; default: $SKIPLOCK_DRIVER
   --jobs module           a module exporting \`jobs\` (your job kinds) and optionally \`schedules\`: enables enqueue, payload
-                          masking; default: $SKIPLOCK_JOBS_MODULE
+                          masking; default: $SKIPLOCK_JOBS_MODULE. A .ts module loads through your app's tsx
+                          (npm install --save-dev tsx), or Node's own type stripping (Node 22.18+)
 
 environment (read as the deployed functions read it):
   SKIPLOCK_NEON_WS_PROXY        neon-ws: host:port[/path] of a WebSocket proxy in front of a plain Postgres
@@ -308,25 +306,3 @@ function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): n
 }
 
 const SUBCOMMANDS = new Set(['jobs', 'dlq', ...FLOW_SUBCOMMANDS, ...RATE_SUBCOMMANDS, ...SCHEDULE_SUBCOMMANDS]);
-
-/** The jobs module's kinds, and its schedules when it exports `schedules`. */
-async function loadJobsModule(
-  module: string | undefined,
-): Promise<{ registry: JobRegistry | undefined; schedules: ScheduleDefinition[] | undefined }> {
-  if (!module) return { registry: undefined, schedules: undefined };
-  let loaded: { jobs?: unknown; schedules?: unknown };
-  try {
-    loaded = (await import(pathToFileURL(resolve(module)).href)) as { jobs?: unknown; schedules?: unknown };
-  } catch {
-    throw new ConfigError(`cannot load the jobs module ${module}`);
-  }
-  if (!Array.isArray(loaded.jobs))
-    throw new ConfigError(`${module} does not export \`jobs\` (an array of defineJob kinds)`);
-  if (loaded.schedules !== undefined && !Array.isArray(loaded.schedules))
-    throw new ConfigError(`${module} exports \`schedules\`, but not as an array of defineSchedule schedules`);
-  return {
-    // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
-    registry: new JobRegistry(loaded.jobs as JobDefinition<any, any>[]),
-    schedules: loaded.schedules as ScheduleDefinition[] | undefined,
-  };
-}
