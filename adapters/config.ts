@@ -4,7 +4,7 @@ import { ENQUEUE_DEFAULTS } from '../core/enqueue.js';
 import { check } from '../core/issues.js';
 import { MAINTENANCE_DEFAULTS } from '../core/maintenance.js';
 import { WORKER_DEFAULTS } from '../core/worker.js';
-import { CONNECT_DEFAULTS } from '../db/connection-options.js';
+import { CONNECT_DEFAULTS, type NeonOptions } from '../db/connection-options.js';
 import { DRIVERS, type Driver } from '../db/drivers/names.js';
 
 /** Settings of a deployed skiplock function, read from the environment. */
@@ -14,6 +14,11 @@ export interface SkiplockConfig {
   /** DATABASE_SECRET_ID: a Secrets Manager secret id or ARN holding the URL or its parts. */
   databaseSecretId: string | undefined;
   driver: Driver;
+  /**
+   * Where Neon's driver connects when not to Neon (SKIPLOCK_NEON_WS_PROXY on neon-ws,
+   * SKIPLOCK_NEON_FETCH_ENDPOINT on neon-http); undefined: Neon's own endpoints.
+   */
+  neon: NeonOptions | undefined;
   schema: string;
   queues: string[] | undefined;
   kinds: string[] | undefined;
@@ -59,6 +64,9 @@ export interface SkiplockConfig {
 
 const QUEUE_OR_ANY = /^(\*|[A-Za-z0-9][A-Za-z0-9_.:-]{0,63})$/;
 const FUNCTION_NAME = /^[A-Za-z0-9_:.-]{1,140}$/;
+/** `host:port` or `host:port/path`, optionally after `ws://` or `wss://` (a bare one is ws://). */
+const WS_PROXY =
+  /^(?:(wss?):\/\/)?((?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})(\/[A-Za-z0-9_.~/-]*)?$/;
 /** A route's path (`/api/worker`) or an absolute http(s) URL, without `;`, `,` or `=`. */
 const ROUTE = /^(\/[A-Za-z0-9_.~/-]*|https?:\/\/[^\s;,=]{1,2000})$/;
 
@@ -150,6 +158,39 @@ const VARIABLES = {
     z.enum(DRIVERS, { error: `must be one of ${DRIVERS.join(', ')}` }),
     CONNECT_DEFAULTS.driver,
   ),
+  SKIPLOCK_NEON_WS_PROXY: before(
+    (v) => (v === '' ? undefined : v),
+    z.optional(
+      z.pipe(
+        z.string(),
+        z.transform((text: string, ctx): NeonOptions => {
+          const match = WS_PROXY.exec(text);
+          if (!match || Number(match[3]) > 65_535) {
+            const message =
+              'must be host:port or host:port/path, optionally after ws:// or wss:// (such as 127.0.0.1:4444/v1)';
+            ctx.issues.push({ code: 'custom', message, input: text });
+            return {};
+          }
+          // A proxy of one's own (the local stand-in, or Neon's wsproxy beside a Postgres) relays plain
+          // Postgres: no TLS inside the socket, no pipelined startup, and no coalescing, which adds
+          // ~1 ms to every query. Neon's driver appends `?address=host:port` to the string.
+          return {
+            wsProxy: text.slice(match[1] ? match[1].length + 3 : 0),
+            useSecureWebSocket: match[1] === 'wss',
+            pipelineTLS: false,
+            pipelineConnect: false,
+            coalesceWrites: false,
+          };
+        }),
+      ),
+    ),
+  ),
+  SKIPLOCK_NEON_FETCH_ENDPOINT: before(
+    (v) => (v === '' ? undefined : v),
+    z.optional(
+      z.url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL such as http://127.0.0.1:4445/sql' }),
+    ),
+  ),
   SKIPLOCK_SCHEMA: withDefault(
     z.string().check(z.regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case identifier')),
     ENQUEUE_DEFAULTS.schema,
@@ -211,6 +252,8 @@ export const PURPOSES = {
     'DATABASE_URL',
     'DATABASE_SECRET_ID',
     'SKIPLOCK_DRIVER',
+    'SKIPLOCK_NEON_WS_PROXY',
+    'SKIPLOCK_NEON_FETCH_ENDPOINT',
     'SKIPLOCK_SCHEMA',
     'SKIPLOCK_SECRET_TTL_MS',
     'SKIPLOCK_POOL_MAX',
@@ -255,6 +298,13 @@ export const PURPOSES = {
 
 export type Purpose = keyof typeof PURPOSES;
 
+/** Variables only one driver reads: a bad value there disables nothing that runs on another. */
+const DRIVER_ONLY: Partial<Record<Variable, Driver>> = {
+  SKIPLOCK_NEON_WS_PROXY: 'neon-ws',
+  SKIPLOCK_NEON_FETCH_ENDPOINT: 'neon-http',
+};
+const readBy = (name: Variable, driver: Driver) => (DRIVER_ONLY[name] ?? driver) === driver;
+
 /** The environment, read once: every variable's value (its default where it is bad) and its problem. */
 export class EnvironmentSettings {
   readonly #values: Values;
@@ -278,10 +328,36 @@ export class EnvironmentSettings {
     }
   }
 
-  /** The problems among the variables `purposes` read (all of them when none is given). */
+  /**
+   * The problems among the variables `purposes` read (all of them when none is given), leaving out
+   * those of a driver other than SKIPLOCK_DRIVER's.
+   */
   problems(...purposes: Purpose[]): string[] {
     const names = purposes.length === 0 ? undefined : new Set<Variable>(purposes.flatMap((p) => PURPOSES[p]));
-    return [...this.#problems].filter(([name]) => !names || names.has(name)).map(([, message]) => message);
+    return [...this.#problems]
+      .filter(([name]) => (!names || names.has(name)) && readBy(name, this.#values.SKIPLOCK_DRIVER))
+      .map(([, message]) => message);
+  }
+
+  /**
+   * How to reach the database with `driver` (default: SKIPLOCK_DRIVER's), for those that choose the
+   * driver themselves (the CLI's --driver): its Neon settings, or a ConfigError naming the variable
+   * that is wrong — SKIPLOCK_DRIVER when no driver is given, else only that driver's own.
+   */
+  connection(driver?: Driver): { driver: Driver; neon: NeonOptions | undefined } {
+    const chosen = driver ?? this.#values.SKIPLOCK_DRIVER;
+    const names: Variable[] = driver ? [] : ['SKIPLOCK_DRIVER'];
+    names.push(...(Object.keys(DRIVER_ONLY) as Variable[]).filter((name) => readBy(name, chosen)));
+    const problems = names.flatMap((name) => this.#problems.get(name) ?? []);
+    if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+    return { driver: chosen, neon: this.#neon(chosen) };
+  }
+
+  #neon(driver: Driver): NeonOptions | undefined {
+    if (driver === 'neon-ws') return this.#values.SKIPLOCK_NEON_WS_PROXY;
+    if (driver === 'neon-http' && this.#values.SKIPLOCK_NEON_FETCH_ENDPOINT)
+      return { fetchEndpoint: this.#values.SKIPLOCK_NEON_FETCH_ENDPOINT };
+    return undefined;
   }
 
   /**
@@ -296,6 +372,7 @@ export class EnvironmentSettings {
       databaseUrl: e.DATABASE_URL,
       databaseSecretId: e.DATABASE_URL ? undefined : e.DATABASE_SECRET_ID,
       driver: e.SKIPLOCK_DRIVER,
+      neon: this.#neon(e.SKIPLOCK_DRIVER),
       schema: e.SKIPLOCK_SCHEMA,
       queues: e.SKIPLOCK_QUEUES,
       kinds: e.SKIPLOCK_KINDS,

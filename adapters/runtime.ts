@@ -91,6 +91,7 @@ export class FunctionRuntime {
       statementTimeoutMs: this.config.statementTimeoutMs,
       queryTimeoutMs: this.config.queryTimeoutMs,
       preparedStatements: this.config.preparedStatements,
+      neon: this.config.neon,
     });
     this.#connection = { url, db };
     db.catch(() => {

@@ -1,6 +1,5 @@
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { EnvironmentSettings } from '../adapters/config.js';
 import {
   ConfigError,
   DatabaseError,
@@ -13,8 +12,6 @@ import {
   SkiplockError,
 } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import { type JobDefinition, JobRegistry } from '../core/jobs.js';
-import type { ScheduleDefinition } from '../core/schedules.js';
 import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
 import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
@@ -22,6 +19,7 @@ import { COMMANDS, type CommandContext } from './commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject, isNextApp, isPlatform } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
+import { loadJobsModule } from './jobs-module.js';
 import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
 import { SCHEDULE_COMMANDS, SCHEDULE_SUBCOMMANDS } from './schedule-commands.js';
 
@@ -106,7 +104,13 @@ global options:
   --schema name           default: $SKIPLOCK_SCHEMA or skiplock
   --driver d              pg (default), neon-ws, neon-http; default: $SKIPLOCK_DRIVER
   --jobs module           a module exporting \`jobs\` (your job kinds) and optionally \`schedules\`: enables enqueue, payload
-                          masking; default: $SKIPLOCK_JOBS_MODULE
+                          masking; default: $SKIPLOCK_JOBS_MODULE. A .ts module loads through your app's tsx
+                          (npm install --save-dev tsx), or Node's own type stripping (Node 22.18+)
+
+environment (read as the deployed functions read it):
+  SKIPLOCK_NEON_WS_PROXY        neon-ws: host:port[/path] of a WebSocket proxy in front of a plain Postgres
+                                (Neon's local stand-in), instead of Neon's
+  SKIPLOCK_NEON_FETCH_ENDPOINT  neon-http: the URL of a SQL-over-HTTP endpoint, instead of Neon's
 
 exit codes: 0 ok, 1 refused (e.g. a job was not dead, a schema drifted or migrated by another
 version), 2 usage, 3 database unreachable, not migrated, older than this version or locked too
@@ -190,9 +194,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   try {
     const url = o['database-url'] ?? io.env.DATABASE_URL;
     if (!url) throw new ConfigError('no database: set DATABASE_URL or pass --database-url');
-    const driver = (o.driver ?? io.env.SKIPLOCK_DRIVER ?? 'pg') as Driver;
-    if (!(DRIVERS as readonly string[]).includes(driver))
+    if (o.driver !== undefined && !(DRIVERS as readonly string[]).includes(o.driver))
       throw new UsageError(`--driver must be one of ${DRIVERS.join(', ')}`);
+    // The deployed functions' variables and parser: SKIPLOCK_DRIVER, and where Neon's drivers connect
+    // when not to Neon (SKIPLOCK_NEON_WS_PROXY, SKIPLOCK_NEON_FETCH_ENDPOINT).
+    const { driver, neon } = new EnvironmentSettings(io.env).connection(o.driver as Driver | undefined);
     const schema = o.schema ?? io.env.SKIPLOCK_SCHEMA ?? 'skiplock';
     // A migration's concurrent index build may take minutes and is a statement of its own: the
     // connection carries --statement-timeout (default none), with no client-side limit.
@@ -201,6 +207,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     conn = connect({
       connectionString: url,
       driver,
+      neon,
       max: 2,
       connectionTimeoutMs: 5_000,
       ...(migrating && Number.isFinite(statementTimeout)
@@ -305,25 +312,3 @@ function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): n
 }
 
 const SUBCOMMANDS = new Set(['jobs', 'dlq', ...FLOW_SUBCOMMANDS, ...RATE_SUBCOMMANDS, ...SCHEDULE_SUBCOMMANDS]);
-
-/** The jobs module's kinds, and its schedules when it exports `schedules`. */
-async function loadJobsModule(
-  module: string | undefined,
-): Promise<{ registry: JobRegistry | undefined; schedules: ScheduleDefinition[] | undefined }> {
-  if (!module) return { registry: undefined, schedules: undefined };
-  let loaded: { jobs?: unknown; schedules?: unknown };
-  try {
-    loaded = (await import(pathToFileURL(resolve(module)).href)) as { jobs?: unknown; schedules?: unknown };
-  } catch {
-    throw new ConfigError(`cannot load the jobs module ${module}`);
-  }
-  if (!Array.isArray(loaded.jobs))
-    throw new ConfigError(`${module} does not export \`jobs\` (an array of defineJob kinds)`);
-  if (loaded.schedules !== undefined && !Array.isArray(loaded.schedules))
-    throw new ConfigError(`${module} exports \`schedules\`, but not as an array of defineSchedule schedules`);
-  return {
-    // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
-    registry: new JobRegistry(loaded.jobs as JobDefinition<any, any>[]),
-    schedules: loaded.schedules as ScheduleDefinition[] | undefined,
-  };
-}

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createLambdaEnqueue, createLambdaReplay, createLambdaWorker } from '../../adapters/lambda.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
@@ -7,10 +7,11 @@ import { DiscardError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
 import { httpApiEvent, lambdaContext, scheduledEvent } from '../../testing/events.js';
 import {
-  configureNeonForLocalPostgres,
   databaseUrl,
+  forgetNeonOptions,
   type TestContext,
   testDriver,
+  testNeonEnv,
   useTestSchema,
 } from '../helpers/db.js';
 import { captureStatements } from '../helpers/statements.js';
@@ -18,14 +19,16 @@ import { SECRETS } from '../helpers/vercel-routes.js';
 
 // The driver smoke set (test/drivers runs on every driver; test/functions on pg only): the Lambda
 // and Vercel adapters' enqueue, worker and replay entry points, and the deployed app of this
-// repository (functions/, api/), each connecting from its environment with SKIPLOCK_DRIVER set to
-// the driver under test.
+// repository (functions/, api/), each connecting from its environment alone: SKIPLOCK_DRIVER set to
+// the driver under test, and SKIPLOCK_NEON_WS_PROXY / SKIPLOCK_NEON_FETCH_ENDPOINT pointing Neon's
+// drivers at the run's stand-ins (Neon's process-wide settings are put back to its defaults before
+// each test, so nothing but the environment can point them there).
 let t: TestContext;
 useTestSchema('drivers_functions', (ctx) => {
   t = ctx;
 });
 const saved = { ...process.env };
-beforeAll(() => configureNeonForLocalPostgres());
+beforeEach(() => forgetNeonOptions());
 afterEach(async () => {
   await resetSharedRuntime();
   process.env = { ...saved };
@@ -40,6 +43,7 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
   SKIPLOCK_SCHEMA: t.schema,
   SKIPLOCK_LOG_LEVEL: 'error',
   SKIPLOCK_MAX_DURATION_MS: '10000',
+  ...testNeonEnv(),
   ...SECRETS,
   ...extra,
 });

@@ -8,13 +8,19 @@ export interface CliRun {
   err: string;
 }
 
-/** The CLI on the run's database and `schema`, as `skiplock …` runs it (USER=tester): `cli('stats', '--json')`. */
-export function cliOn(schema: string): (...argv: string[]) => Promise<CliRun> {
+/**
+ * The CLI on the run's database and `schema`, as `skiplock …` runs it (USER=tester): `cli('stats', '--json')`.
+ * `env` adds to (or, with undefined, removes from) that environment.
+ */
+export function cliOn(
+  schema: string,
+  env: Record<string, string | undefined> = {},
+): (...argv: string[]) => Promise<CliRun> {
   return async (...argv) => {
     const out: string[] = [];
     const err: string[] = [];
     const code = await runCli(argv, {
-      env: { DATABASE_URL: inject('databaseUrl'), SKIPLOCK_SCHEMA: schema, USER: 'tester' },
+      env: { DATABASE_URL: inject('databaseUrl'), SKIPLOCK_SCHEMA: schema, USER: 'tester', ...env },
       out: (t) => out.push(t),
       err: (t) => err.push(t),
     });

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { neonConfig } from '@neondatabase/serverless';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
 import { type ConnectOptions, connect, type Driver, type NeonOptions, type SkiplockDb } from '../../db/connect.js';
@@ -24,6 +25,26 @@ export function testNeonOptions(): NeonOptions {
  */
 export function configureNeonForLocalPostgres(): void {
   applyNeonOptions(testNeonOptions());
+}
+
+/**
+ * The environment variables that point the CLI and the deployed entries at the run's stand-ins,
+ * as docs/testing-your-app.md tells a user to set them.
+ */
+export function testNeonEnv(): { SKIPLOCK_NEON_WS_PROXY: string; SKIPLOCK_NEON_FETCH_ENDPOINT: string } {
+  return {
+    SKIPLOCK_NEON_WS_PROXY: `127.0.0.1:${inject('neonWsProxyPort')}/v1`,
+    SKIPLOCK_NEON_FETCH_ENDPOINT: inject('neonHttpUrl'),
+  };
+}
+
+/**
+ * Puts Neon's process-wide settings back to the driver's defaults (its getters fall back to them
+ * when a setting is undefined), so that only what a test passes itself reaches the stand-ins.
+ */
+export function forgetNeonOptions(): void {
+  const settable = neonConfig as unknown as Record<string, unknown>;
+  for (const key of Object.keys(testNeonOptions())) settable[key] = undefined;
 }
 
 export function databaseUrl(): string {

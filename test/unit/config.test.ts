@@ -134,4 +134,67 @@ describe('configuration from the environment', () => {
       expect(broken.problems('maintenance')).toEqual([]);
     }
   });
+  it("SKIPLOCK_NEON_WS_PROXY and SKIPLOCK_NEON_FETCH_ENDPOINT point Neon's drivers at a proxy and an endpoint", () => {
+    const url = 'postgres://localhost/app';
+    const standIns = {
+      SKIPLOCK_NEON_WS_PROXY: '127.0.0.1:4444/v1',
+      SKIPLOCK_NEON_FETCH_ENDPOINT: 'http://127.0.0.1:4445/sql',
+    };
+    expect(loadConfig({ DATABASE_URL: url, SKIPLOCK_DRIVER: 'neon-ws', ...standIns }).neon).toEqual({
+      wsProxy: '127.0.0.1:4444/v1',
+      useSecureWebSocket: false,
+      pipelineTLS: false,
+      pipelineConnect: false,
+      coalesceWrites: false,
+    });
+    expect(
+      loadConfig({
+        DATABASE_URL: url,
+        SKIPLOCK_DRIVER: 'neon-ws',
+        SKIPLOCK_NEON_WS_PROXY: 'wss://proxy.example.com:443/v1',
+      }).neon,
+    ).toMatchObject({ wsProxy: 'proxy.example.com:443/v1', useSecureWebSocket: true });
+    expect(loadConfig({ DATABASE_URL: url, SKIPLOCK_DRIVER: 'neon-http', ...standIns }).neon).toEqual({
+      fetchEndpoint: 'http://127.0.0.1:4445/sql',
+    });
+    // Unset (Neon itself), or on pg: Neon's own settings.
+    expect(loadConfig({ DATABASE_URL: url, SKIPLOCK_DRIVER: 'neon-ws' }).neon).toBeUndefined();
+    expect(loadConfig({ DATABASE_URL: url, SKIPLOCK_DRIVER: 'neon-http' }).neon).toBeUndefined();
+    expect(loadConfig({ DATABASE_URL: url, ...standIns }).neon).toBeUndefined();
+  });
+
+  it('a bad Neon stand-in variable disables only the driver that reads it, by name, never by value', () => {
+    const bad = { SKIPLOCK_NEON_WS_PROXY: 'ws://s3cret', SKIPLOCK_NEON_FETCH_ENDPOINT: 'ftp://s3cret/sql' };
+    const settings = (driver: string) =>
+      new EnvironmentSettings({ DATABASE_URL: 'postgres://localhost/app', SKIPLOCK_DRIVER: driver, ...bad });
+    expect(settings('pg').problems()).toEqual([]);
+    const ws = settings('neon-ws').problems('database');
+    expect(ws).toEqual([
+      'SKIPLOCK_NEON_WS_PROXY must be host:port or host:port/path, optionally after ws:// or wss:// (such as 127.0.0.1:4444/v1)',
+    ]);
+    const http = settings('neon-http').problems('database');
+    expect(http).toEqual([
+      'SKIPLOCK_NEON_FETCH_ENDPOINT must be an absolute http(s) URL such as http://127.0.0.1:4445/sql',
+    ]);
+    expect([...ws, ...http].join(' ')).not.toContain('s3cret');
+    for (const proxy of [
+      '127.0.0.1',
+      'host:port',
+      '127.0.0.1:4444?address=x',
+      'http://127.0.0.1:4444',
+      '127.0.0.1:99999',
+    ]) {
+      const one = new EnvironmentSettings({
+        DATABASE_URL: 'postgres://localhost/app',
+        SKIPLOCK_DRIVER: 'neon-ws',
+        SKIPLOCK_NEON_WS_PROXY: proxy,
+      });
+      expect(one.problems('database'), proxy).toEqual([ws[0]]);
+    }
+    // The CLI picks the driver itself (--driver): the same variables, checked for that driver.
+    expect(() => settings('pg').connection('neon-http')).toThrow(
+      'invalid configuration: SKIPLOCK_NEON_FETCH_ENDPOINT must be an absolute http(s) URL such as http://127.0.0.1:4445/sql',
+    );
+    expect(settings('neon-http').connection('pg')).toEqual({ driver: 'pg', neon: undefined });
+  });
 });
