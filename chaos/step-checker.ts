@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { STEPPED_KIND, TRANSACTIONAL_STEPS, WAIT_NAME } from './steps-job.js';
+import { SLEEP_NAME, STEPPED_KIND, TRANSACTIONAL_STEPS, WAIT_NAME } from './steps-job.js';
 
 export interface StepCheckResult {
   /** Stepped jobs enqueued, and those that ended completed / dead. */
@@ -31,6 +31,8 @@ export interface StepCheckResult {
   signalsLate: number;
   /** Signalled jobs whose wait went back to the queue to wait (late signals should all). */
   waited: number;
+  /** Stepped jobs that went to sleep (each does, once, after its first step). */
+  slept: number;
 }
 
 /** The checks of the stepped and signalled jobs, from the recorded history. */
@@ -93,7 +95,10 @@ export async function checkSteps(pool: pg.Pool, schema: string): Promise<StepChe
   const signalsLate = await one(`select count(*) as n from ${s}.chaos_signals where not early`);
   const waited = await one(`
     select count(distinct job_id) as n from ${s}.chaos_step_history where name = '${WAIT_NAME}' and new_state = 'waiting'`);
+  const slept = await one(`
+    select count(distinct job_id) as n from ${s}.chaos_step_history where name = '${SLEEP_NAME}'`);
   return {
+    slept,
     stepped,
     steppedCompleted,
     steppedDead,

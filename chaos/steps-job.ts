@@ -12,6 +12,8 @@ export const STEPPED_KIND = 'chaos-stepped';
 /** The five steps, in order; the two transactional ones each write one row to chaos_step_effects. */
 export const STEPS = ['fetch', 'reserve', 'compute', 'charge', 'notify'] as const;
 export const TRANSACTIONAL_STEPS: readonly string[] = ['reserve', 'charge'];
+/** A short durable sleep between 'fetch' and 'reserve'. */
+export const SLEEP_NAME = 'breather';
 /** The wait for the job's signal (signalled jobs), between 'compute' and 'charge'. */
 export const WAIT_NAME = 'approval';
 /**
@@ -59,7 +61,7 @@ export interface StepHooks {
 }
 
 /**
- * The harness's stepped kind: five durable steps, the second and fourth transactional (plain with
+ * The harness's stepped kind: five durable steps and a 30 ms sleep after the first, the second and fourth transactional (plain with
  * `transactional: false`, for neon-http, which has no interactive transactions; one row in
  * chaos_step_effects, its id the step's result), the others plain; signalled jobs wait for their
  * signal between the third and fourth step and return its payload. Every execution of a step's
@@ -122,6 +124,8 @@ export function chaosSteppedJob(schema: string, hooks: StepHooks, options: { tra
         if (behavior === 'die_after_step' && index === at && ctx.attempt === 1) hooks.die();
       };
       await step(0);
+      // A durable sleep: the job leaves the invocation and comes back 30 ms later (any invocation).
+      await ctx.sleep(SLEEP_NAME, 30);
       await step(1);
       await step(2);
       let payload: unknown = null;

@@ -43,6 +43,8 @@ export function expectNothingLost(result: ChaosReport['result'], enqueued: numbe
     replayDuplicates: 0,
   });
   expect(result.steppedCompleted).toBe(result.stepped);
+  // Each stepped job slept once after its first step, through the same faults.
+  expect(result.slept).toBe(result.stepped);
   // Cancelled: jobs whose parent died.
   expect(result.completed + result.dead + result.cancelled).toBe(enqueued);
 }
