@@ -38,7 +38,10 @@ export interface JobExplanation {
   holds: JobHold[];
   /** Queued, due and held by nothing: the next claim of its queue that reaches it takes it. */
   ready: boolean;
-  /** Ready jobs of its queue ahead of it in claim order (priority, run_at, id); null unless it is ready. */
+  /**
+   * Ready jobs of its queue ahead of it in claim order (priority, run_at, id), not counting jobs of a
+   * paused kind (no claim takes them); null unless it is ready.
+   */
   readyAhead: number | null;
   /** One line: ready, or the holds. */
   summary: string;

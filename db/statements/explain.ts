@@ -126,6 +126,8 @@ export async function explainJob(
       'readyAhead', (select count(*) from (select 1 from ${jobs} a, j
         where j.state = 'queued' and j.run_at <= (select now from clock) and a.state = 'queued' and a.queue = j.queue
           and a.run_at <= (select now from clock) and (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
+          -- A job of a paused kind is not ready (its own explain says so), and no claim takes it.
+          and not exists (select 1 from ${s}.pauses p where p.scope = 'kind' and p.name = a.kind)
         limit 10000) x)
     ) as evidence`,
     schema,

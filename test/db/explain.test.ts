@@ -36,6 +36,18 @@ describe(`explain: why a job does not run (${testDriver()})`, () => {
     expect(await explain(t.db, '999999', { schema: t.schema })).toBeNull();
   });
 
+  it('readyAhead leaves out the jobs of a paused kind, which explain calls not ready', async () => {
+    const hook = defineJob({ kind: 'hook', queue: 'work', payload, handler: () => {} });
+    const held = await enqueue({}, hook);
+    await enqueue();
+    const mine = await enqueue();
+    await pause(t.db, { kind: 'hook' }, { schema: t.schema, by: 'ops' });
+    expect(await why(held)).toMatchObject({ ready: false, readyAhead: null });
+    const e = await why(mine);
+    expect(e).toMatchObject({ ready: true, readyAhead: 1 });
+    expect(e.summary).toBe(`job ${mine} is ready: 1 ready job(s) of queue work are ahead of it`);
+  });
+
   it('scheduled, paused, and a queue at its concurrency limit declared in code', async () => {
     const later = await enqueue({ delayMs: 3_600_000 });
     expect(reasons((await why(later)).holds)).toEqual(['scheduled']);
