@@ -6,6 +6,7 @@ import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { setRateLimit } from '../../core/rate-limits.js';
 import { createWorker } from '../../core/worker.js';
+import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 
@@ -153,6 +154,40 @@ describe(`explain: why a job does not run (${testDriver()})`, () => {
     const orphan = await enqueue();
     expect(reasons((await why(orphan)).holds)).toEqual(['no_worker']);
   });
+  it('a job whose kind fits no invocation of the workers that serve it says so, and what to do', async () => {
+    const slow = defineJob({ kind: 'slow', queue: 'work', payload, timeoutMs: 30_000, handler: () => {} });
+    const id = await enqueue({}, slow);
+    const short = (name: string, remainingMs: number) =>
+      createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [slow, task],
+        name,
+        logger: silentLogger,
+        clock: new ManualClock(),
+      }).runInvocation({ remainingMs });
+    await short('short', 15_000);
+    await short('shorter', 10_000);
+    const e = await why(id);
+    expect(reasons(e.holds)).toEqual(['no_worker_fits']);
+    expect(e.holds[0]?.message).toBe(
+      "no invocation of the workers that serve queue work fits kind slow's timeoutMs: the longest has 14000 ms for attempts (the function's time less safetyMarginMs); raise the function's timeout or lower the kind's timeoutMs",
+    );
+    // Given the kinds, it names the timeout too.
+    expect((await why(id, { jobs: [slow] })).holds[0]?.message).toContain("fits kind slow's timeoutMs (30000 ms)");
+    // One worker whose invocations fit it is enough.
+    await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [slow],
+      name: 'long',
+      logger: silentLogger,
+      drain: false,
+    }).runInvocation({ remainingMs: 60_000 });
+    const next = await enqueue({}, slow);
+    expect(await why(next)).toMatchObject({ ready: true, holds: [] });
+  });
+
   it('sleeping, waiting for a signal, retry-waiting, past its deadline, and outside its run window', async () => {
     const sleeper = defineJob({
       kind: 'sleeper',

@@ -69,6 +69,7 @@ describe('CloudWatch Embedded Metric Format', () => {
       sleeping: 0,
       waitingForSignal: 0,
       unserved: false,
+      unfit: null,
     };
     sink.queues(
       [
