@@ -36,6 +36,7 @@ import {
   vercelRouteStarter,
   type WaitUntil,
 } from './vercel-start.js';
+import { refuseUnfitKinds } from './worker-fit.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
@@ -43,7 +44,11 @@ type Env = Record<string, string | undefined>;
 
 export interface VercelWorkerOptions {
   env?: Env;
-  /** The function's maxDuration in ms (keep equal to vercel.json). @defaultValue SKIPLOCK_MAX_DURATION_MS */
+  /**
+   * The function's maxDuration in ms (keep equal to vercel.json): each invocation's budget. A kind of
+   * this route's queues whose timeoutMs + SKIPLOCK_SAFETY_MARGIN_MS exceeds it would never run, and is
+   * refused with a ConfigError as the route is made. @defaultValue SKIPLOCK_MAX_DURATION_MS
+   */
   maxDurationMs?: number;
   /**
    * Only these queues, e.g. a route for slow reports; wins over SKIPLOCK_QUEUES (Vercel's variables
@@ -149,11 +154,18 @@ function fanOutOf(
 /**
  * Vercel cron → worker invocation. Vercel calls crons with GET and
  * `Authorization: Bearer $CRON_SECRET`; the budget is `maxDurationMs` (keep it equal to the
- * function's maxDuration in vercel.json), else SKIPLOCK_MAX_DURATION_MS. A request that a nudge or
+ * function's maxDuration in vercel.json), else SKIPLOCK_MAX_DURATION_MS; a kind that could never fit
+ * it is a ConfigError here, as the route is made. A request that a nudge or
  * a fan-out sent (START_HEADER) is accepted at once with 202, and its invocation runs after the
  * response, kept alive with `waitUntil`; a cron's answers with the summary when it is done.
  */
 export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {}): RouteHandler {
+  refuseUnfitKinds(
+    jobs,
+    options.env ?? process.env,
+    options,
+    (config) => options.maxDurationMs ?? config.maxDurationMs,
+  );
   return route(async (request, url) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
