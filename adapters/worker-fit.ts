@@ -6,8 +6,9 @@ import { EnvironmentSettings, type SkiplockConfig } from './config.js';
  * Refuses, as a deployed worker is made, a kind that would never run in its invocations: their
  * length (`invocationMs` of the configuration: Vercel's maxDuration, or a Lambda's `invocationMs`
  * option) is known before any invocation starts, and so are the environment's safety margin, kinds
- * and queues. A ConfigError thrown here stops the module from loading — at `next build`, in the
- * app's own tests, or at the function's first start — instead of letting invocations claim nothing.
+ * and queues. A ConfigError thrown here stops the module from loading — in the app's own tests, in
+ * a build that evaluates it, or at the function's first start — instead of letting invocations
+ * claim nothing.
  * A bad variable is left to the first request, which reports every problem of the configuration.
  */
 export function refuseUnfitKinds(
