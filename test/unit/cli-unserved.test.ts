@@ -92,7 +92,7 @@ describe('skiplock stats and queues no worker serves', () => {
 
   it('prints a "no worker fits" line for a kind whose timeout fits no serving worker\'s invocations', async () => {
     const slow = defineJob({ kind: 'slow', queue: 'slow', payload, timeoutMs: 30_000, handler: () => {} });
-    await createEnqueuer({ schema }).enqueueMany(db, [slow.with({ n: 1 })]);
+    const [job] = await createEnqueuer({ schema }).enqueueMany(db, [slow.with({ n: 1 })]);
     // The issue's case: a 15 s invocation, a kind of 30 s. It claims nothing, and records why.
     const summary = await createWorker({
       db,
@@ -120,6 +120,12 @@ describe('skiplock stats and queues no worker serves', () => {
           unfit: { budgetMs: 14_000 },
         }),
       ]),
+    );
+    // `jobs why` names the hold and what to do.
+    const why = await cli('jobs', 'why', job?.id as string);
+    expect(why.code).toBe(EXIT.ok);
+    expect(why.out).toContain(
+      "- no_worker_fits: no invocation of the workers that serve queue slow fits kind slow's timeoutMs: the longest has 14000 ms for attempts",
     );
   });
 });
