@@ -1,3 +1,4 @@
+import { ConfigError } from '../base/errors.js';
 import type { Clock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { JobRegistry } from '../core/jobs.js';
@@ -22,6 +23,7 @@ import {
 import { createLambdaNudger, lambdaStarter } from './lambda-invoke.js';
 import { DeployedWorker, enqueueFromBody, replayFromBody, runMaintenanceTick, signalFromToken } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
+import { refuseUnfitKinds } from './worker-fit.js';
 
 /** The parts of the Lambda context skiplock uses. */
 export interface LambdaContext {
@@ -71,6 +73,15 @@ export interface LambdaWorkerOptions {
   kinds?: readonly string[];
   /** The invocation's clock (tests). @defaultValue the system clock */
   clock?: Clock;
+  /**
+   * The function's timeout in ms (serverless.yml's `timeout` × 1000). Given, a kind of this worker's
+   * queues whose timeoutMs + SKIPLOCK_SAFETY_MARGIN_MS exceeds it would never run, and is refused
+   * with a ConfigError as the handler is made (when the module loads). @defaultValue unset: Lambda
+   * tells the time only to an invocation, so each one checks its kinds against the time its context
+   * has left — the summary names those that never fit (`unfit`), `stoppedBecause` is
+   * `'no_kind_fits'` when none does, and the stats and `jobs why` flag their jobs
+   */
+  invocationMs?: number;
   /**
    * How more invocations start when SKIPLOCK_MAX_INVOCATIONS is set and the backlog needs them:
    * `false` turns fan-out off (the cap still holds). @defaultValue asynchronous Invokes of this
@@ -123,6 +134,14 @@ function fanOutStarters(option: InvocationStarter | false | undefined) {
  * warm instance and kept across its invocations.
  */
 export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {}) {
+  const { invocationMs } = options;
+  if (
+    invocationMs !== undefined &&
+    !(Number.isInteger(invocationMs) && invocationMs >= 1_000 && invocationMs <= 900_000)
+  ) {
+    throw new ConfigError("invocationMs must be the function's timeout in ms, a whole number from 1000 to 900000");
+  }
+  refuseUnfitKinds(jobs, options.env ?? process.env, options, () => invocationMs);
   const worker = new DeployedWorker(jobs);
   const fanOutOf = fanOutStarters(options.fanOut);
   return async (_event: unknown, context: LambdaContext) => {

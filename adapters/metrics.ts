@@ -42,13 +42,15 @@ export function emfMetrics(
   return {
     invocation(summary, service) {
       const count = (value: number) => ({ value, unit: 'Count' as const });
+      // A worker none of whose kinds fits its invocations can run nothing: a failure to the alarms.
+      const failed = summary.stoppedBecause === 'error' || summary.stoppedBecause === 'no_kind_fits';
       write(
         emfLine(
           { Service: service },
           {
             Invocations: count(1),
-            SuccessfulInvocations: count(summary.stoppedBecause === 'error' ? 0 : 1),
-            InvocationErrors: count(summary.stoppedBecause === 'error' ? 1 : 0),
+            SuccessfulInvocations: count(failed ? 0 : 1),
+            InvocationErrors: count(failed ? 1 : 0),
             JobsClaimed: count(summary.claimed),
             JobsCompleted: count(summary.completed),
             JobsRetried: count(summary.retried),

@@ -36,6 +36,7 @@ import {
   vercelRouteStarter,
   type WaitUntil,
 } from './vercel-start.js';
+import { refuseUnfitKinds } from './worker-fit.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
@@ -43,7 +44,11 @@ type Env = Record<string, string | undefined>;
 
 export interface VercelWorkerOptions {
   env?: Env;
-  /** The function's maxDuration in ms (keep equal to vercel.json). @defaultValue SKIPLOCK_MAX_DURATION_MS */
+  /**
+   * The function's maxDuration in ms (keep equal to vercel.json): each invocation's budget. A kind of
+   * this route's queues whose timeoutMs + SKIPLOCK_SAFETY_MARGIN_MS exceeds it would never run, and is
+   * refused with a ConfigError as the route is made. @defaultValue SKIPLOCK_MAX_DURATION_MS
+   */
   maxDurationMs?: number;
   /**
    * Only these queues, e.g. a route for slow reports; wins over SKIPLOCK_QUEUES (Vercel's variables
@@ -159,12 +164,19 @@ function fanOutStarters(option: InvocationStarter | false | undefined, waitUntil
 /**
  * Vercel cron → worker invocation. Vercel calls crons with GET and
  * `Authorization: Bearer $CRON_SECRET`; the budget is `maxDurationMs` (keep it equal to the
- * function's maxDuration in vercel.json), else SKIPLOCK_MAX_DURATION_MS. A request that a nudge or
+ * function's maxDuration in vercel.json), else SKIPLOCK_MAX_DURATION_MS; a kind that could never fit
+ * it is a ConfigError here, as the route is made. A request that a nudge or
  * a fan-out sent (START_HEADER) is accepted at once with 202, and its invocation runs after the
  * response, kept alive with `waitUntil`; a cron's answers with the summary when it is done. The
  * worker is made once per warm instance and kept across the requests it serves.
  */
 export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {}): RouteHandler {
+  refuseUnfitKinds(
+    jobs,
+    options.env ?? process.env,
+    options,
+    (config) => options.maxDurationMs ?? config.maxDurationMs,
+  );
   const worker = new DeployedWorker(jobs);
   const fanOutOf = fanOutStarters(options.fanOut, options.waitUntil);
   return route(async (request, url) => {

@@ -177,6 +177,13 @@ export interface QueueStatsRow {
    * did record themselves: no deployed worker lists this queue (or kind).
    */
   unserved: boolean;
+  /**
+   * Ready jobs wait, and every worker that served this queue and kind in the last 10 minutes has
+   * invocations too short for the kind's timeoutMs (it never claims it): `budgetMs` is the longest
+   * time one of them had for attempts. Raise the function's timeout or lower the kind's timeoutMs.
+   * Null otherwise, and while no such worker recorded its budget.
+   */
+  unfit: { budgetMs: number } | null;
   /** Set while the queue or the kind is paused (the queue's pause first, when both are). */
   paused: { scope: 'queue' | 'kind'; since: Date; by: string } | null;
 }

@@ -189,11 +189,19 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       const held = (await breakers(conn, { schema })).filter((d) => d.state !== 'closed' || d.deferredUntil);
       // Rate-limited scopes that started jobs within their period (busiest first).
       const rated = (await rateLimits(conn, { schema })).use.slice(0, 10);
-      const unserved = rows.filter((r) => r.unserved);
-      const warning =
-        unserved.length === 0
-          ? ''
-          : `\n\n${unserved.map((r) => `no worker served queue ${r.queue} (kind ${r.kind}) in the last 10 min: ${r.ready} ready; does a deployed worker list this queue (SKIPLOCK_QUEUES) and kind?`).join('\n')}`;
+      const warnings = rows.flatMap((r) => [
+        ...(r.unserved
+          ? [
+              `no worker served queue ${r.queue} (kind ${r.kind}) in the last 10 min: ${r.ready} ready; does a deployed worker list this queue (SKIPLOCK_QUEUES) and kind?`,
+            ]
+          : []),
+        ...(r.unfit
+          ? [
+              `no worker that serves queue ${r.queue} fits kind ${r.kind}'s timeoutMs: ${r.ready} ready; the longest invocation has ${r.unfit.budgetMs} ms for attempts; raise the function's timeout or lower the kind's timeoutMs`,
+            ]
+          : []),
+      ]);
+      const warning = warnings.length === 0 ? '' : `\n\n${warnings.join('\n')}`;
       const text = `${human}${warning}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}${held.length > 0 ? `\n\n${breakersTable(held)}` : ''}${rated.length > 0 ? `\n\n${rateUseTable(rated)}` : ''}`;
       emit(o.watch ? `${new Date().toISOString()}\n${text}` : text, {
         depth: rows,

@@ -24,7 +24,8 @@ export interface JobHold {
     | 'breaker_open'
     | 'destination_deferred'
     | 'deadline_passed'
-    | 'no_worker';
+    | 'no_worker'
+    | 'no_worker_fits';
   message: string;
   until: Date | null;
 }
@@ -38,7 +39,10 @@ export interface JobExplanation {
   holds: JobHold[];
   /** Queued, due and held by nothing: the next claim of its queue that reaches it takes it. */
   ready: boolean;
-  /** Ready jobs of its queue ahead of it in claim order (priority, run_at, id); null unless it is ready. */
+  /**
+   * Ready jobs of its queue ahead of it in claim order (priority, run_at, id), not counting jobs of a
+   * paused kind (no claim takes them); null unless it is ready.
+   */
   readyAhead: number | null;
   /** One line: ready, or the holds. */
   summary: string;
@@ -79,14 +83,17 @@ export async function explain(
     options.now,
   );
   if (!evidence.job) return null;
-  return explanationOf(evidence);
+  return explanationOf(evidence, jobs.find((j) => j.kind === row.kind)?.timeoutMs);
 }
 
 const at = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(ms));
 const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? '?' : new Date(ms).toISOString());
 
-/** The holds the evidence shows, in the order an operator would look at them. */
-export function explanationOf(e: ExplainEvidence): JobExplanation {
+/**
+ * The holds the evidence shows, in the order an operator would look at them. `timeoutMs`: the job's
+ * kind's, when the caller's kinds name it (for the no_worker_fits message).
+ */
+export function explanationOf(e: ExplainEvidence, timeoutMs?: number): JobExplanation {
   const job = e.job as NonNullable<ExplainEvidence['job']>;
   const holds: JobHold[] = [];
   const hold = (reason: JobHold['reason'], message: string, until: number | null = null) =>
@@ -190,6 +197,11 @@ export function explanationOf(e: ExplainEvidence): JobExplanation {
       hold(
         'no_worker',
         `no worker served queue ${job.queue} with kind ${job.kind} in the last 10 minutes: does a deployed worker list them?`,
+      );
+    } else if (e.workers.serving && !e.workers.fitting) {
+      hold(
+        'no_worker_fits',
+        `no invocation of the workers that serve queue ${job.queue} fits kind ${job.kind}'s timeoutMs${timeoutMs === undefined ? '' : ` (${timeoutMs} ms)`}: the longest has ${e.workers.budgetMs ?? '?'} ms for attempts (the function's time less safetyMarginMs); raise the function's timeout or lower the kind's timeoutMs`,
       );
     }
   }

@@ -200,11 +200,13 @@ CREATE TABLE skiplock.signals (
 
 -- object: table workers
 CREATE TABLE skiplock.workers (
+  budget_ms integer,
   kinds text[] NOT NULL,
   name text NOT NULL,
   queues text[],
   seen_at timestamp with time zone NOT NULL,
-  served text NOT NULL
+  served text NOT NULL,
+  unfit_kinds text[]
 );
 
 -- object: constraint activity_rollups.activity_rollups_pk

@@ -296,7 +296,8 @@ export function jobStepsTableIn(schema: PgSchema<string>) {
  * The workers that ran lately and what they serve: a row per worker name and set of queues and kinds,
  * its `seen_at` moved by the worker's invocations (at most once a minute per warm instance, inside the
  * statement each invocation starts with). The stats flag ready jobs on a queue and kind no worker
- * served lately: a queue name in code that no deployed worker lists.
+ * served lately (a queue name in code that no deployed worker lists), and those whose kind's timeout
+ * fits the invocations of none of the workers serving it.
  */
 export function workersTableIn(schema: PgSchema<string>) {
   return schema.table(
@@ -309,6 +310,11 @@ export function workersTableIn(schema: PgSchema<string>) {
       queues: text('queues').array(),
       kinds: text('kinds').array().notNull(),
       seenAt: timestamp('seen_at', tz).notNull(),
+      // The time its last recorded invocation had for attempts (what it had left as it started, less
+      // safetyMarginMs), and its kinds whose timeoutMs is longer: it never claims those. Null: a
+      // worker of a release that did not record them.
+      budgetMs: integer('budget_ms'),
+      unfitKinds: text('unfit_kinds').array(),
     },
     (t) => [primaryKey({ name: 'workers_pk', columns: [t.name, t.served] })],
   );

@@ -22,7 +22,8 @@ function statsTable(ctx: ConsoleContext, rows: QueueStatsRow[]): Html {
     const jobs = (state?: string) => `${ctx.base}/jobs${query({ queue: r.queue, kind: r.kind, state })}`;
     return html`<tr><td><a href="${ctx.base}/${query({ queue: r.queue })}">${r.queue}</a>
       ${r.paused ? html` <span class="badge paused" title="paused by ${r.paused.by}">paused</span>` : ''}
-      ${r.unserved ? html` <span class="badge bad" title="ready jobs, and no worker served this queue and kind in the last 10 minutes: does a deployed worker list it?">no worker</span>` : ''}</td>
+      ${r.unserved ? html` <span class="badge bad" title="ready jobs, and no worker served this queue and kind in the last 10 minutes: does a deployed worker list it?">no worker</span>` : ''}
+      ${r.unfit ? html` <span class="badge bad" title="ready jobs, and the invocations of every worker that serves this queue are too short for the kind's timeoutMs (the longest has ${r.unfit.budgetMs} ms for attempts): raise the function's timeout or lower the kind's timeoutMs">no worker fits</span>` : ''}</td>
       <td><a href="${jobs()}">${r.kind}</a></td>${num(r.ready, jobs('queued'))}${num(r.scheduled)}${num(r.retryWaiting)}
       ${num(r.waiting)}${num(r.sleeping)}${num(r.waitingForSignal)}${num(r.running, jobs('running'))}
       <td class="n ${r.leaseExpired > 0 ? 'bad' : ''}">${r.leaseExpired}</td>

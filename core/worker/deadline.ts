@@ -1,5 +1,6 @@
-import { InvocationDeadlineError } from '../../base/errors.js';
+import { ConfigError, InvocationDeadlineError } from '../../base/errors.js';
 import type { Clock } from '../clock.js';
+import type { JobDefinition } from '../jobs.js';
 import { type Attempt, JobAbort } from './attempt.js';
 import type { Kind } from './settings.js';
 
@@ -106,4 +107,27 @@ export class Watchdog {
     }
     if (next < Number.POSITIVE_INFINITY) this.#arm(next);
   };
+}
+
+/**
+ * Refuses kinds that would never run: those whose timeoutMs is longer than what invocations of
+ * `invocationMs` leave for attempts once `safetyMarginMs` is set aside (Deadline.fits, at the start
+ * of an invocation). Only the kinds whose own queue the worker serves (`queues`, undefined: all) are
+ * its concern: a kind defined on another queue is run by another worker.
+ */
+export function assertKindsFit(
+  // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+  definitions: Iterable<JobDefinition<any, any>>,
+  budget: { invocationMs: number; safetyMarginMs: number; queues: readonly string[] | undefined },
+): void {
+  const { invocationMs, safetyMarginMs, queues } = budget;
+  const leftMs = invocationMs - safetyMarginMs;
+  const unfit = [...definitions].filter(
+    (d) => d.timeoutMs > leftMs && (queues === undefined || queues.includes(d.queue)),
+  );
+  if (unfit.length === 0) return;
+  const named = unfit.map((d) => `${d.kind} (timeoutMs ${d.timeoutMs})`).join(', ');
+  throw new ConfigError(
+    `job kind${unfit.length > 1 ? 's' : ''} ${named} never fit${unfit.length > 1 ? '' : 's'} this worker's invocations: ${invocationMs} ms less safetyMarginMs ${safetyMarginMs} leaves ${leftMs} ms; raise the function's timeout or lower the kind's timeoutMs`,
+  );
 }

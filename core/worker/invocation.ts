@@ -20,6 +20,8 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
  * - `admitting`: with maxInvocations, taking one of the worker's slots; none free → `stopped`
  *   at once (saturated: enough invocations run already).
  * - `sweeping`: moving the rows no claim may run to the DLQ (buryDoomed), before the first claim.
+ * - `unfit`: no kind's timeoutMs fits even the whole invocation: nothing is claimed, and the loop
+ *   stops (no_kind_fits) rather than wait for its deadline.
  * - `running`: attempts run; when a slot is free and nothing waits locally, the loop claims.
  * - `claiming`: a claim statement is out; the buffered outcomes ride along with it.
  * - `draining`: the last claim found fewer jobs than it asked for. No claim until everything in
@@ -40,6 +42,7 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
 export type InvocationState =
   | 'admitting'
   | 'sweeping'
+  | 'unfit'
   | 'running'
   | 'claiming'
   | 'draining'
@@ -53,7 +56,8 @@ export type InvocationState =
 
 const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
   admitting: ['sweeping', 'stopped', 'failing'],
-  sweeping: ['running', 'failing'],
+  sweeping: ['running', 'unfit', 'failing'],
+  unfit: ['settling', 'failing'],
   running: ['claiming', 'deadline', 'failing'],
   claiming: ['running', 'draining', 'finishing', 'failing'],
   draining: ['running', 'pacing', 'lingering', 'deadline', 'settling', 'failing'],
@@ -71,6 +75,7 @@ const STOPPED_BECAUSE = {
   draining: 'drained',
   finishing: 'batch_done',
   deadline: 'deadline',
+  unfit: 'no_kind_fits',
 } as const satisfies Partial<Record<InvocationState, InvocationSummary['stoppedBecause']>>;
 
 /**
@@ -110,6 +115,8 @@ export class Invocation implements AttemptHost {
   readonly #waiting: ClaimedJob[] = [];
   /** Attempts started and not yet delivered. */
   #inflight = 0;
+  /** Kinds whose timeoutMs does not fit even the whole invocation: never claimed by it. */
+  readonly #unfit: readonly Kind[];
   /** Kinds whose jobs went on to a later invocation because their next step did not fit. */
   readonly #continuedKinds = new Set<string>();
   /** When the last claim was sent: the leases of the jobs waiting locally run from there. */
@@ -132,6 +139,7 @@ export class Invocation implements AttemptHost {
     this.#buffer = new OutcomeBuffer(settings, this.#deadline, this.#ledger, this.#notify);
     this.#claimedAt = settings.clock.now();
     this.#startedAt = this.#claimedAt;
+    this.#unfit = settings.kindList.filter((k) => !this.#deadline.fits(k));
     this.#admission =
       settings.maxInvocations === undefined
         ? undefined
@@ -149,19 +157,26 @@ export class Invocation implements AttemptHost {
   }
 
   /**
-   * Kinds whose timeout does not fit even this whole invocation are never claimed by it: said once
-   * per warm instance (a worker that claims nothing and stops at its deadline is otherwise silent).
+   * Kinds whose timeout does not fit even this whole invocation are never claimed by it: the summary
+   * names them, and a log line says so once per warm instance — an error when no kind fits at all
+   * (the worker can run nothing), a warning otherwise. The `workers` row records them for the stats.
    */
-  #warnUnfitKinds(): void {
+  #reportUnfitKinds(): void {
+    if (this.#unfit.length === 0) return;
     const { kindList, unfitWarned, logger } = this.settings;
-    const unfit = kindList.filter((k) => !this.#deadline.fits(k) && !unfitWarned.has(k.definition.kind));
-    if (unfit.length === 0) return;
-    for (const k of unfit) unfitWarned.add(k.definition.kind);
-    logger.warn('kinds_never_fit', {
-      invocationId: this.invocationId,
-      kinds: unfit.map((k) => ({ kind: k.definition.kind, timeoutMs: k.definition.timeoutMs })),
+    const unfit = {
       budgetMs: Math.round(this.budgetMs),
-      hint: 'a kind runs only when its timeoutMs fits the invocation time left (minus safetyMarginMs): raise the function timeout or lower the kind timeout',
+      kinds: this.#unfit.map((k) => ({ kind: k.definition.kind, timeoutMs: k.definition.timeoutMs })),
+    };
+    this.#ledger.summary.unfit = unfit;
+    const unwarned = this.#unfit.filter((k) => !unfitWarned.has(k.definition.kind));
+    if (unwarned.length === 0) return;
+    for (const k of unwarned) unfitWarned.add(k.definition.kind);
+    const log = this.#unfit.length === kindList.length ? logger.error : logger.warn;
+    log.call(logger, 'kinds_never_fit', {
+      invocationId: this.invocationId,
+      ...unfit,
+      hint: "a kind runs only when its timeoutMs fits the time the invocation has left as it starts, less safetyMarginMs: raise the function timeout or lower the kind's timeoutMs",
     });
   }
 
@@ -171,7 +186,7 @@ export class Invocation implements AttemptHost {
   }
 
   async run(): Promise<InvocationSummary> {
-    this.#warnUnfitKinds();
+    this.#reportUnfitKinds();
     try {
       if (await this.#admit()) {
         await this.#sweep();
@@ -232,22 +247,24 @@ export class Invocation implements AttemptHost {
    * to decide that. Then the schedules' tick, when one is due in this instance.
    */
   async #sweep(): Promise<void> {
-    const { db, schema, kinds, queues, name, served, clock } = this.settings;
+    const { db, schema, kinds, queues, name, clock } = this.settings;
     // At most once a minute per warm instance, the sweep also records what this worker serves.
-    const seen = served.lastAt === undefined || clock.now() - served.lastAt >= WORKER_SEEN_EVERY_MS;
-    if (seen) served.lastAt = clock.now();
+    const { lastAt } = this.settings.served;
+    const seen = lastAt === undefined || clock.now() - lastAt >= WORKER_SEEN_EVERY_MS;
+    if (seen) this.settings.served.lastAt = clock.now();
+    const served = { name, budgetMs: this.budgetMs, unfitKinds: this.#unfit.map((k) => k.definition.kind) };
     const doomed = await this.#deadline.inTime(
       buryDoomed(db.db, schema, {
         kinds: [...kinds.keys()],
         queues,
         limit: 1000,
         now: statementNow(this.settings),
-        ...(seen ? { served: { name } } : {}),
+        ...(seen ? { served } : {}),
       }),
     );
     for (const job of doomed) this.#ledger.buried(job);
     await this.#tickSchedules();
-    this.#to('running');
+    this.#to(this.#unfit.length === this.settings.kindList.length ? 'unfit' : 'running');
   }
 
   /** Enqueues the schedules' due occurrences; a failure is logged, and the invocation goes on. */
@@ -272,6 +289,7 @@ export class Invocation implements AttemptHost {
 
   /** One turn of the loop: write what is due, start what waits, claim or stop, or wait for a change. */
   async #turn(): Promise<void> {
+    if (this.#state === 'unfit') return this.#settle(); // nothing claimed, nothing to write
     const { concurrency } = this.settings;
     const buffer = this.#buffer;
     // Outcomes normally ride along with the next claim; they are written on their own only when
@@ -298,14 +316,16 @@ export class Invocation implements AttemptHost {
       await this.#linger();
       return;
     }
-    if (this.#inflight === 0 && this.#waiting.length === 0) {
-      const stoppedBecause = STOPPED_BECAUSE[this.#state as keyof typeof STOPPED_BECAUSE];
-      this.#to('settling'); // asserts the state was one of those
-      this.#ledger.summary.stoppedBecause = stoppedBecause;
-      return;
-    }
+    if (this.#inflight === 0 && this.#waiting.length === 0) return this.#settle();
     // Wait for a free slot (or, when claiming is over for now, for the rest to finish).
     await this.#nextChange();
+  }
+
+  /** Nothing in hand: the loop stops, and the state it stops from says why. */
+  #settle(): void {
+    const stoppedBecause = STOPPED_BECAUSE[this.#state as keyof typeof STOPPED_BECAUSE];
+    this.#to('settling'); // asserts the state was one of those
+    this.#ledger.summary.stoppedBecause = stoppedBecause;
   }
 
   /**

@@ -26,9 +26,16 @@ export interface InvocationSummary {
   /**
    * drained: no runnable work left; deadline: out of time; batch_done: drain off, the one batch
    * ran; saturated: maxInvocations invocations of this worker already run (nothing was claimed);
-   * error: a statement failed.
+   * no_kind_fits: none of the worker's kinds has a timeoutMs that fits this invocation's budget
+   * (nothing was claimed; `unfit` names them); error: a statement failed.
    */
-  stoppedBecause: 'drained' | 'deadline' | 'batch_done' | 'saturated' | 'error';
+  stoppedBecause: 'drained' | 'deadline' | 'batch_done' | 'saturated' | 'no_kind_fits' | 'error';
+  /**
+   * The kinds whose timeoutMs is longer than the time this invocation had for attempts (`budgetMs`:
+   * the time it had left as it started, less safetyMarginMs): it never claims them. Raise the
+   * function's timeout or lower the kind's timeoutMs. Absent when every kind fits.
+   */
+  unfit?: { budgetMs: number; kinds: { kind: string; timeoutMs: number }[] };
   /** With maxInvocations: invocations this one asked the platform to start (fan-out). */
   invocationsStarted?: number;
   error?: string;

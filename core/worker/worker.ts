@@ -11,6 +11,7 @@ import { type DeclaredRateLimit, type RateLimit, rateLimitOption } from '../rate
 import type { ScheduleDefinition } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import type { InvocationStarter } from './admission.js';
+import { assertKindsFit } from './deadline.js';
 import { Invocation } from './invocation.js';
 import { type Kind, NEEDS_DRIZZLE, type WorkerSettings } from './settings.js';
 import { StepTimings } from './steps.js';
@@ -38,6 +39,14 @@ export interface WorkerOptions {
   batchSize?: number;
   /** Stop claiming this long before the deadline; the time left is for writing outcomes. @defaultValue 1000 */
   safetyMarginMs?: number;
+  /**
+   * How long this worker's invocations run (the function's timeout: Lambda's `timeout`, Vercel's
+   * `maxDuration`), when known as the worker is made: a kind of one of its queues whose timeoutMs +
+   * safetyMarginMs exceeds it would never be claimed, and is refused here with a ConfigError. Unset,
+   * each invocation checks its kinds against its own `remainingMs` (the summary's `unfit`, and
+   * `stoppedBecause: 'no_kind_fits'` when none fits). @defaultValue unset
+   */
+  invocationMs?: number;
   /** Lease = the kind's timeout + this grace. @defaultValue 5000 */
   leaseGraceMs?: number;
   /** Keep claiming while work remains and time allows; false = one batch per invocation. @defaultValue true */
@@ -189,6 +198,14 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
   }
   if (!(safetyMarginMs >= 0) || !(leaseGraceMs >= 0)) {
     throw new ConfigError('safetyMarginMs and leaseGraceMs must be >= 0');
+  }
+
+  const { invocationMs } = options;
+  if (invocationMs !== undefined) {
+    if (!(Number.isInteger(invocationMs) && invocationMs >= 1 && invocationMs <= 86_400_000)) {
+      throw new ConfigError('invocationMs must be a whole number of ms from 1 to 86400000');
+    }
+    assertKindsFit(options.jobs, { invocationMs, safetyMarginMs, queues });
   }
 
   const kinds = new Map<string, Kind>();

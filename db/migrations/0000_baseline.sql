@@ -220,6 +220,8 @@ CREATE TABLE "skiplock"."workers" (
 	"queues" text[],
 	"kinds" text[] NOT NULL,
 	"seen_at" timestamp with time zone NOT NULL,
+	"budget_ms" integer,
+	"unfit_kinds" text[],
 	CONSTRAINT "workers_pk" PRIMARY KEY("name","served")
 );
 --> statement-breakpoint

@@ -25,8 +25,11 @@ export async function buryDoomed(
     queues?: readonly string[];
     limit: number;
     now?: Date;
-    /** Record this worker as serving its queues and kinds (WorkerSeen), in the same statement. */
-    served?: { name: string };
+    /**
+     * Record this worker as serving its queues and kinds (WorkerSeen), in the same statement: with
+     * the time its invocation has for attempts and its kinds whose timeoutMs is longer (never claimed).
+     */
+    served?: { name: string; budgetMs?: number; unfitKinds?: readonly string[] };
   },
 ): Promise<ClaimDeadJob[]> {
   const jobs = jobsRef(schema);
@@ -82,7 +85,7 @@ export async function buryDoomed(
     where j.id = any(array(select id from by_deadline union all select id from by_lease))
     returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
     ),
-    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}${request.served ? workerSeenCte(schema, request.served.name, request.kinds, request.queues) : sql``}
+    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}${request.served ? workerSeenCte(schema, request.served, request.kinds, request.queues) : sql``}
     select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`,
     schema,
   );
@@ -98,17 +101,27 @@ export async function buryDoomed(
 
 /**
  * The worker's row in `workers` moved to now (a data-modifying CTE: it runs though nothing reads it).
- * One row per worker name and set of queues and kinds, named by their md5.
+ * One row per worker name and set of queues and kinds, named by their md5; its budget and unfit kinds
+ * are those of its latest invocation (a new function timeout shows at the next record).
  */
-function workerSeenCte(schema: string, name: string, kinds: readonly string[], queues: readonly string[] | undefined) {
+function workerSeenCte(
+  schema: string,
+  worker: NonNullable<Parameters<typeof buryDoomed>[2]['served']>,
+  kinds: readonly string[],
+  queues: readonly string[] | undefined,
+) {
   const sortedKinds = [...kinds].sort();
   const sortedQueues = queues ? [...queues].sort() : null;
   const served = JSON.stringify([sortedQueues, sortedKinds]);
+  const budgetMs =
+    worker.budgetMs === undefined ? null : Math.max(0, Math.min(2_147_483_647, Math.round(worker.budgetMs)));
+  const unfit = worker.unfitKinds === undefined ? null : sql.param([...worker.unfitKinds].sort());
   return sql`, worker_seen as (
-      insert into ${sql.identifier(schema)}.workers (name, served, queues, kinds, seen_at)
-      values (${name}, md5(${served}), ${sortedQueues === null ? null : sql.param(sortedQueues)}::text[],
-        ${sql.param(sortedKinds)}::text[], (select now from clock))
-      on conflict (name, served) do update set seen_at = excluded.seen_at
+      insert into ${sql.identifier(schema)}.workers (name, served, queues, kinds, seen_at, budget_ms, unfit_kinds)
+      values (${worker.name}, md5(${served}), ${sortedQueues === null ? null : sql.param(sortedQueues)}::text[],
+        ${sql.param(sortedKinds)}::text[], (select now from clock), ${budgetMs}::int, ${unfit}::text[])
+      on conflict (name, served) do update
+        set seen_at = excluded.seen_at, budget_ms = excluded.budget_ms, unfit_kinds = excluded.unfit_kinds
       returning 1
     )`;
 }

@@ -37,7 +37,12 @@ export interface ExplainEvidence {
   orderingHolder: { id: string; state: string } | null;
   parents: { id: string; state: string | null }[];
   lastStep: { name: string; type: string; state: string; signalKey: string | null; timeoutAtMs: number | null } | null;
-  workers: { known: boolean; serving: boolean };
+  /**
+   * known: some worker recorded itself in the last day; serving: one served the job's queue and kind
+   * in the last 10 minutes; fitting: one of those has invocations long enough for its kind's timeoutMs
+   * (or did not record its unfit kinds); budgetMs: the longest time one of them had for attempts.
+   */
+  workers: { known: boolean; serving: boolean; fitting: boolean; budgetMs: number | null };
   readyAhead: number | null;
 }
 
@@ -119,13 +124,18 @@ export async function explainJob(
       'lastStep', (select json_build_object('name', st.name, 'type', st.type, 'state', st.state, 'signalKey', st.signal_key,
           'timeoutAtMs', ${epochMs(sql`st.timeout_at`)})
         from ${s}.job_steps st, j where st.job_id = j.id order by st.position desc limit 1),
-      'workers', json_build_object(
-        'known', exists (select 1 from ${s}.workers w where w.seen_at > (select now from clock) - interval '1 day'),
-        'serving', exists (select 1 from ${s}.workers w, j where w.seen_at > (select now from clock) - interval '10 minutes'
-          and j.kind = any(w.kinds) and (w.queues is null or j.queue = any(w.queues)))),
+      'workers', (select json_build_object(
+          'known', exists (select 1 from ${s}.workers w where w.seen_at > (select now from clock) - interval '1 day'),
+          'serving', count(*) > 0,
+          'fitting', coalesce(bool_or(not coalesce(j.kind = any(w.unfit_kinds), false)), false),
+          'budgetMs', max(w.budget_ms))
+        from ${s}.workers w, j where w.seen_at > (select now from clock) - interval '10 minutes'
+          and j.kind = any(w.kinds) and (w.queues is null or j.queue = any(w.queues))),
       'readyAhead', (select count(*) from (select 1 from ${jobs} a, j
         where j.state = 'queued' and j.run_at <= (select now from clock) and a.state = 'queued' and a.queue = j.queue
           and a.run_at <= (select now from clock) and (a.priority, a.run_at, a.id) < (j.priority, j.run_at, j.id)
+          -- A job of a paused kind is not ready (its own explain says so), and no claim takes it.
+          and not exists (select 1 from ${s}.pauses p where p.scope = 'kind' and p.name = a.kind)
         limit 10000) x)
     ) as evidence`,
     schema,

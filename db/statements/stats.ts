@@ -38,7 +38,8 @@ export async function queueStats(
     oldestReadyAgeSeconds: r.oldest_ready_age_seconds as number | null,
     sleeping: suspended.get(`${r.queue}\u0000${r.kind}`)?.sleeping ?? 0,
     waitingForSignal: suspended.get(`${r.queue}\u0000${r.kind}`)?.waiting ?? 0,
-    unserved: (r.ready as number) > 0 && serving !== null && !serving(r.queue as string, r.kind as string),
+    unserved: (r.ready as number) > 0 && serving !== null && serving(r.queue as string, r.kind as string) === 'none',
+    unfit: (r.ready as number) > 0 && serving !== null ? unfitFor(serving(r.queue as string, r.kind as string)) : null,
     paused: null,
   }));
 }
@@ -47,24 +48,46 @@ export async function queueStats(
 export const UNSERVED_AFTER_MINUTES = 10;
 
 /**
- * Whether a worker served a queue and kind in the last `minutes` (WorkersSeen), from the `workers`
- * rows: each lists its kinds and queues (null: every queue). Null when no worker recorded itself in
- * the last day — nothing to judge by (workers of an older release, or none deployed yet).
+ * How the workers seen lately serve a queue and kind: `none` serves it; `unfit` — some serve it, and
+ * the invocations of each are too short for its timeoutMs (with the longest budget among them);
+ * `fits` — a worker runs it (or one that did not record its unfit kinds, an older release).
+ */
+type Serving = 'none' | 'fits' | { unfit: { budgetMs: number } };
+
+const unfitFor = (serving: Serving) => (typeof serving === 'object' ? serving.unfit : null);
+
+/**
+ * How the workers serve a queue and kind in the last `minutes` (WorkersSeen), from the `workers`
+ * rows: each lists its kinds and queues (null: every queue), and the kinds its invocations are too
+ * short for. Null when no worker recorded itself in the last day — nothing to judge by (workers of
+ * an older release, or none deployed yet).
  */
 async function workersServing(
   db: AnyPgDatabase,
   schema: string,
   minutes: number,
-): Promise<((queue: string, kind: string) => boolean) | null> {
-  const rows = await queryRows<{ queues: string[] | null; kinds: string[]; recent: boolean }>(
+): Promise<((queue: string, kind: string) => Serving) | null> {
+  const rows = await queryRows<{
+    queues: string[] | null;
+    kinds: string[];
+    unfit_kinds: string[] | null;
+    budget_ms: number | null;
+    recent: boolean;
+  }>(
     db,
-    sql`select queues, kinds, seen_at > now() - ${Math.max(1, Math.round(minutes))} * interval '1 minute' as recent
+    sql`select queues, kinds, unfit_kinds, budget_ms,
+        seen_at > now() - ${Math.max(1, Math.round(minutes))} * interval '1 minute' as recent
       from ${sql.identifier(schema)}.workers where seen_at > now() - interval '1 day'`,
     schema,
   );
   if (rows.length === 0) return null;
   const recent = rows.filter((r) => r.recent);
-  return (queue, kind) => recent.some((r) => r.kinds.includes(kind) && (r.queues === null || r.queues.includes(queue)));
+  return (queue, kind) => {
+    const serving = recent.filter((r) => r.kinds.includes(kind) && (r.queues === null || r.queues.includes(queue)));
+    if (serving.length === 0) return 'none';
+    if (serving.some((r) => !r.unfit_kinds?.includes(kind))) return 'fits';
+    return { unfit: { budgetMs: Math.max(...serving.map((r) => r.budget_ms ?? 0)) } };
+  };
 }
 
 /**

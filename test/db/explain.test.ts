@@ -6,6 +6,7 @@ import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { setRateLimit } from '../../core/rate-limits.js';
 import { createWorker } from '../../core/worker.js';
+import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 
@@ -34,6 +35,18 @@ describe(`explain: why a job does not run (${testDriver()})`, () => {
     expect(e).toMatchObject({ ready: true, readyAhead: 2, holds: [], state: 'queued' });
     expect(e.summary).toBe(`job ${third} is ready: 2 ready job(s) of queue work are ahead of it`);
     expect(await explain(t.db, '999999', { schema: t.schema })).toBeNull();
+  });
+
+  it('readyAhead leaves out the jobs of a paused kind, which explain calls not ready', async () => {
+    const hook = defineJob({ kind: 'hook', queue: 'work', payload, handler: () => {} });
+    const held = await enqueue({}, hook);
+    await enqueue();
+    const mine = await enqueue();
+    await pause(t.db, { kind: 'hook' }, { schema: t.schema, by: 'ops' });
+    expect(await why(held)).toMatchObject({ ready: false, readyAhead: null });
+    const e = await why(mine);
+    expect(e).toMatchObject({ ready: true, readyAhead: 1 });
+    expect(e.summary).toBe(`job ${mine} is ready: 1 ready job(s) of queue work are ahead of it`);
   });
 
   it('scheduled, paused, and a queue at its concurrency limit declared in code', async () => {
@@ -141,6 +154,40 @@ describe(`explain: why a job does not run (${testDriver()})`, () => {
     const orphan = await enqueue();
     expect(reasons((await why(orphan)).holds)).toEqual(['no_worker']);
   });
+  it('a job whose kind fits no invocation of the workers that serve it says so, and what to do', async () => {
+    const slow = defineJob({ kind: 'slow', queue: 'work', payload, timeoutMs: 30_000, handler: () => {} });
+    const id = await enqueue({}, slow);
+    const short = (name: string, remainingMs: number) =>
+      createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [slow, task],
+        name,
+        logger: silentLogger,
+        clock: new ManualClock(),
+      }).runInvocation({ remainingMs });
+    await short('short', 15_000);
+    await short('shorter', 10_000);
+    const e = await why(id);
+    expect(reasons(e.holds)).toEqual(['no_worker_fits']);
+    expect(e.holds[0]?.message).toBe(
+      "no invocation of the workers that serve queue work fits kind slow's timeoutMs: the longest has 14000 ms for attempts (the function's time less safetyMarginMs); raise the function's timeout or lower the kind's timeoutMs",
+    );
+    // Given the kinds, it names the timeout too.
+    expect((await why(id, { jobs: [slow] })).holds[0]?.message).toContain("fits kind slow's timeoutMs (30000 ms)");
+    // One worker whose invocations fit it is enough.
+    await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [slow],
+      name: 'long',
+      logger: silentLogger,
+      drain: false,
+    }).runInvocation({ remainingMs: 60_000 });
+    const next = await enqueue({}, slow);
+    expect(await why(next)).toMatchObject({ ready: true, holds: [] });
+  });
+
   it('sleeping, waiting for a signal, retry-waiting, past its deadline, and outside its run window', async () => {
     const sleeper = defineJob({
       kind: 'sleeper',

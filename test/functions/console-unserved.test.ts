@@ -4,6 +4,7 @@ import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
+import { ManualClock } from '../../testing/clock.js';
 import { vercelConsoleClient } from '../helpers/console.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
@@ -95,5 +96,25 @@ describe(`the console overview and queues no worker serves (${testDriver()})`, (
     }).runInvocation({ remainingMs: 60_000 });
     await q.enqueue(t.db, report, { n: 5 });
     expect(overviewRows((await c.get('/admin/')).html).report).toEqual({ queue: 'default', badges: [], ready: '1' });
+  });
+
+  it('shows a "no worker fits" badge on a kind whose timeout fits the invocations of no worker serving it', async () => {
+    await enqueuerFor(t.schema).enqueueMany(t.db, [report.with({ n: 1 }), mail.with({ n: 2 })]);
+    // A 15 s invocation; report's timeoutMs is the default 30 s: it never claims it.
+    const quickMail = defineJob({ kind: 'mail', queue: 'emails', payload, timeoutMs: 1_000, handler: () => {} });
+    const summary = await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [quickMail, report],
+      logger: silentLogger,
+      clock: new ManualClock(),
+    }).runInvocation({ remainingMs: 15_000 });
+    expect(summary).toMatchObject({ completed: 1, unfit: { budgetMs: 14_000 } });
+    const c = consoleClient();
+    await c.login(ADMIN);
+    const page = await c.get('/admin/');
+    expect(page.status).toBe(200);
+    expect(overviewRows(page.html).report).toEqual({ queue: 'default', badges: ['bad:no worker fits'], ready: '1' });
+    expect(page.html).toContain('(the longest has 14000 ms for attempts)');
   });
 });

@@ -8,6 +8,7 @@ import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker.js';
 import { connect } from '../../db/connect.js';
+import { ManualClock } from '../../testing/clock.js';
 import { cliOn } from '../helpers/cli.js';
 
 // `skiplock stats` names each queue and kind whose ready jobs no worker served lately (a queue that
@@ -87,5 +88,44 @@ describe('skiplock stats and queues no worker serves', () => {
     const served = await cli('stats');
     expect(served.out).toMatch(/default\s+report\s+[1-9]/);
     expect(served.out).not.toMatch(NO_WORKER);
+  });
+
+  it('prints a "no worker fits" line for a kind whose timeout fits no serving worker\'s invocations', async () => {
+    const slow = defineJob({ kind: 'slow', queue: 'slow', payload, timeoutMs: 30_000, handler: () => {} });
+    const [job] = await createEnqueuer({ schema }).enqueueMany(db, [slow.with({ n: 1 })]);
+    // The issue's case: a 15 s invocation, a kind of 30 s. It claims nothing, and records why.
+    const summary = await createWorker({
+      db,
+      schema,
+      jobs: [slow],
+      queues: ['slow'],
+      name: 'slow-worker',
+      logger: silentLogger,
+      clock: new ManualClock(),
+    }).runInvocation({ remainingMs: 15_000 });
+    expect(summary).toMatchObject({ claimed: 0, stoppedBecause: 'no_kind_fits' });
+    const human = await cli('stats');
+    expect(human.code).toBe(EXIT.ok);
+    expect(human.out.split('\n').filter((l) => /fits kind/.test(l))).toEqual([
+      "no worker that serves queue slow fits kind slow's timeoutMs: 1 ready; the longest invocation has 14000 ms for attempts; raise the function's timeout or lower the kind's timeoutMs",
+    ]);
+    const { depth } = JSON.parse((await cli('stats', '--json')).out);
+    expect(depth).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          queue: 'slow',
+          kind: 'slow',
+          ready: 1,
+          unserved: false,
+          unfit: { budgetMs: 14_000 },
+        }),
+      ]),
+    );
+    // `jobs why` names the hold and what to do.
+    const why = await cli('jobs', 'why', job?.id as string);
+    expect(why.code).toBe(EXIT.ok);
+    expect(why.out).toContain(
+      "- no_worker_fits: no invocation of the workers that serve queue slow fits kind slow's timeoutMs: the longest has 14000 ms for attempts",
+    );
   });
 });

@@ -54,6 +54,24 @@ describe('CloudWatch Embedded Metric Format', () => {
     for (const m of doc._aws.CloudWatchMetrics[0].Metrics) expect(typeof doc[m.Name]).toBe('number');
   });
 
+  it('an invocation that stopped with no_kind_fits counts as an error: the worker can run nothing', () => {
+    const summary = {
+      invocationId: 'i',
+      claimed: 0,
+      completed: 0,
+      retried: 0,
+      dead: 0,
+      cancelled: 0,
+      released: 0,
+      leaseLost: 0,
+      durationMs: 40,
+    };
+    sink.invocation({ ...summary, stoppedBecause: 'no_kind_fits' }, 'app-prod-worker');
+    expect(JSON.parse(lines.pop() as string)).toMatchObject({ SuccessfulInvocations: 0, InvocationErrors: 1 });
+    sink.invocation({ ...summary, stoppedBecause: 'drained' }, 'app-prod-worker');
+    expect(JSON.parse(lines.pop() as string)).toMatchObject({ SuccessfulInvocations: 1, InvocationErrors: 0 });
+  });
+
   it('queue stats become one document per queue (kinds summed) and one for the whole service', () => {
     const row = {
       ready: 2,
@@ -69,6 +87,7 @@ describe('CloudWatch Embedded Metric Format', () => {
       sleeping: 0,
       waitingForSignal: 0,
       unserved: false,
+      unfit: null,
     };
     sink.queues(
       [
