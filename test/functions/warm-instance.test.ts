@@ -78,7 +78,7 @@ const platforms: { name: string; instance: (jobs: Kinds, clock: ManualClock) => 
 
 const tick = defineJob({ kind: 'tick', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
 
-describe.each(platforms)(`a warm instance of the worker function: $name (${testDriver()})`, ({ instance }) => {
+describe.each(platforms)(`a warm instance of the worker function: $name (${testDriver()})`, ({ name, instance }) => {
   it('records what it serves in `workers` once a minute, not on every invocation', async () => {
     const clock = new ManualClock();
     const worker = instance([tick], clock);
@@ -97,10 +97,15 @@ describe.each(platforms)(`a warm instance of the worker function: $name (${testD
     expect(moved).not.toBe('2000-01-01 00:00:00+00');
   });
 
-  it('says kinds_never_fit once, however many invocations find the kind too long', async () => {
+  it('says kinds_never_fit once, however many invocations find the kind too long (Vercel: refused as the route is made)', async () => {
     const clock = new ManualClock();
     const long = defineJob({ kind: 'long', payload: z.object({}), timeoutMs: 60_000, handler: () => {} });
     const worker = instance([tick, long], clock);
+    if (name.startsWith('Vercel')) {
+      // The route knows its maxDuration when it is made, so it refuses the kind then.
+      await expect(worker.invoke(10_000)).rejects.toThrow(/job kind long \(timeoutMs 60000\) never fits/);
+      return;
+    }
     const { lines } = await captureStdout(async () => {
       for (let i = 0; i < 3; i++) {
         await worker.invoke(10_000);
