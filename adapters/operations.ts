@@ -1,6 +1,5 @@
 import * as z from 'zod/mini';
 import type { ReplayResult } from '../base/outcomes.js';
-import { breakers } from '../core/breakers.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { createEnqueuer, type EnqueueResult } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
@@ -325,6 +324,7 @@ export async function runMaintenanceTick(
       completedRetentionMs: config.completedRetentionHours * 3_600_000,
       deadRetentionMs: config.deadRetentionHours * 3_600_000,
       maxDurationMs: Math.max(1_000, remainingMs - config.safetyMarginMs),
+      metrics: queueMetrics,
     }),
   );
   const report = migrated ? { migrated, ...tick } : tick;
@@ -340,10 +340,5 @@ export async function runMaintenanceTick(
     });
   }
   runtime.metrics?.queues(tick.stats, config.serviceName);
-  queueMetrics?.queues(tick.stats);
-  if (queueMetrics?.breakers) {
-    const health = await runtime.withDb((db) => breakers(db, { schema: config.schema }));
-    queueMetrics.breakers(health.map(({ name, state }) => ({ name, state })));
-  }
   return report;
 }

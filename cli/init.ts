@@ -62,9 +62,30 @@ export function isPlatform(name: string | undefined): name is Platform {
   return name !== undefined && Object.hasOwn(TEMPLATES, name);
 }
 
+/**
+ * How an app installs skiplock: exactly the commands of the README's "Install into your app",
+ * which test/unit/docs-figures.test.ts compares with these. No registry release exists yet, so it
+ * is a tarball packed in a clone beside the app (an install that survives a deploy is #38's).
+ */
+export function installCommands(): readonly string[] {
+  const { version } = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
+  return [
+    'git clone <repo> skiplock && cd skiplock && npm ci && npm pack',
+    `cd ../my-app && npm install ../skiplock/skiplock-${version}.tgz zod drizzle-orm`,
+  ];
+}
+
+/** The first of the next steps: install skiplock, as the README says. */
+function installStep(): string {
+  const [clone, install] = installCommands();
+  return `1. build skiplock's package in a clone beside your app and install it (README: "Install into your app"):
+     ${clone}
+     ${install}`;
+}
+
 const NEXT_STEPS: Record<Platform, string> = {
   lambda: `next steps:
-  1. npm install skiplock zod drizzle-orm
+  {install}
      npm install -D serverless@3 serverless-esbuild esbuild
   2. replace the example kinds in functions/jobs.ts with your own (every function imports them);
      every kind's queue must be one a worker in serverless.yml serves (SKIPLOCK_QUEUES: emails,webhooks
@@ -76,7 +97,7 @@ const NEXT_STEPS: Record<Platform, string> = {
   5. npx serverless package        # builds the bundles offline, no AWS credentials needed
      npx serverless deploy --param="databaseSecretArn=arn:aws:secretsmanager:…" --param="enqueueToken=$(openssl rand -hex 24)"`,
   cdk: `next steps:
-  1. npm install skiplock zod drizzle-orm
+  {install}
      npm install -D aws-cdk aws-cdk-lib constructs esbuild tsx
   2. replace the example kinds in functions/jobs.ts with your own (every function imports them);
      every kind's queue must be one a worker in cdk/skiplock-stack.ts serves (WORKERS: emails,webhooks
@@ -89,7 +110,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      npx cdk bootstrap             # once per account and region
      npx cdk deploy -c enqueueToken=$(openssl rand -hex 24) -c adminToken=$(openssl rand -hex 24)`,
   next: `next steps:
-  1. npm install skiplock zod drizzle-orm
+  {install}
   2. replace the example kinds in functions/jobs.ts with your own (every route imports them);
      every kind's queue must be one a worker route serves (app/api/worker: SKIPLOCK_QUEUES, every
      queue when unset; app/api/reports-worker: reports); \`skiplock stats\` flags ready jobs no worker serves
@@ -100,7 +121,7 @@ const NEXT_STEPS: Record<Platform, string> = {
   5. next build && next start, then: curl -H "Authorization: Bearer $CRON_SECRET" localhost:3000/api/worker
      runs the worker once; the console is at /admin; vercel deploy runs the crons in vercel.json`,
   vercel: `next steps:
-  1. npm install skiplock zod drizzle-orm
+  {install}
   2. replace the example kinds in functions/jobs.ts with your own (every route imports them);
      every kind's queue must be one a worker route serves (api/worker.ts: SKIPLOCK_QUEUES, every queue
      when unset; api/reports-worker.ts: reports); \`skiplock stats\` flags ready jobs no worker serves
@@ -109,6 +130,11 @@ const NEXT_STEPS: Record<Platform, string> = {
   4. DATABASE_URL=postgres://… npx skiplock migrate
   5. vercel deploy`,
 };
+
+/** What `init` prints after writing the platform's files. */
+export function nextStepsOf(platform: Platform): string {
+  return NEXT_STEPS[platform].replace('{install}', installStep());
+}
 
 export interface InitResult {
   written: string[];
@@ -186,7 +212,7 @@ function mergeCrons(existing: string, template: string): string | undefined {
  */
 export function initProject(platform: Platform, targetDir: string): InitResult {
   const root = packageRoot();
-  const nextSteps = NEXT_STEPS[platform];
+  const nextSteps = nextStepsOf(platform);
   const files = TEMPLATES[platform].map((from) => ({ from, to: targetOf(platform, from, targetDir) }));
   const merges = new Map<string, string>();
   const existing: string[] = [];

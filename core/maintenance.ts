@@ -8,7 +8,9 @@ import { pruneRollups, rollUpActivity } from '../db/statements/rollups.js';
 import { pruneSignals } from '../db/statements/signals.js';
 import { queueStats } from '../db/statements/stats.js';
 import { pruneOrphanSteps } from '../db/statements/steps.js';
+import { breakers } from './breakers.js';
 import { type Clock, systemClock } from './clock.js';
+import type { QueueMetrics } from './metrics.js';
 
 export interface MaintenanceOptions {
   /** @defaultValue 'skiplock' */
@@ -26,6 +28,12 @@ export interface MaintenanceOptions {
   /** Signals a wait took are kept this long; one no wait took, as long as dead jobs (deadRetentionMs). @defaultValue 24 h */
   signalRetentionMs?: number;
   clock?: Clock;
+  /**
+   * Told the queue depth the tick read (`queues`) and, when it has a `breakers` hook, each
+   * destination's breaker state, read for it: `otelMetrics()` from `skiplock/otel`, or your own.
+   * @defaultValue none
+   */
+  metrics?: QueueMetrics;
 }
 
 export interface MaintenanceReport {
@@ -57,7 +65,7 @@ export const MAINTENANCE_DEFAULTS = {
 /**
  * One maintenance tick: expire deadlines to the DLQ, roll the minutes finished since the last tick
  * up (before pruning: a pruned row is counted first), prune finished jobs past their retention in
- * bounded batches, and read the queue stats.
+ * bounded batches, and read the queue stats (for `metrics` too, with the breakers when it takes them).
  */
 export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptions = {}): Promise<MaintenanceReport> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
@@ -107,6 +115,12 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
   );
   // After pruning: a dead job that held its key and aged out of retention no longer holds it.
   const released = await releaseParked(conn.db, schema, { limit: 10_000 });
+  const stats = await queueStats(conn.db, schema);
+  options.metrics?.queues(stats);
+  if (options.metrics?.breakers) {
+    const health = await breakers(conn, { schema });
+    options.metrics.breakers(health.map(({ name, state }) => ({ name, state })));
+  }
   return {
     expiredDeadlines,
     prunedCompleted: completed.total,
@@ -117,6 +131,6 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     rolledUp,
     prunedSteps,
     prunedSignals,
-    stats: await queueStats(conn.db, schema),
+    stats,
   };
 }

@@ -3,7 +3,7 @@
  * with skiplock's online migrator and, for comparison, the pre-release blocking way.
  */
 import { resolveTestDatabase } from '../../scripts/local-postgres.js';
-import { runUpgradeDrill, UPGRADE_FULL } from './run.js';
+import { runUpgradeDrill, timedPhases, UPGRADE_FULL } from './run.js';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -11,7 +11,7 @@ const rowsAt = args.indexOf('--rows');
 const rows = rowsAt >= 0 ? Number(args[rowsAt + 1]) : UPGRADE_FULL.rows;
 const say = (line: string) => (json ? process.stderr.write(`${line}\n`) : console.log(line));
 const database = await resolveTestDatabase();
-const options = { ...UPGRADE_FULL, rows, databaseUrl: database.url, progress: say };
+const options = { ...UPGRADE_FULL, rows, databaseUrl: database.url, phases: timedPhases(UPGRADE_FULL), progress: say };
 say(
   `upgrade drill: ${rows.toLocaleString('en')} jobs, 2 workers, an enqueue every ${options.enqueueEveryMs} ms, a ${options.readMs / 1000} s read open on jobs when the migration arrives`,
 );

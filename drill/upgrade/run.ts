@@ -25,16 +25,42 @@ export type UpgradeMode = 'online' | 'blocking';
 export interface UpgradeDrillOptions {
   databaseUrl: string;
   rows: number;
-  /** How long the read on jobs stays open. */
-  readMs: number;
-  /** The migration starts this long after the read opened (it arrives behind it). */
-  migrateAfterMs: number;
-  /** Load before the read opens and after the migration ended. */
-  settleMs: number;
   /** One enqueue every this many ms. */
   enqueueEveryMs: number;
   lockTimeoutMs: number;
+  /** When each phase ends: after a time in `npm run drill:upgrade`, on an event in a test. */
+  phases: DrillPhases;
   progress?: (line: string) => void;
+}
+
+/** What the drill has seen so far, for the phases to decide when they end. */
+export interface DrillState {
+  /** Enqueues committed. */
+  enqueued(): number;
+  /** Lock waits the online migrator gave up. */
+  lockRetries(): number;
+  /** Whether an enqueue has been seen waiting for a lock behind the migration (pg_blocking_pids). */
+  blockSeen(): boolean;
+  /** Enqueues committed since an enqueue was first seen waiting behind the migration. */
+  enqueuedSinceBlock(): number;
+}
+
+export interface DrillPhases {
+  /** Load alone, before the read opens and again after the migration ended. */
+  settle(state: DrillState): Promise<void>;
+  /** From the read's start to the migration's. */
+  migrateAfter(state: DrillState): Promise<void>;
+  /** From the read's start: the read commits when this resolves (never before the migration started). */
+  holdRead(state: DrillState): Promise<void>;
+}
+
+/** The phases of `npm run drill:upgrade`: a read open `readMs`, the migration `migrateAfterMs` into it. */
+export function timedPhases(times: { readMs: number; migrateAfterMs: number; settleMs: number }): DrillPhases {
+  return {
+    settle: () => wait(times.settleMs),
+    migrateAfter: () => wait(times.migrateAfterMs),
+    holdRead: () => wait(times.readMs),
+  };
 }
 
 export interface UpgradeDrillResult {
@@ -44,6 +70,11 @@ export interface UpgradeDrillResult {
   migration_s: number;
   lock_retries: number;
   enqueued: number;
+  /**
+   * Enqueues committed after one was seen waiting behind the migration and before the read ended:
+   * with the online migrator they keep coming (it gives up its lock wait); the blocking way, none.
+   */
+  enqueued_behind_migration: number;
   /** Enqueues that failed (none may: a failed enqueue is work the caller has to redo). */
   enqueue_errors: number;
   max_enqueue_wait_ms: number;
@@ -56,6 +87,7 @@ export interface UpgradeDrillResult {
 
 export const UPGRADE_FULL = {
   rows: 1_000_000,
+  /** How long the read on jobs stays open; the migration arrives `migrateAfterMs` into it. */
   readMs: 15_000,
   migrateAfterMs: 1_000,
   settleMs: 2_000,
@@ -85,17 +117,23 @@ const DRILL_MIGRATION: Migration = {
   objectsFrom: 0,
 };
 
-const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const wait = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export async function runUpgradeDrill(options: UpgradeDrillOptions, mode: UpgradeMode): Promise<UpgradeDrillResult> {
   const say = options.progress ?? (() => {});
   const schema = `upgrade_${randomBytes(4).toString('hex')}`;
+  // Named connections: the drill watches the enqueuer's wait behind the migration in pg_stat_activity.
+  const named = (who: string) => {
+    const url = new URL(options.databaseUrl);
+    url.searchParams.set('application_name', `${schema}_${who}`);
+    return url.toString();
+  };
   const admin = new pg.Pool({ connectionString: options.databaseUrl, max: 3 });
   admin.on('error', () => {});
-  const setup = connect({ connectionString: options.databaseUrl, max: 2 });
+  const setup = connect({ connectionString: named('migrate'), max: 2 });
   // No timeouts on the enqueuer: the drill measures how long an enqueue waits, however long.
   const enqueuerDb = connect({
-    connectionString: options.databaseUrl,
+    connectionString: named('enqueue'),
     max: 2,
     statementTimeoutMs: 0,
     queryTimeoutMs: 0,
@@ -152,40 +190,72 @@ export async function runUpgradeDrill(options: UpgradeDrillOptions, mode: Upgrad
       }
     })();
 
-    await wait(options.settleMs);
+    let lockRetries = 0;
+    let enqueuedAtBlock: number | undefined;
+    const state: DrillState = {
+      enqueued: () => committed.length,
+      lockRetries: () => lockRetries,
+      blockSeen: () => enqueuedAtBlock !== undefined,
+      enqueuedSinceBlock: () => (enqueuedAtBlock === undefined ? 0 : committed.length - enqueuedAtBlock),
+    };
+
+    await options.phases.settle(state);
     const reader = await admin.connect();
     await reader.query(`begin; select count(*) from "${schema}".jobs`);
-    say(`  ${mode}: a read holds jobs for ${options.readMs / 1000} s; the migration arrives behind it`);
-    const readDone = wait(options.readMs).then(() => reader.query('commit'));
-    await wait(options.migrateAfterMs);
-    const migrationStarted = Date.now();
-    let lockRetries = 0;
-    if (mode === 'online') {
-      await applyMigrations(setup, [MIGRATIONS[0] as Migration, DRILL_MIGRATION], {
-        schema,
-        lockTimeoutMs: options.lockTimeoutMs,
-        retryDelayMs: 250,
-        lockAttempts: 100,
-        onProgress: (event) => {
-          if (event.type === 'lock_timeout') lockRetries++;
-        },
-      });
-    } else {
-      const client = await admin.connect();
-      try {
-        await client.query('begin');
-        for (const statement of BLOCKING_STATEMENTS)
-          await client.query(statement.replaceAll('"skiplock"', `"${schema}"`));
-        await client.query('commit');
-      } finally {
-        client.release();
+    const readStarted = Date.now();
+    say(`  ${mode}: a read holds jobs open; the migration arrives behind it`);
+    // While the read is open: has an enqueue been seen waiting for a lock the migration waits for?
+    let reading = true;
+    const watching = (async () => {
+      while (reading && enqueuedAtBlock === undefined) {
+        const { rows } = await admin.query(
+          `select 1 from pg_stat_activity e join pg_stat_activity m on m.pid = any(pg_blocking_pids(e.pid))
+           where e.application_name = $1 and m.application_name = $2`,
+          [`${schema}_enqueue`, `${schema}_${mode === 'online' ? 'migrate' : 'blocking'}`],
+        );
+        // Counted after the look: the enqueue seen waiting has not committed yet.
+        if (rows.length > 0) enqueuedAtBlock = committed.length;
+        else await wait(10);
       }
-    }
-    const migrationMs = Date.now() - migrationStarted;
-    await readDone;
+    })();
+    const holding = options.phases.holdRead(state);
+    await options.phases.migrateAfter(state);
+    const migrationStarted = Date.now();
+    const migrating = (async () => {
+      if (mode === 'online') {
+        await applyMigrations(setup, [MIGRATIONS[0] as Migration, DRILL_MIGRATION], {
+          schema,
+          lockTimeoutMs: options.lockTimeoutMs,
+          retryDelayMs: 250,
+          lockAttempts: 100,
+          onProgress: (event) => {
+            if (event.type === 'lock_timeout') lockRetries++;
+          },
+        });
+      } else {
+        const client = new pg.Client({ connectionString: named('blocking') });
+        await client.connect();
+        try {
+          await client.query('begin');
+          for (const statement of BLOCKING_STATEMENTS)
+            await client.query(statement.replaceAll('"skiplock"', `"${schema}"`));
+          await client.query('commit');
+        } finally {
+          await client.end();
+        }
+      }
+      return Date.now() - migrationStarted;
+    })();
+    await holding;
+    const enqueuedBehindMigration = state.enqueuedSinceBlock();
+    reading = false;
+    await reader.query('commit');
+    const readMs = Date.now() - readStarted;
     reader.release();
+    await watching;
+    const migrationMs = await migrating;
     say(`  ${mode}: migration took ${(migrationMs / 1000).toFixed(1)} s (${lockRetries} lost lock waits)`);
-    await wait(options.settleMs);
+    await options.phases.settle(state);
     enqueuing = false;
     await enqueuer;
     const enqueued = committed.length;
@@ -204,11 +274,12 @@ export async function runUpgradeDrill(options: UpgradeDrillOptions, mode: Upgrad
     return {
       mode,
       rows: options.rows,
-      read_s: options.readMs / 1000,
+      read_s: Math.round(readMs / 100) / 10,
       enqueue_errors: enqueueErrors,
       migration_s: Math.round(migrationMs / 100) / 10,
       lock_retries: lockRetries,
       enqueued,
+      enqueued_behind_migration: enqueuedBehindMigration,
       max_enqueue_wait_ms: Math.round(sorted.at(-1) ?? 0),
       p99_enqueue_wait_ms: Math.round(sorted[Math.floor(sorted.length * 0.99)] ?? 0),
       lost,

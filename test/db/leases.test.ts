@@ -195,9 +195,11 @@ describe(`fencing and lease expiry (${testDriver()})`, () => {
   it('extendLease pushes the expiry so a rescuer does not take the job', async () => {
     const { id } = await q.enqueue(t.db, sendEmail, email());
     const [job] = (await claim()).jobs;
-    const until = await extendLease(t.db.db, t.schema, { id, leaseToken: job!.leaseToken }, 120_000);
-    expect(until!.getTime()).toBeGreaterThan(Date.now() + 100_000);
-    expect((await claim({ now: later(60_000) })).jobs).toEqual([]);
+    // On a supplied database clock: the new expiry is exactly that moment plus the extension.
+    const at = later(1_000);
+    const until = await extendLease(t.db.db, t.schema, { id, leaseToken: job!.leaseToken }, 120_000, at);
+    expect(until?.getTime()).toBe(at.getTime() + 120_000);
+    expect((await claim({ now: new Date(at.getTime() + 60_000) })).jobs).toEqual([]);
   });
 });
 

@@ -5,6 +5,8 @@ export interface StuckTarget {
   port: number;
   /** Connections accepted so far. */
   accepted(): number;
+  /** Accepted connections their clients have not closed (a request still waiting for its answer). */
+  open(): number;
   /**
    * Resolves with the count once a connection has been accepted (at once if one was); rejects after
    * `boundMs` without one. The request under test goes out after the response it waits behind.
@@ -16,8 +18,12 @@ export interface StuckTarget {
 
 export async function startStuckTarget(): Promise<StuckTarget> {
   const sockets = new Set<Socket>();
+  const open = new Set<Socket>();
   const server = createServer((socket) => {
     sockets.add(socket);
+    open.add(socket);
+    socket.on('close', () => open.delete(socket));
+    socket.on('end', () => open.delete(socket));
     socket.on('data', () => {});
     socket.on('error', () => {});
   });
@@ -37,6 +43,7 @@ export async function startStuckTarget(): Promise<StuckTarget> {
   return {
     port: (server.address() as AddressInfo).port,
     accepted: () => sockets.size,
+    open: () => open.size,
     firstAccepted,
     close: async () => {
       for (const socket of sockets) socket.destroy();

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { bundleFunction, WORKER_BUDGET } from '../../scripts/bundle.js';
 
@@ -21,43 +20,4 @@ describe('worker bundle budget', () => {
   });
 });
 
-// The docs quote what `npm run bundle-report` prints; a figure more than 3 KiB off what the same
-// build gives today fails here, naming the page to update from the tool's output.
-describe('bundle sizes quoted in the docs', () => {
-  const kib = async (fn: string, driver: string) => Math.round((await bundleFunction(fn, driver)).byteLength / 1024);
-  const quoted = (page: string, pattern: RegExp) => {
-    const match = pattern.exec(readFileSync(new URL(`../../docs/${page}`, import.meta.url), 'utf8'));
-    if (!match) throw new Error(`docs/${page} no longer quotes ${pattern}`);
-    return match.slice(1).map(Number);
-  };
-  it('deploy-lambda.md and console.md quote today’s sizes (within 3 KiB)', async () => {
-    const [workerPg, workerNeon] = quoted(
-      'deploy-lambda.md',
-      /the worker is\s+(\d+) KiB with `pg`, (\d+) KiB with a Neon driver/,
-    );
-    const [consolePg, controlPg] = quoted(
-      'console.md',
-      /bundle is (\d+) KiB with the pg driver \(control: (\d+) KiB\)/,
-    );
-    const actual = {
-      worker: await kib('worker', 'pg'),
-      workerNeon: await kib('worker', 'neon-http'),
-      console: await kib('console', 'pg'),
-      control: await kib('control', 'pg'),
-    };
-    const off = (doc: number | undefined, now: number) => Math.abs((doc ?? 0) - now) > 3;
-    expect(
-      { deployLambda: [workerPg, workerNeon], console: [consolePg, controlPg] },
-      `npm run bundle-report prints ${JSON.stringify(actual)}: update the figures in the docs`,
-    ).toEqual({
-      deployLambda: [
-        off(workerPg, actual.worker) ? actual.worker : workerPg,
-        off(workerNeon, actual.workerNeon) ? actual.workerNeon : workerNeon,
-      ],
-      console: [
-        off(consolePg, actual.console) ? actual.console : consolePg,
-        off(controlPg, actual.control) ? actual.control : controlPg,
-      ],
-    });
-  });
-});
+// The sizes the docs quote: docs/bundle-sizes.md, which test/unit/docs-figures.test.ts rebuilds.

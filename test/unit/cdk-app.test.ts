@@ -9,6 +9,8 @@ import { promisify } from 'node:util';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { BUNDLE_SIZES_PAGE, BUNDLE_TOLERANCE_BYTES, parseBundleSizes } from '../../scripts/bundle-figures.js';
+import { offlineCdkSynth, tableAfter } from '../helpers/markdown.js';
 import { npm, packedTarball } from '../helpers/packed.js';
 
 const run = promisify(execFile);
@@ -18,13 +20,17 @@ const schema = `cdk_${process.pid}`;
 const secretArn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:app/database-AbCdEf';
 const versionOf = (name: string) =>
   (JSON.parse(readFileSync(join(repo, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
-/** The cdk CLI as the user runs it, with no AWS credentials or region anywhere. */
-const cdk = (args: string[]) =>
-  run(join(app, 'node_modules/.bin/cdk'), [...args, '--no-notices'], {
+/** The offline `cdk synth` of docs/deploy-lambda.md: its variables and flags are what this test uses. */
+const offline = offlineCdkSynth(readFileSync(join(repo, 'docs/deploy-lambda.md'), 'utf8'));
+/** The cdk CLI as the user runs it offline, with no AWS credentials or region anywhere. */
+const cdk = (args: string[]) => {
+  if (!offline) throw new Error('docs/deploy-lambda.md shows no offline `… npx cdk synth --no-notices …` line');
+  return run(join(app, 'node_modules/.bin/cdk'), [...args, ...offline.flags], {
     cwd: app,
-    env: { PATH: process.env.PATH, HOME: app, CDK_DISABLE_VERSION_CHECK: '1' },
+    env: { PATH: process.env.PATH, HOME: app, ...offline.env },
     timeout: 180_000,
   });
+};
 let template: Template;
 let json: {
   Resources: Record<string, { Type: string; Properties: Record<string, unknown>; Metadata?: Record<string, string> }>;
@@ -131,6 +137,31 @@ describe('an AWS CDK app from `skiplock init cdk`', () => {
     });
   }, 180_000);
 
+  it("deploy-lambda.md's functions table names each function as serverless.yml and the synthesized stack do", () => {
+    // serverless.yml's functions, in order, with their timeouts.
+    const yml = readFileSync(join(repo, 'serverless.yml'), 'utf8');
+    const section = yml.slice(yml.indexOf('\nfunctions:\n')).split(/\n(?=\S)/)[1] ?? '';
+    const serverless = [...section.matchAll(/^ {2}(\w+):\n((?: {4}.*\n|\s*\n)*)/gm)].map(([, name, body]) => ({
+      name: name as string,
+      timeout: Number(/^ {4}timeout: (\d+)$/m.exec(body as string)?.[1]),
+    }));
+    const synthesized = new Map(
+      Object.values(json.Resources)
+        .filter((r) => r.Type === 'AWS::Lambda::Function')
+        .map((r) => [r.Properties.FunctionName as string, r.Properties.Timeout as number]),
+    );
+    const rows = tableAfter(readFileSync(join(repo, 'docs/deploy-lambda.md'), 'utf8'), /^\| serverless\.yml \| CDK/);
+    const names = rows.map(([sls = '', stack = '']) => [sls.replaceAll('`', ''), stack.replaceAll('`', '')]);
+    expect(names.map(([sls]) => sls)).toEqual(serverless.map((f) => f.name));
+    expect(names.map(([, stack]) => stack).sort()).toEqual([...synthesized.keys()].sort());
+    // Each row pairs the same function: the CDK name is the serverless.yml name in kebab case, and
+    // both deploy it with the same timeout.
+    for (const [sls = '', stack = ''] of names) {
+      expect(stack).toBe(`skiplock-${sls.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
+      expect(synthesized.get(stack), stack).toBe(serverless.find((f) => f.name === sls)?.timeout);
+    }
+  });
+
   it('the bundled enqueue and worker run a job on Postgres, as Lambda runs them', async () => {
     const assetOf = (functionName: string) => {
       const [resource] = Object.values(json.Resources).filter(
@@ -141,7 +172,17 @@ describe('an AWS CDK app from `skiplock init cdk`', () => {
     const worker = readFileSync(assetOf('skiplock-worker'), 'utf8');
     expect(worker).toContain('skiplock'); // bundled from the installed package
     expect(worker).not.toContain('neon.tech'); // the pg driver only
-    expect(Buffer.byteLength(worker)).toBeLessThan(460_000);
+    // What synth bundles is what docs/bundle-sizes.md says (npm run bundle-report -- --write).
+    const { bytes } = parseBundleSizes(readFileSync(join(repo, BUNDLE_SIZES_PAGE), 'utf8'));
+    for (const [fn, functionName] of [
+      ['worker', 'skiplock-worker'],
+      ['console', 'skiplock-console'],
+    ] as const) {
+      const synthesized = readFileSync(assetOf(functionName)).byteLength;
+      expect(Math.abs(synthesized - bytes[fn].pg), `${fn}: ${synthesized} bytes`).toBeLessThanOrEqual(
+        BUNDLE_TOLERANCE_BYTES,
+      );
+    }
 
     const url = inject('databaseUrl');
     await run(join(app, 'node_modules/.bin/skiplock'), ['migrate', '--schema', schema], {

@@ -31,7 +31,6 @@ it('the demo (npm run demo --quiet) drains a realistic mix, replays its DLQ, and
     // The replay brought every dead job back, and they completed.
     expect(result.replayed).toBe(result.beforeReplay.dead);
     expect(result.afterReplay).toEqual({ completed: 100, dead: 0, total: 100 });
-    expect(result.durationMs).toBeLessThan(60_000);
   } finally {
     const client = new pg.Client({ connectionString: url });
     await client.connect();

@@ -58,17 +58,16 @@ it('npm run dev serves the routes on localhost and runs the crons; a stuck nudge
   expect(output).toMatch(/cron \/api\/worker → 200 \{"invocationId"/);
   expect(output).toContain('(--crons-once: not again)');
   const base = `http://127.0.0.1:${port}`;
-  const started = Date.now();
   const enqueued = await fetch(`${base}/api/enqueue`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${secrets.SKIPLOCK_ENQUEUE_TOKEN}` },
     body: JSON.stringify({ kind: 'build-report', payload: { reportId: 'r1', sections: 2 } }),
   });
   expect(enqueued.status).toBe(200);
-  // Answered within the nudge's 2 s bound although its worker route never answers.
-  expect(Date.now() - started).toBeLessThan(4_000);
-  // …and the nudge did go out: its request waits at the stuck target.
+  // The nudge did go out, and its request still waits at the stuck target: the enqueue answered
+  // without waiting for its worker route (which never answers) or for the start's 10 s timeout.
   expect(await stuck.firstAccepted()).toBe(1);
+  expect(stuck.open()).toBe(1);
   const worker = await fetch(`${base}/api/reports-worker`, {
     headers: { authorization: `Bearer ${secrets.CRON_SECRET}` },
   });

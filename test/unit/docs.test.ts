@@ -3,66 +3,11 @@
 // file that exists, and every `skiplock <command>` in a shell block is a command the CLI lists.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { is } from 'drizzle-orm';
 import { PgTable } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../../cli/run.js';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const pages = [
-  'README.md',
-  ...readdirSync(join(root, 'docs'))
-    .filter((name) => name.endsWith('.md'))
-    .sort()
-    .map((name) => `docs/${name}`),
-];
-
-interface Block {
-  lang: string;
-  /** 1-based line of the opening fence. */
-  line: number;
-  /** The line before the opening fence. */
-  before: string;
-  text: string[];
-}
-
-/** Fenced code blocks of a markdown text, and its lines outside them (blank in their place). */
-function parseMarkdown(source: string): { blocks: Block[]; prose: string[] } {
-  const lines = source.split('\n');
-  const blocks: Block[] = [];
-  const prose: string[] = [];
-  let open: (Block & { fence: string }) | undefined;
-  lines.forEach((line, index) => {
-    if (open) {
-      prose.push('');
-      if (line.trimStart().startsWith(open.fence) && line.trim() === line.trim().replace(/[^`~]/g, '')) {
-        blocks.push(open);
-        open = undefined;
-      } else {
-        open.text.push(line);
-      }
-      return;
-    }
-    const fence = /^\s*(```+|~~~+)\s*([\w+-]*)/.exec(line);
-    if (fence) {
-      prose.push('');
-      open = {
-        fence: fence[1] as string,
-        lang: (fence[2] ?? '').toLowerCase(),
-        line: index + 1,
-        before: lines[index - 1] ?? '',
-        text: [],
-      };
-    } else {
-      prose.push(line);
-    }
-  });
-  if (open) blocks.push(open);
-  return { blocks, prose };
-}
-
-const read = (path: string) => readFileSync(join(root, path), 'utf8');
+import { pages, parseMarkdown, read, root } from '../helpers/markdown.js';
 
 /** Drops the lines' common indentation and the blank lines around them. */
 function normalize(lines: readonly string[]): string {

@@ -67,6 +67,11 @@ describe('the Drizzle path', () => {
       })};\n`,
     );
     await drizzleKit('generate', '--name', 'skiplock_tables');
+    // The README says how many tables this step generates: the figure is drizzle-kit's.
+    const tables = readdirSync(join(app, 'drizzle')).find((f) => f.endsWith('_skiplock_tables.sql'));
+    const created = readFileSync(join(app, 'drizzle', tables as string), 'utf8').match(/^CREATE TABLE /gm) ?? [];
+    const quoted = /skiplock's (\d+) tables/.exec(readFileSync(join(root, 'README.md'), 'utf8'))?.[1];
+    expect(Number(quoted), "README.md's `drizzle-kit generate  # skiplock's N tables`").toBe(created.length);
     await drizzleKit('generate', '--custom', '--name', 'skiplock_objects');
     const custom = readdirSync(join(app, 'drizzle')).find((f) => f.endsWith('_skiplock_objects.sql'));
     expect(custom).toBeDefined();

@@ -7,7 +7,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import { BUNDLE_SIZES_PAGE, BUNDLE_TOLERANCE_BYTES, parseBundleSizes } from '../../scripts/bundle-figures.js';
 import { offlineServerlessEnv } from '../../scripts/local-lambda/package.js';
+import { read } from '../helpers/markdown.js';
 
 const run = promisify(execFile);
 const out = mkdtempSync(join(tmpdir(), 'skiplock-sls-'));
@@ -170,6 +172,12 @@ describe('serverless package (offline, no AWS credentials)', () => {
     // The console is its own function: the worker's bundle carries none of it.
     expect(worker).not.toContain('skiplock-console');
     expect(Buffer.byteLength(readFileSync(join(unpacked, 'functions/console.mjs')))).toBeLessThan(450_000);
+    // What serverless packages is what docs/bundle-sizes.md says (npm run bundle-report -- --write).
+    const { bytes } = parseBundleSizes(read(BUNDLE_SIZES_PAGE));
+    for (const fn of ['worker', 'console'] as const) {
+      const packaged = readFileSync(join(unpacked, `functions/${fn}.mjs`)).byteLength;
+      expect(Math.abs(packaged - bytes[fn].pg), `${fn}: ${packaged} bytes`).toBeLessThanOrEqual(BUNDLE_TOLERANCE_BYTES);
+    }
 
     const url = inject('databaseUrl');
     const schema = 'sls_bundle_test';
