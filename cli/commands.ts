@@ -15,7 +15,7 @@ import { replay } from '../core/replay.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { checkSchema, hasDrift } from '../db/schema-dump.js';
+import { checkSchema, hasDrift } from '../db/schema-drift.js';
 import { breakersTable, pausesTable } from './flow-commands.js';
 import { age, table } from './format.js';
 import { type CliIo, EXIT, UsageError } from './io.js';

@@ -1,7 +1,7 @@
 // What `skiplock migrate` prints while it works, and what `migrate --check` found.
 
 import type { MigrationEvent } from '../db/migrate.js';
-import { hasDrift, type SchemaDrift } from '../db/schema-dump.js';
+import { describeDriftDetail, hasDrift, type SchemaDrift } from '../db/schema-drift.js';
 
 export function describeMigrationEvent(event: MigrationEvent): string {
   switch (event.type) {
@@ -20,15 +20,10 @@ export function describeDrift(schema: string, drift: SchemaDrift): string {
     : '';
   if (!hasDrift(drift)) return `"${schema}" matches this version's schema${tuned}`;
   const lines = [`"${schema}" differs from this version's schema (db/schema.sql):`];
-  const list = (label: string, items: string[]) => {
-    for (const item of items) lines.push(`  ${label}: ${item}`);
-  };
-  list('missing', drift.missing);
-  list('changed', drift.changed);
-  list('unexpected', drift.unexpected);
+  for (const detail of drift.details) lines.push(`  ${describeDriftDetail(detail)}`);
   for (const index of drift.invalidIndexes)
     lines.push(`  INVALID index: ${index} (rebuild it: REINDEX INDEX CONCURRENTLY "${schema}"."${index}")`);
-  list('constraint not validated', drift.unvalidatedConstraints);
+  for (const constraint of drift.unvalidatedConstraints) lines.push(`  constraint not validated: ${constraint}`);
   lines.push('run `npx skiplock migrate` with this version; an unexpected object may belong to a newer one');
   return lines.join('\n') + tuned;
 }

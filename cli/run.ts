@@ -42,7 +42,8 @@ commands:
   migrate --print [--objects]           print the SQL migrate applies, for --schema (no database
                                         needed); --objects: only what drizzle-kit cannot generate
   migrate --check                       compare the schema with what this version's migrations create
-                                        (missing or changed objects, INVALID indexes): exit 1 on drift
+                                        (missing, changed or unexpected tables, columns, indexes,
+                                        constraints; INVALID indexes) and say how: exit 1 on drift
   enqueue <kind> --payload <json>       enqueue a job (needs --jobs)
       [--queue q] [--priority n] [--delay ms] [--run-at iso] [--deadline iso] [--max-attempts n]
       [--dedupe-key k] [--dedupe-mode skip|replace|window] [--window-ms n] [--correlation-id id]

@@ -8,7 +8,8 @@ import { applyMigrations, type MigrationEvent, migrate } from '../../db/migrate.
 import { LEGACY_TAGS } from '../../db/migration-journal.js';
 import type { Migration } from '../../db/migration-plan.js';
 import { MIGRATIONS } from '../../db/migrations.generated.js';
-import { checkSchema, dumpSchema, hasDrift, parseSchemaDump } from '../../db/schema-dump.js';
+import { checkSchema, hasDrift } from '../../db/schema-drift.js';
+import { dumpSchema, parseSchemaDump } from '../../db/schema-dump.js';
 import { getJobs } from '../../db/statements/jobs-read.js';
 import { readMigrationFolder } from '../../scripts/migration-folder.js';
 import { openAdminPool, openDb, schemaFor } from '../helpers/db.js';

@@ -79,4 +79,49 @@ describe('skiplock migrate', () => {
     const json = JSON.parse((await cli(['migrate', '--check', '--json', '--schema', schema])).out);
     expect(json).toMatchObject({ ok: false, drift: { missing: ['index jobs_deadline_idx'] } });
   });
+
+  it('--check names the column, index and constraint that differ and how', async () => {
+    const other = `${schema}_drift`;
+    await admin.query(`drop schema if exists "${other}" cascade`);
+    try {
+      expect((await cli(['migrate', '--schema', other])).code).toBe(EXIT.ok);
+      await admin.query(`alter table "${other}".jobs alter column priority drop default`);
+      await admin.query(`alter table "${other}".jobs add column tenant text`);
+      await admin.query(`drop index "${other}".jobs_deadline_idx`);
+      await admin.query(`create index jobs_deadline_idx on "${other}".jobs (deadline)`);
+      await admin.query(`alter table "${other}".jobs drop constraint jobs_priority_check`);
+      await admin.query(`alter table "${other}".jobs add constraint jobs_priority_check check (priority < 10)`);
+      const drift = await cli(['migrate', '--check', '--schema', other]);
+      expect(drift.code).toBe(EXIT.refused);
+      const lines = drift.out.split('\n');
+      expect(lines).toContain(
+        '  changed: column priority of table jobs: is "smallint NOT NULL", expected "smallint DEFAULT 0 NOT NULL"',
+      );
+      expect(lines).toContain('  unexpected: column tenant of table jobs: is "text"');
+      expect(lines).toContain(
+        '  changed: index jobs_deadline_idx on table jobs: is "CREATE INDEX jobs_deadline_idx ON skiplock.jobs USING btree (deadline)", ' +
+          `expected "CREATE INDEX jobs_deadline_idx ON skiplock.jobs USING btree (deadline) WHERE ((state = 'queued'::text) AND (deadline IS NOT NULL))"`,
+      );
+      expect(lines).toContain(
+        '  changed: constraint jobs_priority_check on table jobs: is "CHECK ((priority < 10))", ' +
+          `expected "CHECK (((priority >= '-1000'::integer) AND (priority <= 1000)))"`,
+      );
+      expect(drift.out).not.toMatch(/changed: table jobs/);
+      const json = JSON.parse((await cli(['migrate', '--check', '--json', '--schema', other])).out);
+      expect(json.drift.changed).toEqual([
+        'column jobs.priority',
+        'constraint jobs.jobs_priority_check',
+        'index jobs_deadline_idx',
+      ]);
+      expect(json.drift.details).toContainEqual({
+        object: 'column jobs.priority',
+        table: 'jobs',
+        change: 'changed',
+        actual: 'smallint NOT NULL',
+        expected: 'smallint DEFAULT 0 NOT NULL',
+      });
+    } finally {
+      await admin.query(`drop schema if exists "${other}" cascade`);
+    }
+  });
 });
