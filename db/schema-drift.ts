@@ -1,10 +1,13 @@
 import { assertSchemaName } from '../base/identifiers.js';
 import type { AnyPgDatabase } from './connect.js';
-import { dumpSchema, expectedSchema, type SchemaDump } from './schema-dump.js';
+import { readJournalState } from './migration-journal.js';
+import { MIGRATIONS } from './migrations.generated.js';
+import { dumpSchema, expectedSchema, type SchemaDump, tablesOf } from './schema-dump.js';
 
 /**
  * How a schema differs from this version's (db/schema.sql), object by object and, in a table, column
- * by column, with what each is and should be: what `skiplock migrate --check` prints.
+ * by column, with what each is and should be: what `skiplock migrate --check` prints, and what
+ * migrate() compares before it records a schema made without its journal (the Drizzle path).
  */
 
 export interface SchemaDrift {
@@ -181,7 +184,28 @@ export function hasDrift(drift: SchemaDrift): boolean {
   );
 }
 
-/** How `schema` differs from db/schema.sql (`skiplock migrate --check`). */
-export async function checkSchema(db: AnyPgDatabase, schema: string): Promise<SchemaDrift> {
-  return schemaDrift(await dumpSchema(db, assertSchemaName(schema)), expectedSchema());
+export interface SchemaCheck extends SchemaDrift {
+  /**
+   * The schema holds skiplock's tables, but no journal of skiplock's migrations records any of them:
+   * drizzle-kit (the Drizzle path) or a person made it. `skiplock migrate` records it once it matches.
+   */
+  unjournaled: boolean;
+  /** This version's migrations the journal does not record as applied. */
+  pending: string[];
+}
+
+/** How `schema` differs from db/schema.sql, and what its journal says (`skiplock migrate --check`). */
+export async function checkSchema(db: AnyPgDatabase, schema: string): Promise<SchemaCheck> {
+  const expected = expectedSchema();
+  const [dump, journal] = await Promise.all([
+    dumpSchema(db, schema),
+    readJournalState(db, assertSchemaName(schema), tablesOf(expected)),
+  ]);
+  const entries = journal.entries ?? [];
+  const applied = new Set(entries.filter((e) => e.steps_done === null).map((e) => e.tag));
+  return {
+    ...schemaDrift(dump, expected),
+    unjournaled: entries.length === 0 && journal.holdsTables,
+    pending: MIGRATIONS.filter((m) => !applied.has(m.tag)).map((m) => m.tag),
+  };
 }

@@ -46,6 +46,11 @@ export function expectedSchema(): Map<string, string> {
   return expectedObjects;
 }
 
+/** The tables of a parsed dump. */
+export function tablesOf(objects: Map<string, string>): string[] {
+  return [...objects.keys()].filter((key) => key.startsWith('table ')).map((key) => key.slice('table '.length));
+}
+
 /** The migrator's own bookkeeping: not part of the schema a user (or the Drizzle path) owns. */
 const BOOKKEEPING = new Set(['skiplock_migrations']);
 

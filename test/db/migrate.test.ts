@@ -163,7 +163,11 @@ describe('the journal', () => {
       expect(error).toMatchObject({ code: 'legacy_migrations' });
       expect((error as Error).message).toMatch(/the whole chain, up to 0021_fan_in_recheck/);
       expect((error as Error).message).toMatch(/Drop the schema .* and run migrate again/);
-      expect((await journalRows(schema)).length).toBe(LEGACY_TAGS.length);
+      expect((await admin.query(`select tag from ${journal}`)).rowCount).toBe(LEGACY_TAGS.length);
+      const stepsDone = await admin.query(
+        `select 1 from pg_attribute where attrelid = '${journal}'::regclass and attname = 'steps_done'`,
+      );
+      expect(stepsDone.rowCount, 'the journal was altered').toBe(0);
       expect((await admin.query(`select kind from "${schema}".jobs`)).rows).toEqual([{ kind: 'kept' }]);
     } finally {
       await admin.query(`delete from ${journal}`);
@@ -181,7 +185,7 @@ describe('the journal', () => {
       expect(error).toMatchObject({ code: 'legacy_migrations' });
       expect((error as Error).message).toMatch(/up to 0014_destinations/);
       expect((error as Error).message).toMatch(/Drop the schema/);
-      expect((await journalRows(schema)).length).toBe(15);
+      expect((await admin.query(`select tag from ${journal}`)).rowCount).toBe(15);
     } finally {
       await admin.query(`delete from ${journal}`);
       await admin.query(`insert into ${journal} (tag, hash) values ('0000_baseline', $1)`, [MIGRATIONS[0]?.hash]);
@@ -326,6 +330,29 @@ describe('online migrations', () => {
     }
   });
 
+  it('reports a statement the database rejects as that step failing, with its SQLSTATE; nothing of it is kept', async () => {
+    const schema = await baselineSchema('online-failed');
+    try {
+      const clash = testMigration('0001_clash', [
+        'ALTER TABLE "skiplock"."jobs" ADD COLUMN "tenant" text;',
+        'CREATE TABLE "skiplock"."activity_rollups" ("id" integer);',
+      ]);
+      const error = await applyMigrations(db, [baseline, clash], { schema }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'migration_failed', tag: '0001_clash', sqlState: '42P07' });
+      expect((error as Error).message).toMatch(
+        /^migration 0001_clash of skiplock schema ".*" failed at step 1 of 1: relation "activity_rollups" already exists \(SQLSTATE 42P07\)/,
+      );
+      expect((error as Error).message).toMatch(/already holds an object this migration creates/);
+      const columns = await admin.query(
+        `select 1 from pg_attribute where attrelid = '"${schema}".jobs'::regclass and attname = 'tenant'`,
+      );
+      expect(columns.rowCount).toBe(0);
+      expect((await journalRows(schema)).map((r) => r.tag)).toEqual(['0000_baseline']);
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
   it('finds an INVALID index an interrupted build left and builds it again', async () => {
     const schema = await baselineSchema('online-invalid');
     try {
@@ -349,6 +376,47 @@ describe('online migrations', () => {
         index: 'jobs_correlation_uq',
       });
       expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual([]);
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+});
+
+describe("a schema made without skiplock's journal (the Drizzle path, or by hand)", () => {
+  const journalExists = async (schema: string) =>
+    (await admin.query('select to_regclass($1) is not null as exists', [`"${schema}".skiplock_migrations`])).rows[0]
+      .exists;
+
+  it("is recorded in the journal when it is this version's schema, applying nothing", async () => {
+    const schema = await baselineSchema('unjournaled-match');
+    try {
+      await admin.query(`drop table "${schema}".skiplock_migrations`);
+      const events: MigrationEvent[] = [];
+      const result = await migrate(db, { schema, onProgress: (e) => events.push(e) });
+      expect(result).toMatchObject({ applied: [], recorded: ['0000_baseline'] });
+      expect(events.filter((e) => e.type === 'step')).toEqual([]);
+      expect(await journalRows(schema)).toEqual([
+        { tag: '0000_baseline', hash: MIGRATIONS[0]?.hash, steps_done: null },
+      ]);
+      expect(hasDrift(await checkSchema(db.db, schema))).toBe(false);
+      expect(await migrate(db, { schema })).toMatchObject({ applied: [], recorded: [] });
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
+  it('is refused when it differs, naming what differs; nothing is written', async () => {
+    const schema = await baselineSchema('unjournaled-drift');
+    try {
+      await admin.query(`drop table "${schema}".skiplock_migrations`);
+      await admin.query(`drop index "${schema}".jobs_deadline_idx`);
+      const error = await migrate(db, { schema }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'unjournaled_schema' });
+      expect((error as Error).message).toMatch(
+        /missing: index jobs_deadline_idx on table jobs: expected "CREATE INDEX/,
+      );
+      expect((error as Error).message).toMatch(/nothing was written/);
+      expect(await journalExists(schema)).toBe(false);
     } finally {
       await admin.query(`drop schema if exists "${schema}" cascade`);
     }

@@ -80,7 +80,7 @@ describe('skiplock migrate', () => {
     expect(json).toMatchObject({ ok: false, drift: { missing: ['index jobs_deadline_idx'] } });
   });
 
-  it('--check names the column, index and constraint that differ and how', async () => {
+  it('--check names the column, index and constraint that differ and how, and that they were made by hand', async () => {
     const other = `${schema}_drift`;
     await admin.query(`drop schema if exists "${other}" cascade`);
     try {
@@ -107,6 +107,8 @@ describe('skiplock migrate', () => {
           `expected "CHECK (((priority >= '-1000'::integer) AND (priority <= 1000)))"`,
       );
       expect(drift.out).not.toMatch(/changed: table jobs/);
+      // Every migration is recorded: migrate would not touch these, so --check does not send the user there.
+      expect(drift.out).toMatch(/records every migration of this version: these differences were made by hand/);
       const json = JSON.parse((await cli(['migrate', '--check', '--json', '--schema', other])).out);
       expect(json.drift.changed).toEqual([
         'column jobs.priority',
@@ -122,6 +124,27 @@ describe('skiplock migrate', () => {
       });
     } finally {
       await admin.query(`drop schema if exists "${other}" cascade`);
+    }
+  });
+
+  it('reports a statement the database rejects with its SQLSTATE (exit 1), not as an unreachable database', async () => {
+    // A role that may connect but not create a schema: the first step fails with permission denied.
+    const role = `skiplock_no_create_${randomBytes(4).toString('hex')}`;
+    const other = `${schema}_denied`;
+    await admin.query(`create role ${role} login`);
+    try {
+      const url = new URL(inject('databaseUrl'));
+      url.username = role;
+      url.password = '';
+      const denied = await cli(['migrate', '--schema', other], { DATABASE_URL: url.toString() });
+      expect(denied.code).toBe(EXIT.refused);
+      expect(denied.err).not.toMatch(/cannot reach/);
+      expect(denied.err).toMatch(
+        /^migration 0000_baseline of skiplock schema ".*" failed at step 1 of 1: permission denied for database \w+ \(SQLSTATE 42501\)/m,
+      );
+      expect((await admin.query(`select to_regnamespace($1) as ns`, [other])).rows).toEqual([{ ns: null }]);
+    } finally {
+      await admin.query(`drop role if exists ${role}`);
     }
   });
 });
