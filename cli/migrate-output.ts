@@ -10,17 +10,21 @@ export function describeMigrationEvent(event: MigrationEvent): string {
     case 'lock_timeout':
       return `${event.tag}: step ${event.step} waited too long for a lock (another transaction holds the table); try ${event.attempt + 1} in ${event.retryInMs} ms`;
     case 'invalid_index_dropped':
-      return `${event.tag}: index ${event.index} was left INVALID by an interrupted build: dropped, building it again`;
+      return `${event.tag ?? 'schema'}: index ${event.index} was left INVALID by an interrupted build: dropped, building it again concurrently`;
   }
 }
 
 export function describeMigrateResult(result: MigrateResult): string {
   const schema = `"${result.schema}"`;
-  return result.recorded.length
+  const done = result.recorded.length
     ? `${schema} already has this version's schema: recorded ${result.recorded.join(', ')} in its journal, applied nothing; \`skiplock migrate\` applies the next releases' migrations`
     : result.applied.length
       ? `applied ${result.applied.join(', ')} to ${schema}`
       : `${schema} is up to date`;
+  const rebuilt = result.rebuiltIndexes.length
+    ? `\nbuilt again ${result.rebuiltIndexes.join(', ')}, which an interrupted build had left INVALID`
+    : '';
+  return done + rebuilt;
 }
 
 export function describeDrift(schema: string, check: SchemaCheck): string {
@@ -34,7 +38,11 @@ export function describeDrift(schema: string, check: SchemaCheck): string {
   const lines = [`"${schema}" differs from this version's schema (db/schema.sql):`];
   for (const detail of check.details) lines.push(`  ${describeDriftDetail(detail)}`);
   for (const index of check.invalidIndexes)
-    lines.push(`  INVALID index: ${index} (rebuild it: REINDEX INDEX CONCURRENTLY "${schema}"."${index}")`);
+    lines.push(
+      check.unexpected.includes(`index ${index}`)
+        ? `  INVALID index: ${index} (not this version's: drop it with DROP INDEX CONCURRENTLY "${schema}"."${index}")`
+        : `  INVALID index: ${index} (\`npx skiplock migrate\` drops it and builds it again, concurrently)`,
+    );
   for (const constraint of check.unvalidatedConstraints) lines.push(`  constraint not validated: ${constraint}`);
   lines.push(advice(check));
   return lines.join('\n') + tuned;

@@ -39,8 +39,8 @@ commands:
   migrate [--lock-timeout ms] [--statement-timeout ms]
                                         apply migrations online: each step commits on its own and waits
                                         at most --lock-timeout (1000) for a table lock, then retries;
-                                        --statement-timeout (0: none); records a schema the Drizzle
-                                        path made when it matches.
+                                        --statement-timeout (0: none); builds again an INVALID index;
+                                        records a schema the Drizzle path made when it matches.
                                         Migrate first, then deploy
   migrate --print [--objects]           print the SQL migrate applies, for --schema (no database
                                         needed); --objects: only what drizzle-kit cannot generate

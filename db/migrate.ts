@@ -23,7 +23,7 @@ import {
 import { type Migration, planSteps, renderStatement, type Step } from './migration-plan.js';
 import { MIGRATIONS } from './migrations.generated.js';
 import { describeDriftDetail, schemaDrift } from './schema-drift.js';
-import { dumpSchema, expectedSchema, tablesOf } from './schema-dump.js';
+import { concurrentIndexBuild, dumpSchema, expectedSchema, tablesOf } from './schema-dump.js';
 
 export type { Migration } from './migration-plan.js';
 export { renderStatement } from './migration-plan.js';
@@ -54,7 +54,8 @@ export interface MigrateOptions {
 export type MigrationEvent =
   | { type: 'step'; tag: string; step: number; of: number; kind: Step['kind'] }
   | { type: 'lock_timeout'; tag: string; step: number; attempt: number; retryInMs: number }
-  | { type: 'invalid_index_dropped'; tag: string; index: string };
+  /** `tag` null: found on a schema whose migrations were all applied (see rebuildInvalidIndexes). */
+  | { type: 'invalid_index_dropped'; tag: string | null; index: string };
 
 export interface MigrateResult {
   schema: string;
@@ -65,6 +66,8 @@ export interface MigrateResult {
    * schema already, with no journal (made by the Drizzle path, or by hand).
    */
   recorded: string[];
+  /** Indexes of this version's schema an interrupted build had left INVALID: dropped and built again. */
+  rebuiltIndexes: string[];
 }
 
 interface Settings {
@@ -88,7 +91,8 @@ interface Settings {
  * stops the run before anything is applied. A schema that holds skiplock's tables but no journal
  * (the Drizzle path) is recorded when it is this version's schema and refused otherwise
  * (UnjournaledSchemaError). A statement the database rejects stops the run at its step
- * (MigrationFailedError).
+ * (MigrationFailedError). Every run ends by building again any index of this version's schema that
+ * an interrupted build left INVALID.
  */
 export async function migrate(conn: SkiplockDb, options: MigrateOptions = {}): Promise<MigrateResult> {
   return applyMigrations(conn, MIGRATIONS, options);
@@ -119,7 +123,8 @@ export async function applyMigrations(
     const unjournaled = journal.length === 0 && state.holdsTables;
     const recorded = unjournaled ? await recordExistingSchema(conn, migrations, expected, settings) : [];
     const applied = unjournaled ? [] : await migrateSteps(conn, journal, migrations, settings);
-    return { schema: settings.schema, applied, recorded };
+    const rebuiltIndexes = expected ? await rebuildInvalidIndexes(conn.db, expected, settings) : [];
+    return { schema: settings.schema, applied, recorded, rebuiltIndexes };
   } catch (err) {
     throw toSkiplockError(err, settings.schema);
   }
@@ -129,8 +134,8 @@ export async function applyMigrations(
  * A schema that holds skiplock's tables and no journal entry: made by the Drizzle path (drizzle-kit
  * and the objects migration) or by hand, or left so by a run that failed before. When it is exactly
  * this version's schema, every migration is recorded as applied and none runs; otherwise nothing is
- * written and the error names what differs and what to do. Storage settings tuned by hand do not
- * stand in the way.
+ * written and the error names what differs and what to do. Storage settings tuned by hand and an
+ * INVALID index (built again below) do not stand in the way.
  */
 async function recordExistingSchema(
   conn: SkiplockDb,
@@ -254,9 +259,15 @@ async function stepDone(db: AnyPgDatabase, schema: string, done: { migration: Mi
  * waits for the open transactions on the table by design: no lock_timeout). An INVALID index of
  * that name is either being built by another migrator right now (then this one waits for it) or
  * what an interrupted build left — skipped by reads but slowing every write: dropped and built
- * again. It ends when the index is valid.
+ * again. It ends when the index is valid; true when it dropped an INVALID one on the way.
  */
-async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: 'alone' }, s: Settings) {
+async function buildAlone(
+  db: AnyPgDatabase,
+  tag: string | null,
+  step: Step & { kind: 'alone' },
+  s: Settings,
+): Promise<boolean> {
+  let dropped = false;
   const index = step.index;
   const state = async () => {
     if (!index) return 'absent';
@@ -272,7 +283,7 @@ async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: '
   };
   for (let attempt = 1; ; attempt++) {
     const now = await state();
-    if (now === 'valid') return;
+    if (now === 'valid') return dropped;
     if (now === 'building') {
       await new Promise((resolve) => setTimeout(resolve, Math.min(s.retryDelayMs, 1_000)));
       continue;
@@ -280,6 +291,7 @@ async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: '
     try {
       if (now === 'invalid') {
         await db.execute(sql.raw(`drop index concurrently if exists "${s.schema}"."${index}"`));
+        dropped = true;
         s.onProgress({ type: 'invalid_index_dropped', tag, index: index as string });
       }
       await db.execute(sql.raw(renderStatement(step.statement, s.schema)));
@@ -293,8 +305,32 @@ async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: '
       // A random pause, so that migrators that collided do not collide again in step.
       await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(s.retryDelayMs, 1_000)));
     }
-    if (!index) return;
+    if (!index) return dropped;
   }
+}
+
+/**
+ * An index of this version's schema that an interrupted build left INVALID — a deploy killed during
+ * a concurrent build, or an operator's — is skipped by every read and still slows every write. Every
+ * run looks for them, so an up-to-date schema is repaired too, and drops and builds each again as a
+ * migration's index step does (buildAlone): concurrently, with locks that let enqueues and claims
+ * pass. An INVALID index this version does not define is not skiplock's to drop (--check names it).
+ */
+async function rebuildInvalidIndexes(db: AnyPgDatabase, expected: Map<string, string>, s: Settings): Promise<string[]> {
+  const invalid = await queryRows<{ name: string }>(
+    db,
+    sql`select i.relname as name from pg_index x join pg_class i on i.oid = x.indexrelid
+        where i.relnamespace = ${s.schema}::regnamespace and not x.indisvalid order by i.relname`,
+    s.schema,
+  );
+  const rebuilt: string[] = [];
+  for (const { name } of invalid) {
+    const definition = expected.get(`index ${name}`);
+    if (definition === undefined) continue;
+    const step = { kind: 'alone', statement: concurrentIndexBuild(definition, s.schema), index: name } as const;
+    if (await buildAlone(db, null, step, s)) rebuilt.push(name);
+  }
+  return rebuilt;
 }
 
 /** PostgreSQL's internal error for two sessions writing one catalog row at once (not a SQLSTATE of its own). */

@@ -51,6 +51,16 @@ export function tablesOf(objects: Map<string, string>): string[] {
   return [...objects.keys()].filter((key) => key.startsWith('table ')).map((key) => key.slice('table '.length));
 }
 
+/**
+ * db/schema.sql's definition of an index as a concurrent build in `schema`: how migrate() builds
+ * again an index of this version's schema that an interrupted build left INVALID.
+ */
+export function concurrentIndexBuild(definition: string, schema: string): string {
+  return definition
+    .replace(/^CREATE (UNIQUE )?INDEX (\S+) ON /, 'CREATE $1INDEX CONCURRENTLY IF NOT EXISTS $2 ON ')
+    .replace(/(?<![\w"])skiplock\./g, `"${schema}".`);
+}
+
 /** The migrator's own bookkeeping: not part of the schema a user (or the Drizzle path) owns. */
 const BOOKKEEPING = new Set(['skiplock_migrations']);
 

@@ -22,6 +22,7 @@ try {
           ? `migrated schema "${result.schema}": applied ${result.applied.join(', ')}`
           : `schema "${result.schema}" is up to date`,
     );
+    if (result.rebuiltIndexes.length) console.log(`built again INVALID index ${result.rebuiltIndexes.join(', ')}`);
   } finally {
     await db.close();
   }

@@ -34,6 +34,46 @@ async function baselineSchema(label: string): Promise<string> {
   return schema;
 }
 
+/**
+ * Leaves `index` INVALID as a killed deploy does: its concurrent build waits for a transaction that
+ * wrote to jobs (its catalog entry already committed) and is cancelled there.
+ */
+async function interruptIndexBuild(schema: string, create: string): Promise<void> {
+  const writer = await admin.connect();
+  const builder = await admin.connect();
+  try {
+    await writer.query(`begin; insert into "${schema}".jobs (kind) values ('writer')`);
+    const { pid } = (await builder.query('select pg_backend_pid() as pid')).rows[0];
+    const building = builder.query(create).then(
+      () => 'built',
+      (e: { code?: string }) => e.code,
+    );
+    await expect
+      .poll(
+        async () => (await admin.query('select wait_event_type from pg_stat_activity where pid = $1', [pid])).rows[0],
+        {
+          timeout: 10_000,
+        },
+      )
+      .toEqual({ wait_event_type: 'Lock' });
+    await admin.query('select pg_cancel_backend($1)', [pid]);
+    expect(await building).toBe('57014');
+  } finally {
+    await writer.query('rollback').catch(() => {});
+    writer.release();
+    builder.release();
+  }
+}
+
+/** Whether a statement on `target` that starts with `start` is waiting for a lock right now. */
+async function waitingOnLock(start: string, target: string): Promise<boolean> {
+  const { rows } = await admin.query(
+    `select 1 from pg_stat_activity where query ilike $1 and query like $2 and wait_event_type = 'Lock'`,
+    [`${start}%`, `%${target}%`],
+  );
+  return rows.length > 0;
+}
+
 const journalRows = async (schema: string) =>
   (await admin.query(`select tag, hash, steps_done from "${schema}".skiplock_migrations order by id`)).rows as {
     tag: string;
@@ -323,6 +363,40 @@ describe('online migrations', () => {
       );
       expect(columns.rows).toEqual([]);
       expect((await journalRows(schema)).map((r) => r.tag)).toEqual(['0000_baseline']);
+    } finally {
+      await reader.query('rollback').catch(() => {});
+      reader.release();
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
+  it('rebuilds concurrently an INVALID index an interrupted build left on an up-to-date schema; enqueues go on', async () => {
+    const schema = await baselineSchema('online-rebuild');
+    const reader = await admin.connect();
+    try {
+      await admin.query(`drop index "${schema}".jobs_deadline_idx`);
+      await interruptIndexBuild(
+        schema,
+        `create index concurrently jobs_deadline_idx on "${schema}".jobs (deadline) where state = 'queued' and deadline is not null`,
+      );
+      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual(['jobs_deadline_idx']);
+
+      // A long read on jobs: the concurrent drop and build wait for it, and let enqueues pass meanwhile.
+      await reader.query(`begin; select count(*) from "${schema}".jobs`);
+      const events: MigrationEvent[] = [];
+      const migrating = migrate(db, { schema, onProgress: (e) => events.push(e) });
+      await expect
+        .poll(() => waitingOnLock('drop index concurrently', `"${schema}"."jobs_deadline_idx"`), { timeout: 10_000 })
+        .toBe(true);
+      // Would hang here if the drop held a lock that writes queue behind.
+      await db.db.execute(sql.raw(`insert into "${schema}".jobs (kind) values ('during')`));
+      await reader.query('commit');
+
+      expect(await migrating).toMatchObject({ applied: [], rebuiltIndexes: ['jobs_deadline_idx'] });
+      expect(events).toContainEqual({ type: 'invalid_index_dropped', tag: null, index: 'jobs_deadline_idx' });
+      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual([]);
+      expect(hasDrift(await checkSchema(db.db, schema))).toBe(false);
+      expect((await migrate(db, { schema })).rebuiltIndexes).toEqual([]);
     } finally {
       await reader.query('rollback').catch(() => {});
       reader.release();
