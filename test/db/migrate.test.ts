@@ -14,7 +14,12 @@ import { getJobs } from '../../db/statements/jobs-read.js';
 import { readMigrationFolder } from '../../scripts/migration-folder.js';
 import { openAdminPool, openDb, schemaFor } from '../helpers/db.js';
 
-const db = openDb();
+/**
+ * Connected as `skiplock migrate` connects: no statement timeout. A concurrent index build waits for
+ * every older transaction in the database, other test files' too, which may outlast the default 10 s.
+ */
+const openMigrator = () => openDb({ statementTimeoutMs: 0, queryTimeoutMs: 0 });
+const db = openMigrator();
 const admin = openAdminPool();
 afterAll(async () => {
   await db.close();
@@ -129,7 +134,7 @@ describe('migrate', () => {
   it('lets concurrent migrators finish without errors or double application', async () => {
     const other = schemaFor('migrate-concurrent');
     await admin.query(`drop schema if exists "${other}" cascade`);
-    const connections = [openDb(), openDb(), openDb(), openDb()];
+    const connections = [openMigrator(), openMigrator(), openMigrator(), openMigrator()];
     try {
       const results = await Promise.all(connections.map((c) => migrate(c, { schema: other })));
       expect(results.flatMap((r) => r.applied)).toEqual(['0000_baseline']);
@@ -269,7 +274,7 @@ describe('online migrations', () => {
 
   it('lets four migrators apply a migration of every step kind at once: each step once, the index valid', async () => {
     const schema = await baselineSchema('online-concurrent');
-    const connections = [openDb(), openDb(), openDb(), openDb()];
+    const connections = [openMigrator(), openMigrator(), openMigrator(), openMigrator()];
     try {
       const results = await Promise.all(connections.map((c) => applyMigrations(c, [baseline, expand], { schema })));
       expect(results.flatMap((r) => r.applied).length).toBeGreaterThanOrEqual(1);
