@@ -147,6 +147,50 @@ export class MigratedByNewerVersionError extends SkiplockError {
 }
 
 /**
+ * The schema holds skiplock's tables but no journal of skiplock's migrations (the Drizzle path made
+ * it, or a person did), and it is not this version's schema, so migrate() cannot tell which
+ * migrations it has. Nothing was written.
+ */
+export class UnjournaledSchemaError extends SkiplockError {
+  /** What differs, as `migrate --check` names it. */
+  readonly differences: readonly string[];
+  constructor(schema: string, differences: readonly string[]) {
+    const shown = differences.slice(0, 5).join('; ');
+    const more = differences.length > 5 ? `; and ${differences.length - 5} more` : '';
+    super(
+      'unjournaled_schema',
+      `skiplock schema "${schema}" holds skiplock's tables but no journal of skiplock's migrations (made by drizzle-kit or by hand), and it differs from this version's schema (${shown}${more}); nothing was written. To stay on the Drizzle path, generate this version's changes with drizzle-kit and \`npx skiplock migrate --print --objects\`, apply them and check with \`npx skiplock migrate --check\`. To hand the schema to \`skiplock migrate\`, run \`npx skiplock migrate\` first with the skiplock version your drizzle migrations were generated from: it records a schema that matches it. Then upgrade and run migrate again`,
+    );
+    this.differences = differences;
+  }
+}
+
+/**
+ * A migration step failed on a statement the database rejected (a permission, an object that is
+ * already there, a statement timeout): the server answered, so this is not a connection failure.
+ */
+export class MigrationFailedError extends SkiplockError {
+  readonly tag: string;
+  readonly sqlState: string | undefined;
+  constructor(
+    schema: string,
+    where: { tag: string; step: number; of: number },
+    failure: { message: string; sqlState: string | undefined },
+  ) {
+    const conflict = failure.sqlState !== undefined && ALREADY_EXISTS.has(failure.sqlState);
+    super(
+      'migration_failed',
+      `migration ${where.tag} of skiplock schema "${schema}" failed at step ${where.step} of ${where.of}: ${failure.message}${failure.sqlState ? ` (SQLSTATE ${failure.sqlState})` : ''}. That step was rolled back (an index it was building is dropped and built again by the next run); the steps before it stay applied and the next run resumes at it.${conflict ? ' The schema already holds an object this migration creates: it was changed outside `skiplock migrate` (by drizzle-kit or by hand). See what differs with `npx skiplock migrate --check`' : ''}`,
+    );
+    this.tag = where.tag;
+    this.sqlState = failure.sqlState;
+  }
+}
+
+/** SQLSTATEs of an object that already exists (duplicate table, object, column, function, schema). */
+const ALREADY_EXISTS = new Set(['42P07', '42710', '42701', '42723', '42P06']);
+
+/**
  * A database failure, with the driver's message scrubbed of connection strings and
  * passwords. `sqlState` is the SQLSTATE when the server sent one.
  */

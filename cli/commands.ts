@@ -15,11 +15,11 @@ import { replay } from '../core/replay.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { checkSchema, hasDrift } from '../db/schema-dump.js';
+import { checkSchema, hasDrift } from '../db/schema-drift.js';
 import { breakersTable, pausesTable } from './flow-commands.js';
 import { age, table } from './format.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
-import { describeDrift, describeMigrationEvent } from './migrate-output.js';
+import { describeDrift, describeMigrateResult, describeMigrationEvent } from './migrate-output.js';
 import { rateUseTable } from './rate-commands.js';
 
 export interface CommandContext {
@@ -83,10 +83,7 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       statementTimeoutMs: num(o, 'statement-timeout'),
       onProgress: (event) => io.err(describeMigrationEvent(event)),
     });
-    emit(
-      result.applied.length ? `applied ${result.applied.join(', ')} to "${schema}"` : `"${schema}" is up to date`,
-      result,
-    );
+    emit(describeMigrateResult(result), result);
     return EXIT.ok;
   },
 

@@ -13,6 +13,7 @@ import {
 } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js';
+import { isConnectionFailure } from '../db/execute.js';
 import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
 import { COMMANDS, type CommandContext } from './commands.js';
@@ -38,11 +39,14 @@ commands:
   migrate [--lock-timeout ms] [--statement-timeout ms]
                                         apply migrations online: each step commits on its own and waits
                                         at most --lock-timeout (1000) for a table lock, then retries;
-                                        --statement-timeout (0: none). Migrate first, then deploy
+                                        --statement-timeout (0: none); builds again an INVALID index;
+                                        records a schema the Drizzle path made when it matches.
+                                        Migrate first, then deploy
   migrate --print [--objects]           print the SQL migrate applies, for --schema (no database
                                         needed); --objects: only what drizzle-kit cannot generate
   migrate --check                       compare the schema with what this version's migrations create
-                                        (missing or changed objects, INVALID indexes): exit 1 on drift
+                                        (missing, changed or unexpected tables, columns, indexes,
+                                        constraints; INVALID indexes) and say how: exit 1 on drift
   enqueue <kind> --payload <json>       enqueue a job (needs --jobs)
       [--queue q] [--priority n] [--delay ms] [--run-at iso] [--deadline iso] [--max-attempts n]
       [--dedupe-key k] [--dedupe-mode skip|replace|window] [--window-ms n] [--correlation-id id]
@@ -112,9 +116,11 @@ environment (read as the deployed functions read it):
                                 (Neon's local stand-in), instead of Neon's
   SKIPLOCK_NEON_FETCH_ENDPOINT  neon-http: the URL of a SQL-over-HTTP endpoint, instead of Neon's
 
-exit codes: 0 ok, 1 refused (e.g. a job was not dead, a schema drifted or migrated by another
-version), 2 usage, 3 database unreachable, not migrated, older than this version or locked too
-long for a migration, 4 configuration`;
+exit codes: 0 ok, 1 refused (e.g. a job was not dead, a schema drifted, migrated by another
+version or made without skiplock's journal) or a statement the database rejected (its message and
+SQLSTATE are printed), 2 usage, 3 database unreachable, an answer lost after the statement was
+sent (it may have been carried out), not migrated, older than this version or locked too long for
+a migration, 4 configuration`;
 
 const OPTIONS = {
   json: { type: 'boolean' },
@@ -249,8 +255,13 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       return EXIT.database;
     }
     if (err instanceof DatabaseError) {
-      io.err(`cannot reach the database: ${err.message}`);
-      return EXIT.database;
+      if (isConnectionFailure(err.sqlState)) {
+        io.err(`cannot reach the database: ${err.message}`);
+        return EXIT.database;
+      }
+      // The server answered: a permission, a conflicting object, a timeout — not a network problem.
+      io.err(`the database rejected a statement: ${err.message} (SQLSTATE ${err.sqlState})`);
+      return EXIT.refused;
     }
     if (err instanceof InvalidOptionsError || (err instanceof SkiplockError && err.code !== 'config_error')) {
       io.err(err.message);
@@ -268,7 +279,13 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
 }
 
 /** A schema migrate will not touch as it is: the message says what to do (exit 1). */
-const REFUSED_MIGRATIONS = new Set(['migration_mismatch', 'migrated_by_newer_version', 'legacy_migrations']);
+const REFUSED_MIGRATIONS = new Set([
+  'migration_mismatch',
+  'migrated_by_newer_version',
+  'legacy_migrations',
+  'unjournaled_schema',
+  'migration_failed',
+]);
 
 /** `migrate --print` needs no database: it renders this version's migrations for the schema. */
 function printMigrations(schema: string | undefined, objectsOnly: boolean | undefined, io: CliIo): number {

@@ -118,6 +118,22 @@ export function toSkiplockError(err: unknown, schema: string): SkiplockError {
   return new DatabaseError(message, undefined);
 }
 
+/**
+ * Whether a failure is the connection's (none made, refused, lost, the server shutting down) rather
+ * than a statement the server answered with an error: no SQLSTATE, or class 08 (connection), 28
+ * (authorization), 3D (no such database), 53 (out of connections or memory), 57P (shutdown).
+ */
+export function isConnectionFailure(sqlState: string | undefined): boolean {
+  return sqlState === undefined || /^(08|28|3D|53|57P)/.test(sqlState);
+}
+
+/** The driver's own message and SQLSTATE, scrubbed of credentials, with no named-error mapping. */
+export function driverFailure(err: unknown): { message: string; sqlState: string | undefined } {
+  if (err instanceof DatabaseError) return { message: err.message, sqlState: err.sqlState };
+  const driverError = findDriverError(causeChain(err), err);
+  return { message: scrubSecrets(driverError?.message ?? describeThrown(err)), sqlState: driverError?.code };
+}
+
 export function sqlStateOf(err: unknown): string | undefined {
   if (err instanceof DatabaseError) return err.sqlState;
   return findDriverError(causeChain(err), err)?.code;

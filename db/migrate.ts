@@ -1,20 +1,29 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
-import { MigrationLockTimeoutError } from '../base/errors.js';
+import {
+  DatabaseError,
+  MigrationFailedError,
+  MigrationLockTimeoutError,
+  SkiplockError,
+  UnjournaledSchemaError,
+} from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { AnyPgDatabase, SkiplockDb } from './connect.js';
-import { queryRows, sqlStateOf, toSkiplockError } from './execute.js';
+import { driverFailure, isConnectionFailure, queryRows, sqlStateOf, toSkiplockError } from './execute.js';
 import {
   bootstrapStatements,
   type JournalEntry,
-  journalQuery,
+  journalAdoption,
   journalRecord,
   lockStatement,
   pendingMigrations,
+  readJournalState,
   refuseLegacyJournal,
 } from './migration-journal.js';
 import { type Migration, planSteps, renderStatement, type Step } from './migration-plan.js';
 import { MIGRATIONS } from './migrations.generated.js';
+import { describeDriftDetail, schemaDrift } from './schema-drift.js';
+import { concurrentIndexBuild, dumpSchema, expectedSchema, tablesOf } from './schema-dump.js';
 
 export type { Migration } from './migration-plan.js';
 export { renderStatement } from './migration-plan.js';
@@ -45,12 +54,20 @@ export interface MigrateOptions {
 export type MigrationEvent =
   | { type: 'step'; tag: string; step: number; of: number; kind: Step['kind'] }
   | { type: 'lock_timeout'; tag: string; step: number; attempt: number; retryInMs: number }
-  | { type: 'invalid_index_dropped'; tag: string; index: string };
+  /** `tag` null: found on a schema whose migrations were all applied (see rebuildInvalidIndexes). */
+  | { type: 'invalid_index_dropped'; tag: string | null; index: string };
 
 export interface MigrateResult {
   schema: string;
   /** Tags of the migrations this call applied or finished (empty when already up to date). */
   applied: string[];
+  /**
+   * Tags this call recorded in the journal without running them: the schema held this version's
+   * schema already, with no journal (made by the Drizzle path, or by hand).
+   */
+  recorded: string[];
+  /** Indexes of this version's schema an interrupted build had left INVALID: dropped and built again. */
+  rebuiltIndexes: string[];
 }
 
 interface Settings {
@@ -71,7 +88,11 @@ interface Settings {
  *
  * A journal entry whose content differs from this version's migration of the same tag
  * (MigrationMismatchError), or a tag this version does not know (MigratedByNewerVersionError),
- * stops the run before anything is applied.
+ * stops the run before anything is applied. A schema that holds skiplock's tables but no journal
+ * (the Drizzle path) is recorded when it is this version's schema and refused otherwise
+ * (UnjournaledSchemaError). A statement the database rejects stops the run at its step
+ * (MigrationFailedError). Every run ends by building again any index of this version's schema that
+ * an interrupted build left INVALID.
  */
 export async function migrate(conn: SkiplockDb, options: MigrateOptions = {}): Promise<MigrateResult> {
   return applyMigrations(conn, MIGRATIONS, options);
@@ -91,12 +112,51 @@ export async function applyMigrations(
     statementTimeoutMs: options.statementTimeoutMs ?? 0,
     onProgress: options.onProgress ?? (() => {}),
   };
+  // This version's schema (db/schema.sql) is what the list creates only when it is this version's list;
+  // the tests' and the upgrade drill's lists have none to compare a schema with.
+  const same = migrations.length === MIGRATIONS.length && migrations.every((m, i) => m.hash === MIGRATIONS[i]?.hash);
+  const expected = same ? expectedSchema() : undefined;
   try {
-    const applied = await migrateSteps(conn, migrations, settings);
-    return { schema: settings.schema, applied };
+    const state = await readJournalState(conn.db, settings.schema, tablesOf(expectedSchema()));
+    const journal = state.entries ?? [];
+    refuseLegacyJournal(journal, settings.schema);
+    const unjournaled = journal.length === 0 && state.holdsTables;
+    const recorded = unjournaled ? await recordExistingSchema(conn, migrations, expected, settings) : [];
+    const applied = unjournaled ? [] : await migrateSteps(conn, journal, migrations, settings);
+    const rebuiltIndexes = expected ? await rebuildInvalidIndexes(conn.db, expected, settings) : [];
+    return { schema: settings.schema, applied, recorded, rebuiltIndexes };
   } catch (err) {
     throw toSkiplockError(err, settings.schema);
   }
+}
+
+/**
+ * A schema that holds skiplock's tables and no journal entry: made by the Drizzle path (drizzle-kit
+ * and the objects migration) or by hand, or left so by a run that failed before. When it is exactly
+ * this version's schema, every migration is recorded as applied and none runs; otherwise nothing is
+ * written and the error names what differs and what to do. Storage settings tuned by hand and an
+ * INVALID index (built again below) do not stand in the way.
+ */
+async function recordExistingSchema(
+  conn: SkiplockDb,
+  migrations: readonly Migration[],
+  expected: Map<string, string> | undefined,
+  s: Settings,
+): Promise<string[]> {
+  if (!expected) throw new UnjournaledSchemaError(s.schema, ['these migrations have no schema to compare it with']);
+  const drift = schemaDrift(await dumpSchema(conn.db, s.schema), expected);
+  const differences = [
+    ...drift.details.map(describeDriftDetail),
+    ...drift.unvalidatedConstraints.map((name) => `constraint not validated: ${name}`),
+  ];
+  if (differences.length > 0) throw new UnjournaledSchemaError(s.schema, differences);
+  await inTransaction(
+    conn,
+    s,
+    migrations.map((m) => journalAdoption(s.schema, m)),
+    undefined,
+  );
+  return migrations.map((m) => m.tag);
 }
 
 /**
@@ -104,10 +164,12 @@ export async function applyMigrations(
  * takes the migration's transaction-scoped advisory lock first and checks in the journal that no
  * other migrator did the step meanwhile; a concurrent index build is a single statement of its own.
  */
-async function migrateSteps(conn: SkiplockDb, migrations: readonly Migration[], s: Settings): Promise<string[]> {
-  await inTransaction(conn, s, bootstrapStatements(s.schema), undefined);
-  const journal = await readJournal(conn.db, s.schema);
-  refuseLegacyJournal(journal, s.schema);
+async function migrateSteps(
+  conn: SkiplockDb,
+  journal: readonly JournalEntry[],
+  migrations: readonly Migration[],
+  s: Settings,
+): Promise<string[]> {
   const applied: string[] = [];
   for (const { migration, stepsDone } of pendingMigrations(journal, migrations, s.schema)) {
     const steps = planSteps(migration.statements);
@@ -117,14 +179,18 @@ async function migrateSteps(conn: SkiplockDb, migrations: readonly Migration[], 
       const record = journalRecord(s.schema, migration, k + 1 === steps.length ? null : k + 1);
       const done = { migration, step: k };
       s.onProgress({ type: 'step', tag: migration.tag, step: k + 1, of: steps.length, kind: step.kind });
-      if (step.kind === 'alone') {
-        await buildAlone(conn.db, migration.tag, step, s);
-        finished = await inTransaction(conn, s, [record], done);
-      } else {
-        const statements = step.statements.map((statement) => sql.raw(renderStatement(statement, s.schema)));
-        finished = await withLockRetries(migration.tag, k + 1, s, () =>
-          inTransaction(conn, s, [...statements, record], done),
-        );
+      try {
+        if (step.kind === 'alone') {
+          await buildAlone(conn.db, migration.tag, step, s);
+          finished = await inTransaction(conn, s, [record], done);
+        } else {
+          const statements = step.statements.map((statement) => sql.raw(renderStatement(statement, s.schema)));
+          finished = await withLockRetries(migration.tag, k + 1, s, () =>
+            inTransaction(conn, s, [...statements, record], done),
+          );
+        }
+      } catch (err) {
+        throw stepFailure(err, s.schema, { tag: migration.tag, step: k + 1, of: steps.length });
       }
     }
     // Applied by this call when it wrote the last step (a concurrent migrator may have written it).
@@ -134,8 +200,19 @@ async function migrateSteps(conn: SkiplockDb, migrations: readonly Migration[], 
 }
 
 /**
+ * A statement the server rejected, as the step that failed (not as a lost connection, which stays a
+ * DatabaseError, nor a named error, which stays itself).
+ */
+function stepFailure(err: unknown, schema: string, where: { tag: string; step: number; of: number }): unknown {
+  if (err instanceof SkiplockError && !(err instanceof DatabaseError)) return err;
+  const failure = driverFailure(err);
+  return isConnectionFailure(failure.sqlState) ? err : new MigrationFailedError(schema, where, failure);
+}
+
+/**
  * Runs `statements` in one transaction after the migration lock, under lock_timeout and
- * statement_timeout (SET LOCAL: nothing outlives the transaction). `done` names the step: when the
+ * statement_timeout (SET LOCAL: nothing outlives the transaction). The journal is created in the
+ * same transaction, so a run that fails leaves none behind. `done` names the step: when the
  * journal already records it (another migrator was faster), nothing runs. neon-http sends it as one
  * batch, which cannot read between statements: there a step another migrator did fails on its
  * existing objects and rolls back, and the journal, read again, says it is done.
@@ -151,17 +228,19 @@ async function inTransaction(
     sql`select set_config('lock_timeout', ${`${s.lockTimeoutMs}ms`}, true)`,
     sql`select set_config('statement_timeout', ${String(s.statementTimeoutMs)}, true)`,
   ];
+  const setup = [...timeouts, ...bootstrapStatements(s.schema)];
   if (conn.interactiveTransactions) {
     return conn.db.transaction(async (tx) => {
       await tx.execute(lock);
+      for (const statement of setup) await tx.execute(statement);
       if (done && (await stepDone(tx, s.schema, done))) return false;
-      for (const statement of [...timeouts, ...statements]) await tx.execute(statement);
+      for (const statement of statements) await tx.execute(statement);
       return true;
     });
   }
   const db = conn.db as unknown as NeonHttpDatabase;
   try {
-    await db.batch([db.execute(lock), ...[...timeouts, ...statements].map((statement) => db.execute(statement))]);
+    await db.batch([db.execute(lock), ...[...setup, ...statements].map((statement) => db.execute(statement))]);
     return true;
   } catch (err) {
     if (done && (await stepDone(conn.db, s.schema, done))) return false;
@@ -170,7 +249,8 @@ async function inTransaction(
 }
 
 async function stepDone(db: AnyPgDatabase, schema: string, done: { migration: Migration; step: number }) {
-  const entry = (await readJournal(db, schema)).find((e) => e.tag === done.migration.tag);
+  const { entries } = await readJournalState(db, schema, []);
+  const entry = entries?.find((e) => e.tag === done.migration.tag);
   return entry !== undefined && (entry.steps_done === null || entry.steps_done > done.step);
 }
 
@@ -179,9 +259,15 @@ async function stepDone(db: AnyPgDatabase, schema: string, done: { migration: Mi
  * waits for the open transactions on the table by design: no lock_timeout). An INVALID index of
  * that name is either being built by another migrator right now (then this one waits for it) or
  * what an interrupted build left — skipped by reads but slowing every write: dropped and built
- * again. It ends when the index is valid.
+ * again. It ends when the index is valid; true when it dropped an INVALID one on the way.
  */
-async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: 'alone' }, s: Settings) {
+async function buildAlone(
+  db: AnyPgDatabase,
+  tag: string | null,
+  step: Step & { kind: 'alone' },
+  s: Settings,
+): Promise<boolean> {
+  let dropped = false;
   const index = step.index;
   const state = async () => {
     if (!index) return 'absent';
@@ -197,7 +283,7 @@ async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: '
   };
   for (let attempt = 1; ; attempt++) {
     const now = await state();
-    if (now === 'valid') return;
+    if (now === 'valid') return dropped;
     if (now === 'building') {
       await new Promise((resolve) => setTimeout(resolve, Math.min(s.retryDelayMs, 1_000)));
       continue;
@@ -205,6 +291,7 @@ async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: '
     try {
       if (now === 'invalid') {
         await db.execute(sql.raw(`drop index concurrently if exists "${s.schema}"."${index}"`));
+        dropped = true;
         s.onProgress({ type: 'invalid_index_dropped', tag, index: index as string });
       }
       await db.execute(sql.raw(renderStatement(step.statement, s.schema)));
@@ -218,8 +305,32 @@ async function buildAlone(db: AnyPgDatabase, tag: string, step: Step & { kind: '
       // A random pause, so that migrators that collided do not collide again in step.
       await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(s.retryDelayMs, 1_000)));
     }
-    if (!index) return;
+    if (!index) return dropped;
   }
+}
+
+/**
+ * An index of this version's schema that an interrupted build left INVALID — a deploy killed during
+ * a concurrent build, or an operator's — is skipped by every read and still slows every write. Every
+ * run looks for them, so an up-to-date schema is repaired too, and drops and builds each again as a
+ * migration's index step does (buildAlone): concurrently, with locks that let enqueues and claims
+ * pass. An INVALID index this version does not define is not skiplock's to drop (--check names it).
+ */
+async function rebuildInvalidIndexes(db: AnyPgDatabase, expected: Map<string, string>, s: Settings): Promise<string[]> {
+  const invalid = await queryRows<{ name: string }>(
+    db,
+    sql`select i.relname as name from pg_index x join pg_class i on i.oid = x.indexrelid
+        where i.relnamespace = ${s.schema}::regnamespace and not x.indisvalid order by i.relname`,
+    s.schema,
+  );
+  const rebuilt: string[] = [];
+  for (const { name } of invalid) {
+    const definition = expected.get(`index ${name}`);
+    if (definition === undefined) continue;
+    const step = { kind: 'alone', statement: concurrentIndexBuild(definition, s.schema), index: name } as const;
+    if (await buildAlone(db, null, step, s)) rebuilt.push(name);
+  }
+  return rebuilt;
 }
 
 /** PostgreSQL's internal error for two sessions writing one catalog row at once (not a SQLSTATE of its own). */
@@ -245,8 +356,4 @@ async function withLockRetries<T>(tag: string, step: number, s: Settings, work: 
       await new Promise((resolve) => setTimeout(resolve, retryInMs));
     }
   }
-}
-
-function readJournal(db: AnyPgDatabase, schema: string): Promise<JournalEntry[]> {
-  return queryRows<JournalEntry>(db, journalQuery(schema), schema);
 }

@@ -1,5 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { LegacyMigrationsError, MigratedByNewerVersionError, MigrationMismatchError } from '../base/errors.js';
+import type { AnyPgDatabase } from './connect.js';
+import { queryRows } from './execute.js';
 import type { Migration } from './migration-plan.js';
 
 /**
@@ -46,8 +48,45 @@ export function bootstrapStatements(schema: string) {
   ];
 }
 
-export function journalQuery(schema: string) {
-  return sql.raw(`select tag, hash, steps_done from "${schema}"."${JOURNAL}" order by id`);
+export interface JournalState {
+  /** The journal's entries; undefined when the schema has no journal. */
+  entries: JournalEntry[] | undefined;
+  /** Whether the schema holds any of skiplock's tables (made by migrate, drizzle-kit or by hand). */
+  holdsTables: boolean;
+}
+
+/**
+ * The journal of `schema`, read without creating anything, and whether the schema holds any of
+ * `tables`: a schema with skiplock's tables and an empty or no journal was made without migrate().
+ */
+export async function readJournalState(
+  db: AnyPgDatabase,
+  schema: string,
+  tables: readonly string[],
+): Promise<JournalState> {
+  const [state] = await queryRows<{ journal: boolean; holds_tables: boolean }>(
+    db,
+    sql`select to_regclass(${`"${schema}"."${JOURNAL}"`}) is not null as journal,
+      exists (select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+              where n.nspname = ${schema} and c.relkind in ('r', 'p')
+                and c.relname = any(${sql.param(tables)}::text[])) as holds_tables`,
+    schema,
+  );
+  const entries = state?.journal ? await readJournal(db, schema) : undefined;
+  return { entries, holdsTables: state?.holds_tables ?? false };
+}
+
+/** The journal's entries (the schema has one). */
+export function readJournal(db: AnyPgDatabase, schema: string): Promise<JournalEntry[]> {
+  // steps_done read through to_jsonb: a journal written before steps were tracked lacks the column,
+  // and reading must not change it (bootstrapStatements adds it with the next step).
+  return queryRows<JournalEntry>(
+    db,
+    sql.raw(
+      `select tag, hash, (to_jsonb(j) ->> 'steps_done')::integer as steps_done from "${schema}"."${JOURNAL}" j order by id`,
+    ),
+    schema,
+  );
 }
 
 /** Records that `stepsDone` steps of a migration are applied (null: all of them). */
@@ -55,6 +94,13 @@ export function journalRecord(schema: string, migration: Migration, stepsDone: n
   return sql`insert into ${sql.identifier(schema)}.${sql.identifier(JOURNAL)} (tag, hash, steps_done)
     values (${migration.tag}, ${migration.hash}, ${stepsDone})
     on conflict (tag) do update set steps_done = excluded.steps_done, applied_at = now()`;
+}
+
+/** Records a migration whose objects the schema already has (made by the Drizzle path): applied whole. */
+export function journalAdoption(schema: string, migration: Migration) {
+  return sql`insert into ${sql.identifier(schema)}.${sql.identifier(JOURNAL)} (tag, hash, steps_done)
+    values (${migration.tag}, ${migration.hash}, null)
+    on conflict (tag) do nothing`;
 }
 
 export function lockStatement(schema: string) {

@@ -39,55 +39,26 @@ export function parseSchemaDump(text: string): Map<string, string> {
   return objects;
 }
 
-export interface SchemaDrift {
-  /** Objects db/schema.sql has and the database lacks: `kind name`. */
-  missing: string[];
-  /** Objects the database has and db/schema.sql does not (another version's, or added by hand). */
-  unexpected: string[];
-  /** Objects whose definitions differ. */
-  changed: string[];
-  invalidIndexes: string[];
-  unvalidatedConstraints: string[];
-  /**
-   * Tables on both sides whose storage settings (fillfactor, per-table autovacuum) differ:
-   * `storage <table>`. An operator's tuning (docs/performance.md), not drift: `hasDrift` ignores it.
-   * A table missing on one side is drift of its own (`table <name>`).
-   */
-  tuned: string[];
+/** db/schema.sql's objects (this version's schema), parsed once. */
+let expectedObjects: Map<string, string> | undefined;
+export function expectedSchema(): Map<string, string> {
+  expectedObjects ??= parseSchemaDump(SCHEMA_SQL);
+  return expectedObjects;
 }
 
-/** A table's storage settings: what an operator may tune without the schema drifting. */
-const STORAGE = 'storage ';
-const isStorage = (key: string) => key.startsWith(STORAGE);
+/** The tables of a parsed dump. */
+export function tablesOf(objects: Map<string, string>): string[] {
+  return [...objects.keys()].filter((key) => key.startsWith('table ')).map((key) => key.slice('table '.length));
+}
 
 /**
- * How a schema differs from what this version's migrations create (`expected`: db/schema.sql).
- * Definitions are compared with white space folded: the server's own formatting of a view may
- * differ between PostgreSQL versions in nothing else.
+ * db/schema.sql's definition of an index as a concurrent build in `schema`: how migrate() builds
+ * again an index of this version's schema that an interrupted build left INVALID.
  */
-export function schemaDrift(actual: SchemaDump, expected: Map<string, string>): SchemaDrift {
-  const fold = (text: string) => text.replace(/\s+/g, ' ').trim();
-  const keys = [...new Set([...expected.keys(), ...actual.objects.keys()])];
-  const differs = (key: string) => fold(actual.objects.get(key) ?? '') !== fold(expected.get(key) ?? '');
-  const schemaKeys = keys.filter((key) => !isStorage(key));
-  return {
-    missing: schemaKeys.filter((key) => !actual.objects.has(key)),
-    unexpected: schemaKeys.filter((key) => !expected.has(key)),
-    changed: schemaKeys.filter((key) => actual.objects.has(key) && expected.has(key) && differs(key)),
-    invalidIndexes: actual.invalidIndexes,
-    unvalidatedConstraints: actual.unvalidatedConstraints,
-    tuned: keys
-      .filter((key) => {
-        const table = `table ${key.slice(STORAGE.length)}`;
-        return isStorage(key) && expected.has(table) && actual.objects.has(table) && differs(key);
-      })
-      .sort(),
-  };
-}
-
-export function hasDrift(drift: SchemaDrift): boolean {
-  const { tuned: _tuned, ...schema } = drift;
-  return Object.values(schema).some((list) => list.length > 0);
+export function concurrentIndexBuild(definition: string, schema: string): string {
+  return definition
+    .replace(/^CREATE (UNIQUE )?INDEX (\S+) ON /, 'CREATE $1INDEX CONCURRENTLY IF NOT EXISTS $2 ON ')
+    .replace(/(?<![\w"])skiplock\./g, `"${schema}".`);
 }
 
 /** The migrator's own bookkeeping: not part of the schema a user (or the Drizzle path) owns. */
@@ -226,9 +197,4 @@ function schemaNormaliser(schema: string, objectNames: readonly string[]): (text
   const qualified = new RegExp(`(?<![\\w"])"?${schema}"?\\.("?)(${objects})\\b`, 'g');
   const bare = new RegExp(`(?<![\\w"])"${schema}"(?![\\w"])`, 'g');
   return (text) => text.replace(qualified, 'skiplock.$1$2').replace(bare, '"skiplock"');
-}
-
-/** How `schema` differs from db/schema.sql (`skiplock migrate --check`). */
-export async function checkSchema(db: AnyPgDatabase, schema: string): Promise<SchemaDrift> {
-  return schemaDrift(await dumpSchema(db, schema), parseSchemaDump(SCHEMA_SQL));
 }

@@ -16,10 +16,13 @@ try {
   try {
     const result = await migrate(db, { schema: process.env.SKIPLOCK_SCHEMA });
     console.log(
-      result.applied.length
-        ? `migrated schema "${result.schema}": applied ${result.applied.join(', ')}`
-        : `schema "${result.schema}" is up to date`,
+      result.recorded.length
+        ? `schema "${result.schema}" already had this version's schema: recorded ${result.recorded.join(', ')}`
+        : result.applied.length
+          ? `migrated schema "${result.schema}": applied ${result.applied.join(', ')}`
+          : `schema "${result.schema}" is up to date`,
     );
+    if (result.rebuiltIndexes.length) console.log(`built again INVALID index ${result.rebuiltIndexes.join(', ')}`);
   } finally {
     await db.close();
   }

@@ -9,12 +9,18 @@ import { applyMigrations, type MigrationEvent, migrate } from '../../db/migrate.
 import { LEGACY_TAGS } from '../../db/migration-journal.js';
 import type { Migration } from '../../db/migration-plan.js';
 import { MIGRATIONS } from '../../db/migrations.generated.js';
-import { checkSchema, dumpSchema, hasDrift, parseSchemaDump } from '../../db/schema-dump.js';
+import { checkSchema, hasDrift } from '../../db/schema-drift.js';
+import { dumpSchema, parseSchemaDump } from '../../db/schema-dump.js';
 import { getJobs } from '../../db/statements/jobs-read.js';
 import { readMigrationFolder } from '../../scripts/migration-folder.js';
 import { openAdminPool, openDb, schemaFor } from '../helpers/db.js';
 
-const db = openDb();
+/**
+ * Connected as `skiplock migrate` connects: no statement timeout. A concurrent index build waits for
+ * every older transaction in the database, other test files' too, which may outlast the default 10 s.
+ */
+const openMigrator = () => openDb({ statementTimeoutMs: 0, queryTimeoutMs: 0 });
+const db = openMigrator();
 const admin = openAdminPool();
 afterAll(async () => {
   await db.close();
@@ -32,6 +38,46 @@ async function baselineSchema(label: string): Promise<string> {
   await admin.query(`drop schema if exists "${schema}" cascade`);
   await migrate(db, { schema });
   return schema;
+}
+
+/**
+ * Leaves `index` INVALID as a killed deploy does: its concurrent build waits for a transaction that
+ * wrote to jobs (its catalog entry already committed) and is cancelled there.
+ */
+async function interruptIndexBuild(schema: string, create: string): Promise<void> {
+  const writer = await admin.connect();
+  const builder = await admin.connect();
+  try {
+    await writer.query(`begin; insert into "${schema}".jobs (kind) values ('writer')`);
+    const { pid } = (await builder.query('select pg_backend_pid() as pid')).rows[0];
+    const building = builder.query(create).then(
+      () => 'built',
+      (e: { code?: string }) => e.code,
+    );
+    await expect
+      .poll(
+        async () => (await admin.query('select wait_event_type from pg_stat_activity where pid = $1', [pid])).rows[0],
+        {
+          timeout: 10_000,
+        },
+      )
+      .toEqual({ wait_event_type: 'Lock' });
+    await admin.query('select pg_cancel_backend($1)', [pid]);
+    expect(await building).toBe('57014');
+  } finally {
+    await writer.query('rollback').catch(() => {});
+    writer.release();
+    builder.release();
+  }
+}
+
+/** Whether a statement on `target` that starts with `start` is waiting for a lock right now. */
+async function waitingOnLock(start: string, target: string): Promise<boolean> {
+  const { rows } = await admin.query(
+    `select 1 from pg_stat_activity where query ilike $1 and query like $2 and wait_event_type = 'Lock'`,
+    [`${start}%`, `%${target}%`],
+  );
+  return rows.length > 0;
 }
 
 const journalRows = async (schema: string) =>
@@ -89,7 +135,7 @@ describe('migrate', () => {
   it('lets concurrent migrators finish without errors or double application', async () => {
     const other = schemaFor('migrate-concurrent');
     await admin.query(`drop schema if exists "${other}" cascade`);
-    const connections = [openDb(), openDb(), openDb(), openDb()];
+    const connections = [openMigrator(), openMigrator(), openMigrator(), openMigrator()];
     try {
       const results = await Promise.all(connections.map((c) => migrate(c, { schema: other })));
       expect(results.flatMap((r) => r.applied)).toEqual(['0000_baseline']);
@@ -163,7 +209,11 @@ describe('the journal', () => {
       expect(error).toMatchObject({ code: 'legacy_migrations' });
       expect((error as Error).message).toMatch(/the whole chain, up to 0021_fan_in_recheck/);
       expect((error as Error).message).toMatch(/Drop the schema .* and run migrate again/);
-      expect((await journalRows(schema)).length).toBe(LEGACY_TAGS.length);
+      expect((await admin.query(`select tag from ${journal}`)).rowCount).toBe(LEGACY_TAGS.length);
+      const stepsDone = await admin.query(
+        `select 1 from pg_attribute where attrelid = '${journal}'::regclass and attname = 'steps_done'`,
+      );
+      expect(stepsDone.rowCount, 'the journal was altered').toBe(0);
       expect((await admin.query(`select kind from "${schema}".jobs`)).rows).toEqual([{ kind: 'kept' }]);
     } finally {
       await admin.query(`delete from ${journal}`);
@@ -181,7 +231,7 @@ describe('the journal', () => {
       expect(error).toMatchObject({ code: 'legacy_migrations' });
       expect((error as Error).message).toMatch(/up to 0014_destinations/);
       expect((error as Error).message).toMatch(/Drop the schema/);
-      expect((await journalRows(schema)).length).toBe(15);
+      expect((await admin.query(`select tag from ${journal}`)).rowCount).toBe(15);
     } finally {
       await admin.query(`delete from ${journal}`);
       await admin.query(`insert into ${journal} (tag, hash) values ('0000_baseline', $1)`, [MIGRATIONS[0]?.hash]);
@@ -225,7 +275,7 @@ describe('online migrations', () => {
 
   it('lets four migrators apply a migration of every step kind at once: each step once, the index valid', async () => {
     const schema = await baselineSchema('online-concurrent');
-    const connections = [openDb(), openDb(), openDb(), openDb()];
+    const connections = [openMigrator(), openMigrator(), openMigrator(), openMigrator()];
     try {
       const results = await Promise.all(connections.map((c) => applyMigrations(c, [baseline, expand], { schema })));
       expect(results.flatMap((r) => r.applied).length).toBeGreaterThanOrEqual(1);
@@ -330,6 +380,63 @@ describe('online migrations', () => {
     }
   });
 
+  it('rebuilds concurrently an INVALID index an interrupted build left on an up-to-date schema; enqueues go on', async () => {
+    const schema = await baselineSchema('online-rebuild');
+    const reader = await admin.connect();
+    try {
+      await admin.query(`drop index "${schema}".jobs_deadline_idx`);
+      await interruptIndexBuild(
+        schema,
+        `create index concurrently jobs_deadline_idx on "${schema}".jobs (deadline) where state = 'queued' and deadline is not null`,
+      );
+      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual(['jobs_deadline_idx']);
+
+      // A long read on jobs: the concurrent drop and build wait for it, and let enqueues pass meanwhile.
+      await reader.query(`begin; select count(*) from "${schema}".jobs`);
+      const events: MigrationEvent[] = [];
+      const migrating = migrate(db, { schema, onProgress: (e) => events.push(e) });
+      await expect
+        .poll(() => waitingOnLock('drop index concurrently', `"${schema}"."jobs_deadline_idx"`), { timeout: 10_000 })
+        .toBe(true);
+      // Would hang here if the drop held a lock that writes queue behind.
+      await db.db.execute(sql.raw(`insert into "${schema}".jobs (kind) values ('during')`));
+      await reader.query('commit');
+
+      expect(await migrating).toMatchObject({ applied: [], rebuiltIndexes: ['jobs_deadline_idx'] });
+      expect(events).toContainEqual({ type: 'invalid_index_dropped', tag: null, index: 'jobs_deadline_idx' });
+      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual([]);
+      expect(hasDrift(await checkSchema(db.db, schema))).toBe(false);
+      expect((await migrate(db, { schema })).rebuiltIndexes).toEqual([]);
+    } finally {
+      await reader.query('rollback').catch(() => {});
+      reader.release();
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
+  it('reports a statement the database rejects as that step failing, with its SQLSTATE; nothing of it is kept', async () => {
+    const schema = await baselineSchema('online-failed');
+    try {
+      const clash = testMigration('0001_clash', [
+        'ALTER TABLE "skiplock"."jobs" ADD COLUMN "tenant" text;',
+        'CREATE TABLE "skiplock"."activity_rollups" ("id" integer);',
+      ]);
+      const error = await applyMigrations(db, [baseline, clash], { schema }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'migration_failed', tag: '0001_clash', sqlState: '42P07' });
+      expect((error as Error).message).toMatch(
+        /^migration 0001_clash of skiplock schema ".*" failed at step 1 of 1: relation "activity_rollups" already exists \(SQLSTATE 42P07\)/,
+      );
+      expect((error as Error).message).toMatch(/already holds an object this migration creates/);
+      const columns = await admin.query(
+        `select 1 from pg_attribute where attrelid = '"${schema}".jobs'::regclass and attname = 'tenant'`,
+      );
+      expect(columns.rowCount).toBe(0);
+      expect((await journalRows(schema)).map((r) => r.tag)).toEqual(['0000_baseline']);
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
   it('finds an INVALID index an interrupted build left and builds it again', async () => {
     const schema = await baselineSchema('online-invalid');
     try {
@@ -353,6 +460,47 @@ describe('online migrations', () => {
         index: 'jobs_correlation_uq',
       });
       expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual([]);
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+});
+
+describe("a schema made without skiplock's journal (the Drizzle path, or by hand)", () => {
+  const journalExists = async (schema: string) =>
+    (await admin.query('select to_regclass($1) is not null as exists', [`"${schema}".skiplock_migrations`])).rows[0]
+      .exists;
+
+  it("is recorded in the journal when it is this version's schema, applying nothing", async () => {
+    const schema = await baselineSchema('unjournaled-match');
+    try {
+      await admin.query(`drop table "${schema}".skiplock_migrations`);
+      const events: MigrationEvent[] = [];
+      const result = await migrate(db, { schema, onProgress: (e) => events.push(e) });
+      expect(result).toMatchObject({ applied: [], recorded: ['0000_baseline'] });
+      expect(events.filter((e) => e.type === 'step')).toEqual([]);
+      expect(await journalRows(schema)).toEqual([
+        { tag: '0000_baseline', hash: MIGRATIONS[0]?.hash, steps_done: null },
+      ]);
+      expect(hasDrift(await checkSchema(db.db, schema))).toBe(false);
+      expect(await migrate(db, { schema })).toMatchObject({ applied: [], recorded: [] });
+    } finally {
+      await admin.query(`drop schema if exists "${schema}" cascade`);
+    }
+  });
+
+  it('is refused when it differs, naming what differs; nothing is written', async () => {
+    const schema = await baselineSchema('unjournaled-drift');
+    try {
+      await admin.query(`drop table "${schema}".skiplock_migrations`);
+      await admin.query(`drop index "${schema}".jobs_deadline_idx`);
+      const error = await migrate(db, { schema }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'unjournaled_schema' });
+      expect((error as Error).message).toMatch(
+        /missing: index jobs_deadline_idx on table jobs: expected "CREATE INDEX/,
+      );
+      expect((error as Error).message).toMatch(/nothing was written/);
+      expect(await journalExists(schema)).toBe(false);
     } finally {
       await admin.query(`drop schema if exists "${schema}" cascade`);
     }

@@ -79,4 +79,72 @@ describe('skiplock migrate', () => {
     const json = JSON.parse((await cli(['migrate', '--check', '--json', '--schema', schema])).out);
     expect(json).toMatchObject({ ok: false, drift: { missing: ['index jobs_deadline_idx'] } });
   });
+
+  it('--check names the column, index and constraint that differ and how, and that they were made by hand', async () => {
+    const other = `${schema}_drift`;
+    await admin.query(`drop schema if exists "${other}" cascade`);
+    try {
+      expect((await cli(['migrate', '--schema', other])).code).toBe(EXIT.ok);
+      await admin.query(`alter table "${other}".jobs alter column priority drop default`);
+      await admin.query(`alter table "${other}".jobs add column tenant text`);
+      await admin.query(`drop index "${other}".jobs_deadline_idx`);
+      await admin.query(`create index jobs_deadline_idx on "${other}".jobs (deadline)`);
+      await admin.query(`alter table "${other}".jobs drop constraint jobs_priority_check`);
+      await admin.query(`alter table "${other}".jobs add constraint jobs_priority_check check (priority < 10)`);
+      const drift = await cli(['migrate', '--check', '--schema', other]);
+      expect(drift.code).toBe(EXIT.refused);
+      const lines = drift.out.split('\n');
+      expect(lines).toContain(
+        '  changed: column priority of table jobs: is "smallint NOT NULL", expected "smallint DEFAULT 0 NOT NULL"',
+      );
+      expect(lines).toContain('  unexpected: column tenant of table jobs: is "text"');
+      expect(lines).toContain(
+        '  changed: index jobs_deadline_idx on table jobs: is "CREATE INDEX jobs_deadline_idx ON skiplock.jobs USING btree (deadline)", ' +
+          `expected "CREATE INDEX jobs_deadline_idx ON skiplock.jobs USING btree (deadline) WHERE ((state = 'queued'::text) AND (deadline IS NOT NULL))"`,
+      );
+      expect(lines).toContain(
+        '  changed: constraint jobs_priority_check on table jobs: is "CHECK ((priority < 10))", ' +
+          `expected "CHECK (((priority >= '-1000'::integer) AND (priority <= 1000)))"`,
+      );
+      expect(drift.out).not.toMatch(/changed: table jobs/);
+      // Every migration is recorded: migrate would not touch these, so --check does not send the user there.
+      expect(drift.out).toMatch(/records every migration of this version: these differences were made by hand/);
+      const json = JSON.parse((await cli(['migrate', '--check', '--json', '--schema', other])).out);
+      expect(json.drift.changed).toEqual([
+        'column jobs.priority',
+        'constraint jobs.jobs_priority_check',
+        'index jobs_deadline_idx',
+      ]);
+      expect(json.drift.details).toContainEqual({
+        object: 'column jobs.priority',
+        table: 'jobs',
+        change: 'changed',
+        actual: 'smallint NOT NULL',
+        expected: 'smallint DEFAULT 0 NOT NULL',
+      });
+    } finally {
+      await admin.query(`drop schema if exists "${other}" cascade`);
+    }
+  });
+
+  it('reports a statement the database rejects with its SQLSTATE (exit 1), not as an unreachable database', async () => {
+    // A role that may connect but not create a schema: the first step fails with permission denied.
+    const role = `skiplock_no_create_${randomBytes(4).toString('hex')}`;
+    const other = `${schema}_denied`;
+    await admin.query(`create role ${role} login`);
+    try {
+      const url = new URL(inject('databaseUrl'));
+      url.username = role;
+      url.password = '';
+      const denied = await cli(['migrate', '--schema', other], { DATABASE_URL: url.toString() });
+      expect(denied.code).toBe(EXIT.refused);
+      expect(denied.err).not.toMatch(/cannot reach/);
+      expect(denied.err).toMatch(
+        /^migration 0000_baseline of skiplock schema ".*" failed at step 1 of 1: permission denied for database \w+ \(SQLSTATE 42501\)/m,
+      );
+      expect((await admin.query(`select to_regnamespace($1) as ns`, [other])).rows).toEqual([{ ns: null }]);
+    } finally {
+      await admin.query(`drop role if exists ${role}`);
+    }
+  });
 });
