@@ -2,6 +2,7 @@ import {
   CancelError,
   DestinationError,
   DiscardError,
+  OutcomeUnknownError,
   RetryAfterError,
   type StepSuspension,
 } from '../../base/errors.js';
@@ -112,6 +113,14 @@ export class Attempt implements ContextSource {
   #thrown: unknown = undefined;
   /** Its durable steps, made on the first `ctx.step` or `ctx.sleep`. */
   #steps: StepRunner | undefined = undefined;
+
+  /**
+   * The attempt failed on a statement whose answer was lost (a step's record, a sleep): that
+   * statement may have moved the job already, so its outcome's settle reads back what it finds.
+   */
+  get failedInDoubt(): boolean {
+    return this.#thrown instanceof OutcomeUnknownError;
+  }
 
   /** The worker's breaker settings by destination. */
   get breakers(): WorkerSettings['breakers'] {

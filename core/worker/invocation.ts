@@ -556,7 +556,7 @@ export class Invocation implements AttemptHost {
       else if (end && 'suspended' in end) {
         if (end.suspended === 'continued') this.#continuedKinds.add(attempt.kind.definition.kind);
         this.#ledger.suspended(end, attempt.startedAt);
-      } else if (end) this.#buffer.add(end);
+      } else if (end) this.#buffer.add(end, attempt.failedInDoubt);
     }
     this.#notify();
   };

@@ -56,7 +56,9 @@ export class OutcomeBuffer {
     return this.#due;
   }
 
-  add(item: PendingOutcome): void {
+  /** `inDoubt`: the attempt failed on a statement whose answer was lost (see #doubtful). */
+  add(item: PendingOutcome, inDoubt = false): void {
+    if (inDoubt) this.#doubtful.add(item);
     if (this.#items.length === 0) {
       this.#due = false;
       this.#cancelTimer?.();

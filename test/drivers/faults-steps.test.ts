@@ -96,9 +96,11 @@ describe(`durable work when an answer is lost (${testDriver()})`, () => {
   it('a sleep whose answer was lost is kept: the job sleeps, and does not run again meanwhile', async () => {
     effects.length = 0;
     const { id } = await q().enqueue(t.db, sleeper, { n: 1 });
-    t.faults.inject({ mode: 'lose-answer', match: 'released as (' });
-    await run();
+    // suspendJob's update (a wait's and a release's take the attempt back too, without greatest()).
+    t.faults.inject({ mode: 'lose-answer', match: /attempt = j\.attempt - 1,\s+run_at = greatest\(/ });
+    const first = await run();
     expect(t.faults.armed).toBe(0);
+    expect(first).toMatchObject({ claimed: 1 }); // the fault met the sleep, not an earlier statement
     await run();
     expect(await jobRow(id)).toMatchObject({ state: 'queued', asleep: true });
     expect(effects).toEqual(['before']);
