@@ -190,8 +190,8 @@ type ClaimRow = {
  * breaker holds a destination back: keyed jobs come from a walk over their keys (fair share, see
  * keyedCtes), and claim_room decides race-free which candidates fit their limits. The rated
  * claim adds rate limits (rate_room decides, record_rate_starts writes the starts taken). Each shape
- * checks whether a richer one is needed, and when it is, claims nothing (its settle still writes)
- * and that one follows at once; the limited claim costs about 3 ms more to plan than the plain one and
+ * checks whether a richer one is needed, and when it is, claims nothing (its settle still writes;
+ * no breaker's half-open turn is handed out) and that one follows at once; the limited claim costs about 3 ms more to plan than the plain one and
  * the rated about 2 ms more again, which a claim that needs neither never pays.
  *
  * One lease token per claim, not per job: the token fences a holder, and a job claimed again
