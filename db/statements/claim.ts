@@ -195,8 +195,8 @@ type ClaimRow = {
  * breaker holds a destination back: keyed jobs come from a walk over their keys (fair share, see
  * keyedCtes), and claim_room decides race-free which candidates fit their limits. The rated
  * claim adds rate limits (rate_room decides, record_rate_starts writes the starts taken). Each shape
- * checks whether a richer one is needed, and when it is, claims nothing (its settle still writes)
- * and that one follows at once; the limited claim costs about 3 ms more to plan than the plain one and
+ * checks whether a richer one is needed, and when it is, claims nothing (its settle still writes;
+ * no breaker's half-open turn is handed out) and that one follows at once; the limited claim costs about 3 ms more to plan than the plain one and
  * the rated about 2 ms more again, which a claim that needs neither never pays.
  *
  * One lease token per claim, not per job: the token fences a holder, and a job claimed again
@@ -403,6 +403,12 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   const fromLane = lane === undefined ? sql`` : sql`select id from in_lane union all `;
   // The head meets the lane's rows too, and locks them again (they are ours): not twice.
   const notInLane = lane === undefined ? sql`` : sql`and j.id not in (select id from in_lane)`;
+  // The limited claim takes nothing when a rate applies: the rated claim follows at once. The
+  // condition is part of `within`, which everything the claim writes besides its settle reads — the
+  // rows it takes and the half-open turns claim_probes hands out before the update. A turn given to a
+  // claim that then took nothing kept its destination blocked until the turn ran out, and each fresh
+  // worker's first claim (the limited one, when its code declares a limit) took it again.
+  const deferrable = shape === 'limited' ? sql`not (select f.rated from shape f)` : undefined;
   const limitCtes = plainOrOrdered
     ? sql``
     : sql`${keyedCtes(schema, {
@@ -418,7 +424,13 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
       ${lane === undefined ? sql`` : sql`select id, 1 as src from in_lane union all`}
       select id, 2 as src from ready union all select id, 2 from keyed
     ),
-    ${withinLimitsCtes(schema, { limit, gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true`, now, rated })},
+    ${withinLimitsCtes(schema, {
+      limit,
+      gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true`,
+      now,
+      rated,
+      ...(deferrable ? { takes: deferrable } : {}),
+    })},
     ${claimProbeCtes(schema, {
       leaseOf: (kind) => sql`(${sql.param(leaseMs)}::int[])[array_position(${sql.param(kinds)}::text[], ${kind})]`,
       now,
@@ -429,12 +441,13 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
   // The picked ids as one array (an InitPlan), so the update reads each row by primary key. Joined
   // instead, the planner hashed the whole jobs table to find the batch: a sequential scan of every
   // row on every claim (8.5 of 16.5 ms per 500-job claim on a 20,000-row table).
+  // The limited claim's condition is within's own (see deferrable): `within` is exactly what the
+  // update takes, less the probe picks that lost their turn.
   const picked = plainOrOrdered
     ? sql`j.id = any(array(select id from expired union all ${fromLane}select id from ready limit ${limit}))
         and not (select f.needed from shape f) ${shape === 'plain' ? sql`and not (select f.ordered from shape f)` : sql``}`
     : sql`j.id = any(array(select c.id from within c
-          where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)))
-        ${rated ? sql`` : sql`and not (select f.rated from shape f)`}`;
+          where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)))`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}

@@ -94,7 +94,9 @@ export function destinationsNeedLimitedClaimAfter(schema: string, now: SQL, gate
 
 /**
  * CTE `probe_won`: claim_probes over the picks the claim chose (`within`: the turn is asked for only
- * by a job the claim will take). The claim then takes every chosen row but a pick that did not win.
+ * by a job the claim will take, so `within` must hold every condition of the update — a claim that
+ * defers to a richer shape finds it empty). The claim then takes every chosen row but a pick that
+ * did not win.
  */
 export function claimProbeCtes(schema: string, request: { leaseOf: (kind: SQL) => SQL; now: SQL }): SQL {
   const chosenPicks = sql`from probe_pick p where p.id in (select id from within)`;

@@ -188,13 +188,22 @@ export function keyedCtes(
  * every rate scope, rescues included (migration 0015). A candidate is taken when, in each of its
  * scopes, fewer candidates come before it than the scope has room (a rescue starts no new running
  * job: no concurrency limit holds it back). `gate` makes the count wait for the statement's own
- * settle (so jobs it just ended free their places).
+ * settle (so jobs it just ended free their places). `takes`, when given, is the one-time condition
+ * that the claim takes anything at all: `within` is what the claim takes, and the probe turns
+ * (claimProbeCtes) are asked for from it, so a claim that takes nothing must find it empty.
  */
-export function withinLimitsCtes(schema: string, request: { limit: number; gate: SQL; now: SQL; rated: boolean }): SQL {
+export function withinLimitsCtes(
+  schema: string,
+  request: { limit: number; gate: SQL; now: SQL; rated: boolean; takes?: SQL },
+): SQL {
   const jobs = sql`${sql.identifier(schema)}.jobs`;
   const order = sql`c.src, c.priority, c.run_at, c.id`;
   // Ranks among new starts only (ids are unique: the frame ends at the row itself).
   const upToHere = sql`rows between unbounded preceding and current row`;
+  const takes = request.takes
+    ? sql`
+        and ${request.takes}`
+    : sql``;
   return sql`cinfo as (
       select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
       from (select id, src from cands union all select id, 0 from expired) c join ${jobs} j on j.id = c.id
@@ -246,7 +255,7 @@ export function withinLimitsCtes(schema: string, request: { limit: number; gate:
           or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))))
         ${request.rated ? sql`and r.id not in (select b.id from rate_blocked b)` : sql``}
         and (r.dest is null or r.dest <> all(coalesce((select h.probing from held h), '{}'::text[]))
-          or r.id in (select p.id from probe_pick p))
+          or r.id in (select p.id from probe_pick p))${takes}
       order by r.src, r.priority, r.run_at, r.id
       limit ${request.limit}
     )`;

@@ -4,6 +4,7 @@ import { DestinationError, DiscardError, InvalidOptionsError, RetryError } from 
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import type { Logger } from '../../core/logger.js';
+import { setRateLimit } from '../../core/rate-limits.js';
 import { createWorker } from '../../core/worker.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 
@@ -112,6 +113,67 @@ describe(`destinations and their breakers in the worker (${testDriver()})`, () =
       { name: 'hanging.example', state: 'open', window_failures: 5, window_calls: 5 },
       { name: 'rejected.example', state: 'closed', window_failures: 0, window_calls: 5 },
     ]);
+  });
+
+  it('half-open with a run-time rate and a kind limit: the probe runs, then the breaker closes and the rest runs', async () => {
+    // The issue's repro: any run-time rate (on a queue nothing here uses), kind X limited to one at a time.
+    await setRateLimit(t.db, { queue: 'elsewhere' }, { limit: 10, periodMs: 1_000 }, { schema: t.schema, by: 'test' });
+    const breaker = { failures: 2, coolDownMs: 1_000 };
+    const ran: string[] = [];
+    const a = defineJob({
+      kind: 'a',
+      payload: z.object({ n: z.number() }),
+      destination: () => 'd.example',
+      breaker,
+      maxAttempts: 1,
+      handler: async () => {
+        throw new DestinationError('partner down');
+      },
+    });
+    const b = defineJob({
+      kind: 'b',
+      payload: z.object({ n: z.number() }),
+      destination: () => 'd.example',
+      breaker,
+      handler: async (p) => {
+        ran.push(`b${p.n}`);
+      },
+    });
+    const x = defineJob({
+      kind: 'x',
+      payload: z.object({ n: z.number() }),
+      concurrency: 1,
+      handler: async (p) => {
+        ran.push(`x${p.n}`);
+      },
+    });
+    const enqueuer = createEnqueuer({ schema: t.schema });
+    await enqueuer.enqueueMany(t.db, [a.with({ n: 1 }), a.with({ n: 2 })]);
+    const quiet = breakerLog().logger;
+    await createWorker({ db: t.db, schema: t.schema, jobs: [a], logger: quiet }).runInvocation({ remainingMs: 60_000 });
+    // The cool-down's second passes: the breaker's stored times move one second back (no sleep).
+    const opened = await t.admin.query(
+      `update "${t.schema}".destinations set opened_at = opened_at - interval '1 second',
+        open_until = open_until - interval '1 second' where name = 'd.example' and state = 'open' returning name`,
+    );
+    expect(opened.rowCount).toBe(1);
+    const [b1] = await enqueuer.enqueueMany(t.db, [b.with({ n: 1 }), b.with({ n: 2 }), x.with({ n: 1 })]);
+    // A fresh worker: its first claim is the limited one (kind X declares a limit), and a rate applies.
+    const { logger, lines } = breakerLog();
+    const summary = await createWorker({ db: t.db, schema: t.schema, jobs: [b, x], logger }).runInvocation({
+      remainingMs: 60_000,
+    });
+    expect(ran.sort()).toEqual(['b1', 'b2', 'x1']);
+    expect(summary.breakers).toEqual([
+      { destination: 'd.example', from: 'open', to: 'half_open' },
+      { destination: 'd.example', from: 'half_open', to: 'closed' },
+    ]);
+    // The probe the log names is the job that ran first: B's first.
+    expect(lines.map((l) => [l.from, l.to, l.probeJobId])).toEqual([
+      ['open', 'half_open', b1?.id],
+      ['half_open', 'closed', undefined],
+    ]);
+    expect(await statesOf(`kind in ('b', 'x')`)).toEqual([{ state: 'completed', attempt: 1, n: 3 }]);
   });
 
   it('bad destinations and breaker settings are refused with a clear error, and nothing is written', async () => {

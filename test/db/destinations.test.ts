@@ -1,9 +1,14 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import type { Outcome } from '../../base/outcomes.js';
 import { BREAKER_DEFAULTS } from '../../core/destinations.js';
+import { defineJob } from '../../core/jobs.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
+import { cancelJobs } from '../../db/statements/commands.js';
 import { listDestinations, resetDestination } from '../../db/statements/destinations.js';
-import { extendLease } from '../../db/statements/settle.js';
+import { setLimit } from '../../db/statements/limits-admin.js';
+import { setRateLimit } from '../../db/statements/rate-limits-admin.js';
+import { extendLease, releaseJobs } from '../../db/statements/settle.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail } from '../helpers/kinds.js';
 import { useSuppliedClock } from '../helpers/supplied-clock.js';
@@ -248,5 +253,223 @@ describe(`circuit breakers (${testDriver()})`, () => {
     });
     expect(await destinationsOf((await claim(at(3_000), { limit: 100 })).jobs)).toHaveLength(20);
     expect(await resetDestination(t.db.db, t.schema, { name: 'nobody.example', by: 'ops' })).toBeNull();
+  });
+});
+
+// Every claim shape must hand the half-open turn only to a job it takes. The shapes are composed from
+// pieces, and each one defers to a richer shape when it finds a rule it does not handle: a turn given
+// by a claim that then took nothing left the destination blocked (issue: a run-time rate and a kind's
+// concurrency, on a fresh worker, whose first claim is the limited one).
+describe(`the half-open probe under every combination of rules (${testDriver()})`, () => {
+  const job = (kind: string) => defineJob({ kind, payload: z.object({ n: z.number() }) });
+  const [a, b, x] = [job('a'), job('b'), job('x')];
+  const leases = [
+    { kind: 'a', leaseMs: 30_000 },
+    { kind: 'b', leaseMs: 30_000 },
+    { kind: 'x', leaseMs: 120_000 },
+  ];
+  const breaker = { ...BREAKER_DEFAULTS, failures: 2, coolDownMs: 1_000 };
+  const D = 'd.example';
+  type Rules = {
+    /** Kind X runs one job at a time, as its code declares (`concurrency: 1`) or as set at run time. */
+    limit?: 'declared' | 'run-time';
+    /** A rate: on a queue nothing here uses (run-time), or on kind X (declared). */
+    rate?: 'declared' | 'run-time';
+    /** B's jobs share an ordering key: the second waits for the first. */
+    ordered?: boolean;
+  };
+  /** What a fresh worker sends for these rules: the declared ones, no hint from an earlier claim. */
+  const requestFor = (rules: Rules, overrides: Partial<ClaimRequest> = {}): Omit<ClaimRequest, 'now'> => ({
+    leases,
+    limit: 10,
+    invocationId: 'w',
+    ...(rules.limit === 'declared' ? { limits: [{ scope: 'kind' as const, name: 'x', maxRunning: 1 }] } : {}),
+    ...(rules.rate === 'declared'
+      ? { rateLimits: [{ scope: 'kind' as const, name: 'x', maxStarts: 10, periodMs: 1_000 }] }
+      : {}),
+    ...overrides,
+  });
+  /** A's attempt failed against the destination, and A's job is done with (dead: nothing to retry). */
+  const fail = (j: Claimed): Outcome => ({
+    id: j.id,
+    leaseToken: j.leaseToken,
+    outcome: 'dead',
+    reason: 'max_attempts',
+    error: { class: 'retry', message: 'receiver answered 503', responseStatus: 503 },
+    destination: { name: D, failed: true, deferMs: null, breaker },
+  });
+  const done = (j: Claimed): Outcome => ({
+    ...ok(j, D),
+    destination: { name: D, failed: false, deferMs: null, breaker },
+  });
+  const stateOf = async (id: string) =>
+    (await t.admin.query(`select state, attempt from "${t.schema}".jobs where id = $1`, [id])).rows[0];
+
+  /**
+   * Kind A's two failed attempts open the breaker at(100) until at(1_100); then B's two jobs for the
+   * destination and X's one (no destination) are enqueued. Returns their ids.
+   */
+  async function scenario(rules: Rules) {
+    if (rules.limit === 'run-time')
+      await setLimit(t.db.db, t.schema, { scope: 'kind', name: 'x', maxRunning: 1, by: 't' });
+    if (rules.rate === 'run-time') {
+      await setRateLimit(t.db.db, t.schema, {
+        scope: 'queue',
+        name: 'elsewhere',
+        maxStarts: 10,
+        periodMs: 1_000,
+        by: 't',
+      });
+    }
+    await q.enqueueMany(t.db, [a.with({ n: 1 }, { destination: D }), a.with({ n: 2 }, { destination: D })]);
+    const tried = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(0) });
+    expect(tried.jobs).toHaveLength(2);
+    const opened = await claimJobs(t.db.db, t.schema, {
+      ...requestFor(rules, { limit: 0, settle: tried.jobs.map(fail) }),
+      now: at(100),
+    });
+    expect(opened.moves).toEqual([expect.objectContaining({ destination: D, from: 'closed', to: 'open' })]);
+    const key = rules.ordered ? { orderingKey: 'k' } : {};
+    const [b1, b2, x1] = (
+      await q.enqueueMany(t.db, [
+        b.with({ n: 1 }, { destination: D, ...key }),
+        b.with({ n: 2 }, { destination: D, ...key }),
+        x.with({ n: 1 }),
+      ])
+    ).map((r) => r.id as string);
+    return { b1: b1 as string, b2: b2 as string, x1: x1 as string };
+  }
+
+  const COMBINATIONS: [string, Rules][] = [
+    ['no rule but the breaker', {}],
+    ['a declared limit', { limit: 'declared' }],
+    ['a run-time limit', { limit: 'run-time' }],
+    ['a run-time rate', { rate: 'run-time' }],
+    ['a declared rate', { rate: 'declared' }],
+    [
+      'a declared limit and a run-time rate (the limited claim goes first, the rated one follows)',
+      { limit: 'declared', rate: 'run-time' },
+    ],
+    ['a run-time limit and a run-time rate', { limit: 'run-time', rate: 'run-time' }],
+    ['a declared limit and a declared rate', { limit: 'declared', rate: 'declared' }],
+    ['an ordering key', { ordered: true }],
+    ['an ordering key, a declared limit and a run-time rate', { ordered: true, limit: 'declared', rate: 'run-time' }],
+  ];
+
+  it.each(COMBINATIONS)(
+    '%s: the first claim after the cool-down takes the probe; its turn passes on when it runs out; success closes',
+    async (_, rules) => {
+      const { b1, b2, x1 } = await scenario(rules);
+      // Before the cool-down ends, nothing for the destination.
+      const early = await claimJobs(t.db.db, t.schema, {
+        ...requestFor(rules, { leases: leases.slice(0, 2) }),
+        now: at(1_000),
+      });
+      expect(early.jobs).toEqual([]);
+      const first = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(1_200) });
+      expect(first.jobs.map((j) => j.id).sort()).toEqual([b1, x1].sort());
+      expect(first.probes).toEqual([{ destination: D, jobId: b1 }]);
+      expect(await health(D, at(1_200))).toMatchObject({ state: 'half_open', probeJobId: b1, probeUntil: at(31_200) });
+      // While the probe runs, nothing else for the destination, and the other job keeps its attempts.
+      const during = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(2_000) });
+      expect(during.jobs).toEqual([]);
+      expect(during.probes).toEqual([]);
+      expect(await stateOf(b2)).toEqual({ state: 'queued', attempt: 0 });
+      // The probe's invocation dies: when its turn and its lease run out, the next claim rescues it
+      // as the probe again, with a new turn.
+      const again = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(31_201) });
+      expect(again.jobs.map((j) => [j.id, j.attempt])).toEqual([[b1, 2]]);
+      expect(again.probes).toEqual([{ destination: D, jobId: b1 }]);
+      expect(await health(D, at(31_201))).toMatchObject({ state: 'half_open', probeJobId: b1, probeUntil: at(61_201) });
+      // It succeeds: the breaker closes, and the same statement's claim takes B's second job (an
+      // ordered follower too: the settle releases it).
+      const closed = await claimJobs(t.db.db, t.schema, {
+        ...requestFor(rules, {
+          settle: [{ ...done(again.jobs[0] as Claimed), ...(rules.ordered ? { orderingKey: 'k' } : {}) }],
+        }),
+        now: at(32_000),
+      });
+      expect(closed.moves).toEqual([expect.objectContaining({ destination: D, from: 'half_open', to: 'closed' })]);
+      expect(closed.jobs.map((j) => j.id)).toEqual([b2]);
+      expect(closed.probes).toEqual([]);
+    },
+  );
+
+  it('a warm worker that sends the rated claim first takes the probe too', async () => {
+    const rules: Rules = { limit: 'declared', rate: 'run-time' };
+    const { b1, x1 } = await scenario(rules);
+    const first = await claimJobs(t.db.db, t.schema, {
+      ...requestFor(rules, { limited: true, rated: true, ordered: true }),
+      now: at(1_200),
+    });
+    expect(first.jobs.map((j) => j.id).sort()).toEqual([b1, x1].sort());
+    expect(first.probes).toEqual([{ destination: D, jobId: b1 }]);
+  });
+
+  it('a probe given back unstarted keeps the turn until it runs out, then runs; a cancelled one hands it to the next job', async () => {
+    const rules: Rules = { limit: 'declared', rate: 'run-time' };
+    const { b1, b2, x1 } = await scenario(rules);
+    const claim = (ms: number) => claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(ms) });
+    const first = await claim(1_200);
+    expect(first.jobs.map((j) => j.id).sort()).toEqual([b1, x1].sort());
+    // Its invocation ran out of time before starting it: given back, its attempt taken back.
+    const probe = first.jobs.find((j) => j.id === b1) as Claimed;
+    expect(await releaseJobs(t.db.db, t.schema, [probe], at(1_500))).toEqual([b1]);
+    expect(await stateOf(b1)).toEqual({ state: 'queued', attempt: 0 });
+    expect((await claim(2_000)).jobs).toEqual([]);
+    // Its turn ran out: the next claim sends it again.
+    const again = await claim(31_201);
+    expect(again.jobs.map((j) => [j.id, j.attempt])).toEqual([[b1, 1]]);
+    expect(again.probes).toEqual([{ destination: D, jobId: b1 }]);
+    // Cancelled while it runs (no outcome reaches the breaker): when the turn runs out, B's next job has it.
+    expect(await cancelJobs(t.db.db, t.schema, [b1], at(32_000))).toEqual([
+      expect.objectContaining({ id: b1, cancelled: true }),
+    ]);
+    expect((await claim(61_000)).jobs).toEqual([]);
+    const next = await claim(61_202);
+    expect(next.jobs.map((j) => j.id)).toEqual([b2]);
+    expect(next.probes).toEqual([{ destination: D, jobId: b2 }]);
+    expect(await health(D, at(61_202))).toMatchObject({ state: 'half_open', probeJobId: b2, probeUntil: at(91_202) });
+  });
+
+  it('a rate that holds the probe candidate back takes no turn: the breaker stays open, no phantom probe', async () => {
+    const rules: Rules = { limit: 'declared', rate: 'run-time' };
+    const { b1, x1 } = await scenario(rules);
+    // B may start once a minute, and a job of B without a destination just started.
+    await setRateLimit(t.db.db, t.schema, { scope: 'kind', name: 'b', maxStarts: 1, periodMs: 60_000, by: 't' });
+    const [solo] = await q.enqueueMany(t.db, [b.with({ n: 0 })]);
+    const started = await claimJobs(t.db.db, t.schema, {
+      ...requestFor(rules, { leases: leases.slice(1, 2) }),
+      now: at(1_050),
+    });
+    expect(started.jobs.map((j) => j.id)).toEqual([solo?.id]);
+    const held = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(1_200) });
+    expect(held.jobs.map((j) => j.id)).toEqual([x1]);
+    expect(held.probes).toEqual([]);
+    expect(await health(D, at(1_200))).toMatchObject({ state: 'open', probeJobId: null });
+    expect(await stateOf(b1)).toEqual({ state: 'queued', attempt: 0 });
+  });
+
+  it('fresh workers racing with a limit and a run-time rate: exactly one probe runs, and it holds the turn', async () => {
+    const rules: Rules = { limit: 'declared', rate: 'run-time' };
+    const { b1, x1 } = await scenario(rules);
+    const claimers = Array.from({ length: 8 }, () => openDb({ max: 1 }));
+    try {
+      const results = await Promise.all(
+        claimers.map((c, i) =>
+          claimJobs(c.db, t.schema, { ...requestFor(rules, { invocationId: `c${i}` }), now: at(1_200) }),
+        ),
+      );
+      const ids = results.flatMap((r) => r.jobs.map((j) => j.id));
+      expect(ids.sort()).toEqual([b1, x1].sort());
+      expect(results.flatMap((r) => r.probes)).toEqual([{ destination: D, jobId: b1 }]);
+      // Each claimer that reports a probe took it.
+      for (const r of results) {
+        for (const p of r.probes) expect(r.jobs.map((j) => j.id)).toContain(p.jobId);
+      }
+      expect(await health(D, at(1_200))).toMatchObject({ state: 'half_open', probeJobId: b1 });
+    } finally {
+      await Promise.all(claimers.map((c) => c.close()));
+    }
   });
 });

@@ -24,6 +24,27 @@ describe('the rendered claim statements', () => {
     expect(byName.get('ordered')).toContain('o.ordering_key = j.ordering_key');
   });
 
+  it('takes exactly `within` in the flow shapes, which holds the deferral to a richer shape: no probe turn without the job', () => {
+    // claim_probes hands out a breaker's half-open turn from `within`, before the update. A condition
+    // that holds the update back but not `within` gave the turn to a job the claim then left queued.
+    const byName = new Map(shapes.map((s) => [s.name, s.sql]));
+    for (const name of ['limited', 'rated']) {
+      const text = byName.get(name) as string;
+      const update = /\n\s*claimed as \(\s*[\s\S]*?\n\s*where ([\s\S]*?)\n\s*returning /.exec(text);
+      expect(update, name).not.toBeNull();
+      expect(update?.[1]?.replace(/\s+/g, ' '), name).toBe(
+        'j.id = any(array(select c.id from within c where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)))',
+      );
+      const probes = /probe_won as \(([\s\S]*?)\n\s*\),/.exec(text)?.[1] ?? '';
+      expect(probes, name).toContain('claim_probes(');
+      expect(probes.match(/p\.id in \(select id from within\)/g), name).toHaveLength(3);
+    }
+    const within = (name: string) =>
+      /\n\s*within as \(([\s\S]*?)\n\s*limit \$\d+\n/.exec(byName.get(name) as string)?.[1];
+    expect(within('limited')).toContain('and not (select f.rated from shape f)');
+    expect(within('rated')).not.toContain('select f.rated from shape f');
+  });
+
   it('has no file for a shape that no longer exists', () => {
     const files = readdirSync(folder).filter((f) => f.startsWith('claim-'));
     expect(files.sort()).toEqual(shapes.map((s) => `claim-${s.name}.sql`).sort());

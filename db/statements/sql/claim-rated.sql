@@ -302,7 +302,6 @@ with recursive clock as (select clock_timestamp() as now),
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
       where j.id = any(array(select c.id from within c
           where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)))
-
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     ),
