@@ -17,6 +17,11 @@ export interface ProbeContext {
   schema: string;
   /** Arms `mode` on the statements `match` names, with the probe's delays. */
   arm(mode: FaultMode, match: string | RegExp): void;
+  /**
+   * Waits until the stand-in holds nothing half-open: a statement frozen there may still hold its
+   * row's lock, and what it did is not known before it lets go.
+   */
+  quiet(): Promise<void>;
 }
 
 /** What a scenario saw: the caller's error code (`ok` without one), and whether its guarantee held. */
@@ -41,18 +46,24 @@ export interface Scenario {
 const FOREVER_MS = 1_000 * 365 * 24 * 3_600_000;
 const payload = z.object({ n: z.number() });
 const executions: string[] = [];
+/**
+ * Longer than the probe's queryTimeoutMs: a statement whose answer never comes fails the attempt
+ * (and it retries at once) before the attempt's own timeout abandons it (and it retries only after
+ * its lease).
+ */
+const TIMEOUT_MS = 5_000;
 const note = defineJob({ kind: 'note', payload, timeoutMs: 1_000 });
 const task = defineJob({
   kind: 'task',
   payload,
-  timeoutMs: 1_000,
+  timeoutMs: TIMEOUT_MS,
   backoff: { type: 'constant', delayMs: 0 },
   handler: (p) => void executions.push(`task:${p.n}`),
 });
 const stepped = defineJob({
   kind: 'stepped',
   payload,
-  timeoutMs: 2_000,
+  timeoutMs: TIMEOUT_MS,
   backoff: { type: 'constant', delayMs: 0 },
   handler: async (p, ctx) => {
     await ctx.step('a', () => void executions.push(`a:${p.n}`));
@@ -62,7 +73,7 @@ const stepped = defineJob({
 const sleeper = defineJob({
   kind: 'sleeper',
   payload,
-  timeoutMs: 2_000,
+  timeoutMs: TIMEOUT_MS,
   backoff: { type: 'constant', delayMs: 0 },
   handler: async (p, ctx) => {
     executions.push(`before:${p.n}`);
@@ -73,7 +84,7 @@ const sleeper = defineJob({
 const waiter = defineJob({
   kind: 'waiter',
   payload,
-  timeoutMs: 2_000,
+  timeoutMs: TIMEOUT_MS,
   handler: async (p, ctx) => {
     const got = await ctx.waitForSignal<{ v: number }>('go', { key: `go:${p.n}`, timeoutMs: 3_600_000 });
     executions.push(got.timedOut ? 'timed-out' : `signal:${got.payload.v}`);
@@ -82,7 +93,7 @@ const waiter = defineJob({
 const poison = defineJob({
   kind: 'poison',
   payload,
-  timeoutMs: 1_000,
+  timeoutMs: TIMEOUT_MS,
   maxAttempts: 1,
   handler: () => {
     throw new Error('always fails');
@@ -280,6 +291,7 @@ export const SCENARIOS: Scenario[] = [
       executions.length = 0;
       const { id } = await createEnqueuer({ schema: ctx.schema }).enqueue(ctx.db, stepped, { n });
       const [first] = await work(ctx, 1);
+      await ctx.quiet();
       // Whether the record the fault hit committed: then the step must never run again (one that
       // never reached Postgres runs again, as a step in flight may).
       const recorded =
@@ -289,7 +301,8 @@ export const SCENARIOS: Scenario[] = [
           [id],
         )) === 1;
       await work(ctx);
-      const state = (await ctx.admin.query(`select state from "${ctx.schema}".jobs where id = $1`, [id])).rows[0]?.state;
+      const state = (await ctx.admin.query(`select state from "${ctx.schema}".jobs where id = $1`, [id])).rows[0]
+        ?.state;
       const expected = recorded ? [`a:${n},b:${n}`] : [`a:${n},b:${n}`, `a:${n},a:${n},b:${n}`];
       return verdict(attemptAnswer(first), [
         state !== 'completed' && `the job is ${state}`,
@@ -314,6 +327,7 @@ export const SCENARIOS: Scenario[] = [
           )
         ).rows[0]?.asleep === true;
       const [first] = await work(ctx, 1);
+      await ctx.quiet();
       // A sleep that reached Postgres is kept; one that never did is taken again by the retry, after
       // the handler's code before it ran once more (code outside a step may run again).
       const slept = await asleep();

@@ -29,9 +29,12 @@ export interface ProbeReport {
   failed: boolean;
 }
 
-/** A slow answer comes this late; an unanswered one is cut off by the client after QUERY_TIMEOUT_MS. */
-const SLOW_MS = 300;
-const QUERY_TIMEOUT_MS = 800;
+/**
+ * A slow answer comes this late; an unanswered one is cut off by the client after QUERY_TIMEOUT_MS:
+ * far enough apart that a loaded machine does not turn a slow answer into an unknown one.
+ */
+const SLOW_MS = 200;
+const QUERY_TIMEOUT_MS = 2_500;
 
 export async function runProbe(options: {
   driver: Driver;
@@ -53,7 +56,7 @@ export async function runProbe(options: {
     neon: neonOptionsOf(connection),
     max: 2,
     queryTimeoutMs: QUERY_TIMEOUT_MS,
-    connectionTimeoutMs: 2_000,
+    connectionTimeoutMs: 10_000,
   });
   const rows: ProbeRow[] = [];
   try {
@@ -61,8 +64,13 @@ export async function runProbe(options: {
     await migrate(direct, { schema });
     await direct.close();
     const arm = (mode: FaultMode, match: string | RegExp) =>
-      standIn.faults.inject({ mode, match, delayMs: mode === 'slow' ? SLOW_MS : 3_000 });
-    const ctx = { db, faults: standIn.faults, admin, schema, arm };
+      standIn.faults.inject({ mode, match, delayMs: mode === 'slow' ? SLOW_MS : 5_000 });
+    const quiet = async () => {
+      for (let waited = 0; standIn.faults.holding > 0 && waited < 30_000; waited += 20) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    const ctx = { db, faults: standIn.faults, admin, schema, arm, quiet };
     for (const scenario of SCENARIOS) {
       if (scenario.batchOnly && driver !== 'neon-http') continue;
       for (const mode of FAULT_MODES) {
@@ -75,6 +83,7 @@ export async function runProbe(options: {
           .catch((err: unknown): ProbeOutcome => ({ answer: 'threw', held: false, why: (err as Error).message }));
         const fired = standIn.faults.counts()[mode] > before;
         standIn.faults.clear();
+        await quiet(); // nothing held over into the next scenario
         rows.push({ scenario: scenario.name, mode, fired, ...outcome });
         options.progress?.(`${scenario.name} / ${mode}: ${outcome.answer}${outcome.held ? '' : ` — ${outcome.why}`}`);
       }

@@ -79,6 +79,8 @@ export class Faults {
   #random: RandomFaults | undefined;
   #asleepUntil = 0;
   #enabled = true;
+  /** Connections or requests held half-open right now (the stand-ins report them). */
+  #holding = 0;
   readonly #counts: FaultCounts = {
     refuse: 0,
     drop: 0,
@@ -135,6 +137,16 @@ export class Faults {
   setEnabled(on: boolean): this {
     this.#enabled = on;
     return this;
+  }
+
+  /** Connections or requests the stand-ins hold half-open right now: what a test may wait out. */
+  get holding(): number {
+    return this.#holding;
+  }
+
+  /** A stand-in began (+1) or stopped (-1) holding a connection or a request half-open. */
+  held(change: 1 | -1): void {
+    this.#holding = Math.max(0, this.#holding + change);
   }
 
   /** Armed rules not yet used up. */

@@ -95,7 +95,11 @@ export async function startNeonHttpEndpoint(options: { faults?: Faults } = {}): 
       return;
     }
     if (fault?.mode === 'half-open') {
-      setTimeout(() => req.socket.destroy(), fault.delayMs).unref();
+      faults.held(1);
+      setTimeout(() => {
+        faults.held(-1);
+        req.socket.destroy();
+      }, fault.delayMs).unref();
       return;
     }
     if (fault?.mode === 'slow') await new Promise((resolve) => setTimeout(resolve, fault?.delayMs));

@@ -108,14 +108,16 @@ export class WireLink {
 
   /** Nothing flows either way any more; both ends stay open until `ms` have passed. */
   freeze(ms: number): void {
-    if (this.#closed) return;
+    if (this.#closed || this.#frozen) return;
     this.#frozen = true;
+    this.#faults.held(1);
     setTimeout(() => this.close(), ms).unref();
   }
 
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#frozen) this.#faults.held(-1);
     if (this.#timer) clearTimeout(this.#timer);
     this.#outgoing.length = 0;
     this.#ends.reset();
