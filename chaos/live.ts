@@ -4,9 +4,8 @@ import type pg from 'pg';
 import type { EnqueueResult, Enqueuer } from '../core/enqueue.js';
 import type { JobRequest } from '../core/jobs.js';
 import { replay } from '../core/replay.js';
-import { connect, type SkiplockDb } from '../db/connect.js';
 import { chaosJob, drawBehavior } from './job.js';
-import { type FaultyConnection, neonOptionsOf } from './stand-ins.js';
+import { connectFaulty, type FaultyConnection } from './stand-ins.js';
 
 /**
  * How the live enqueues go: in the caller's transaction with their record (pg, neon-ws), in the
@@ -43,7 +42,7 @@ export function liveEnqueuer(options: {
   total: number;
 }) {
   const { admin, schema, enqueuer, connection } = options;
-  const db = openFaulty(connection);
+  const db = connectFaulty(connection);
   const s = `"${schema}"`;
   const counts: LiveCounts = { calls: 0, jobs: 0, retries: 0, answersLost: 0, byPath: {} };
   const paths: LivePath[] = db.interactiveTransactions
@@ -163,7 +162,7 @@ export function liveEnqueuer(options: {
  */
 export function liveReplayer(options: { connection: FaultyConnection; admin: pg.Pool; schema: string; max: number }) {
   const { admin, schema } = options;
-  const db = openFaulty(options.connection);
+  const db = connectFaulty(options.connection);
   const s = `"${schema}"`;
   let replayed = 0;
   let sends = 0;
@@ -193,16 +192,4 @@ export function liveReplayer(options: { connection: FaultyConnection; admin: pg.
     counts: () => ({ replayed, sends }),
     close: () => db.close(),
   };
-}
-
-function openFaulty(connection: FaultyConnection): SkiplockDb {
-  return connect({
-    connectionString: connection.connectionString,
-    driver: connection.driver,
-    neon: neonOptionsOf(connection),
-    max: 2,
-    statementTimeoutMs: 2_000,
-    queryTimeoutMs: 2_500,
-    connectionTimeoutMs: 1_000,
-  });
 }

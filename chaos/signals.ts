@@ -2,8 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import type pg from 'pg';
 import type { Enqueuer } from '../core/enqueue.js';
-import { connect } from '../db/connect.js';
-import { type FaultyConnection, neonOptionsOf } from './stand-ins.js';
+import { connectFaulty, type FaultyConnection } from './stand-ins.js';
 import { WAIT_NAME } from './steps-job.js';
 
 interface Pending {
@@ -28,15 +27,7 @@ export function signalSender(options: {
   enqueuer: Enqueuer;
 }) {
   const { admin, schema, enqueuer, connection } = options;
-  const db = connect({
-    connectionString: connection.connectionString,
-    driver: connection.driver,
-    neon: neonOptionsOf(connection),
-    max: 2,
-    statementTimeoutMs: 2_000,
-    queryTimeoutMs: 2_500,
-    connectionTimeoutMs: 1_000,
-  });
+  const db = connectFaulty(connection);
   const s = `"${schema}"`;
   const counts = { early: 0, late: 0, retries: 0, blindRetries: 0, answersLost: 0 };
 

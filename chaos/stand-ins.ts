@@ -1,4 +1,4 @@
-import type { Driver } from '../db/connect.js';
+import { connect, type Driver, type SkiplockDb } from '../db/connect.js';
 import type { NeonOptions } from '../db/connection-options.js';
 import { type FaultCounts, Faults, type RandomFaults } from '../testing/faults.js';
 import { startNeonHttpEndpoint } from '../testing/neon-http-endpoint.js';
@@ -16,6 +16,19 @@ export interface FaultyConnection {
 
 export function neonOptionsOf(connection: FaultyConnection): NeonOptions | undefined {
   return connection.neonEndpoints ? localNeonOptions(connection.neonEndpoints) : undefined;
+}
+
+/** A small pool through the stand-in, with short timeouts (the harness's senders: signals, live enqueues, replays). */
+export function connectFaulty(connection: FaultyConnection): SkiplockDb {
+  return connect({
+    connectionString: connection.connectionString,
+    driver: connection.driver,
+    neon: neonOptionsOf(connection),
+    max: 2,
+    statementTimeoutMs: 2_000,
+    queryTimeoutMs: 2_500,
+    connectionTimeoutMs: 1_000,
+  });
 }
 
 export interface StandIn {

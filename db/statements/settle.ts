@@ -302,6 +302,11 @@ function settleUpdate(
  */
 const byIds = (among: SQL = sql`select id from settle_input`): SQL => sql`j.id = any(array(${among}))`;
 
+/** What giving back a job that never started writes: queued again at once, its claim's attempt taken back. */
+const givenBack = (now?: Date): SQL =>
+  sql`state = 'queued', attempt = j.attempt - 1, lease_expires_at = null,
+    started_at = case when j.attempt - 1 = 0 then null else j.started_at end, updated_at = ${nowExpr(now)}`;
+
 /**
  * Gives back claimed jobs that never started (JobReleaseMany): queued again, immediately
  * claimable, and the attempt the claim counted is taken back. Fenced like settleJobs.
@@ -315,13 +320,7 @@ export async function releaseJobs(
   if (jobs.length === 0) return [];
   const rows = await queryRows<{ id: string }>(
     db,
-    sql`update ${jobsRef(schema)} j set
-        lease_token = r.token,
-        state = 'queued',
-        attempt = j.attempt - 1,
-        lease_expires_at = null,
-        started_at = case when j.attempt - 1 = 0 then null else j.started_at end,
-        updated_at = ${nowExpr(now)}
+    sql`update ${jobsRef(schema)} j set lease_token = r.token, ${givenBack(now)}
       from unnest(${sql.param(jobs.map((j) => j.id))}::bigint[], ${sql.param(jobs.map((j) => j.leaseToken))}::uuid[])
         as r(id, token)
       where j.id = r.id and j.id = any(${sql.param(jobs.map((j) => j.id))}::bigint[]) and j.lease_token = r.token
@@ -399,12 +398,7 @@ export async function releaseClaim(
 ): Promise<string[]> {
   const rows = await queryRows<{ id: string }>(
     db,
-    sql`update ${jobsRef(schema)} j set
-        state = 'queued',
-        attempt = j.attempt - 1,
-        lease_expires_at = null,
-        started_at = case when j.attempt - 1 = 0 then null else j.started_at end,
-        updated_at = ${nowExpr(now)}
+    sql`update ${jobsRef(schema)} j set ${givenBack(now)}
       where j.state = 'running' and j.lease_token = ${claim.leaseToken}::uuid and j.locked_by = ${claim.invocationId}
       returning j.id::text as id`,
     schema,

@@ -1,5 +1,7 @@
-import { expect, inject } from 'vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type ChaosOptions, type ChaosReport, QUICK, runChaos } from '../../chaos/harness.js';
+import type { Driver } from '../../db/connect.js';
 
 /** A CI-sized run: 3 worker processes, an outside kill every ~300 ms, the schema kept for the checks. */
 export const ciRun = (extra: Partial<ChaosOptions>) =>
@@ -47,4 +49,51 @@ export function expectNothingLost(result: ChaosReport['result'], enqueued: numbe
   expect(result.slept).toBe(result.stepped);
   // Cancelled: jobs whose parent died.
   expect(result.completed + result.dead + result.cancelled).toBe(enqueued);
+}
+
+/**
+ * A CI-sized run of 1,000 jobs on `driver` (a file of its own per driver, so the runs go side by
+ * side): nothing lost and no rule broken, every kind of fault met, every enqueue path taken (`paths`,
+ * sorted), dead jobs replayed, stepped jobs completed, signals taken.
+ */
+export function describeDriverRun(driver: Driver, paths: readonly string[]): void {
+  let report: ChaosReport;
+  let admin: pg.Pool;
+
+  beforeAll(async () => {
+    admin = new pg.Pool({ connectionString: inject('databaseUrl'), max: 2 });
+    report = await ciRun({ driver, jobs: 1_000, targetKills: 8 });
+  }, 600_000);
+  afterAll(async () => {
+    await admin.query(`drop schema if exists "${report?.schema}" cascade`);
+    await admin.end();
+  });
+
+  describe(`chaos (CI size) on ${driver}`, () => {
+    it('loses no job, lets no write land under a stale token, reruns no step, loses or doubles no signal', () => {
+      expect(report.line).toMatch(CLEAN_LINE(driver, report.result.enqueued));
+      expectNothingLost(report.result, 1000 + report.result.liveEnqueued);
+      expect(report.result.duplicateTokenExecutions).toBe(0);
+      expect(report.failed).toBe(false);
+    });
+
+    it('really went through the faults: answers lost, statements refused, processes killed', () => {
+      expect(report.line).toMatch(/ answers_lost=[1-9]/);
+      expect(report.line).toMatch(/ refused=[1-9]/);
+      expect(report.kills).toBeGreaterThanOrEqual(4);
+      expect(report.result.reExecuted).toBeGreaterThan(0);
+    });
+
+    it('enqueued by every path and replayed dead jobs through the faulty stand-in', async () => {
+      const { rows } = await admin.query(
+        `select distinct path from "${report.schema}".chaos_live_enqueues order by path`,
+      );
+      expect(rows.map((r) => r.path)).toEqual(paths);
+      expect(report.result.liveEnqueued).toBeGreaterThanOrEqual(100);
+      expect(report.result.replayed).toBeGreaterThan(0);
+      expect(report.result.stepped).toBeGreaterThan(0);
+      expect(report.result.steppedCompleted).toBe(report.result.stepped);
+      expect(report.result.signalsEarly + report.result.signalsLate).toBeGreaterThan(0);
+    });
+  });
 }
