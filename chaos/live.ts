@@ -157,8 +157,9 @@ export function liveEnqueuer(options: {
 
 /**
  * Replays up to `max` jobs of the plain kind from the DLQ through the driver under test while the
- * faults are on, each by its id, sent again until answered (a replay of a job no longer dead is
- * refused, so a second send replays nothing). The checker counts any job replayed more than once.
+ * faults are on, each by its id, sent again until answered — unless its `replay_count` shows the
+ * failed send committed: a replay of a job no longer dead is refused, but one sent after the job died
+ * again would replay it again. The checker counts any job replayed more than once.
  */
 export function liveReplayer(options: { connection: FaultyConnection; admin: pg.Pool; schema: string; max: number }) {
   const { admin, schema } = options;
@@ -166,6 +167,7 @@ export function liveReplayer(options: { connection: FaultyConnection; admin: pg.
   const s = `"${schema}"`;
   let replayed = 0;
   let sends = 0;
+  let answersLost = 0;
   return {
     async next(): Promise<void> {
       if (replayed >= options.max) return;
@@ -184,12 +186,19 @@ export function liveReplayer(options: { connection: FaultyConnection; admin: pg.
           await replay(db, { schema, ids: [id], by: 'chaos', resetAttempts: true });
           break;
         } catch {
+          // Did it commit? Then the job is replayed (and may already have died again: a replay sent
+          // once more would replay it once more, so it is not sent again).
+          const { rows: done } = await admin.query(`select replay_count from ${s}.jobs where id = $1`, [id]);
+          if (Number(done[0]?.replay_count ?? 0) > 0) {
+            answersLost++;
+            break;
+          }
           await new Promise((resolve) => setTimeout(resolve, 50));
         }
       }
       replayed++;
     },
-    counts: () => ({ replayed, sends }),
+    counts: () => ({ replayed, sends, answersLost }),
     close: () => db.close(),
   };
 }

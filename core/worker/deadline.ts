@@ -5,6 +5,15 @@ import { type Attempt, JobAbort } from './attempt.js';
 import type { Kind } from './settings.js';
 
 /**
+ * What an invocation spends before its first job can start — the sweep, the schedules' tick, the
+ * claim's round trip — taken from its budget when deciding whether a kind can ever run in it. A kind
+ * whose timeout fits only to the millisecond never runs in practice (on Lambda the time left at the
+ * start is always a little below the function's timeout): it is reported as never fitting instead of
+ * being silently skipped at every claim.
+ */
+export const START_ALLOWANCE_MS = 500;
+
+/**
  * The invocation's time budget, on its own clock. Only the budget is measured here; every job
  * timestamp (run_at, leases, deadlines) is compared in the database.
  */
@@ -25,6 +34,11 @@ export class Deadline {
     this.at = clock.now() + Math.max(0, remainingMs);
     this.stopClaimingAt = this.at - safetyMarginMs;
     this.answerBy = this.at - Math.min(100, safetyMarginMs);
+  }
+
+  /** Whether an attempt of `kind` can run in this invocation at all (at its start, less the start allowance). */
+  fitsAtAll(kind: Kind, startedAt: number): boolean {
+    return startedAt + START_ALLOWANCE_MS + kind.definition.timeoutMs <= this.stopClaimingAt;
   }
 
   /** Whether an attempt of `kind` started now would end before claiming stops. */
@@ -111,8 +125,8 @@ export class Watchdog {
 
 /**
  * Refuses kinds that would never run: those whose timeoutMs is longer than what invocations of
- * `invocationMs` leave for attempts once `safetyMarginMs` is set aside (Deadline.fits, at the start
- * of an invocation). Only the kinds whose own queue the worker serves (`queues`, undefined: all) are
+ * `invocationMs` leave for attempts once `safetyMarginMs` and START_ALLOWANCE_MS are set aside
+ * (Deadline.fitsAtAll). Only the kinds whose own queue the worker serves (`queues`, undefined: all) are
  * its concern: a kind defined on another queue is run by another worker.
  */
 export function assertKindsFit(
@@ -121,13 +135,13 @@ export function assertKindsFit(
   budget: { invocationMs: number; safetyMarginMs: number; queues: readonly string[] | undefined },
 ): void {
   const { invocationMs, safetyMarginMs, queues } = budget;
-  const leftMs = invocationMs - safetyMarginMs;
+  const leftMs = invocationMs - safetyMarginMs - START_ALLOWANCE_MS;
   const unfit = [...definitions].filter(
     (d) => d.timeoutMs > leftMs && (queues === undefined || queues.includes(d.queue)),
   );
   if (unfit.length === 0) return;
   const named = unfit.map((d) => `${d.kind} (timeoutMs ${d.timeoutMs})`).join(', ');
   throw new ConfigError(
-    `job kind${unfit.length > 1 ? 's' : ''} ${named} never fit${unfit.length > 1 ? '' : 's'} this worker's invocations: ${invocationMs} ms less safetyMarginMs ${safetyMarginMs} leaves ${leftMs} ms; raise the function's timeout or lower the kind's timeoutMs`,
+    `job kind${unfit.length > 1 ? 's' : ''} ${named} never fit${unfit.length > 1 ? '' : 's'} this worker's invocations: ${invocationMs} ms less safetyMarginMs ${safetyMarginMs} and ${START_ALLOWANCE_MS} ms to start leaves ${leftMs} ms; raise the function's timeout or lower the kind's timeoutMs`,
   );
 }

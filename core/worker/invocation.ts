@@ -117,6 +117,8 @@ export class Invocation implements AttemptHost {
   #inflight = 0;
   /** Kinds whose timeoutMs does not fit even the whole invocation: never claimed by it. */
   readonly #unfit: readonly Kind[];
+  /** Every kind of the worker's own queues never fits this invocation (see the constructor). */
+  readonly #noOwnKindFits: boolean;
   /** Kinds whose jobs went on to a later invocation because their next step did not fit. */
   readonly #continuedKinds = new Set<string>();
   /** When the last claim was sent: the leases of the jobs waiting locally run from there. */
@@ -139,7 +141,12 @@ export class Invocation implements AttemptHost {
     this.#buffer = new OutcomeBuffer(settings, this.#deadline, this.#ledger, this.#notify);
     this.#claimedAt = settings.clock.now();
     this.#startedAt = this.#claimedAt;
-    this.#unfit = settings.kindList.filter((k) => !this.#deadline.fits(k));
+    this.#unfit = settings.kindList.filter((k) => !this.#deadline.fitsAtAll(k, this.#startedAt));
+    // The kinds whose own queue this worker serves: when none of them fits, it can run nothing it is
+    // there for (a kind of another queue runs here only for a job enqueued to this one by hand).
+    const queues = settings.queues;
+    const own = queues ? settings.kindList.filter((k) => queues.includes(k.definition.queue)) : settings.kindList;
+    this.#noOwnKindFits = own.length > 0 && own.every((k) => this.#unfit.includes(k));
     this.#admission =
       settings.maxInvocations === undefined
         ? undefined
@@ -172,7 +179,7 @@ export class Invocation implements AttemptHost {
     const unwarned = this.#unfit.filter((k) => !unfitWarned.has(k.definition.kind));
     if (unwarned.length === 0) return;
     for (const k of unwarned) unfitWarned.add(k.definition.kind);
-    const log = this.#unfit.length === kindList.length ? logger.error : logger.warn;
+    const log = this.#unfit.length === kindList.length || this.#noOwnKindFits ? logger.error : logger.warn;
     log.call(logger, 'kinds_never_fit', {
       invocationId: this.invocationId,
       ...unfit,
@@ -325,7 +332,9 @@ export class Invocation implements AttemptHost {
   #settle(): void {
     const stoppedBecause = STOPPED_BECAUSE[this.#state as keyof typeof STOPPED_BECAUSE];
     this.#to('settling'); // asserts the state was one of those
-    this.#ledger.summary.stoppedBecause = stoppedBecause;
+    // Nothing claimed, and none of the kinds of its own queues could have been: that is why.
+    const unfit = this.#noOwnKindFits && this.#ledger.summary.claimed === 0;
+    this.#ledger.summary.stoppedBecause = unfit ? 'no_kind_fits' : stoppedBecause;
   }
 
   /**

@@ -71,12 +71,14 @@ describe('kinds that never fit the invocation', () => {
       createWorker({ db: t.db, schema: t.schema, jobs: [slow, quick], logger: silentLogger, ...options });
     expect(() => make({ invocationMs: 20_000 })).toThrow(ConfigError);
     expect(() => make({ invocationMs: 20_000 })).toThrow(
-      "job kind slow-report (timeoutMs 30000) never fits this worker's invocations: 20000 ms less safetyMarginMs 1000 leaves 19000 ms; raise the function's timeout or lower the kind's timeoutMs",
+      "job kind slow-report (timeoutMs 30000) never fits this worker's invocations: 20000 ms less safetyMarginMs 1000 and 500 ms to start leaves 18500 ms; raise the function's timeout or lower the kind's timeoutMs",
     );
-    // It fits exactly: timeoutMs + safetyMarginMs = invocationMs.
-    expect(() => make({ invocationMs: 31_000 })).not.toThrow();
-    expect(() => make({ invocationMs: 30_999 })).toThrow(ConfigError);
-    expect(() => make({ invocationMs: 30_500, safetyMarginMs: 500 })).not.toThrow();
+    // It fits exactly: timeoutMs + safetyMarginMs + 500 ms to start = invocationMs. A kind that fitted
+    // only to the millisecond was never claimed in practice, and nothing said why.
+    expect(() => make({ invocationMs: 31_500 })).not.toThrow();
+    expect(() => make({ invocationMs: 31_499 })).toThrow(ConfigError);
+    expect(() => make({ invocationMs: 31_000 })).toThrow(ConfigError);
+    expect(() => make({ invocationMs: 31_000, safetyMarginMs: 500 })).not.toThrow();
     // A kind on a queue this worker does not serve is another worker's concern.
     const elsewhere = defineJob({ kind: 'nightly', queue: 'reports', payload, timeoutMs: 120_000, handler: () => {} });
     expect(() => make({ jobs: [elsewhere, quick], queues: ['default'], invocationMs: 20_000 })).not.toThrow();
@@ -112,5 +114,27 @@ describe('kinds that never fit the invocation', () => {
     expect(await long.runInvocation({ remainingMs: 60_000 })).toMatchObject({ completed: 1 });
     await q.enqueueMany(t.db, [slow.with({ n: 4 })]);
     expect((await byKind())['slow-report']).toMatchObject({ ready: 1, unfit: null });
+  });
+
+  it('a kind that fits the budget only to the millisecond is reported as never fitting, not skipped in silence', async () => {
+    await enqueuerFor(t.schema).enqueueMany(t.db, [slow.with({ n: 1 })]);
+    const worker = createWorker({ db: t.db, schema: t.schema, jobs: [slow, quick], logger: silentLogger });
+    // 30 s + the 1 s margin + 1 ms: the claim, a few ms after the start, no longer fits it.
+    const summary = await worker.runInvocation({ remainingMs: 31_001 });
+    expect(summary.claimed).toBe(0);
+    expect(summary.unfit?.kinds).toEqual([{ kind: 'slow-report', timeoutMs: 30_000 }]);
+  });
+
+  it("a worker of one queue stops with no_kind_fits when none of that queue's kinds fits, whatever other kinds it knows", async () => {
+    const nightly = defineJob({ kind: 'nightly', queue: 'reports', payload, timeoutMs: 60_000, handler: () => {} });
+    await enqueuerFor(t.schema).enqueueMany(t.db, [nightly.with({ n: 1 })]);
+    const errors: string[] = [];
+    const logger: Logger = { debug() {}, info() {}, warn() {}, error: (message) => void errors.push(message) };
+    // The shared list of kinds, as the deployed functions pass it, and a worker for one queue.
+    const worker = createWorker({ db: t.db, schema: t.schema, jobs: [nightly, quick], queues: ['reports'], logger });
+    const summary = await worker.runInvocation({ remainingMs: 30_000 });
+    expect(summary).toMatchObject({ claimed: 0, stoppedBecause: 'no_kind_fits' });
+    expect(summary.unfit?.kinds).toEqual([{ kind: 'nightly', timeoutMs: 60_000 }]);
+    expect(errors).toEqual(['kinds_never_fit']);
   });
 });

@@ -124,7 +124,7 @@ describe.each(platforms)(`a warm instance of the worker function: $name (${testD
     const stepped = defineJob({
       kind: 'stepped',
       payload: z.object({ late: z.boolean() }),
-      timeoutMs: 2_000,
+      timeoutMs: 1_500,
       handler: async (p, ctx) => {
         if (p.late) clock.advance(1_000);
         await ctx.step('send', () => {
