@@ -35,7 +35,7 @@ export function describeDrift(schema: string, check: SchemaCheck): string {
     ? `\n"${schema}" has no journal of skiplock's migrations (made by drizzle-kit or by hand): \`npx skiplock migrate\` records it`
     : '';
   if (!hasDrift(check)) return `"${schema}" matches this version's schema${unjournaled}${tuned}`;
-  const lines = [`"${schema}" differs from this version's schema (db/schema.sql):`];
+  const lines = [`"${schema}" differs from this version's schema:`];
   for (const detail of check.details) lines.push(`  ${describeDriftDetail(detail)}`);
   for (const index of check.invalidIndexes)
     lines.push(
@@ -58,5 +58,5 @@ function advice(check: SchemaCheck): string {
     ].join('\n');
   if (check.pending.length)
     return `run \`npx skiplock migrate\` with this version (it applies ${check.pending.join(', ')}); an unexpected object may belong to a newer one`;
-  return 'the journal records every migration of this version: these differences were made by hand (an unexpected object may belong to a newer version); db/schema.sql has each definition';
+  return 'the journal records every migration of this version: these differences were made by hand (an unexpected object may belong to a newer version). `skiplock migrate` does not put back what was changed or dropped by hand (it rebuilds only INVALID indexes): restore each definition shown above, which `npx skiplock migrate --print` also prints';
 }

@@ -234,48 +234,54 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     };
     return await handler(ctx);
   } catch (err) {
-    if (err instanceof UsageError) {
-      io.err(`${err.message}\nrun \`skiplock --help\` for usage`);
-      return EXIT.usage;
-    }
-    if (
-      err instanceof NotMigratedError ||
-      err instanceof SchemaOutdatedError ||
-      err instanceof MigrationLockTimeoutError
-    ) {
-      io.err(err.message);
-      return EXIT.database;
-    }
-    if (err instanceof SkiplockError && REFUSED_MIGRATIONS.has(err.code)) {
-      io.err(err.message);
-      return EXIT.refused;
-    }
-    if (err instanceof DatabaseUnreachableError || err instanceof OutcomeUnknownError) {
-      io.err(err.message);
-      return EXIT.database;
-    }
-    if (err instanceof DatabaseError) {
-      if (isConnectionFailure(err.sqlState)) {
-        io.err(`cannot reach the database: ${err.message}`);
-        return EXIT.database;
-      }
-      // The server answered: a permission, a conflicting object, a timeout — not a network problem.
-      io.err(`the database rejected a statement: ${err.message} (SQLSTATE ${err.sqlState})`);
-      return EXIT.refused;
-    }
-    if (err instanceof InvalidOptionsError || (err instanceof SkiplockError && err.code !== 'config_error')) {
-      io.err(err.message);
-      return EXIT.usage;
-    }
-    if (err instanceof SkiplockError) {
-      io.err(err.message);
-      return EXIT.config;
-    }
-    io.err(`unexpected error: ${err instanceof Error ? err.message : String(err)}`);
-    return EXIT.config;
+    const failure = failureOf(err);
+    // With --json a failure is one JSON document too (on stdout, beside the exit code), for scripts.
+    if (json) io.out(JSON.stringify({ error: { code: failure.code, message: failure.message } }, null, 2));
+    else io.err(failure.message);
+    return failure.exit;
   } finally {
     await conn?.close().catch(() => {});
   }
+}
+
+/** What a command that threw says, under which code, and its exit status. */
+function failureOf(err: unknown): { message: string; code: string; exit: number } {
+  if (err instanceof UsageError) {
+    return { message: `${err.message}\nrun \`skiplock --help\` for usage`, code: 'usage', exit: EXIT.usage };
+  }
+  if (
+    err instanceof NotMigratedError ||
+    err instanceof SchemaOutdatedError ||
+    err instanceof MigrationLockTimeoutError
+  ) {
+    return { message: err.message, code: err.code, exit: EXIT.database };
+  }
+  if (err instanceof SkiplockError && REFUSED_MIGRATIONS.has(err.code)) {
+    return { message: err.message, code: err.code, exit: EXIT.refused };
+  }
+  if (err instanceof DatabaseUnreachableError || err instanceof OutcomeUnknownError) {
+    return { message: err.message, code: err.code, exit: EXIT.database };
+  }
+  if (err instanceof DatabaseError) {
+    if (isConnectionFailure(err.sqlState)) {
+      return { message: `cannot reach the database: ${err.message}`, code: err.code, exit: EXIT.database };
+    }
+    // The server answered: a permission, a conflicting object, a timeout — not a network problem.
+    return {
+      message: `the database rejected a statement: ${err.message} (SQLSTATE ${err.sqlState})`,
+      code: err.code,
+      exit: EXIT.refused,
+    };
+  }
+  if (err instanceof InvalidOptionsError || (err instanceof SkiplockError && err.code !== 'config_error')) {
+    return { message: err.message, code: (err as SkiplockError).code, exit: EXIT.usage };
+  }
+  if (err instanceof SkiplockError) return { message: err.message, code: err.code, exit: EXIT.config };
+  return {
+    message: `unexpected error: ${err instanceof Error ? err.message : String(err)}`,
+    code: 'internal',
+    exit: EXIT.config,
+  };
 }
 
 /** A schema migrate will not touch as it is: the message says what to do (exit 1). */

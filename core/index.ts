@@ -13,6 +13,7 @@ export {
   type DrizzleFactory,
   type SkiplockDb,
 } from '../db/connect.js';
+export { toSkiplockError } from '../db/execute.js';
 export { type MigrateOptions, type MigrateResult, migrate } from '../db/migrate.js';
 export { type QueryFunction, queryExecutor } from '../db/query-executor.js';
 export { JOB_STATES, type JobState, jobs, jobsTableFor } from '../db/schema.js';

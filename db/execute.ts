@@ -7,6 +7,7 @@ import {
   SchemaOutdatedError,
   SkiplockError,
 } from '../base/errors.js';
+import { DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { AnyPgDatabase } from './connect.js';
 
 /** Runs one statement and returns its rows, turning driver failures into named errors. */
@@ -65,7 +66,7 @@ const NOT_SENT_CODES = new Set([
 ]);
 /** node-postgres' words for a connection it could not open in time. */
 const NOT_SENT_MESSAGE =
-  /timeout exceeded when trying to connect|connection terminated due to connection timeout|\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)\b/;
+  /timeout exceeded when trying to connect|connection terminated due to connection timeout|\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)\b|\bbad port\b|invalid url/i;
 /** Error codes and words of a connection that failed with a statement in flight. */
 const IN_FLIGHT_CODES = new Set([
   'ECONNRESET',
@@ -82,13 +83,17 @@ const IN_FLIGHT_MESSAGE =
   /connection terminated|query read timeout|socket hang up|other side closed|fetch failed|server error \(http status 5|aborted|timeout|connection ended|closed the connection|websocket/i;
 
 /**
+ * What any driver threw as skiplock's errors (exported as `toSkiplockError` from 'skiplock': your own
+ * transaction's COMMIT, your neon-http batch): OutcomeUnknownError, DatabaseUnreachableError, or a
+ * DatabaseError with its SQLSTATE.
+ *
  * Finds the driver error under Drizzle's wrapper and keeps only what is safe to show:
  * Drizzle's own message repeats the SQL and its parameters (payloads), and node-postgres
  * sometimes echoes the connection string. A failure without a SQLSTATE is a connection's: one that
  * could not be opened (DatabaseUnreachableError: nothing was sent) or one that broke with the
  * statement in flight (OutcomeUnknownError: it may have committed).
  */
-export function toSkiplockError(err: unknown, schema: string): SkiplockError {
+export function toSkiplockError(err: unknown, schema: string = DEFAULT_SCHEMA): SkiplockError {
   if (err instanceof SkiplockError) return err;
   const chain = causeChain(err);
   const driverError = findDriverError(chain, err);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { HttpApiEvent, LambdaContext } from '../adapters/lambda.js';
 
 /** An API Gateway HTTP API (payload format 2.0) event, as Lambda receives it. */
@@ -58,12 +59,15 @@ export function scheduledEvent() {
   };
 }
 
-/** A Lambda context whose remaining time runs down from `remainingMs` in real time. */
+/**
+ * A Lambda context whose remaining time runs down from `remainingMs` in real time, with a request
+ * id of its own (as each invocation has; the worker's invocationId).
+ */
 export function lambdaContext(remainingMs: number, functionName = 'skiplock-dev-worker'): LambdaContext {
   const deadline = Date.now() + remainingMs;
   return {
     getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
-    awsRequestId: 'c6af9ac6-7b61-11e6-9a41-93e8deadbeef',
+    awsRequestId: randomUUID(),
     functionName,
   };
 }

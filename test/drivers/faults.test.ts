@@ -6,6 +6,7 @@ import { DatabaseUnreachableError, OutcomeUnknownError } from '../../base/errors
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { connect } from '../../db/connect.js';
+import { toSkiplockError } from '../../db/execute.js';
 import { localNeonOptions } from '../../testing/neon-local.js';
 import { databaseUrl, testDriver } from '../helpers/db.js';
 import { type FaultyContext, useFaultySchema } from '../helpers/faulty.js';
@@ -151,6 +152,29 @@ describe(`an enqueue when the network fails (${testDriver()})`, () => {
       // Neon keeps its settings process-wide: point them back at this file's stand-in.
       await t.open().close();
     }
+  });
+});
+
+describe(`the caller's own transaction when its COMMIT's answer is lost (${testDriver()})`, () => {
+  it('throws the driver error, which toSkiplockError reads as an unknown outcome; the job committed', async () => {
+    if (!t.db.interactiveTransactions) {
+      expect(t.db.driver).toBe('neon-http'); // no interactive transactions there: the batch below
+      return;
+    }
+    // Armed on the enqueue's insert, the fault drops the connection once the transaction ends.
+    t.faults.inject({ mode: 'lose-answer', match: INSERT });
+    const error = await t.db.db
+      .transaction(async (tx) => {
+        await q().enqueue(tx, note, { n: 1 }, { dedupe: { key: 'tx-1', mode: 'window', windowMs: 60_000 } });
+      })
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    expect(error).toBeInstanceOf(Error);
+    expect(error).not.toBeInstanceOf(OutcomeUnknownError); // the COMMIT is the caller's statement
+    expect(toSkiplockError(error).code).toBe('outcome_unknown');
+    expect(await count()).toBe(1); // it had committed
   });
 });
 

@@ -148,13 +148,16 @@ describe(`Lambda worker on a schedule (${testDriver()})`, () => {
     await createLambdaEnqueue([kind], { env: env() })({
       jobs: [1, 2, 3].map((n) => ({ kind: 'tick', payload: { n } })),
     });
-    const summary = await createLambdaWorker([kind], { env: env() })(scheduledEvent(), lambdaContext(10_000));
+    const context = lambdaContext(10_000);
+    const summary = await createLambdaWorker([kind], { env: env() })(scheduledEvent(), context);
     expect(summary).toMatchObject({
       claimed: 3,
       completed: 3,
       stoppedBecause: 'drained',
-      invocationId: 'c6af9ac6-7b61-11e6-9a41-93e8deadbeef',
+      invocationId: context.awsRequestId,
     });
+    // Each context is an invocation of its own.
+    expect(lambdaContext(10_000).awsRequestId).not.toBe(context.awsRequestId);
     expect(done.sort()).toEqual([1, 2, 3]);
   });
 

@@ -52,6 +52,18 @@ describe('skiplock CLI against a real database', () => {
     });
     expect(down).toBe(EXIT.database);
     expect(await runCli(['stats'], { env: {}, out: () => {}, err: () => {} })).toBe(EXIT.config);
+    // With --json a failure is one JSON document too, as operations.md says of every command.
+    const out: string[] = [];
+    const failed = await runCli(['stats', '--json', '--database-url', 'postgres://u:hunter2pw@127.0.0.1:1/db'], {
+      env: {},
+      out: (t) => out.push(t),
+      err: () => {},
+    });
+    expect(failed).toBe(EXIT.database);
+    expect(JSON.parse(out.join('\n'))).toMatchObject({
+      error: { code: 'database_unreachable', message: expect.stringMatching(/^cannot reach the database: /) },
+    });
+    expect(out.join('\n')).not.toContain('hunter2pw');
   });
 
   it('migrate, then enqueue through the job kinds (validated; exit 2 on a bad payload)', async () => {

@@ -62,6 +62,11 @@ describe('driver failures that are not Errors become readable DatabaseErrors', (
       }),
     });
     expect(toSkiplockError(neonLost, 'skiplock')).toBeInstanceOf(OutcomeUnknownError);
+    // fetch refuses some ports outright, before it connects ("bad port").
+    const badPort = Object.assign(new Error('Error connecting to database: TypeError: fetch failed'), {
+      sourceError: new TypeError('fetch failed', { cause: new Error('bad port') }),
+    });
+    expect(toSkiplockError(badPort, 'skiplock')).toBeInstanceOf(DatabaseUnreachableError);
     const neonRefused = Object.assign(new Error('Error connecting to database: TypeError: fetch failed'), {
       sourceError: new TypeError('fetch failed', {
         cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:4444'), { code: 'ECONNREFUSED' }),
