@@ -392,7 +392,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         say(
           `  t=${((now - started) / 1000).toFixed(0)}s left=${left} kills=${kills} faults=${faultTotal(standIn)} live=${live.counts().jobs} workers=${children.size}`,
         );
-        const replaysDone = replayer.counts().replayed >= Math.min(3, options.replays ?? 20);
+        // At least 3 replays (when there is a dead job to replay: a short run may have fewer).
+        const replaysDone = replayer.counts().replayed >= Math.min(3, options.replays ?? 20) || replayer.idle;
         if (left === 0 && liveDone && replaysDone) break;
         if (now > faultPhaseEnds + 120_000) break; // the checker will report what is left as lost
       }

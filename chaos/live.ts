@@ -168,6 +168,8 @@ export function liveReplayer(options: { connection: FaultyConnection; admin: pg.
   let replayed = 0;
   let sends = 0;
   let answersLost = 0;
+  /** Whether the last look found a dead job to replay. */
+  let found = true;
   return {
     async next(): Promise<void> {
       if (replayed >= options.max) return;
@@ -177,6 +179,7 @@ export function liveReplayer(options: { connection: FaultyConnection; admin: pg.
          order by j.id limit 1`,
       );
       const id = rows[0]?.id;
+      found = id !== undefined;
       if (!id) return;
       await admin.query(`insert into ${s}.chaos_replays (job_id, sends) values ($1, 0)`, [id]);
       for (let attempt = 1; attempt <= 200; attempt++) {
@@ -199,6 +202,10 @@ export function liveReplayer(options: { connection: FaultyConnection; admin: pg.
       replayed++;
     },
     counts: () => ({ replayed, sends, answersLost }),
+    /** Nothing dead was left to replay at the last look. */
+    get idle(): boolean {
+      return !found;
+    },
     close: () => db.close(),
   };
 }

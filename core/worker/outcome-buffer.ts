@@ -90,8 +90,10 @@ export class OutcomeBuffer {
    * that an earlier statement may have written are looked up first (findSettledEarlier).
    */
   async settled(batch: readonly PendingOutcome[], report: SettleReport): Promise<void> {
-    const doubtful = batch.filter((item) => this.#doubtful.delete(item) && report.lost.has(item.job.id));
-    if (doubtful.length > 0) await this.#confirm(doubtful, report);
+    if (this.#doubtful.size > 0) {
+      const doubtful = batch.filter((item) => this.#doubtful.delete(item) && report.lost.has(item.job.id));
+      if (doubtful.length > 0) await this.#confirm(doubtful, report);
+    }
     this.#ledger.settled(batch, report);
   }
 
