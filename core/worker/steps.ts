@@ -101,6 +101,7 @@ export class StepRunner {
     const key = `${definition.kind}\u0000${name}`;
     await this.#beforeStart(name, options.timeoutMs ?? settings.stepTimings.p95(key) ?? timeoutMs, timeoutMs);
     const attempts = (row?.attempts ?? 0) + 1;
+    this.#stillRunning();
     const started = settings.clock.now();
     let resultJson: string | undefined;
     const traced = { name, position, attempt: attempts };
@@ -109,6 +110,7 @@ export class StepRunner {
         const inTransaction = transaction as NonNullable<typeof transaction>;
         resultJson = await this.#host.traced(traced, () =>
           inTransaction(async (tx) => {
+            this.#stillRunning(); // the transaction's BEGIN took its time too
             const json = stepResult(name, await fn(tx), settings.maxResultBytes);
             const step: StepWrite = {
               name,
@@ -156,6 +158,7 @@ export class StepRunner {
     if ('wakeAt' in until && !(until.wakeAt instanceof Date && Number.isFinite(until.wakeAt.getTime()))) {
       throw new StepError('invalid_step', `sleep "${name}": sleepUntil needs a valid Date`);
     }
+    this.#stillRunning();
     await this.#suspend(
       { ...until, step: { name, position, type: 'sleep', state: 'completed', attempts: 1 } },
       'sleeping',
@@ -180,6 +183,7 @@ export class StepRunner {
     const timeoutMs = positiveInt(options.timeoutMs, `wait "${name}": timeoutMs`);
     if (timeoutMs === undefined) throw new StepError('invalid_step', `wait "${name}": timeoutMs is required`);
     const { settings, attempt } = this.#host;
+    this.#stillRunning();
     const rows = await inOneTransaction<WaitRow>(
       settings.db.db,
       settings.schema,
@@ -195,9 +199,20 @@ export class StepRunner {
   }
 
   /** Checks a step's name and place, and returns what the job recorded for it before. */
-  async #reach(name: string, type: StepRow['type']): Promise<{ position: number; row: StepRow | undefined }> {
+  /**
+   * Throws when the attempt has ended — timed out, its lease lost, the invocation's time up — while
+   * this step waited for the database (its first step's read, a lease extension, a BEGIN): the
+   * handler goes on running, abandoned, and must not start a step another holder may already have
+   * run. Checked right before the step's function and before a sleep's or a wait's statement.
+   */
+  #stillRunning(): void {
     const { attempt } = this.#host;
     if (attempt.end) throw attempt.aborted ?? new StepSuspension('continued');
+  }
+
+  async #reach(name: string, type: StepRow['type']): Promise<{ position: number; row: StepRow | undefined }> {
+    const { attempt } = this.#host;
+    this.#stillRunning();
     if (attempt.kind.definition.transactional) {
       throw new StepError(
         'step_unsupported',

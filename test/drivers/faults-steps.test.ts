@@ -134,4 +134,38 @@ describe(`durable work when an answer is lost (${testDriver()})`, () => {
     const rows = await t.admin.query(`select state, replay_count from "${t.schema}".jobs`);
     expect(rows.rows).toEqual([{ state: 'queued', replay_count: 1 }]);
   });
+
+  it('an attempt whose time ran out while it read its steps does not start a step when the answer comes', async () => {
+    const ran: string[] = [];
+    let handlerDone: () => void = () => {};
+    const handlerEnded = new Promise<void>((resolve) => {
+      handlerDone = resolve;
+    });
+    const quick = defineJob({
+      kind: 'quick-stepped',
+      payload,
+      timeoutMs: 300,
+      handler: async (_p, ctx) => {
+        try {
+          await ctx.step('only', () => void ran.push(`attempt ${ctx.attempt}`));
+        } finally {
+          handlerDone();
+        }
+      },
+    });
+    await q().enqueue(t.db, quick, { n: 1 });
+    // The first step's read (which also pushes the lease) answers after the attempt's 300 ms: the
+    // watchdog ends the attempt first (its retry waits for the lease), and when the answer comes the
+    // abandoned handler must not run the step — a later holder may already have.
+    t.faults.inject({ mode: 'slow', match: 'with extended as (', delayMs: 450 });
+    const first = await createWorker({ db: t.db, schema: t.schema, jobs: [quick], logger: silentLogger }).runInvocation(
+      {
+        remainingMs: 30_000,
+      },
+    );
+    expect(first).toMatchObject({ claimed: 1, retried: 1 });
+    expect(t.faults.armed).toBe(0);
+    await handlerEnded; // once the read's answer came, the handler went on (or stopped)
+    expect(ran).toEqual([]);
+  });
 });
