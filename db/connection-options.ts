@@ -28,8 +28,8 @@ export interface ConnectOptions {
   idleTimeoutMs?: number;
   /**
    * Whether the server may JIT-compile skiplock's statements. Off unless true: on pg and neon-ws
-   * each new connection first runs `SET jit = off`; neon-http has no session, so its claim and
-   * settle go as one request that starts with `SET LOCAL jit = off`. A claim over a large backlog is
+   * each new connection first runs `SET jit = off`; neon-http has no session, so its keyed, limited
+   * and rated claims go as one request that starts with `SET LOCAL jit = off`. A claim over a large backlog is
    * estimated above the server's jit_above_cost, and compiling it took 300 ms to 3.9 s for a
    * statement that runs in a few. @defaultValue false
    */

@@ -21,11 +21,21 @@ export async function queryRows<T>(db: AnyPgDatabase, query: SQL, schema: string
 }
 
 /**
- * Runs a statement as a named prepared statement on the connection it lands on: parsed and planned
- * once per connection, so each later run skips parse, analysis and planning. Registered by the pg
- * drivers (db/drivers/pg-pool.ts).
+ * Runs a hot statement the driver's own way: pg, as a named prepared statement on the connection it
+ * lands on (parsed and planned once per connection; db/drivers/pg-pool.ts); neon-http, behind `SET
+ * LOCAL jit = off` in the same request unless the statement is `cheap` (db/drivers/neon-http.ts).
  */
-export type NamedRunner = (query: SQL) => Promise<unknown[]>;
+export type NamedRunner = (query: SQL, hint: HotStatementHint) => Promise<unknown[]>;
+
+/**
+ * `cheap`: its plan's estimated cost stays far below jit_above_cost whatever the backlog (the plain
+ * claim walks an index under LIMIT, ~160 with 200,000 ready jobs; a settle finds its rows by id), so
+ * no driver needs to keep it from being JIT-compiled. The keyed, limited and rated claims are not:
+ * their walk over keys grows with the backlog.
+ */
+export interface HotStatementHint {
+  cheap: boolean;
+}
 const namedRunners = new WeakMap<object, NamedRunner>();
 
 export function registerNamedRunner(db: object, run: NamedRunner): void {
@@ -36,11 +46,16 @@ export function registerNamedRunner(db: object, run: NamedRunner): void {
  * queryRows for the hot statements (the claim, the settle): named where the driver registered a
  * runner for `db`, else as queryRows does.
  */
-export async function queryRowsNamed<T>(db: AnyPgDatabase, query: SQL, schema: string): Promise<T[]> {
+export async function queryRowsNamed<T>(
+  db: AnyPgDatabase,
+  query: SQL,
+  schema: string,
+  hint: HotStatementHint = { cheap: false },
+): Promise<T[]> {
   const run = namedRunners.get(db);
   if (!run) return queryRows<T>(db, query, schema);
   try {
-    return (await run(query)) as T[];
+    return (await run(query, hint)) as T[];
   } catch (err) {
     throw toSkiplockError(err, schema);
   }

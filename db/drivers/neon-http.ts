@@ -11,10 +11,10 @@ type QueryOptions = Parameters<NeonClient['query']>[2];
 /**
  * Neon's HTTP driver: one request per statement or batch; no interactive transactions, no session.
  * Each request is cut off after `query_timeout` (a request whose answer never comes must not hold
- * the caller), and unless `jit` is on, the claim and the settle — the statements a worker sends for
- * every batch, planned over the whole backlog — go as a batch that first turns JIT off for their
- * own transaction: there is no session to set it on, and a keyed claim over a large backlog was
- * compiled for 1.7–3.9 s per claim where it runs in milliseconds.
+ * the caller), and unless `jit` is on, the claims whose plans grow with the backlog (keyed, limited,
+ * rated) go as a batch that first turns JIT off for their own transaction: there is no session to set
+ * it on, and a keyed claim over a large backlog was compiled for 1.7–3.9 s per claim where it runs in
+ * milliseconds. The plain claim and the settle stay single requests (HotStatementHint: cheap).
  */
 export function neonHttpDatabase(settings: PoolSettings): SkiplockDb {
   applyNeonOptions(settings.neon);
@@ -22,7 +22,8 @@ export function neonHttpDatabase(settings: PoolSettings): SkiplockDb {
   const client = settings.query_timeout ? timedClient(untimed, settings.query_timeout) : untimed;
   const db = drizzle({ client });
   if (!settings.jit) {
-    registerNamedRunner(db, async (query: SQL) => {
+    registerNamedRunner(db, async (query: SQL, hint) => {
+      if (hint.cheap) return ((await db.execute(query)) as unknown as { rows: unknown[] }).rows;
       const [, result] = await db.batch([db.execute(sql`set local jit = off`), db.execute(query)]);
       return (result as { rows: unknown[] }).rows;
     });

@@ -250,15 +250,17 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
   // A shape that finds it needs a richer one claims nothing, so its follower may use the same token.
   const leaseToken = request.leaseToken ?? randomUUID();
   const statement = claimStatement(schema, request, shape, leaseToken);
+  // The plain claim walks an index under LIMIT: its plan's cost does not grow with the backlog.
+  const hint = { cheap: shape === 'plain' };
   // Two heads of one ordering key can both be ready when their enqueues raced (neither saw the
   // other); the unique index on running rows then refuses the second claim's update. The whole
   // statement rolled back (its settle too): run it once more, with a snapshot that sees the winner.
   let rows: ClaimRow[];
   try {
-    rows = await queryRowsNamed<ClaimRow>(db, statement, schema);
+    rows = await queryRowsNamed<ClaimRow>(db, statement, schema, hint);
   } catch (err) {
     if (sqlStateOf(err) !== '23505') throw err;
-    rows = await queryRowsNamed<ClaimRow>(db, statement, schema);
+    rows = await queryRowsNamed<ClaimRow>(db, statement, schema, hint);
   }
   const row = rows[0] ?? {
     jobs: null,

@@ -69,6 +69,7 @@ export async function settleOutcomes(
     select ${settleReportJson()} as report,
       ${destined ? movesJson() : sql`null::json`} as moves, (select n from settle_done) as n`,
     schema,
+    { cheap: true }, // its rows are found by id
   );
   addReportTuples(report, row?.report);
   if (destined) report.moves = toMoves(row?.moves);
