@@ -51,6 +51,12 @@ export interface MaintenanceReport {
   prunedSteps: number;
   prunedSignals: number;
   stats: QueueStatsRow[];
+  /**
+   * The tick changed nothing and no job is ready, running or past its lease: until a job is enqueued
+   * or its retention runs out, another tick would change nothing either. The platform adapters let
+   * maintenance sleep on it (docs/cost.md).
+   */
+  quiet: boolean;
 }
 
 export const MAINTENANCE_DEFAULTS = {
@@ -121,7 +127,11 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     const health = await breakers(conn, { schema });
     options.metrics.breakers(health.map(({ name, state }) => ({ name, state })));
   }
+  const moved =
+    expiredDeadlines + completed.total + cancelled.total + dead.total + released.length + rolledUp + prunedSteps;
+  const busy = stats.some((row) => row.ready + row.running + row.leaseExpired > 0);
   return {
+    quiet: moved + prunedSignals === 0 && !busy,
     expiredDeadlines,
     prunedCompleted: completed.total,
     prunedCancelled: cancelled.total,

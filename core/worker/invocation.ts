@@ -5,6 +5,7 @@ import { scrubSecrets } from '../../db/execute.js';
 import { buryDoomed } from '../../db/statements/bury.js';
 import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
 import { releaseClaim, releaseJobs } from '../../db/statements/settle.js';
+import { nextDue } from '../../db/statements/wake.js';
 import { runSchedules } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
@@ -199,6 +200,7 @@ export class Invocation implements AttemptHost {
         await this.#sweep();
         while (this.#state !== 'settling') await this.#turn();
         await this.#buffer.flush();
+        await this.#readNextDue();
         this.#to('stopped');
       }
     } catch (err) {
@@ -272,6 +274,34 @@ export class Invocation implements AttemptHost {
     for (const job of doomed) this.#ledger.buried(job);
     await this.#tickSchedules();
     this.#to(this.#unfit.length === this.settings.kindList.length ? 'unfit' : 'running');
+  }
+
+  /**
+   * With `nextDue`, an invocation that claimed nothing and ran dry reads when its worker next has
+   * something to do: the earliest of a queued job's run_at, a running job's lease (a rescue if its
+   * invocation died) and the schedules' next occurrences. A failure leaves nextDueAt unset (the
+   * platform keeps its usual tick) and is only logged: nothing was left undone.
+   */
+  async #readNextDue(): Promise<void> {
+    const summary = this.#ledger.summary;
+    const { db, schema, kinds, queues, schedules, scheduleTickMs, nextDue: asked, logger } = this.settings;
+    if (!asked || summary.claimed > 0 || summary.stoppedBecause !== 'drained') return;
+    try {
+      const due = await this.#deadline.inTime(nextDue(db.db, schema, { kinds: [...kinds.keys()], queues }));
+      const times = [due.jobAt?.getTime(), due.leaseAt?.getTime()];
+      // The schedules' next occurrence after this invocation's tick; when the instance's throttle
+      // skipped it, after the last one it may have skipped (an occurrence in between is due now).
+      const now = (statementNow(this.settings) ?? new Date()).getTime();
+      const since = new Date(summary.scheduled === undefined ? now - scheduleTickMs : now);
+      for (const schedule of schedules) times.push(schedule.next(since)?.getTime());
+      const known = times.filter((t): t is number => t !== undefined);
+      summary.nextDueAt = known.length > 0 ? Math.min(...known) : null;
+    } catch (err) {
+      logger.warn('next_due_unknown', {
+        invocationId: this.invocationId,
+        error: scrubSecrets(String((err as Error)?.message ?? err)),
+      });
+    }
   }
 
   /** Enqueues the schedules' due occurrences; a failure is logged, and the invocation goes on. */

@@ -57,6 +57,13 @@ export interface InvocationSummary {
    * the counts above say what committed; jobs a lost claim took were given back. Absent when none.
    */
   answersLost?: number;
+  /**
+   * With the worker's `nextDue`, on an invocation that claimed nothing and ran dry: when this worker
+   * next has something to do, in epoch ms (in the past or now: due already, e.g. work a limit or a
+   * pause holds back), or null when nothing is due until something is enqueued. Absent when the
+   * invocation did work, did not ask, or could not read it: the platform keeps its usual tick.
+   */
+  nextDueAt?: number | null;
   /** Circuit breakers this invocation's outcomes and claims moved, in order (absent when none). */
   breakers?: { destination: string; from: BreakerState; to: BreakerState }[];
 }

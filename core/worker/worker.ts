@@ -123,6 +123,14 @@ export interface WorkerOptions {
   /** The least time between two schedule ticks of one warm instance. @defaultValue 10000 */
   scheduleTickMs?: number;
   /**
+   * An invocation that found nothing to run reads, in one more statement, when this worker next has
+   * something to do (a job's run_at, a retry's back-off, a sleep's end, a signal's timeout, a lease
+   * that may need a rescue, a schedule's next occurrence) and returns it as the summary's
+   * `nextDueAt`: the platform adapters wake the worker then instead of on every tick.
+   * @defaultValue false
+   */
+  nextDue?: boolean;
+  /**
    * Spans for each claim and each attempt, linked to the enqueue's: `otelTracing()` from
    * `skiplock/otel` (OpenTelemetry), or your own Tracing. @defaultValue none
    */
@@ -294,6 +302,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     windows: declaredWindows(options.jobs),
     schedules,
     scheduleTickMs,
+    nextDue: options.nextDue ?? false,
     tracing: options.tracing,
     drizzle: options.drizzle,
     metrics: options.metrics,

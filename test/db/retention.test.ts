@@ -75,4 +75,25 @@ describe(`retention pruning (${testDriver()})`, () => {
     expect(report.prunedCompleted).toBeLessThan(50);
     expect(report.prunedCompleted % 5).toBe(0);
   });
+
+  it('is quiet only when it changed nothing and no job is ready or running', async () => {
+    const s = `"${t.schema}"`;
+    await t.admin.query(`truncate ${s}.jobs, ${s}.completed_counts, ${s}.activity_rollups`);
+    const tick = () => runMaintenance(t.db, { schema: t.schema, completedRetentionMs: HOUR });
+    expect((await tick()).quiet).toBe(true);
+    // A job kept for later (a delayed one) leaves it quiet: the worker's wake-up covers it.
+    await t.admin.query(`insert into ${s}.jobs (kind, payload, run_at) values ('k', '{}', now() + interval '1 hour')`);
+    expect((await tick()).quiet).toBe(true);
+    // A ready job: not quiet.
+    await t.admin.query(`insert into ${s}.jobs (kind, payload) values ('k', '{}')`);
+    expect((await tick()).quiet).toBe(false);
+    // An old finished job to prune: the tick that prunes it is not quiet, the next one is.
+    await t.admin.query(`delete from ${s}.jobs where run_at <= now()`);
+    await t.admin.query(
+      `insert into ${s}.jobs (kind, payload, state, finished_at) values ('k', '{}', 'completed', now() - interval '3 hours')`,
+    );
+    const pruning = await tick();
+    expect(pruning).toMatchObject({ quiet: false, prunedCompleted: 1 });
+    expect((await tick()).quiet).toBe(true);
+  });
 });
