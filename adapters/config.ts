@@ -30,6 +30,16 @@ export interface SkiplockConfig {
   fanOutTargetMs: number;
   /** SKIPLOCK_LINGER_MS: keep looking this long after the queue ran dry. */
   lingerMs: number;
+  /**
+   * SKIPLOCK_IDLE: an idle worker or maintenance tick does not query the database until something
+   * is due (docs/cost.md); false: every tick queries it.
+   */
+  idle: boolean;
+  /**
+   * SKIPLOCK_IDLE_RECHECK_MINUTES: with `idle`, the database is asked at least this often anyway — the
+   * longest a job written without skiplock's enqueue (raw SQL, another service) waits.
+   */
+  idleRecheckMs: number;
   batchSize: number | undefined;
   safetyMarginMs: number;
   leaseGraceMs: number;
@@ -100,6 +110,10 @@ export const FUNCTION_DEFAULTS = {
   metrics: 'none',
   /** How long a console login lasts. */
   consoleSessionMinutes: 480,
+  /** An idle tick leaves the database alone until something is due. */
+  idle: true,
+  /** With idle on, the database is asked at least this often (un-nudged writes wait at most this). */
+  idleRecheckMinutes: 360,
 } as const;
 
 /** `fn` on the raw value, then `schema` (what zod's preprocess does). */
@@ -203,6 +217,8 @@ const VARIABLES = {
   SKIPLOCK_WORKER_NAME: z.optional(name('must be a name of letters, digits and _ . : -')),
   SKIPLOCK_FAN_OUT_TARGET_MS: withDefault(int(100, 900_000), WORKER_DEFAULTS.fanOutTargetMs),
   SKIPLOCK_LINGER_MS: withDefault(int(0, 900_000), WORKER_DEFAULTS.lingerMs),
+  SKIPLOCK_IDLE: flag(FUNCTION_DEFAULTS.idle),
+  SKIPLOCK_IDLE_RECHECK_MINUTES: withDefault(int(1, 10_080), FUNCTION_DEFAULTS.idleRecheckMinutes),
   SKIPLOCK_SAFETY_MARGIN_MS: withDefault(int(0, 600_000), WORKER_DEFAULTS.safetyMarginMs),
   SKIPLOCK_LEASE_GRACE_MS: withDefault(int(0, 3_600_000), WORKER_DEFAULTS.leaseGraceMs),
   SKIPLOCK_COMPLETED_JOBS: withDefault(z.enum(['keep', 'delete']), WORKER_DEFAULTS.completedJobs),
@@ -273,6 +289,8 @@ export const PURPOSES = {
     'SKIPLOCK_WORKER_NAME',
     'SKIPLOCK_FAN_OUT_TARGET_MS',
     'SKIPLOCK_LINGER_MS',
+    'SKIPLOCK_IDLE',
+    'SKIPLOCK_IDLE_RECHECK_MINUTES',
     'SKIPLOCK_SAFETY_MARGIN_MS',
     'SKIPLOCK_LEASE_GRACE_MS',
     'SKIPLOCK_COMPLETED_JOBS',
@@ -289,6 +307,8 @@ export const PURPOSES = {
   replay: ['SKIPLOCK_MAX_BODY_BYTES'],
   console: ['SKIPLOCK_CONSOLE_READ_ONLY', 'SKIPLOCK_CONSOLE_SESSION_MINUTES'],
   maintenance: [
+    'SKIPLOCK_IDLE',
+    'SKIPLOCK_IDLE_RECHECK_MINUTES',
     'SKIPLOCK_COMPLETED_RETENTION_HOURS',
     'SKIPLOCK_DEAD_RETENTION_HOURS',
     'SKIPLOCK_SAFETY_MARGIN_MS',
@@ -381,6 +401,8 @@ export class EnvironmentSettings {
       workerName: e.SKIPLOCK_WORKER_NAME ?? e.AWS_LAMBDA_FUNCTION_NAME ?? WORKER_DEFAULTS.name,
       fanOutTargetMs: e.SKIPLOCK_FAN_OUT_TARGET_MS,
       lingerMs: e.SKIPLOCK_LINGER_MS,
+      idle: e.SKIPLOCK_IDLE,
+      idleRecheckMs: e.SKIPLOCK_IDLE_RECHECK_MINUTES * 60_000,
       batchSize: e.SKIPLOCK_BATCH_SIZE,
       safetyMarginMs: e.SKIPLOCK_SAFETY_MARGIN_MS,
       leaseGraceMs: e.SKIPLOCK_LEASE_GRACE_MS,

@@ -164,8 +164,22 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
           (written) => written.map((r) => r.id),
         )
       : await insertRows(databaseOf(target), rows);
+    await noteDue(requests, rows);
     if (nudged.length > 0) await config.nudger?.nudge(nudged);
     return results;
+  };
+
+  /** Tells the nudger when the written jobs are due (for platforms whose idle workers sleep). */
+  const noteDue = async (requests: readonly JobRequest[], rows: readonly JobInsertRow[]) => {
+    const note = config.nudger?.noteDue;
+    if (!note) return;
+    const now = Date.now();
+    const due = rows.map((row) => {
+      const options = requests[row.ord]?.options;
+      const at = options?.runAt ?? (options?.delayMs ? new Date(now + options.delayMs) : null);
+      return { queue: row.queue, at };
+    });
+    await note.call(config.nudger, due).catch(() => {});
   };
 
   /** Writes the rows (a second pass for dedupe holders it could not see), one result per row. */
@@ -249,6 +263,9 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
         throw new InvalidOptionsError('nudge: true needs a nudger: createEnqueuer({ nudger })');
       }
       const result = await sendSignal(db, schema, key, payload, maxPayloadBytes, { id: options.id });
+      if (result.queues.length > 0) {
+        await config.nudger?.noteDue?.(result.queues.map((queue) => ({ queue, at: null })))?.catch(() => {});
+      }
       if (options.nudge === true && result.queues.length > 0) await config.nudger?.nudge(result.queues);
       return result;
     },

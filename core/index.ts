@@ -97,7 +97,7 @@ export {
   runMaintenance,
 } from './maintenance.js';
 export type { JobMetrics, MeteredJob, MeteredOutcome, QueueMetrics } from './metrics.js';
-export { createNudger, NUDGE_DEFAULTS, type Nudger, type NudgerOptions } from './nudge.js';
+export { createNudger, type DueWrite, NUDGE_DEFAULTS, type Nudger, type NudgerOptions } from './nudge.js';
 export {
   clearRateLimit,
   parseRate,

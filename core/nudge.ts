@@ -8,6 +8,18 @@ import type { InvocationStarter } from './worker.js';
  */
 export interface Nudger {
   nudge(queues: Iterable<string>): Promise<void>;
+  /**
+   * Told of every write through the enqueuer, nudged or not — in a caller's transaction, before its
+   * commit — with when each job is due (`at`: null for at once). A platform whose idle workers leave
+   * the database alone learns from it that something is due (docs/cost.md). Never rejects.
+   */
+  noteDue?(due: readonly DueWrite[]): Promise<void>;
+}
+
+/** A job written to `queue`, due at `at` (null: at once). */
+export interface DueWrite {
+  queue: string;
+  at: Date | null;
 }
 
 export interface NudgerOptions {

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { createEnqueuer } from '../../core/enqueue.js';
 import { pause } from '../../core/flow-control.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
+import type { DueWrite } from '../../core/nudge.js';
 import { defineSchedule } from '../../core/schedules.js';
 import { createWorker } from '../../core/worker.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';
@@ -112,5 +114,36 @@ describe("an idle invocation's nextDueAt", () => {
     expect(next).toBeLessThan(later(48).getTime());
     // The tick ran just now: the next occurrence after it.
     expect(Math.abs((summary.nextDueAt as number) - next)).toBeLessThan(1);
+  });
+});
+
+describe("the enqueuer's noteDue", () => {
+  it('tells the nudger of every write, nudged or not, with when each job is due; a failing one loses nothing', async () => {
+    const noted: DueWrite[][] = [];
+    const nudged: string[][] = [];
+    const nudger = {
+      nudge: async (queues: Iterable<string>) => void nudged.push([...queues]),
+      noteDue: async (due: readonly DueWrite[]) => {
+        noted.push([...due]);
+        throw new Error('the hint store is down');
+      },
+    };
+    const { enqueueMany, signal } = createEnqueuer({ schema: t.schema, nudger });
+    const at = later(3);
+    const results = await enqueueMany(t.db, [
+      report.with({ n: 1 }),
+      report.with({ n: 2 }, { runAt: at, nudge: true }),
+      elsewhere.with({ n: 3 }, { delayMs: 60_000 }),
+    ]);
+    expect(results.map((r) => r.outcome)).toEqual(['inserted', 'inserted', 'inserted']);
+    expect(noted).toHaveLength(1);
+    expect(noted[0]?.map((d) => d.queue)).toEqual(['reports', 'reports', 'mail']);
+    expect(noted[0]?.[0]?.at).toBeNull();
+    expect(noted[0]?.[1]?.at).toEqual(at);
+    expect(noted[0]?.[2]?.at?.getTime()).toBeGreaterThan(Date.now() + 50_000);
+    expect(nudged).toEqual([['reports']]);
+    // A signal nobody waits for wakes no queue: nothing to note.
+    await signal(t.db, 'nobody-waits', {});
+    expect(noted).toHaveLength(1);
   });
 });
