@@ -17,6 +17,7 @@ import { isConnectionFailure } from '../db/execute.js';
 import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
 import { COMMANDS, type CommandContext } from './commands.js';
+import { runCrons } from './crons.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject, isNextApp, isPlatform } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
@@ -36,6 +37,10 @@ commands:
                                         folder): job kinds, handlers, serverless.yml, an AWS CDK app or
                                         vercel.json (next: App Router routes; vercel in a Next.js app
                                         does the same); refuses to overwrite existing files
+  crons [--url http://localhost:3000] [--file vercel.json] [--once]
+                                        for \`next dev\`: request vercel.json's crons on their schedules
+                                        (UTC) with Bearer $CRON_SECRET, as Vercel does; --once: each
+                                        once now, exit 1 unless all answered 2xx
   migrate [--lock-timeout ms] [--statement-timeout ms]
                                         apply migrations online: each step commits on its own and waits
                                         at most --lock-timeout (1000) for a table lock, then retries;
@@ -165,6 +170,9 @@ const OPTIONS = {
   check: { type: 'boolean' },
   'lock-timeout': { type: 'string' },
   'statement-timeout': { type: 'string' },
+  url: { type: 'string' },
+  file: { type: 'string' },
+  once: { type: 'boolean' },
 } as const;
 
 /** Runs one CLI command; returns the exit code. Never throws. */
@@ -185,6 +193,12 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const json = o.json ?? false;
   const emit = (human: string, data: unknown) => io.out(json ? JSON.stringify(data, null, 2) : human);
   if (command === 'init') return init(rest, o.dir ?? '.', io, json);
+  if (command === 'crons') {
+    return runCrons(
+      { url: o.url ?? 'http://localhost:3000', file: o.file ?? 'vercel.json', once: o.once ?? false },
+      io,
+    );
+  }
   if (command === 'migrate' && o.print) return printMigrations(o.schema ?? io.env.SKIPLOCK_SCHEMA, o.objects, io);
   const sub = SUBCOMMANDS.has(command);
   // `breakers` alone lists; `breakers reset <destination>` resets.

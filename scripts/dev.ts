@@ -17,7 +17,7 @@ import { Readable } from 'node:stream';
 import { resetSharedRuntime } from '../adapters/runtime.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { cronMatches, parseCron } from './cron.js';
+import { cronMatches, parseCron } from '../cli/cron.js';
 import { resolveDevDatabase } from './local-postgres.js';
 
 type Route = (request: Request) => Promise<Response>;

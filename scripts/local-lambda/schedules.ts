@@ -5,7 +5,7 @@
  * and skipped: the app uses rates only.
  */
 import { randomUUID } from 'node:crypto';
-import { parseRate } from '../cron.js';
+import { parseRate } from '../../cli/cron.js';
 import type { LocalLambda, Outcome } from './server.js';
 import type { ScheduleSpec } from './template.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cronMatches, parseCron } from '../../scripts/cron.js';
+import { cronMatches, parseCron } from '../../cli/cron.js';
 
 describe('cron schedules (npm run dev)', () => {
   const at = (iso: string) => new Date(iso);
