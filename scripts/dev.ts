@@ -15,9 +15,9 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { resetSharedRuntime } from '../adapters/runtime.js';
+import { cronMatches, parseCron } from '../cli/cron.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { cronMatches, parseCron } from '../cli/cron.js';
 import { resolveDevDatabase } from './local-postgres.js';
 
 type Route = (request: Request) => Promise<Response>;
