@@ -2,6 +2,18 @@
 // with the code it describes, so a name added, renamed or dropped in one place fails here.
 import { describe, expect, it } from 'vitest';
 import type {
+  createLambdaMaintenance,
+  LambdaEnqueueOptions,
+  LambdaSignalOptions,
+  LambdaWorkerOptions,
+} from '../../adapters/lambda.js';
+import type {
+  createVercelMaintenance,
+  VercelEnqueueOptions,
+  VercelSignalOptions,
+  VercelWorkerOptions,
+} from '../../adapters/vercel.js';
+import type {
   ConnectOptions,
   ExplainOptions,
   MaintenanceOptions,
@@ -11,18 +23,6 @@ import type {
   verifyWebhook,
 } from '../../core/index.js';
 import * as skiplock from '../../core/index.js';
-import type {
-  LambdaEnqueueOptions,
-  LambdaSignalOptions,
-  LambdaWorkerOptions,
-  createLambdaMaintenance,
-} from '../../adapters/lambda.js';
-import type {
-  VercelEnqueueOptions,
-  VercelSignalOptions,
-  VercelWorkerOptions,
-  createVercelMaintenance,
-} from '../../adapters/vercel.js';
 import { paragraphsOf, parseMarkdown, read, tableAfter } from '../helpers/markdown.js';
 
 /** Every key of T, named once: a missing or unknown key is a type error (`npm run typecheck`). */
@@ -198,10 +198,13 @@ describe("the adapters' options configuration.md lists", () => {
       }),
     },
   ];
-  it.each(cases)("the row of $factory names every key of its options (waitUntil wherever it is taken)", ({ factory, names }) => {
-    const shown = codeNames(rowOf(factory));
-    expect(names.filter((name) => !shown.has(name))).toEqual([]);
-  });
+  it.each(cases)(
+    'the row of $factory names every key of its options (waitUntil wherever it is taken)',
+    ({ factory, names }) => {
+      const shown = codeNames(rowOf(factory));
+      expect(names.filter((name) => !shown.has(name))).toEqual([]);
+    },
+  );
 });
 
 describe('the DLQ reasons and error codes the docs list', () => {
