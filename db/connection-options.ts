@@ -30,8 +30,9 @@ export interface ConnectOptions {
    * Whether the server may JIT-compile skiplock's statements. Off unless true: on pg and neon-ws
    * each new connection first runs `SET jit = off`; neon-http has no session, so its keyed, limited
    * and rated claims go as one request that starts with `SET LOCAL jit = off`. A claim over a large backlog is
-   * estimated above the server's jit_above_cost, and compiling it took 300 ms to 3.9 s for a
-   * statement that runs in a few. @defaultValue false
+   * estimated above the server's jit_above_cost, and compiling it took 409 ms for a statement that
+   * runs in ~50 ms (a claim of 500 over 50,000 keyed jobs; docs/performance.md), more as the
+   * backlog grows. @defaultValue false
    */
   jit?: boolean;
   /**

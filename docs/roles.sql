@@ -47,8 +47,8 @@ GRANT SELECT, INSERT, UPDATE ON "skiplock".workers TO skiplock_worker;
 ALTER ROLE skiplock_worker SET statement_timeout = '10s';
 ALTER ROLE skiplock_worker SET idle_in_transaction_session_timeout = '60s';
 -- No JIT compilation: a claim over a large keyed backlog is estimated above jit_above_cost and
--- compiling it takes longer than running it. connect() turns it off on its own sessions; this
--- covers neon-http, which has none.
+-- compiling it takes longer than running it. skiplock turns it off for its own statements on every
+-- driver; this covers every other statement the role runs.
 ALTER ROLE skiplock_worker SET jit = off;
 
 CREATE ROLE skiplock_enqueuer LOGIN PASSWORD 'change-me-enqueuer';

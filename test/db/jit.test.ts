@@ -5,8 +5,8 @@ import type { SkiplockDb } from '../../db/connect.js';
 import { queryRows, queryRowsNamed } from '../../db/execute.js';
 import { databaseUrl, openAdminPool, openDb, testDriver } from '../helpers/db.js';
 
-// A claim over a large backlog is estimated above jit_above_cost; compiling it took 0.3–3.9 s for
-// a statement that runs in milliseconds. The hot statements (claim, settle) must run with JIT off on
+// A claim over a large backlog is estimated above jit_above_cost; compiling it took 409 ms for a
+// statement that runs in ~50 ms (docs/performance.md, "Why JIT is off"). The hot statements (claim, settle) must run with JIT off on
 // every driver without a manual step — neon-http included, which has no session to set it on. A
 // database of its own, where every statement would be compiled, shows whether they are.
 const database = `skiplock_jit_${testDriver().replace('-', '_')}_${process.pid}`;

@@ -125,6 +125,16 @@ describe('the number of tables', () => {
   });
 });
 
+describe('the files `skiplock init` writes', () => {
+  it.each([
+    ['lambda', 'docs/deploy-lambda.md'],
+    ['vercel', 'docs/deploy-vercel.md'],
+  ] as const)('every file `init %s` writes is named in %s', (platform, page) => {
+    const named = new Set([...read(page).matchAll(/`([\w./-]+\.(?:ts|json|yml))`/g)].map((m) => m[1]));
+    expect(TEMPLATES[platform].filter((file) => !named.has(file))).toEqual([]);
+  });
+});
+
 describe('cdk synth offline', () => {
   it('deploy-lambda.md names the settings `cdk synth` runs offline with (test/unit/cdk-app.test.ts runs exactly those)', () => {
     // Without them the CLI reaches for the network — notices, telemetry, its version check, the EC2

@@ -2,6 +2,18 @@
 // with the code it describes, so a name added, renamed or dropped in one place fails here.
 import { describe, expect, it } from 'vitest';
 import type {
+  createLambdaMaintenance,
+  LambdaEnqueueOptions,
+  LambdaSignalOptions,
+  LambdaWorkerOptions,
+} from '../../adapters/lambda.js';
+import type {
+  createVercelMaintenance,
+  VercelEnqueueOptions,
+  VercelSignalOptions,
+  VercelWorkerOptions,
+} from '../../adapters/vercel.js';
+import type {
   ConnectOptions,
   ExplainOptions,
   MaintenanceOptions,
@@ -117,6 +129,82 @@ describe('options and results the docs list', () => {
     const shown = codeNames(section(page, heading));
     expect(names.filter((name) => !shown.has(name))).toEqual([]);
   });
+});
+
+describe("the adapters' options configuration.md lists", () => {
+  /** The row of configuration.md's adapter table whose first cell names `factory(`. */
+  const rowOf = (factory: string) => {
+    const rows = tableAfter(read('docs/configuration.md'), /^\| function \| options \(default\) \|/);
+    const row = rows.find(([name]) => new RegExp(`\`${factory}\\(`).test(name ?? ''));
+    if (!row) throw new Error(`configuration.md's adapter table has no row for ${factory}`);
+    return row[1] ?? '';
+  };
+  const cases = [
+    {
+      factory: 'createLambdaWorker',
+      names: keysOf<LambdaWorkerOptions>()({
+        env: true,
+        queues: true,
+        kinds: true,
+        clock: true,
+        invocationMs: true,
+        fanOut: true,
+        schedules: true,
+        tracing: true,
+        metrics: true,
+        drizzle: true,
+      }),
+    },
+    {
+      factory: 'createVercelWorker',
+      names: keysOf<VercelWorkerOptions>()({
+        env: true,
+        maxDurationMs: true,
+        queues: true,
+        kinds: true,
+        clock: true,
+        name: true,
+        fanOut: true,
+        schedules: true,
+        tracing: true,
+        metrics: true,
+        drizzle: true,
+        waitUntil: true,
+      }),
+    },
+    {
+      factory: 'createLambdaEnqueue',
+      names: keysOf<LambdaEnqueueOptions>()({ env: true, nudger: true, clock: true, tracing: true }),
+    },
+    {
+      factory: 'createVercelEnqueue',
+      names: keysOf<VercelEnqueueOptions>()({ env: true, nudger: true, clock: true, tracing: true, waitUntil: true }),
+    },
+    { factory: 'createLambdaSignal', names: keysOf<LambdaSignalOptions>()({ env: true, nudger: true, clock: true }) },
+    {
+      factory: 'createVercelSignal',
+      names: keysOf<VercelSignalOptions>()({ env: true, nudger: true, clock: true, waitUntil: true }),
+    },
+    {
+      factory: 'createLambdaMaintenance',
+      names: keysOf<NonNullable<Parameters<typeof createLambdaMaintenance>[0]>>()({ env: true, metrics: true }),
+    },
+    {
+      factory: 'createVercelMaintenance',
+      names: keysOf<NonNullable<Parameters<typeof createVercelMaintenance>[0]>>()({
+        env: true,
+        maxDurationMs: true,
+        metrics: true,
+      }),
+    },
+  ];
+  it.each(cases)(
+    'the row of $factory names every key of its options (waitUntil wherever it is taken)',
+    ({ factory, names }) => {
+      const shown = codeNames(rowOf(factory));
+      expect(names.filter((name) => !shown.has(name))).toEqual([]);
+    },
+  );
 });
 
 describe('the DLQ reasons and error codes the docs list', () => {
