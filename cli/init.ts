@@ -64,23 +64,27 @@ export function isPlatform(name: string | undefined): name is Platform {
 
 /**
  * How an app installs skiplock: exactly the commands of the README's "Install into your app",
- * which test/unit/docs-figures.test.ts compares with these. No registry release exists yet, so it
- * is a tarball packed in a clone beside the app (an install that survives a deploy is #38's).
+ * which test/unit/docs-figures.test.ts compares with these. No registry release exists yet, so the
+ * app ships the packed tarball in its own vendor/ folder (scripts/vendor.ts), a path that a clone
+ * of the app also has; test/unit/next-app.test.ts builds such a clone.
  */
 export function installCommands(): readonly string[] {
   const { version } = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string };
   return [
-    'git clone <repo> skiplock && cd skiplock && npm ci && npm pack',
-    `cd ../my-app && npm install ../skiplock/skiplock-${version}.tgz zod drizzle-orm`,
+    'git clone <repo> skiplock && cd skiplock && npm ci',
+    'npm run vendor -- ../my-app',
+    `cd ../my-app && npm install ./vendor/skiplock-${version}.tgz zod drizzle-orm`,
+    `git add vendor package.json package-lock.json && git commit -m "skiplock ${version}"`,
   ];
 }
 
 /** The first of the next steps: install skiplock, as the README says. */
 function installStep(): string {
-  const [clone, install] = installCommands();
-  return `1. build skiplock's package in a clone beside your app and install it (README: "Install into your app"):
-     ${clone}
-     ${install}`;
+  return `1. pack skiplock into your app's vendor/ from a clone of it, install it from there and commit vendor/
+     with the lockfile, so a deploy installs the same file (README: "Install into your app"):
+${installCommands()
+  .map((command) => `     ${command}`)
+  .join('\n')}`;
 }
 
 const NEXT_STEPS: Record<Platform, string> = {

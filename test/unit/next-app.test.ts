@@ -1,21 +1,30 @@
-// A Next.js app as a user makes one: the packed package installed beside the real `next`,
-// `skiplock init vercel` (which sees the Next.js app), `next build` under webpack and Turbopack
-// with no optional peer installed, then `next start` serving a nudged job, a cron's worker run
-// and the console. Offline: every package comes from the npm cache `npm ci` filled.
+// A Next.js app as a user makes one and ships it: skiplock vendored into the app by `npm run vendor`
+// and installed beside the real `next`, `skiplock init vercel` (which sees the Next.js app), the
+// app committed with git and cloned elsewhere as a deploy does, the original deleted; in the clone,
+// `npm ci`, `next build` under webpack and Turbopack with no optional peer installed, then
+// `next start` serving a nudged job, a cron's worker run and the console. Offline: every package
+// comes from the npm cache `npm ci` filled.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { installCommands } from '../../cli/init.js';
 import { npm, packedTarball } from '../helpers/packed.js';
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, '../..');
-const app = mkdtempSync(join(tmpdir(), 'skiplock-next-'));
+// The developer's machine: the app as made, vendored, installed and committed.
+const origin = join(mkdtempSync(join(tmpdir(), 'skiplock-next-')), 'my-next-app');
+// The deploy's machine: a clone in another temporary folder, one level deeper, where no path
+// written on the developer's machine (../skiplock/…, ../../skiplock-next-…) leads anywhere.
+const deployRoot = mkdtempSync(join(tmpdir(), 'skiplock-deploy-'));
+const app = join(deployRoot, 'build', 'my-next-app');
 const schema = `next_${process.pid}`;
 const secrets = {
   CRON_SECRET: 'cron-secret-for-the-next-test',
@@ -30,21 +39,42 @@ const next = (args: string[]) =>
     env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' },
     timeout: 240_000,
   });
+const git = (args: string[], cwd: string) =>
+  run('git', ['-c', 'user.name=ci', '-c', 'user.email=ci@example.com', '-c', 'commit.gpgsign=false', ...args], { cwd });
+let packed: Buffer;
+let vendorOutput: string;
+let installed: string[];
 let initOutput: string;
 let server: ChildProcess | undefined;
 let serverLog = '';
 
 beforeAll(async () => {
-  const tarball = await packedTarball();
+  // The run's one pack (shared by every file that installs the package) is done before the vendor
+  // script packs again, so the two builds never share dist/.
+  packed = readFileSync(await packedTarball());
   // A Next.js app that already has a vercel.json of its own.
-  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'my-next-app', private: true }));
+  mkdirSync(origin);
+  writeFileSync(join(origin, 'package.json'), JSON.stringify({ name: 'my-next-app', private: true }));
+  writeFileSync(join(origin, '.gitignore'), 'node_modules/\n.next/\n');
   writeFileSync(
-    join(app, 'vercel.json'),
+    join(origin, 'vercel.json'),
     JSON.stringify({ regions: ['fra1'], crons: [{ path: '/api/digest', schedule: '0 8 * * *' }] }),
   );
+  // From the clone of skiplock, by a path relative to it, as the README shows.
+  ({ stdout: vendorOutput } = await run('npm', ['run', '-s', 'vendor', '--', relative(repo, origin)], { cwd: repo }));
+  installed = /^ {2}npm install (.+)$/m.exec(vendorOutput)?.[1]?.split(' ') ?? [];
+  if (!installed[0]) throw new Error(`npm run vendor printed no npm install:\n${vendorOutput}`);
+  // The printed install, its peers (and Next.js's own) pinned to this repository's versions: offline.
   const deps = ['next', 'react', 'react-dom', 'zod', 'drizzle-orm', 'typescript', '@types/react', '@types/node'];
-  await npm(['install', tarball, ...deps.map((name) => `${name}@${versionOf(name)}`)], app);
-  ({ stdout: initOutput } = await run(join(app, 'node_modules/.bin/skiplock'), ['init', 'vercel'], { cwd: app }));
+  await npm(['install', installed[0], ...deps.map((name) => `${name}@${versionOf(name)}`)], origin);
+  ({ stdout: initOutput } = await run(join(origin, 'node_modules/.bin/skiplock'), ['init', 'vercel'], { cwd: origin }));
+  await git(['init', '-q'], origin);
+  await git(['add', '-A'], origin);
+  await git(['commit', '-qm', 'my next app'], origin);
+  mkdirSync(dirname(app));
+  await git(['clone', '-q', origin, app], deployRoot);
+  rmSync(dirname(origin), { recursive: true, force: true }); // nothing in the clone may lean on it
+  await npm(['ci'], app);
 }, 300_000);
 
 afterAll(async () => {
@@ -53,7 +83,8 @@ afterAll(async () => {
   await admin.connect();
   await admin.query(`drop schema if exists ${schema} cascade`);
   await admin.end();
-  rmSync(app, { recursive: true, force: true });
+  rmSync(dirname(origin), { recursive: true, force: true });
+  rmSync(deployRoot, { recursive: true, force: true });
 });
 
 async function freePort(): Promise<number> {
@@ -72,6 +103,41 @@ async function until(check: () => Promise<boolean>, ms: number, what: string): P
     await delay(100);
   }
 }
+
+describe('a Next.js app that ships skiplock in vendor/', () => {
+  it("`npm run vendor` prints the README's install; the clone holds the tarball, and names it by a path inside itself", async () => {
+    const { version } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { version: string };
+    const tarball = `vendor/skiplock-${version}.tgz`;
+    expect(installed).toEqual([`./${tarball}`, 'zod', 'drizzle-orm']);
+    expect(installCommands().join('\n')).toContain(`npm install ${installed.join(' ')}`);
+    expect(vendorOutput).toMatch(/git add vendor package\.json package-lock\.json/);
+    expect(vendorOutput).not.toMatch(/warning/);
+    const { stdout: tracked } = await git(['ls-files'], app);
+    expect(tracked.split('\n')).toEqual(expect.arrayContaining([tarball, 'package.json', 'package-lock.json']));
+    expect(tracked).not.toMatch(/node_modules|\.next/);
+    // The vendored bytes are what `npm pack` makes, and what the lockfile's integrity names: npm ci
+    // here alone would not notice a missing or stale vendor/ file, since npm's cache serves a tarball
+    // by its integrity without reading it — a machine without that cache entry (Vercel) would.
+    const bytes = readFileSync(join(app, tarball));
+    expect(bytes.equals(packed)).toBe(true);
+    const pkg = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8'));
+    const lock = JSON.parse(readFileSync(join(app, 'package-lock.json'), 'utf8'));
+    expect(pkg.dependencies.skiplock).toBe(`file:${tarball}`);
+    expect(lock.packages['node_modules/skiplock']).toMatchObject({
+      version,
+      resolved: `file:${tarball}`,
+      integrity: `sha512-${createHash('sha512').update(bytes).digest('base64')}`,
+    });
+    expect(JSON.parse(readFileSync(join(app, 'node_modules/skiplock/package.json'), 'utf8')).version).toBe(version);
+    // No path in either file leaves the app.
+    for (const file of ['package.json', 'package-lock.json']) {
+      const text = readFileSync(join(app, file), 'utf8');
+      const local = [...text.matchAll(/"(?:file|link):([^"]*)"/g)].map((m) => m[1]);
+      expect(local, file).toEqual(local.filter((path) => !path!.startsWith('/') && !path!.split('/').includes('..')));
+      for (const outside of [repo, dirname(origin), deployRoot]) expect(text, file).not.toContain(outside);
+    }
+  });
+});
 
 describe('a Next.js app from `skiplock init vercel`', () => {
   it('writes App Router route handlers and adds its crons to the existing vercel.json', () => {
