@@ -44,7 +44,9 @@ beforeAll(async () => {
   );
   const deps = ['next', 'react', 'react-dom', 'zod', 'drizzle-orm', 'typescript', '@types/react', '@types/node'];
   await npm(['install', tarball, ...deps.map((name) => `${name}@${versionOf(name)}`)], app);
-  ({ stdout: initOutput } = await run(join(app, 'node_modules/.bin/skiplock'), ['init', 'vercel'], { cwd: app }));
+  ({ stdout: initOutput } = await run(join(app, 'node_modules/.bin/skiplock'), ['init', 'vercel', '--plan', 'pro'], {
+    cwd: app,
+  }));
 }, 300_000);
 
 afterAll(async () => {
