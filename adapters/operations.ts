@@ -13,7 +13,13 @@ import type { ScheduleDefinition } from '../core/schedules.js';
 import { readSignalToken, SIGNAL_SECRET_MIN_LENGTH } from '../core/signal-tokens.js';
 import { type SignalResult, sendSignal } from '../core/signals.js';
 import type { Tracing } from '../core/tracing.js';
-import { createWorker, type InvocationStarter, type InvocationSummary, type Worker } from '../core/worker.js';
+import {
+  createWorker,
+  type InvocationStarter,
+  type InvocationSummary,
+  type Worker,
+  type WorkerOptions,
+} from '../core/worker.js';
 import type { SkiplockDb } from '../db/connect.js';
 import type { DrizzleFactory } from '../db/connection-options.js';
 import { migrate } from '../db/migrate.js';
@@ -210,6 +216,10 @@ export interface WorkerRun {
   metrics?: JobMetrics;
   /** Makes handlers' Drizzle transactions (transactional kinds and steps). @defaultValue none */
   drizzle?: DrizzleFactory;
+  /** An idle invocation reads when something is next due (WorkerOptions.nextDue). @defaultValue false */
+  nextDue?: boolean;
+  /** The time the statements use instead of the database's clock (WorkerOptions.test; tests only). */
+  test?: WorkerOptions['test'];
 }
 
 /** What a worker is built from: everything in a WorkerRun but the invocation's own time and id. */
@@ -262,7 +272,7 @@ export class DeployedWorker {
     const kinds = inputs.kinds ?? config.kinds;
     const queues = inputs.queues ?? config.queues;
     const name = inputs.name ?? config.workerName;
-    const key = JSON.stringify([kinds ?? null, queues ?? null, name]);
+    const key = JSON.stringify([kinds ?? null, queues ?? null, name, inputs.nextDue ?? false]);
     let built = this.#byPool.get(db);
     if (!built) {
       built = new Map();
@@ -291,6 +301,8 @@ export class DeployedWorker {
       tracing: inputs.tracing,
       metrics: inputs.metrics,
       drizzle: inputs.drizzle,
+      nextDue: inputs.nextDue,
+      test: inputs.test,
     });
     built.delete(key);
     built.set(key, { inputs, worker });
@@ -301,7 +313,9 @@ export class DeployedWorker {
 
 /** The objects a worker was built with are the same ones (the lists are compared by key). */
 function sameInputs(a: WorkerInputs, b: WorkerInputs): boolean {
-  return (['clock', 'fanOut', 'schedules', 'tracing', 'metrics', 'drizzle'] as const).every((k) => a[k] === b[k]);
+  return (['clock', 'fanOut', 'schedules', 'tracing', 'metrics', 'drizzle', 'test'] as const).every(
+    (k) => a[k] === b[k],
+  );
 }
 
 /**

@@ -6,6 +6,7 @@ import { createNudger, type Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker.js';
 import { MIN_SECRET_LENGTH } from './http.js';
 import { importOptionalPeer } from './optional-peer.js';
+import { defaultIdleHints, type IdleHintStore, IdleHints } from './vercel-idle.js';
 
 /**
  * The header a started worker request carries (`nudge` or `fan-out`): with it, the worker route
@@ -169,6 +170,16 @@ export interface VercelNudgerOptions {
   clock?: Clock;
   acceptTimeoutMs?: number;
   protectionBypass?: string;
+  /**
+   * Where `noteDue` marks the schema written, so that idle worker and maintenance ticks query the
+   * database again (docs/deploy-vercel.md, "Idle ticks"); `false`: no mark. @defaultValue Vercel's
+   * Runtime Cache on Vercel (none elsewhere, or with SKIPLOCK_IDLE=false)
+   */
+  idleHints?: IdleHintStore | false;
+  /** The schema the jobs are written to. @defaultValue SKIPLOCK_SCHEMA, else 'skiplock' */
+  schema?: string;
+  /** The wall time the marks are stamped with (tests only). @defaultValue the system's */
+  test?: { now?: () => Date };
 }
 
 /**
@@ -214,7 +225,7 @@ export function createVercelNudger(
   const starters = new Map<string, InvocationStarter>();
   const { origin, secret, logger, acceptTimeoutMs, protectionBypass } = options;
   const clock = options.clock ?? systemClock;
-  const nudger: Nudger = createNudger({
+  const nudger = createNudger({
     coalesceMs: options.coalesceMs,
     logger,
     clock: options.waitUntil ? keepingAlive(clock, options.waitUntil) : clock,
@@ -237,5 +248,17 @@ export function createVercelNudger(
       return starter;
     },
   });
-  return nudger;
+  const store = options.idleHints === undefined ? defaultIdleHints(process.env) : options.idleHints;
+  if (!store) return nudger;
+  const hints = new IdleHints(store, {
+    schema: options.schema ?? process.env.SKIPLOCK_SCHEMA ?? 'skiplock',
+    logger: logger ?? silentLogger,
+  });
+  const now = () => options.test?.now?.().getTime() ?? Date.now();
+  return {
+    nudge: (queues) => nudger.nudge(queues),
+    // Before the caller's commit: a tick that queries the database between the two distrusts the
+    // hint it writes (IDLE_DEFAULTS.graceMs), so it cannot hide the job.
+    noteDue: () => hints.touch(now()),
+  };
 }

@@ -26,6 +26,7 @@ import {
   type WorkerRun,
 } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
+import { defaultIdleHints, hintAfterRun, type IdleHintStore, IdleHints } from './vercel-idle.js';
 import {
   createVercelNudger,
   loadWaitUntil,
@@ -100,6 +101,19 @@ export interface VercelWorkerOptions {
    * `@vercel/functions` (an optional peer, loaded on first use)
    */
   waitUntil?: WaitUntil;
+  /**
+   * Where idle ticks keep when this worker next has something to do, so that a cron tick with
+   * nothing due answers without the database (SKIPLOCK_IDLE; docs/deploy-vercel.md, "Idle ticks").
+   * A Next.js app passes `vercelRuntimeCache({ getCache })`; an app in several regions, a store they
+   * all share; `false`: every tick queries the database. @defaultValue Vercel's Runtime Cache on
+   * Vercel (`@vercel/functions`, loaded on first use); none elsewhere
+   */
+  idleHints?: IdleHintStore | false;
+  /**
+   * Tests only: the time the idle checks and the worker's statements use instead of the clocks
+   * (WorkerOptions.test). @defaultValue the system's and the database's
+   */
+  test?: { now?: () => Date };
 }
 export type RouteHandler = (request: Request) => Promise<Response>;
 
@@ -137,6 +151,32 @@ function nameOfRoute(pathname: string): string | undefined {
 function startReasonOf(header: string | undefined): StartReason | undefined {
   return START_REASONS.find((reason) => reason === header);
 }
+
+/** The wall time of a route's idle checks and marks: the test's, else the system's. */
+function wallClock(test: { now?: () => Date } | undefined): () => number {
+  return () => test?.now?.().getTime() ?? Date.now();
+}
+
+/**
+ * The idle hints of a route: undefined when SKIPLOCK_IDLE is off or there is no store (off Vercel,
+ * or `idleHints: false`) — every tick then queries the database.
+ */
+function idleHintsOf(
+  option: IdleHintStore | false | undefined,
+  idle: boolean,
+  env: Env,
+  runtime: FunctionRuntime,
+): IdleHints | undefined {
+  const store = option === undefined ? defaultIdleHints(env) : option;
+  if (!idle || !store) return undefined;
+  return new IdleHints(store, {
+    schema: runtime.config.schema,
+    logger: runtime.logger,
+    deployment: env.VERCEL_DEPLOYMENT_ID,
+  });
+}
+
+const isoOf = (ms: number) => new Date(ms).toISOString();
 
 /**
  * How the worker fans out: the option, else requests of this route itself, at SKIPLOCK_BASE_URL or
@@ -198,14 +238,48 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
       fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(runtime, url, env.CRON_SECRET),
     };
     const reason = startReasonOf(request.header(START_HEADER));
+    const hints = idleHintsOf(options.idleHints, config.idle, env, runtime);
+    const now = wallClock(options.test);
+    const key = hints?.keyOf({ worker: run.name ?? config.workerName });
+    let woke: string | undefined;
+    if (hints && key && !reason) {
+      // A cron tick: nothing due, nothing written since the hint → answer without the database (no
+      // connection is made). A started request always queries: it was sent because of a write.
+      const check = await hints.check(key, now(), config.idleRecheckMs);
+      if (check.skip) {
+        const { wakeAt, computedAt } = check.hint;
+        const recheckAt = computedAt + config.idleRecheckMs;
+        return {
+          status: 200,
+          body: { idle: true, wakeAt: isoOf(Math.min(wakeAt, recheckAt)), computedAt: isoOf(computedAt) },
+        };
+      }
+      woke = check.reason;
+    }
+    const invoke = async () => {
+      const computedAt = now();
+      const summary = await worker.run(runtime, { ...run, nextDue: hints !== undefined, test: options.test });
+      if (hints && key) {
+        // Work done makes maintenance due, and other routes' hints untrusted: a handler may have
+        // enqueued to their queues without a nudge.
+        if (summary.claimed > 0) await hints.touch(now());
+        await hints.record(
+          key,
+          hintAfterRun(computedAt, now(), summary.nextDueAt, config.idleRecheckMs),
+          config.idleRecheckMs,
+        );
+      }
+      return summary;
+    };
     if (!reason) {
       // A failed invocation (the database unreachable, a statement refused) is a failure to the
       // platform too: 503, so cron dashboards and uptime checks see it; the body is the summary.
-      const summary = await worker.run(runtime, run);
-      return { status: summary.stoppedBecause === 'error' ? 503 : 200, body: { ...summary } };
+      const summary = await invoke();
+      const body = woke ? { ...summary, woke } : { ...summary };
+      return { status: summary.stoppedBecause === 'error' ? 503 : 200, body };
     }
     const waitUntil = options.waitUntil ?? (await loadWaitUntil());
-    const invocation = worker.run(runtime, run).catch((err: unknown) => {
+    const invocation = invoke().catch((err: unknown) => {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });
     });
     waitUntil(invocation);
@@ -213,16 +287,50 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
   });
 }
 
-/** Vercel cron → maintenance tick (CRON_SECRET). */
-export function createVercelMaintenance(
-  options: { env?: Env; maxDurationMs?: number; metrics?: QueueMetrics } = {},
-): RouteHandler {
+export interface VercelMaintenanceOptions {
+  /** @defaultValue process.env */
+  env?: Env;
+  /** The function's maxDuration in ms. @defaultValue SKIPLOCK_MAX_DURATION_MS */
+  maxDurationMs?: number;
+  /** Queue depth and breaker states for each tick (`otelMetrics()`). @defaultValue none */
+  metrics?: QueueMetrics;
+  /** Where idle ticks keep their hints (see VercelWorkerOptions.idleHints). @defaultValue Vercel's Runtime Cache on Vercel */
+  idleHints?: IdleHintStore | false;
+  /** Tests only: the time the idle checks use. @defaultValue the system's */
+  test?: { now?: () => Date };
+}
+
+/**
+ * Vercel cron → maintenance tick (CRON_SECRET). With idle hints, a quiet tick (nothing changed,
+ * nothing ready or running) lets the next ticks answer without the database until a write or a
+ * worker that did work marks the schema, or the recheck comes.
+ */
+export function createVercelMaintenance(options: VercelMaintenanceOptions = {}): RouteHandler {
   return route(async (request) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.CRON_SECRET, 'CRON_SECRET');
     const runtime = sharedRuntime(env);
-    const budget = options.maxDurationMs ?? runtime.settings.require('maintenance').maxDurationMs;
-    return { status: 200, body: { ...(await runMaintenanceTick(runtime, budget, false, options.metrics)) } };
+    const config = runtime.settings.require('maintenance');
+    const budget = options.maxDurationMs ?? config.maxDurationMs;
+    const hints = idleHintsOf(options.idleHints, config.idle, env, runtime);
+    const now = wallClock(options.test);
+    const key = hints?.keyOf('maintenance');
+    let woke: string | undefined;
+    if (hints && key) {
+      const check = await hints.check(key, now(), config.idleRecheckMs);
+      if (check.skip) {
+        const wakeAt = check.hint.computedAt + config.idleRecheckMs;
+        return { status: 200, body: { idle: true, wakeAt: isoOf(wakeAt), computedAt: isoOf(check.hint.computedAt) } };
+      }
+      woke = check.reason;
+    }
+    const computedAt = now();
+    const report = await runMaintenanceTick(runtime, budget, false, options.metrics);
+    if (hints && key) {
+      const hint = hintAfterRun(computedAt, now(), report.quiet ? null : undefined, config.idleRecheckMs);
+      await hints.record(key, hint, config.idleRecheckMs);
+    }
+    return { status: 200, body: woke ? { ...report, woke } : { ...report } };
   });
 }
 
@@ -245,6 +353,11 @@ export interface VercelEnqueueOptions {
    * (an optional peer, loaded on first use; without it every nudge fails, logged)
    */
   waitUntil?: WaitUntil;
+  /**
+   * Where each write marks its schema written, so that idle ticks query the database again (see
+   * VercelWorkerOptions.idleHints). @defaultValue Vercel's Runtime Cache on Vercel; none elsewhere
+   */
+  idleHints?: IdleHintStore | false;
 }
 
 /**
@@ -275,11 +388,23 @@ function vercelNudgers(options: {
           logger: runtime.logger,
           clock: options.clock,
           waitUntil,
+          // The route marks its writes itself (markWritten).
+          idleHints: false,
         }),
       };
     }
     return nudgerFor.nudger;
   };
+}
+
+/**
+ * Marks the schema written before a write (replay, control) or after one (a signal), so that idle
+ * ticks query the database again; bounded, never failing the request. Before the write: a tick
+ * between the two then cannot trust a hint that missed it.
+ */
+async function markWritten(option: IdleHintStore | false | undefined, idle: boolean, env: Env): Promise<void> {
+  const runtime = sharedRuntime(env);
+  await idleHintsOf(option, idle, env, runtime)?.touch(Date.now());
 }
 
 /** POST enqueue route (bearer SKIPLOCK_ENQUEUE_TOKEN); nudges the workers of the queues it wrote to. */
@@ -290,20 +415,32 @@ export function createVercelEnqueue(jobs: Kinds, options: VercelEnqueueOptions =
     const env = options.env ?? process.env;
     requireBearer(request, env.SKIPLOCK_ENQUEUE_TOKEN, 'SKIPLOCK_ENQUEUE_TOKEN');
     const runtime = sharedRuntime(env);
-    const body = await readJson(request, runtime.settings.require('enqueue').maxBodyBytes);
+    const config = runtime.settings.require('enqueue');
+    const body = await readJson(request, config.maxBodyBytes);
     const nudger = await nudgerOf(runtime, env, url);
+    await markWritten(options.idleHints, config.idle, env);
     return { status: 200, body: await enqueueFromBody(runtime, registry, body, nudger, options.tracing) };
   });
 }
 
+/** The replay and control routes' options. */
+export interface VercelAdminOptions {
+  /** @defaultValue process.env */
+  env?: Env;
+  /** Where each call marks its schema written (see VercelEnqueueOptions.idleHints). @defaultValue Vercel's Runtime Cache on Vercel */
+  idleHints?: IdleHintStore | false;
+}
+
 /** POST replay route, protected by SKIPLOCK_ADMIN_TOKEN. */
-export function createVercelReplay(jobs: Kinds, options: { env?: Env } = {}): RouteHandler {
+export function createVercelReplay(jobs: Kinds, options: VercelAdminOptions = {}): RouteHandler {
   const registry = new JobRegistry(jobs);
   return route(async (request) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.SKIPLOCK_ADMIN_TOKEN, 'SKIPLOCK_ADMIN_TOKEN');
     const runtime = sharedRuntime(env);
-    const body = await readJson(request, runtime.settings.require('replay').maxBodyBytes);
+    const config = runtime.settings.require('replay');
+    const body = await readJson(request, config.maxBodyBytes);
+    await markWritten(options.idleHints, config.idle, env);
     const result = await replayFromBody(runtime, registry, body, 'vercel:replay');
     return { status: 200, body: { ...result } };
   });
@@ -313,12 +450,15 @@ export function createVercelReplay(jobs: Kinds, options: { env?: Env } = {}): Ro
  * POST flow-control route, protected by SKIPLOCK_ADMIN_TOKEN: pause, resume and list
  * (`{ action, queue | kind, reason?, by? }`).
  */
-export function createVercelControl(options: { env?: Env } = {}): RouteHandler {
+export function createVercelControl(options: VercelAdminOptions = {}): RouteHandler {
   return route(async (request) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.SKIPLOCK_ADMIN_TOKEN, 'SKIPLOCK_ADMIN_TOKEN');
     const runtime = sharedRuntime(env);
-    const body = await readJson(request, runtime.settings.require('replay').maxBodyBytes);
+    const config = runtime.settings.require('replay');
+    const body = await readJson(request, config.maxBodyBytes);
+    // A resume frees held work; a pause or a list costs at most a tick or two of queries.
+    await markWritten(options.idleHints, config.idle, env);
     return { status: 200, body: { ...(await controlFromBody(runtime, body, 'vercel:control')) } };
   });
 }
@@ -337,7 +477,13 @@ export function createVercelSignal(options: VercelSignalOptions = {}): RouteHand
     const token = url.searchParams.get('token') ?? undefined;
     const read = (maxBytes: number) => readOptionalJson(request, maxBytes);
     const nudger = await nudgerOf(runtime, env, url);
-    return { status: 200, body: await signalFromToken(runtime, env.SKIPLOCK_SIGNAL_SECRET, token, read, nudger) };
+    const result = await signalFromToken(runtime, env.SKIPLOCK_SIGNAL_SECRET, token, read, nudger);
+    // After the signal: the token is the credential, checked inside. A woken job waits at most one
+    // more tick if a tick read its hint between the commit and the mark; the nudge starts it first.
+    if (result.signal.queues.length > 0) {
+      await markWritten(options.idleHints, runtime.settings.require('enqueue').idle, env);
+    }
+    return { status: 200, body: result };
   });
 }
 
@@ -348,6 +494,14 @@ export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } 
 export { CONSOLE_LOGIN_THROTTLE, type ConsoleOptions } from './console/index.js';
 export { createVercelConsole } from './console/platforms.js';
 export { resetSharedRuntime } from './runtime.js';
+export {
+  IDLE_DEFAULTS,
+  type IdleHintStore,
+  memoryIdleHints,
+  type RuntimeCacheLike,
+  vercelRuntimeCache,
+  type WakeHint,
+} from './vercel-idle.js';
 export {
   createVercelNudger,
   MissingVercelFunctionsError,

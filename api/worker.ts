@@ -1,4 +1,5 @@
-// Vercel cron (every minute): the worker for the queues SKIPLOCK_QUEUES names (all when unset).
+// Vercel cron (vercel.json: every minute on Pro, daily on Hobby; an idle tick answers from a hint
+// without the database): the worker for the queues SKIPLOCK_QUEUES names (all when unset).
 // Also started by the enqueue route's nudges (SKIPLOCK_NUDGE_ROUTES) and, with
 // SKIPLOCK_MAX_INVOCATIONS, by itself when a backlog needs more invocations (fan-out): those
 // requests are accepted at once (202) and run after the response with waitUntil.

@@ -142,6 +142,8 @@ export function nextStepsOf(platform: Platform): string {
 
 export interface InitResult {
   written: string[];
+  /** Why the vercel.json written would not deploy on Hobby (a merged file's own crons). */
+  planProblems?: string[];
   /** Files that already exist: nothing was written. */
   existing: string[];
   /** Existing files that gained what the template adds (vercel.json's crons). */
@@ -191,6 +193,40 @@ interface VercelJson {
   crons?: { path: string; schedule: string }[];
 }
 
+/** The Vercel plan `init vercel|next` writes crons for. */
+export type VercelPlan = 'hobby' | 'pro';
+export const VERCEL_PLANS: readonly VercelPlan[] = ['hobby', 'pro'];
+
+/**
+ * Hobby's crons: at most 2, each at most once a day. One worker route serves every queue (the
+ * template's /api/worker, SKIPLOCK_QUEUES unset), and maintenance; whatever is nudged runs at once.
+ */
+export const HOBBY_CRONS = [
+  { path: '/api/worker', schedule: '0 6 * * *' },
+  { path: '/api/maintenance', schedule: '30 6 * * *' },
+] as const;
+
+/**
+ * What keeps a vercel.json's crons from deploying on Hobby: more than 2 crons, or one that fires
+ * more than once a day — its minute and hour must each be one number (`30 6 * * *`).
+ */
+export function hobbyCronProblems(crons: readonly { path: string; schedule: string }[]): string[] {
+  const problems = crons.length > 2 ? [`${crons.length} crons: Hobby allows 2`] : [];
+  for (const { path, schedule } of crons) {
+    const fields = schedule.trim().split(/\s+/);
+    const once = fields.length === 5 && /^\d{1,2}$/.test(fields[0] ?? '') && /^\d{1,2}$/.test(fields[1] ?? '');
+    if (!once) problems.push(`${path} runs on "${schedule}", more than once a day: Hobby allows daily crons`);
+  }
+  return problems;
+}
+
+/** The template's vercel.json with the plan's crons. */
+function forPlan(template: string, plan: VercelPlan): string {
+  if (plan === 'pro') return template;
+  const config = JSON.parse(template) as VercelJson;
+  return `${JSON.stringify({ ...config, crons: HOBBY_CRONS }, null, 2)}\n`;
+}
+
 /**
  * Adds the template's crons to an existing vercel.json (those whose path it does not have yet);
  * undefined when the file is not a JSON object, which is then left alone and reported existing.
@@ -214,9 +250,14 @@ function mergeCrons(existing: string, template: string): string | undefined {
  * Writes the platform's files into `targetDir`, refusing (and writing nothing) if any exists — but
  * for Next.js, whose vercel.json is often there already: the crons are added to it.
  */
-export function initProject(platform: Platform, targetDir: string): InitResult {
+export function initProject(platform: Platform, targetDir: string, options: { plan?: VercelPlan } = {}): InitResult {
   const root = packageRoot();
+  const plan = options.plan ?? 'pro';
   const nextSteps = nextStepsOf(platform);
+  const templateOf = (from: string) => {
+    const text = readFileSync(join(root, from), 'utf8');
+    return from.endsWith('vercel.json') ? forPlan(text, plan) : text;
+  };
   const files = TEMPLATES[platform].map((from) => ({ from, to: targetOf(platform, from, targetDir) }));
   const merges = new Map<string, string>();
   const existing: string[] = [];
@@ -225,7 +266,7 @@ export function initProject(platform: Platform, targetDir: string): InitResult {
     if (!existsSync(target)) continue;
     const merged =
       platform === 'next' && to === 'vercel.json'
-        ? mergeCrons(readFileSync(target, 'utf8'), readFileSync(join(root, from), 'utf8'))
+        ? mergeCrons(readFileSync(target, 'utf8'), templateOf(from))
         : undefined;
     if (merged === undefined) existing.push(to);
     else merges.set(to, merged);
@@ -235,8 +276,13 @@ export function initProject(platform: Platform, targetDir: string): InitResult {
   for (const { from, to } of files) {
     const target = resolve(targetDir, to);
     mkdirSync(dirname(target), { recursive: true });
-    writeFileSync(target, merges.get(to) ?? readFileSync(join(root, from)));
+    writeFileSync(target, merges.get(to) ?? (to === 'vercel.json' ? templateOf(from) : readFileSync(join(root, from))));
     if (!merges.has(to)) written.push(to);
   }
-  return { written, existing: [], merged: [...merges.keys()], nextSteps };
+  const result: InitResult = { written, existing: [], merged: [...merges.keys()], nextSteps };
+  if (plan === 'hobby' && (platform === 'vercel' || platform === 'next')) {
+    const crons = (JSON.parse(readFileSync(resolve(targetDir, 'vercel.json'), 'utf8')) as VercelJson).crons ?? [];
+    result.planProblems = hobbyCronProblems(crons);
+  }
+  return result;
 }

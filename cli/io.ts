@@ -5,6 +5,8 @@ export interface CliIo {
   err(text: string): void;
   /** True when stderr is a terminal (progress bars redraw in place). */
   tty?: boolean;
+  /** Asks the person at the terminal to pick one of `choices`; absent when stdin is not a terminal. */
+  ask?(question: string, choices: readonly string[]): Promise<string>;
 }
 
 /** Exit codes that mean something to scripts. */

@@ -19,7 +19,7 @@ import { MIGRATIONS } from '../db/migrations.generated.js';
 import { COMMANDS, type CommandContext } from './commands.js';
 import { runCrons } from './crons.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
-import { initProject, isNextApp, isPlatform } from './init.js';
+import { initProject, isNextApp, isPlatform, VERCEL_PLANS, type VercelPlan } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 import { loadJobsModule } from './jobs-module.js';
 import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
@@ -32,11 +32,13 @@ const HELP = `skiplock — operate a skiplock queue
 usage: skiplock <command> [options]
 
 commands:
-  init lambda|cdk|vercel|next [--dir path]
+  init lambda|cdk|vercel|next [--dir path] [--plan hobby|pro]
                                         write a deployable app into your project (default: the current
                                         folder): job kinds, handlers, serverless.yml, an AWS CDK app or
                                         vercel.json (next: App Router routes; vercel in a Next.js app
-                                        does the same); refuses to overwrite existing files
+                                        does the same); refuses to overwrite existing files. --plan:
+                                        the Vercel plan's crons (hobby: 2 daily; pro: every minute),
+                                        asked on a terminal, else hobby (it deploys on every plan)
   crons [--url http://localhost:3000] [--file vercel.json] [--once]
                                         for \`next dev\`: request vercel.json's crons on their schedules
                                         (UTC) with Bearer $CRON_SECRET, as Vercel does; --once: each
@@ -164,6 +166,7 @@ const OPTIONS = {
   restart: { type: 'boolean' },
   by: { type: 'string' },
   dir: { type: 'string' },
+  plan: { type: 'string' },
   'per-key': { type: 'boolean' },
   print: { type: 'boolean' },
   objects: { type: 'boolean' },
@@ -192,7 +195,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   const json = o.json ?? false;
   const emit = (human: string, data: unknown) => io.out(json ? JSON.stringify(data, null, 2) : human);
-  if (command === 'init') return init(rest, o.dir ?? '.', io, json);
+  if (command === 'init') return init(rest, o.dir ?? '.', o.plan, io, json);
   if (command === 'crons') {
     return runCrons(
       { url: o.url ?? 'http://localhost:3000', file: o.file ?? 'vercel.json', once: o.once ?? false },
@@ -322,25 +325,56 @@ function printMigrations(schema: string | undefined, objectsOnly: boolean | unde
  * `init` needs no database: it only writes files. `init vercel` in a Next.js app writes the Next.js
  * route handlers (a Next.js app ignores a root api/ folder).
  */
-function init(rest: readonly string[], dir: string, io: CliIo, json: boolean): number {
+async function init(
+  rest: readonly string[],
+  dir: string,
+  planOption: string | undefined,
+  io: CliIo,
+  json: boolean,
+): Promise<number> {
   const [asked, extra] = rest;
+  const usage = 'usage: skiplock init lambda|cdk|vercel|next [--dir path] [--plan hobby|pro]';
   if (!isPlatform(asked) || extra !== undefined) {
-    io.err('usage: skiplock init lambda|cdk|vercel|next [--dir path]\nrun `skiplock --help` for usage');
+    io.err(`${usage}\nrun \`skiplock --help\` for usage`);
     return EXIT.usage;
   }
   const platform = asked === 'vercel' && isNextApp(dir) ? 'next' : asked;
-  const result = initProject(platform, dir);
+  const onVercel = platform === 'vercel' || platform === 'next';
+  if (planOption !== undefined && !VERCEL_PLANS.includes(planOption as VercelPlan)) {
+    io.err(`--plan must be hobby or pro\n${usage}`);
+    return EXIT.usage;
+  }
+  let plan = planOption as VercelPlan | undefined;
+  let planNote = '';
+  if (onVercel && plan === undefined) {
+    if (io.ask && !json) {
+      plan = (await io.ask('Which Vercel plan deploys this app? hobby: 2 daily crons; pro: crons every minute', [
+        'hobby',
+        'pro',
+      ])) as VercelPlan;
+    } else {
+      // Hobby's crons deploy on every plan; Pro's per-minute crons fail a Hobby deploy.
+      plan = 'hobby';
+      planNote =
+        "vercel.json has Hobby's crons (2, daily), which deploy on every plan; on Pro, run again with --plan pro " +
+        '(crons every minute) or set the crons in vercel.json as docs/deploy-vercel.md shows\n';
+    }
+  }
+  const result = initProject(platform, dir, { plan });
   if (result.existing.length > 0) {
     const message = `refusing to overwrite existing files in ${dir}: ${result.existing.join(', ')}; nothing was written`;
     if (json) io.out(JSON.stringify({ written: [], existing: result.existing }, null, 2));
     else io.err(message);
     return EXIT.refused;
   }
+  const problems = result.planProblems ?? [];
   if (json) {
     const { written, merged, nextSteps } = result;
-    io.out(JSON.stringify({ platform, written, merged, nextSteps }, null, 2));
+    io.out(JSON.stringify({ platform, plan, written, merged, planProblems: problems, nextSteps }, null, 2));
     return EXIT.ok;
   }
+  if (problems.length > 0) io.err(`vercel.json will not deploy on Hobby: ${problems.join('; ')}`);
+  if (planNote) io.out(planNote);
   if (platform !== asked)
     io.out('this is a Next.js app (its package.json depends on next): writing App Router routes\n');
   const merged = result.merged.length > 0 ? `; added the crons to ${result.merged.join(', ')}` : '';

@@ -170,6 +170,8 @@ describe("the adapters' options configuration.md lists", () => {
         metrics: true,
         drizzle: true,
         waitUntil: true,
+        idleHints: true,
+        test: true,
       }),
     },
     {
@@ -178,12 +180,19 @@ describe("the adapters' options configuration.md lists", () => {
     },
     {
       factory: 'createVercelEnqueue',
-      names: keysOf<VercelEnqueueOptions>()({ env: true, nudger: true, clock: true, tracing: true, waitUntil: true }),
+      names: keysOf<VercelEnqueueOptions>()({
+        env: true,
+        nudger: true,
+        clock: true,
+        tracing: true,
+        waitUntil: true,
+        idleHints: true,
+      }),
     },
     { factory: 'createLambdaSignal', names: keysOf<LambdaSignalOptions>()({ env: true, nudger: true, clock: true }) },
     {
       factory: 'createVercelSignal',
-      names: keysOf<VercelSignalOptions>()({ env: true, nudger: true, clock: true, waitUntil: true }),
+      names: keysOf<VercelSignalOptions>()({ env: true, nudger: true, clock: true, waitUntil: true, idleHints: true }),
     },
     {
       factory: 'createLambdaMaintenance',
@@ -195,6 +204,8 @@ describe("the adapters' options configuration.md lists", () => {
         env: true,
         maxDurationMs: true,
         metrics: true,
+        idleHints: true,
+        test: true,
       }),
     },
   ];

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { initProject, isNextApp, TEMPLATES } from '../../cli/init.js';
+import { HOBBY_CRONS, hobbyCronProblems, initProject, isNextApp, TEMPLATES } from '../../cli/init.js';
 import { runCli } from '../../cli/run.js';
 
 const dirs: string[] = [];
@@ -19,6 +19,70 @@ afterEach(() => {
 });
 const cronPaths = (dir: string) =>
   (JSON.parse(readFileSync(join(dir, 'vercel.json'), 'utf8')) as { crons: { path: string; schedule: string }[] }).crons;
+
+/** `skiplock init …` as the CLI runs it; `ask` stands for a terminal's answer. */
+async function cli(args: string[], ask?: (question: string) => Promise<string>) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(['init', ...args], {
+    env: {},
+    out: (line) => out.push(line),
+    err: (line) => err.push(line),
+    ask: ask ? (question) => ask(question) : undefined,
+  });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+describe('skiplock init next: the Vercel plan', () => {
+  it('--plan hobby writes 2 daily crons, which pass the Hobby checker, in both the Next.js and the api/ layouts', async () => {
+    for (const platform of ['next', 'vercel']) {
+      const dir = folder();
+      const { code } = await cli([platform, '--dir', dir, '--plan', 'hobby']);
+      expect(code).toBe(0);
+      expect(cronPaths(dir)).toEqual(HOBBY_CRONS);
+      expect(hobbyCronProblems(cronPaths(dir))).toEqual([]);
+    }
+  });
+
+  it('--plan pro writes the crons every minute, which Hobby refuses', async () => {
+    const dir = folder();
+    expect((await cli(['next', '--dir', dir, '--plan', 'pro'])).code).toBe(0);
+    expect(cronPaths(dir).map((c) => c.schedule)).toEqual(['* * * * *', '* * * * *', '*/10 * * * *']);
+    expect(hobbyCronProblems(cronPaths(dir))).toHaveLength(4); // 3 crons, each more than daily
+  });
+
+  it('with no terminal and no --plan: Hobby (it deploys on every plan), and how to switch', async () => {
+    const dir = folder();
+    const { code, out } = await cli(['next', '--dir', dir]);
+    expect(code).toBe(0);
+    expect(cronPaths(dir)).toEqual(HOBBY_CRONS);
+    expect(out).toMatch(/deploy on every plan; on Pro, run again with --plan pro/);
+  });
+
+  it('on a terminal it asks which plan', async () => {
+    const dir = folder();
+    const questions: string[] = [];
+    const { code } = await cli(['next', '--dir', dir], async (question) => {
+      questions.push(question);
+      return 'pro';
+    });
+    expect(code).toBe(0);
+    expect(questions).toHaveLength(1);
+    expect(cronPaths(dir)[0]).toEqual({ path: '/api/worker', schedule: '* * * * *' });
+  });
+
+  it('a vercel.json whose own crons break Hobby is merged, and the problem said; a bad --plan is a usage error', async () => {
+    const dir = folder();
+    writeFileSync(
+      join(dir, 'vercel.json'),
+      JSON.stringify({ crons: [{ path: '/api/digest', schedule: '0 8 * * *' }] }),
+    );
+    const { code, err } = await cli(['next', '--dir', dir, '--plan', 'hobby']);
+    expect(code).toBe(0);
+    expect(err).toMatch(/will not deploy on Hobby: 3 crons: Hobby allows 2/);
+    expect((await cli(['next', '--dir', folder(), '--plan', 'enterprise'])).code).toBe(2);
+  });
+});
 
 describe('skiplock init next', () => {
   it('writes the route handlers under app/, the jobs module and the crons, each file as the package ships it', () => {

@@ -67,7 +67,9 @@ beforeAll(async () => {
   // The printed install, its peers (and Next.js's own) pinned to this repository's versions: offline.
   const deps = ['next', 'react', 'react-dom', 'zod', 'drizzle-orm', 'typescript', '@types/react', '@types/node'];
   await npm(['install', installed[0], ...deps.map((name) => `${name}@${versionOf(name)}`)], origin);
-  ({ stdout: initOutput } = await run(join(origin, 'node_modules/.bin/skiplock'), ['init', 'vercel'], { cwd: origin }));
+  ({ stdout: initOutput } = await run(join(origin, 'node_modules/.bin/skiplock'), ['init', 'vercel', '--plan', 'pro'], {
+    cwd: origin,
+  }));
   await git(['init', '-q'], origin);
   await git(['add', '-A'], origin);
   await git(['commit', '-qm', 'my next app'], origin);

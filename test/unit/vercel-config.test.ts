@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { hobbyCronProblems } from '../../cli/init.js';
 
 const config = JSON.parse(readFileSync('vercel.json', 'utf8')) as {
   functions: Record<string, { maxDuration: number }>;
@@ -47,5 +48,25 @@ describe('vercel.json', () => {
     const route = (await import('../../api/admin.js')) as Record<string, unknown>;
     expect(typeof route.GET).toBe('function');
     expect(route.POST).toBe(route.GET);
+  });
+});
+
+describe("Hobby's cron rules (hobbyCronProblems)", () => {
+  const cron = (schedule: string) => ({ path: '/api/worker', schedule });
+  it('a cron whose minute and hour are single numbers fires once a day: allowed', () => {
+    for (const schedule of ['0 6 * * *', '30 23 * * 1-5', '5 0 1 * *']) {
+      expect(hobbyCronProblems([cron(schedule)])).toEqual([]);
+    }
+  });
+  it('every minute, every few minutes or hours, a list or a range of hours: refused', () => {
+    for (const schedule of ['* * * * *', '*/10 * * * *', '0 */2 * * *', '0 6,18 * * *', '0 6-8 * * *', '0 6 * *']) {
+      expect(hobbyCronProblems([cron(schedule)])).toHaveLength(1);
+    }
+  });
+  it("more than 2 crons: refused; this repository's vercel.json is Pro's", () => {
+    expect(hobbyCronProblems([cron('0 1 * * *'), cron('0 2 * * *'), cron('0 3 * * *')])).toEqual([
+      '3 crons: Hobby allows 2',
+    ]);
+    expect(hobbyCronProblems(config.crons)).toContain('3 crons: Hobby allows 2');
   });
 });

@@ -1,4 +1,5 @@
-// Vercel cron (every 10 minutes): deadlines to the DLQ, retention pruning, stats.
+// Vercel cron (every 10 minutes on Pro, daily on Hobby; a quiet tick lets the next ones skip the
+// database until something is written): deadlines to the DLQ, retention pruning, stats.
 import { createVercelMaintenance } from 'skiplock/vercel';
 
 export const maxDuration = 120;
