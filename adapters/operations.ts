@@ -13,7 +13,13 @@ import type { ScheduleDefinition } from '../core/schedules.js';
 import { readSignalToken, SIGNAL_SECRET_MIN_LENGTH } from '../core/signal-tokens.js';
 import { type SignalResult, sendSignal } from '../core/signals.js';
 import type { Tracing } from '../core/tracing.js';
-import { createWorker, type InvocationStarter, type InvocationSummary, type Worker } from '../core/worker.js';
+import {
+  createWorker,
+  type InvocationStarter,
+  type InvocationSummary,
+  type Worker,
+  type WorkerOptions,
+} from '../core/worker.js';
 import type { SkiplockDb } from '../db/connect.js';
 import type { DrizzleFactory } from '../db/connection-options.js';
 import { migrate } from '../db/migrate.js';
@@ -129,7 +135,8 @@ export async function enqueueFromBody(
     options: (item.options ?? {}) as EnqueueOptions,
   });
   const config = runtime.settings.require('enqueue');
-  const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes, tracing });
+  // The nudger also hears when each write is due (noteDue); the nudge itself is ours, after the commit.
+  const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes, tracing, nudger });
   // Committed (one statement, no transaction of ours): start the workers of these queues now.
   const nudge = (requests: readonly JobRequest[]) => nudger?.nudge(requests.map((r) => r.options.queue ?? r.job.queue));
   if ('flow' in input) {
@@ -171,7 +178,10 @@ export async function signalFromToken(
     sendSignal(db, schema, claims.key, body, maxPayloadBytes, { tokenId: claims.tokenId }),
   );
   runtime.logger.info('signal', { key: claims.key, signalId: signal.id, woken: signal.woken });
-  if (signal.queues.length > 0) await nudger?.nudge(signal.queues);
+  if (signal.queues.length > 0) {
+    await nudger?.noteDue?.(signal.queues.map((queue) => ({ queue, at: null })));
+    await nudger?.nudge(signal.queues);
+  }
   return { signal };
 }
 
@@ -210,6 +220,8 @@ export interface WorkerRun {
   metrics?: JobMetrics;
   /** Makes handlers' Drizzle transactions (transactional kinds and steps). @defaultValue none */
   drizzle?: DrizzleFactory;
+  /** Tests: the database's "now" for the claims (WorkerOptions.test). @defaultValue unset */
+  test?: WorkerOptions['test'];
 }
 
 /** What a worker is built from: everything in a WorkerRun but the invocation's own time and id. */
@@ -287,7 +299,10 @@ export class DeployedWorker {
       fanOut: config.maxInvocations === undefined ? undefined : inputs.fanOut,
       fanOutTargetMs: config.fanOutTargetMs,
       lingerMs: config.lingerMs,
+      // An idle invocation reads when its worker is next due (the platform's wake plan).
+      nextDue: config.idle,
       schedules: inputs.schedules,
+      test: inputs.test,
       tracing: inputs.tracing,
       metrics: inputs.metrics,
       drizzle: inputs.drizzle,
@@ -301,7 +316,9 @@ export class DeployedWorker {
 
 /** The objects a worker was built with are the same ones (the lists are compared by key). */
 function sameInputs(a: WorkerInputs, b: WorkerInputs): boolean {
-  return (['clock', 'fanOut', 'schedules', 'tracing', 'metrics', 'drizzle'] as const).every((k) => a[k] === b[k]);
+  return (['clock', 'fanOut', 'schedules', 'tracing', 'metrics', 'drizzle', 'test'] as const).every(
+    (k) => a[k] === b[k],
+  );
 }
 
 /**
