@@ -85,6 +85,7 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
       '@aws-sdk/client-lambda': { optional: true },
       '@aws-sdk/client-secrets-manager': { optional: true },
       '@vercel/functions': { optional: true },
+      '@aws-sdk/client-scheduler': { optional: true },
     });
     expect(manifest.dependencies['@aws-sdk/client-secrets-manager']).toBeUndefined();
   });
