@@ -56,6 +56,15 @@ export interface SkiplockConfig {
   nudgeFunctions: Record<string, string> | undefined;
   /** SKIPLOCK_NUDGE_ROUTES: the worker route of each queue (a path or an absolute URL), requested after a Vercel enqueue. */
   nudgeRoutes: Record<string, string> | undefined;
+  /**
+   * SKIPLOCK_WAKE_ROLE_ARN: on Lambda with `idle`, the role EventBridge Scheduler invokes one-off
+   * wake-ups with; unset: no wake-up is armed and only the fixed schedule runs the functions.
+   */
+  wakeRoleArn: string | undefined;
+  /** SKIPLOCK_WAKE_GROUP: the EventBridge Scheduler group of the wake-ups; unset: `default`. */
+  wakeGroup: string | undefined;
+  /** SKIPLOCK_MAINTENANCE_FUNCTION: the maintenance function a busy Lambda worker wakes; unset: none. */
+  maintenanceFunction: string | undefined;
   /** SKIPLOCK_BASE_URL: the origin Vercel routes are requested at for nudges and fan-out; else the request's own. */
   baseUrl: string | undefined;
   maxPayloadBytes: number;
@@ -74,6 +83,8 @@ export interface SkiplockConfig {
 
 const QUEUE_OR_ANY = /^(\*|[A-Za-z0-9][A-Za-z0-9_.:-]{0,63})$/;
 const FUNCTION_NAME = /^[A-Za-z0-9_:.-]{1,140}$/;
+/** An IAM role's ARN (with its path). */
+const ROLE_ARN = /^arn:aws[a-z-]*:iam::\d{12}:role\/[A-Za-z0-9+=,.@_/-]{1,512}$/;
 /** `host:port` or `host:port/path`, optionally after `ws://` or `wss://` (a bare one is ws://). */
 const WS_PROXY =
   /^(?:(wss?):\/\/)?((?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+|\[[0-9A-Fa-f:.]+\]):(\d{1,5})(\/[A-Za-z0-9_.~/-]*)?$/;
@@ -229,6 +240,20 @@ const VARIABLES = {
   SKIPLOCK_QUERY_TIMEOUT_MS: withDefault(int(0, 3_600_000), CONNECT_DEFAULTS.queryTimeoutMs),
   SKIPLOCK_PREPARED_STATEMENTS: flag(CONNECT_DEFAULTS.preparedStatements),
   SKIPLOCK_MAX_BODY_BYTES: withDefault(int(1_024, 6_291_456), FUNCTION_DEFAULTS.maxBodyBytes),
+  SKIPLOCK_WAKE_ROLE_ARN: before(
+    (v) => (v === '' ? undefined : v),
+    z.optional(z.string().check(z.regex(ROLE_ARN, 'must be an IAM role ARN (arn:aws:iam::123456789012:role/name)'))),
+  ),
+  SKIPLOCK_WAKE_GROUP: before(
+    (v) => (v === '' ? undefined : v),
+    z.optional(
+      z.string().check(z.regex(/^[0-9A-Za-z_.-]{1,64}$/, 'must be a schedule group name (letters, digits, _ . -)')),
+    ),
+  ),
+  SKIPLOCK_MAINTENANCE_FUNCTION: before(
+    (v) => (v === '' ? undefined : v),
+    z.optional(z.string().check(z.regex(FUNCTION_NAME, "must be a Lambda function's name or ARN"))),
+  ),
   SKIPLOCK_NUDGE_FUNCTIONS: queueTargets(FUNCTION_NAME, 'queue,queue=function;queue=function'),
   SKIPLOCK_NUDGE_ROUTES: queueTargets(ROUTE, 'queue,queue=/route/path;queue=https://host/path'),
   SKIPLOCK_BASE_URL: before(
@@ -296,6 +321,9 @@ export const PURPOSES = {
     'SKIPLOCK_COMPLETED_JOBS',
     'SKIPLOCK_MAX_DURATION_MS',
     'SKIPLOCK_BASE_URL',
+    'SKIPLOCK_WAKE_ROLE_ARN',
+    'SKIPLOCK_WAKE_GROUP',
+    'SKIPLOCK_MAINTENANCE_FUNCTION',
   ],
   enqueue: [
     'SKIPLOCK_MAX_BODY_BYTES',
@@ -304,6 +332,8 @@ export const PURPOSES = {
     'SKIPLOCK_NUDGE_ROUTES',
     'SKIPLOCK_BASE_URL',
     'SKIPLOCK_IDLE',
+    'SKIPLOCK_WAKE_ROLE_ARN',
+    'SKIPLOCK_WAKE_GROUP',
   ],
   replay: ['SKIPLOCK_MAX_BODY_BYTES', 'SKIPLOCK_IDLE'],
   console: ['SKIPLOCK_CONSOLE_READ_ONLY', 'SKIPLOCK_CONSOLE_SESSION_MINUTES'],
@@ -314,6 +344,8 @@ export const PURPOSES = {
     'SKIPLOCK_DEAD_RETENTION_HOURS',
     'SKIPLOCK_SAFETY_MARGIN_MS',
     'SKIPLOCK_MAX_DURATION_MS',
+    'SKIPLOCK_WAKE_ROLE_ARN',
+    'SKIPLOCK_WAKE_GROUP',
   ],
 } as const satisfies Record<string, readonly Variable[]>;
 
@@ -418,6 +450,9 @@ export class EnvironmentSettings {
       nudgeFunctions: e.SKIPLOCK_NUDGE_FUNCTIONS,
       nudgeRoutes: e.SKIPLOCK_NUDGE_ROUTES,
       baseUrl: e.SKIPLOCK_BASE_URL,
+      wakeRoleArn: e.SKIPLOCK_WAKE_ROLE_ARN,
+      wakeGroup: e.SKIPLOCK_WAKE_GROUP,
+      maintenanceFunction: e.SKIPLOCK_MAINTENANCE_FUNCTION,
       maxPayloadBytes: e.SKIPLOCK_MAX_PAYLOAD_BYTES,
       completedRetentionHours: e.SKIPLOCK_COMPLETED_RETENTION_HOURS,
       deadRetentionHours: e.SKIPLOCK_DEAD_RETENTION_HOURS,

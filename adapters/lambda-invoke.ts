@@ -3,6 +3,7 @@ import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
 import { createNudger, describeError, type Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker.js';
+import { functionArnNear, type LambdaWakeOptions, LambdaWakes, wakeMinute } from './lambda-wake.js';
 import { importOptionalPeer } from './optional-peer.js';
 
 /** The event a started worker receives: any event runs the worker; this one says why. */
@@ -93,16 +94,23 @@ export type NudgeFunctions = Readonly<Record<string, string>>;
 /**
  * A nudger that starts the worker function of each queue with an asynchronous Invoke, coalesced
  * per function (see NudgerOptions.coalesceMs). Needs `lambda:InvokeFunction` on those functions.
+ *
+ * With `wake` (an idle app: SKIPLOCK_WAKE_ROLE_ARN), every write through an enqueuer that uses this
+ * nudger also arms a one-off EventBridge Scheduler wake-up of its queue's worker at the minute the
+ * job is due — a due-now write at the next whole minute, the wake-up a per-minute tick would have
+ * given, so a job still runs if its nudge is lost or was never asked for (`nudge: true`). Each
+ * worker and minute costs one CreateSchedule per instance at most, however many jobs are written.
  */
 export function createLambdaNudger(
   functions: NudgeFunctions,
-  options: { coalesceMs?: number; logger?: Logger; clock?: Clock } = {},
+  options: { coalesceMs?: number; logger?: Logger; clock?: Clock; wake?: LambdaWakeOptions } = {},
 ): Nudger {
   const starters = new Map<string, InvocationStarter>();
-  return createNudger({
+  const functionOf = (queue: string) => functions[queue] ?? functions['*'];
+  const nudger = createNudger({
     ...options,
     workerFor: (queue) => {
-      const name = functions[queue] ?? functions['*'];
+      const name = functionOf(queue);
       if (!name) return undefined;
       let starter = starters.get(name);
       if (!starter) {
@@ -112,4 +120,27 @@ export function createLambdaNudger(
       return starter;
     },
   });
+  const { wake } = options;
+  if (!wake) return nudger;
+  const wakes = new LambdaWakes({ logger: options.logger, clock: options.clock, ...wake });
+  return {
+    nudge: (queues) => nudger.nudge(queues),
+    async noteDue(due) {
+      const now = wakes.now();
+      const arms = new Map<string, { target: string; at: number }>();
+      for (const { queue, at } of due) {
+        const name = functionOf(queue);
+        if (!name) continue;
+        const target = functionArnNear(name, wake.roleArn, process.env.AWS_REGION);
+        if (!target) {
+          wakes.unavailable(`no ARN for the worker function ${name}: AWS_REGION is unset`);
+          continue;
+        }
+        const minute = wakeMinute(at?.getTime() ?? null, now);
+        const key = `${target} ${minute}`;
+        if (!arms.has(key)) arms.set(key, { target, at: minute });
+      }
+      await Promise.all([...arms.values()].map(({ target, at }) => wakes.arm(target, at)));
+    },
+  };
 }

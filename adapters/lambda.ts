@@ -21,6 +21,7 @@ import {
   tooLarge,
 } from './http.js';
 import { createLambdaNudger, lambdaStarter } from './lambda-invoke.js';
+import { instanceWakes, wakeAfterMaintenance, wakeAfterWorker } from './lambda-wake-plan.js';
 import { DeployedWorker, enqueueFromBody, replayFromBody, runMaintenanceTick, signalFromToken } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
 import { refuseUnfitKinds } from './worker-fit.js';
@@ -30,6 +31,8 @@ export interface LambdaContext {
   getRemainingTimeInMillis(): number;
   awsRequestId?: string;
   functionName?: string;
+  /** The ARN the function was invoked by: the target of its own one-off wake-ups. */
+  invokedFunctionArn?: string;
 }
 
 /** API Gateway HTTP API (payload 2.0) and function URL events. */
@@ -110,6 +113,11 @@ export interface LambdaWorkerOptions {
    * database, which keeps Drizzle's query builders out of the bundle. @defaultValue none
    */
   drizzle?: DrizzleFactory;
+  /**
+   * Tests: the time the database judges the worker's claims at (as WorkerOptions.test.now), also
+   * the wall time its wake-ups are armed for — a simulated day runs in milliseconds. @defaultValue unset
+   */
+  test?: { now?: () => Date };
 }
 
 /**
@@ -144,11 +152,12 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
   refuseUnfitKinds(jobs, options.env ?? process.env, options, () => invocationMs);
   const worker = new DeployedWorker(jobs);
   const fanOutOf = fanOutStarters(options.fanOut);
+  const wakesOf = instanceWakes(options.test?.now);
   return async (_event: unknown, context: LambdaContext) => {
     const runtime = runtimeOrFailure(options.env ?? process.env);
     if ('error' in runtime) return { ok: false, error: runtime.error };
     try {
-      return await worker.run(runtime, {
+      const summary = await worker.run(runtime, {
         remainingMs: context.getRemainingTimeInMillis(),
         invocationId: context.awsRequestId,
         queues: options.queues,
@@ -159,7 +168,10 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
         tracing: options.tracing,
         metrics: options.metrics,
         drizzle: options.drizzle,
+        test: options.test,
       });
+      await wakeAfterWorker(runtime, wakesOf, context, summary);
+      return summary;
     } catch (err) {
       runtime.logger.error('worker_failed', { error: publicMessage(err) });
       return { ok: false, error: publicMessage(err) };
@@ -171,17 +183,24 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
  * Scheduled maintenance: deadlines to the DLQ, retention pruning, stats. Invoked with
  * `{"migrate": true}` it first applies pending migrations (run it once after each deploy).
  */
-export function createLambdaMaintenance(options: { env?: Env; metrics?: QueueMetrics } = {}) {
+export function createLambdaMaintenance(
+  options: { env?: Env; metrics?: QueueMetrics; test?: { now?: () => Date } } = {},
+) {
+  const wakesOf = instanceWakes(options.test?.now);
   return async (event: unknown, context: LambdaContext) => {
     const runtime = runtimeOrFailure(options.env ?? process.env);
     if ('error' in runtime) return { ok: false, error: runtime.error };
     try {
       const migrateFirst =
         typeof event === 'object' && event !== null && (event as { migrate?: unknown }).migrate === true;
-      return {
-        ok: true,
-        ...(await runMaintenanceTick(runtime, context.getRemainingTimeInMillis(), migrateFirst, options.metrics)),
-      };
+      const report = await runMaintenanceTick(
+        runtime,
+        context.getRemainingTimeInMillis(),
+        migrateFirst,
+        options.metrics,
+      );
+      await wakeAfterMaintenance(runtime, wakesOf, context, report.quiet);
+      return { ok: true, ...report };
     } catch (err) {
       runtime.logger.error('maintenance_failed', { error: publicMessage(err) });
       return { ok: false, error: publicMessage(err) };
@@ -266,16 +285,18 @@ export function createLambdaEnqueue(jobs: Kinds, options: LambdaEnqueueOptions =
  * SKIPLOCK_NUDGE_FUNCTIONS names): one per container, so that nudges coalesce across warm invocations.
  */
 function lambdaNudgers(options: { nudger?: Nudger; clock?: Clock }): (runtime: FunctionRuntime) => Nudger | undefined {
-  let nudgerFor: { functions: string; nudger: Nudger } | undefined;
+  let nudgerFor: { key: string; nudger: Nudger } | undefined;
   return (runtime) => {
     if (options.nudger) return options.nudger;
-    const functions = runtime.settings.require('enqueue').nudgeFunctions;
+    const { nudgeFunctions: functions, idle, wakeRoleArn, wakeGroup } = runtime.settings.require('enqueue');
     if (!functions) return undefined;
-    const key = JSON.stringify(functions);
-    if (nudgerFor?.functions !== key) {
+    // An idle app's writes also arm their worker's wake-up (docs/deploy-lambda.md).
+    const wake = idle && wakeRoleArn ? { roleArn: wakeRoleArn, group: wakeGroup } : undefined;
+    const key = JSON.stringify([functions, wake ?? null]);
+    if (nudgerFor?.key !== key) {
       nudgerFor = {
-        functions: key,
-        nudger: createLambdaNudger(functions, { logger: runtime.logger, clock: options.clock }),
+        key,
+        nudger: createLambdaNudger(functions, { logger: runtime.logger, clock: options.clock, wake }),
       };
     }
     return nudgerFor.nudger;
@@ -315,10 +336,12 @@ function invokeOrHttp(
 
 /**
  * Replay dead jobs, by direct invoke only (no HTTP event is wired to it; an HTTP event is
- * refused). Body: ids or a filter, limit, dryRun, resetAttempts, override, by.
+ * refused). Body: ids or a filter, limit, dryRun, resetAttempts, override, by. Starts the workers of
+ * the replayed jobs' queues as the enqueue function does (SKIPLOCK_NUDGE_FUNCTIONS).
  */
-export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
+export function createLambdaReplay(jobs: Kinds, options: { env?: Env; nudger?: Nudger; clock?: Clock } = {}) {
   const registry = new JobRegistry(jobs);
+  const nudgerOf = lambdaNudgers(options);
   return async (event: unknown, context?: LambdaContext): Promise<Record<string, unknown>> => {
     if (isHttpEvent(event)) {
       return { status: 404, error: { code: 'not_found', message: 'replay is invoke-only' } };
@@ -326,6 +349,13 @@ export function createLambdaReplay(jobs: Kinds, options: { env?: Env } = {}) {
     try {
       const runtime = sharedRuntime(options.env ?? process.env);
       const result = await replayFromBody(runtime, registry, event, `lambda:${context?.functionName ?? 'replay'}`);
+      // Replayed jobs are due now: start (and, on an idle app, wake) the workers of their queues.
+      const queues = [...new Set(result.replayed.map((job) => job.queue))];
+      if (!result.dryRun && queues.length > 0) {
+        const nudger = nudgerOf(runtime);
+        await nudger?.noteDue?.(queues.map((queue) => ({ queue, at: null })));
+        await nudger?.nudge(queues);
+      }
       runtime.logger.info('replay', {
         replayed: result.replayed.length,
         refused: result.refused.length,
@@ -388,5 +418,6 @@ export {
   NUDGE_EVENT,
   type NudgeFunctions,
 } from './lambda-invoke.js';
+export { type LambdaWakeOptions, MissingSchedulerClientError, WAKE_EVENT } from './lambda-wake.js';
 export { emfMetrics, type MetricsSink } from './metrics.js';
 export { resetSharedRuntime } from './runtime.js';

@@ -135,7 +135,8 @@ export async function enqueueFromBody(
     options: (item.options ?? {}) as EnqueueOptions,
   });
   const config = runtime.settings.require('enqueue');
-  const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes, tracing });
+  // The nudger also hears when each write is due (noteDue); the nudge itself is ours, after the commit.
+  const enqueuer = createEnqueuer({ schema: config.schema, maxPayloadBytes: config.maxPayloadBytes, tracing, nudger });
   // Committed (one statement, no transaction of ours): start the workers of these queues now.
   const nudge = (requests: readonly JobRequest[]) => nudger?.nudge(requests.map((r) => r.options.queue ?? r.job.queue));
   if ('flow' in input) {
@@ -177,7 +178,10 @@ export async function signalFromToken(
     sendSignal(db, schema, claims.key, body, maxPayloadBytes, { tokenId: claims.tokenId }),
   );
   runtime.logger.info('signal', { key: claims.key, signalId: signal.id, woken: signal.woken });
-  if (signal.queues.length > 0) await nudger?.nudge(signal.queues);
+  if (signal.queues.length > 0) {
+    await nudger?.noteDue?.(signal.queues.map((queue) => ({ queue, at: null })));
+    await nudger?.nudge(signal.queues);
+  }
   return { signal };
 }
 
@@ -272,7 +276,7 @@ export class DeployedWorker {
     const kinds = inputs.kinds ?? config.kinds;
     const queues = inputs.queues ?? config.queues;
     const name = inputs.name ?? config.workerName;
-    const key = JSON.stringify([kinds ?? null, queues ?? null, name, inputs.nextDue ?? false]);
+    const key = JSON.stringify([kinds ?? null, queues ?? null, name, inputs.nextDue ?? config.idle]);
     let built = this.#byPool.get(db);
     if (!built) {
       built = new Map();
@@ -297,11 +301,13 @@ export class DeployedWorker {
       fanOut: config.maxInvocations === undefined ? undefined : inputs.fanOut,
       fanOutTargetMs: config.fanOutTargetMs,
       lingerMs: config.lingerMs,
+      // An idle invocation reads when its worker is next due (the platform's wake plan): Lambda's
+      // with SKIPLOCK_IDLE; a Vercel route says whether it has a hint store to keep it in.
+      nextDue: inputs.nextDue ?? config.idle,
       schedules: inputs.schedules,
       tracing: inputs.tracing,
       metrics: inputs.metrics,
       drizzle: inputs.drizzle,
-      nextDue: inputs.nextDue,
       test: inputs.test,
     });
     built.delete(key);

@@ -61,7 +61,8 @@ export function scheduledEvent() {
 
 /**
  * A Lambda context whose remaining time runs down from `remainingMs` in real time, with a request
- * id of its own (as each invocation has; the worker's invocationId).
+ * id of its own (as each invocation has; the worker's invocationId) and the function's ARN (account
+ * 123456789012, us-east-1: what an idle app's one-off wake-ups target).
  */
 export function lambdaContext(remainingMs: number, functionName = 'skiplock-dev-worker'): LambdaContext {
   const deadline = Date.now() + remainingMs;
@@ -69,5 +70,6 @@ export function lambdaContext(remainingMs: number, functionName = 'skiplock-dev-
     getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
     awsRequestId: randomUUID(),
     functionName,
+    invokedFunctionArn: `arn:aws:lambda:us-east-1:123456789012:function:${functionName}`,
   };
 }

@@ -35,8 +35,10 @@ export async function serveLambda(database: { url: string; embedded: boolean }, 
   const packageDir = packagedAt >= 0 ? resolve(args[packagedAt + 1] ?? '.') : join(root, '.serverless');
   if (packagedAt < 0) {
     const started = performance.now();
-    console.log('packaging serverless.yml (serverless package --stage dev, offline)…');
-    await packageService({ serviceDir: root, outDir: packageDir, stage: 'dev' });
+    console.log('packaging serverless.yml (serverless package --stage dev --param=idle=false, offline)…');
+    // No EventBridge Scheduler runs here to fire one-off wake-ups: the rules tick every minute as
+    // they do with idle off, so a job written without a nudge still runs within a minute.
+    await packageService({ serviceDir: root, outDir: packageDir, stage: 'dev', params: { idle: 'false' } });
     console.log(`packaged in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   }
   const template = readPackagedTemplate(packageDir);

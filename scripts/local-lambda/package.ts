@@ -20,9 +20,16 @@ export function offlineServerlessEnv(): Record<string, string | undefined> {
   return env;
 }
 
-export async function packageService(options: { serviceDir: string; outDir: string; stage?: string }): Promise<void> {
+export async function packageService(options: {
+  serviceDir: string;
+  outDir: string;
+  stage?: string;
+  /** serverless.yml's params (`--param name=value`). */
+  params?: Record<string, string>;
+}): Promise<void> {
   const env = offlineServerlessEnv();
   const args = ['serverless', 'package', '--package', options.outDir, '--stage', options.stage ?? 'dev'];
+  for (const [name, value] of Object.entries(options.params ?? {})) args.push(`--param=${name}=${value}`);
   try {
     await run('npx', args, { cwd: options.serviceDir, env, timeout: 180_000, maxBuffer: 16 * 1024 * 1024 });
   } catch (err) {

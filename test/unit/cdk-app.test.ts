@@ -112,19 +112,57 @@ describe('an AWS CDK app from `skiplock init cdk`', () => {
     const schedules = Object.values(template.findResources('AWS::Events::Rule')).map(
       (r) => (r.Properties as { ScheduleExpression: string }).ScheduleExpression,
     );
-    expect(schedules.sort()).toEqual(['rate(1 minute)', 'rate(1 minute)', 'rate(10 minutes)']);
+    // Idle (the default): the fixed rules are the 6-hour safety net SKIPLOCK_IDLE_RECHECK_MINUTES names.
+    expect(schedules.sort()).toEqual(['rate(6 hours)', 'rate(6 hours)', 'rate(6 hours)']);
+    for (const name of ['skiplock-worker', 'skiplock-reports-worker', 'skiplock-maintenance']) {
+      template.hasResourceProperties('AWS::Lambda::Function', {
+        FunctionName: name,
+        Environment: {
+          Variables: Match.objectLike({
+            SKIPLOCK_IDLE: 'true',
+            SKIPLOCK_IDLE_RECHECK_MINUTES: '360',
+            SKIPLOCK_WAKE_ROLE_ARN: { 'Fn::GetAtt': [Match.stringLikeRegexp('^WakeRole'), 'Arn'] },
+            SKIPLOCK_MAINTENANCE_FUNCTION: 'skiplock-maintenance',
+          }),
+        },
+      });
+    }
 
-    // One role: reads the database secret, invokes the two workers (nudges, fan-out), nothing more.
-    template.resourceCountIs('AWS::IAM::Policy', 1);
-    const [policy] = Object.values(template.findResources('AWS::IAM::Policy'));
-    const statements = (
-      policy!.Properties as { PolicyDocument: { Statement: { Action: string; Resource: unknown }[] } }
-    ).PolicyDocument.Statement;
-    expect(statements.map((s) => s.Action)).toEqual(['secretsmanager:GetSecretValue', 'lambda:InvokeFunction']);
+    // The functions' role reads the database secret, invokes the two workers (nudges, fan-out) and
+    // arms skiplock-* wake-ups with the wake role, nothing more; the wake role, assumed by
+    // EventBridge Scheduler, invokes the workers and maintenance.
+    template.resourceCountIs('AWS::IAM::Policy', 2);
+    const policies = Object.entries(template.findResources('AWS::IAM::Policy')).map(
+      ([id, p]) =>
+        [
+          id,
+          (p.Properties as { PolicyDocument: { Statement: { Action: string; Resource: unknown }[] } }).PolicyDocument
+            .Statement,
+        ] as const,
+    );
+    const statements = policies.find(([id]) => id.startsWith('RoleDefaultPolicy'))![1];
+    expect(statements.map((s) => s.Action)).toEqual([
+      'secretsmanager:GetSecretValue',
+      'lambda:InvokeFunction',
+      'scheduler:CreateSchedule',
+      'iam:PassRole',
+    ]);
     expect(statements[0]!.Resource).toBe(secretArn);
     expect(JSON.stringify(statements[1]!.Resource)).toMatch(
       /function:skiplock-worker".*function:skiplock-reports-worker"/,
     );
+    expect(JSON.stringify(statements[2]!.Resource)).toMatch(/:schedule\/default\/skiplock-\*"/);
+    expect(statements[3]!.Resource).toEqual({ 'Fn::GetAtt': [expect.stringMatching(/^WakeRole/), 'Arn'] });
+    const wake = policies.find(([id]) => id.startsWith('WakeRole'))![1];
+    expect(wake.map((s) => s.Action)).toEqual(['lambda:InvokeFunction']);
+    expect(JSON.stringify(wake[0]!.Resource)).toMatch(
+      /function:skiplock-worker".*function:skiplock-reports-worker".*function:skiplock-maintenance"/,
+    );
+    template.hasResourceProperties('AWS::IAM::Role', {
+      AssumeRolePolicyDocument: {
+        Statement: [Match.objectLike({ Principal: { Service: 'scheduler.amazonaws.com' } })],
+      },
+    });
 
     const routes = Object.values(template.findResources('AWS::ApiGatewayV2::Route')).map(
       (r) => (r.Properties as { RouteKey: string }).RouteKey,

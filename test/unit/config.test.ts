@@ -134,6 +134,42 @@ describe('configuration from the environment', () => {
       expect(broken.problems('maintenance')).toEqual([]);
     }
   });
+  it('the Lambda wake-up variables reach the worker, maintenance and enqueue; a bad one disables them, never echoed', () => {
+    const role = 'arn:aws:iam::123456789012:role/service-role/skiplock-wake';
+    const settings = new EnvironmentSettings({
+      DATABASE_URL: 'postgres://localhost/app',
+      SKIPLOCK_WAKE_ROLE_ARN: role,
+      SKIPLOCK_WAKE_GROUP: 'skiplock-prod',
+      SKIPLOCK_MAINTENANCE_FUNCTION: 'app-prod-maintenance',
+    });
+    expect(settings.require('worker')).toMatchObject({
+      wakeRoleArn: role,
+      wakeGroup: 'skiplock-prod',
+      maintenanceFunction: 'app-prod-maintenance',
+    });
+    expect(settings.require('enqueue')).toMatchObject({ idle: true, wakeRoleArn: role });
+    expect(loadConfig({ DATABASE_URL: 'postgres://localhost/app' })).toMatchObject({
+      wakeRoleArn: undefined,
+      wakeGroup: undefined,
+      maintenanceFunction: undefined,
+    });
+    const broken = new EnvironmentSettings({
+      DATABASE_URL: 'postgres://localhost/app',
+      SKIPLOCK_WAKE_ROLE_ARN: 'arn:aws:iam::123456789012:user/s3cret-person',
+      SKIPLOCK_WAKE_GROUP: 'no spaces',
+    });
+    const problems = [
+      'SKIPLOCK_WAKE_ROLE_ARN must be an IAM role ARN (arn:aws:iam::123456789012:role/name)',
+      'SKIPLOCK_WAKE_GROUP must be a schedule group name (letters, digits, _ . -)',
+    ];
+    for (const purpose of ['worker', 'maintenance', 'enqueue'] as const) {
+      expect(broken.problems(purpose)).toEqual(problems);
+    }
+    expect(broken.problems('replay')).toEqual([]);
+    expect(broken.problems('console')).toEqual([]);
+    expect(JSON.stringify(broken.problems())).not.toContain('s3cret');
+  });
+
   it("SKIPLOCK_NEON_WS_PROXY and SKIPLOCK_NEON_FETCH_ENDPOINT point Neon's drivers at a proxy and an endpoint", () => {
     const url = 'postgres://localhost/app';
     const standIns = {

@@ -153,6 +153,7 @@ describe("the adapters' options configuration.md lists", () => {
         tracing: true,
         metrics: true,
         drizzle: true,
+        test: true,
       }),
     },
     {
@@ -196,7 +197,11 @@ describe("the adapters' options configuration.md lists", () => {
     },
     {
       factory: 'createLambdaMaintenance',
-      names: keysOf<NonNullable<Parameters<typeof createLambdaMaintenance>[0]>>()({ env: true, metrics: true }),
+      names: keysOf<NonNullable<Parameters<typeof createLambdaMaintenance>[0]>>()({
+        env: true,
+        metrics: true,
+        test: true,
+      }),
     },
     {
       factory: 'createVercelMaintenance',

@@ -85,6 +85,7 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
       '@aws-sdk/client-lambda': { optional: true },
       '@aws-sdk/client-secrets-manager': { optional: true },
       '@vercel/functions': { optional: true },
+      '@aws-sdk/client-scheduler': { optional: true },
     });
     expect(manifest.dependencies['@aws-sdk/client-secrets-manager']).toBeUndefined();
   });
@@ -111,7 +112,7 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
     );
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/refusing to overwrite existing files .*serverless\.yml.*nothing was written/);
-    const vercel = await skiplock(['init', 'vercel', '--dir', 'web']);
+    const vercel = await skiplock(['init', 'vercel', '--dir', 'web', '--plan', 'pro']);
     expect(vercel.stdout).toMatch(/^wrote vercel\.json, functions\/jobs\.ts, api\/worker\.ts/);
     expect(readFileSync(join(app, 'web/api/worker.ts'), 'utf8')).toBe(
       readFileSync(join(repo, 'api/worker.ts'), 'utf8'),

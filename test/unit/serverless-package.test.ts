@@ -53,16 +53,49 @@ describe('serverless package (offline, no AWS credentials)', () => {
     expect(functions.ReportsWorkerLambdaFunction?.Timeout).toBe(300);
   });
 
-  it('schedules the workers every minute and maintenance every 10 minutes', () => {
+  it('idle (the default): the workers and maintenance rules are a safety net every 6 hours, as SKIPLOCK_IDLE_RECHECK_MINUTES says', () => {
     const rules = ofType('AWS::Events::Rule').map(
       ([, r]) => r.Properties as { ScheduleExpression: string; Targets: { Arn: { 'Fn::GetAtt': string[] } }[] },
     );
     const byTarget = Object.fromEntries(rules.map((r) => [r.Targets[0]?.Arn['Fn::GetAtt'][0], r.ScheduleExpression]));
     expect(byTarget).toEqual({
-      WorkerLambdaFunction: 'rate(1 minute)',
-      ReportsWorkerLambdaFunction: 'rate(1 minute)',
-      MaintenanceLambdaFunction: 'rate(10 minutes)',
+      WorkerLambdaFunction: 'rate(6 hours)',
+      ReportsWorkerLambdaFunction: 'rate(6 hours)',
+      MaintenanceLambdaFunction: 'rate(6 hours)',
     });
+    const variables = (name: string) =>
+      (resources[name]!.Properties as { Environment: { Variables: Record<string, unknown> } }).Environment.Variables;
+    for (const name of ['WorkerLambdaFunction', 'ReportsWorkerLambdaFunction', 'MaintenanceLambdaFunction']) {
+      expect(variables(name)).toMatchObject({
+        SKIPLOCK_IDLE: 'true',
+        SKIPLOCK_IDLE_RECHECK_MINUTES: String(6 * 60),
+        SKIPLOCK_WAKE_ROLE_ARN: { 'Fn::GetAtt': ['WakeRole', 'Arn'] },
+        SKIPLOCK_MAINTENANCE_FUNCTION: 'skiplock-ci-maintenance',
+      });
+    }
+    // The replayed jobs' workers are nudged and woken as an enqueue's are.
+    expect(variables('ReplayLambdaFunction').SKIPLOCK_NUDGE_FUNCTIONS).toBe(
+      'emails,webhooks=skiplock-ci-worker;reports=skiplock-ci-reportsWorker',
+    );
+  });
+
+  it('the wake role: EventBridge Scheduler of this account may invoke the workers and maintenance, nothing else', () => {
+    const wake = resources.WakeRole?.Properties as {
+      AssumeRolePolicyDocument: { Statement: { Principal: unknown; Action: string }[] };
+      Policies: { PolicyDocument: { Statement: { Action: string; Resource: unknown }[] } }[];
+    };
+    expect(wake.AssumeRolePolicyDocument.Statement).toMatchObject([
+      { Principal: { Service: 'scheduler.amazonaws.com' }, Action: 'sts:AssumeRole' },
+    ]);
+    expect(wake.Policies.flatMap((p) => p.PolicyDocument.Statement)).toEqual([
+      {
+        Effect: 'Allow',
+        Action: 'lambda:InvokeFunction',
+        Resource: ['worker', 'reportsWorker', 'maintenance'].map((name) => ({
+          'Fn::Sub': `arn:\${AWS::Partition}:lambda:\${AWS::Region}:\${AWS::AccountId}:function:skiplock-ci-${name}`,
+        })),
+      },
+    ]);
   });
 
   it('exposes only enqueue, control, signal callbacks and the console over HTTP; replay has no HTTP event', () => {
@@ -83,8 +116,8 @@ describe('serverless package (offline, no AWS credentials)', () => {
     expect(permissions.some((p) => p.FunctionName['Fn::GetAtt'][0] === 'ReplayLambdaFunction')).toBe(false);
   });
 
-  it('grants secretsmanager:GetSecretValue on the database secret, lambda:InvokeFunction on the workers, nothing broader', () => {
-    const [, role] = ofType('AWS::IAM::Role')[0]!;
+  it('grants secretsmanager:GetSecretValue on the database secret, lambda:InvokeFunction on the workers, skiplock-* schedules with the wake role, nothing broader', () => {
+    const role = resources.IamRoleLambdaExecution!;
     const statements = (
       role.Properties.Policies as { PolicyDocument: { Statement: { Action: string[]; Resource: unknown }[] } }[]
     ).flatMap((p) => p.PolicyDocument.Statement);
@@ -107,8 +140,24 @@ describe('serverless package (offline, no AWS credentials)', () => {
         })),
       },
     ]);
+    // Idle: one-off wake-ups named skiplock-…, run with the wake role and no other.
+    const wakes = statements.filter((s) => s.Action.some((a) => a.startsWith('scheduler:') || a.startsWith('iam:')));
+    expect(wakes).toEqual([
+      {
+        Effect: 'Allow',
+        Action: ['scheduler:CreateSchedule'],
+        Resource: [
+          {
+            'Fn::Sub': `arn:\${AWS::Partition}:scheduler:\${AWS::Region}:\${AWS::AccountId}:schedule/default/skiplock-*`,
+          },
+        ],
+      },
+      { Effect: 'Allow', Action: ['iam:PassRole'], Resource: [{ 'Fn::GetAtt': ['WakeRole', 'Arn'] }] },
+    ]);
     // The rest is the framework's own log-writing statement.
-    const others = statements.filter((s) => !secrets.includes(s) && !invokes.includes(s)).flatMap((s) => s.Action);
+    const others = statements
+      .filter((s) => !secrets.includes(s) && !invokes.includes(s) && !wakes.includes(s))
+      .flatMap((s) => s.Action);
     expect(others.every((a) => a.startsWith('logs:'))).toBe(true);
   });
 

@@ -21,4 +21,6 @@ new SkiplockStack(app, context('stackName') ?? 'skiplock', {
   consoleViewerToken: context('consoleViewerToken'),
   signalSecret: context('signalSecret'),
   webhookSigningSecret: context('webhookSigningSecret'),
+  // -c idle=false: tick every minute instead of one-off wake-ups.
+  idle: context('idle') !== 'false',
 });

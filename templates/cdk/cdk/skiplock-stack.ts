@@ -1,8 +1,9 @@
-// The skiplock app on AWS, as serverless.yml deploys it: two scheduled workers (each capped by
+// The skiplock app on AWS, as serverless.yml deploys it: two workers (each capped by
 // reserved concurrency = SKIPLOCK_MAX_INVOCATIONS, fanning out by invoking itself), the enqueue
-// function that nudges them, replay, control, signal, the console and maintenance; one role that
-// reads the database secret and invokes the workers, nothing broader; an HTTP API for enqueue,
-// control, signal callbacks and the console; alarms on the EMF metrics. Edit freely: it is yours.
+// function that nudges them, replay, control, signal, the console and maintenance; idle by default
+// (one-off EventBridge Scheduler wake-ups, the fixed rules a 6-hour safety net); one role that reads
+// the database secret, invokes the workers and arms skiplock's wake-ups, nothing broader; an HTTP
+// API for enqueue, control, signal callbacks and the console; alarms on the EMF metrics. Edit freely.
 import { resolve } from 'node:path';
 import { ArnFormat, CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import { HttpApi, HttpMethod } from 'aws-cdk-lib/aws-apigatewayv2';
@@ -31,7 +32,19 @@ export interface SkiplockStackProps extends StackProps {
   /** Signs signal callback tokens (POST /signal); unset: the route is off. */
   signalSecret?: string | undefined;
   webhookSigningSecret?: string | undefined;
+  /**
+   * true: an idle app leaves the database alone — each invocation arms the next one-off wake-up it
+   * needs (EventBridge Scheduler) and the fixed rules only run every RECHECK as a safety net. false:
+   * the workers tick every minute and maintenance every 10 minutes. @defaultValue true
+   */
+  idle?: boolean | undefined;
 }
+
+/**
+ * Idle: the fixed rules' period, which is also SKIPLOCK_IDLE_RECHECK_MINUTES (the two must agree):
+ * the longest a job written without skiplock's enqueue waits.
+ */
+const RECHECK = Duration.hours(6);
 
 /** Each worker serves its queues; its reserved concurrency is its cap on invocations. */
 const WORKERS = [
@@ -69,6 +82,40 @@ export class SkiplockStack extends Stack {
       new PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: WORKERS.map((w) => arnOf(w.name)) }),
     );
 
+    // Idle: EventBridge Scheduler runs the one-off wake-ups (named skiplock-<function>-<minute>) with
+    // this role, which may invoke the workers and maintenance; the functions may arm them with it.
+    const idle = props.idle ?? true;
+    const wakeRole = new Role(this, 'WakeRole', {
+      assumedBy: new ServicePrincipal('scheduler.amazonaws.com', {
+        conditions: { StringEquals: { 'aws:SourceAccount': this.account } },
+      }),
+    });
+    wakeRole.addToPolicy(
+      new PolicyStatement({
+        actions: ['lambda:InvokeFunction'],
+        resources: [...WORKERS.map((w) => arnOf(w.name)), arnOf('maintenance')],
+      }),
+    );
+    if (idle) {
+      role.addToPolicy(
+        new PolicyStatement({
+          actions: ['scheduler:CreateSchedule'],
+          resources: [
+            this.formatArn({ service: 'scheduler', resource: 'schedule', resourceName: 'default/skiplock-*' }),
+          ],
+        }),
+      );
+      role.addToPolicy(new PolicyStatement({ actions: ['iam:PassRole'], resources: [wakeRole.roleArn] }));
+    }
+    const idleEnvironment: Record<string, string> = idle
+      ? {
+          SKIPLOCK_IDLE: 'true',
+          SKIPLOCK_IDLE_RECHECK_MINUTES: String(RECHECK.toMinutes()),
+          SKIPLOCK_WAKE_ROLE_ARN: wakeRole.roleArn,
+          SKIPLOCK_MAINTENANCE_FUNCTION: nameOf('maintenance'),
+        }
+      : { SKIPLOCK_IDLE: 'false' };
+
     const fn = (
       id: string,
       name: string,
@@ -96,6 +143,7 @@ export class SkiplockStack extends Stack {
           SKIPLOCK_LEASE_GRACE_MS: '5000',
           SKIPLOCK_SAFETY_MARGIN_MS: '2000',
           SKIPLOCK_METRICS: 'emf',
+          ...idleEnvironment,
           ...environment,
         },
         bundling: {
@@ -122,7 +170,7 @@ export class SkiplockStack extends Stack {
       });
       const worker = fn(w.id, w.name, 'worker.ts', w.timeoutSeconds, environment, w.maxInvocations);
       new Rule(this, `${w.id}Schedule`, {
-        schedule: Schedule.rate(Duration.minutes(1)),
+        schedule: Schedule.rate(idle ? RECHECK : Duration.minutes(1)),
         targets: [new LambdaFunction(worker)],
       });
     }
@@ -136,7 +184,8 @@ export class SkiplockStack extends Stack {
       10,
       setOnly({ SKIPLOCK_ENQUEUE_TOKEN: props.enqueueToken, SKIPLOCK_NUDGE_FUNCTIONS: nudgeFunctions }),
     );
-    fn('Replay', 'replay', 'replay.ts', 60, {});
+    // Replayed jobs start (and, idle, wake) their worker as an enqueue's do.
+    fn('Replay', 'replay', 'replay.ts', 60, { SKIPLOCK_NUDGE_FUNCTIONS: nudgeFunctions });
     const control = fn('Control', 'control', 'control.ts', 10, setOnly({ SKIPLOCK_ADMIN_TOKEN: props.adminToken }));
     const signal = fn(
       'Signal',
@@ -160,7 +209,7 @@ export class SkiplockStack extends Stack {
       SKIPLOCK_DEAD_RETENTION_HOURS: '720',
     });
     new Rule(this, 'MaintenanceSchedule', {
-      schedule: Schedule.rate(Duration.minutes(10)),
+      schedule: Schedule.rate(idle ? RECHECK : Duration.minutes(10)),
       targets: [new LambdaFunction(maintenance)],
     });
 
