@@ -26,18 +26,9 @@ import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { lambdaContext, scheduledEvent } from '../../testing/events.js';
 import { startLocalScheduler } from '../../testing/scheduler-endpoint.js';
+import { countPgTraffic, type IdleDay, type IdleHour } from './day.js';
 
-export interface IdleHour {
-  hour: number;
-  statements: number;
-  connections: number;
-  invocations: number;
-  due: string[];
-}
-export interface IdleDay {
-  hours: IdleHour[];
-  jobs: { name: string; dueAt: string; ranAt: string | null; lateMs: number | null }[];
-}
+export type { IdleDay, IdleHour } from './day.js';
 
 /**
  * The day's first instant D: the UTC midnight after tomorrow begins — ahead of the database's clock,
@@ -54,33 +45,6 @@ const HOUR = 3_600_000;
 const WORKER = 'idle-day-worker';
 const MAINTENANCE = 'idle-day-maintenance';
 const ROLE = 'arn:aws:iam::123456789012:role/idle-day-wake';
-
-/** Counts what every pg Client sends and opens while it is on, into the current hour's bucket. */
-function countPg(bucket: () => IdleHour | undefined) {
-  const proto = pg.Client.prototype as unknown as {
-    query: (...args: unknown[]) => unknown;
-    connect: (...args: unknown[]) => unknown;
-  };
-  const { query, connect: open } = proto;
-  proto.query = function (this: { pipeline?: boolean }, ...args: unknown[]) {
-    const first = args[0];
-    const text = typeof first === 'string' ? first : String((first as { text?: string })?.text ?? '');
-    // A hot statement's pipelined BEGIN and COMMIT go in its round trip (test/helpers/statements.ts).
-    const envelope = this.pipeline === true && (text === 'commit' || text.startsWith('begin;'));
-    const hour = bucket();
-    if (hour && !envelope) hour.statements++;
-    return query.apply(this, args);
-  };
-  proto.connect = function (this: unknown, ...args: unknown[]) {
-    const hour = bucket();
-    if (hour) hour.connections++;
-    return open.apply(this, args);
-  };
-  return () => {
-    proto.query = query;
-    proto.connect = open;
-  };
-}
 
 /** A local Lambda Invoke API that runs the nudged worker and waits for it (the nudge's start). */
 async function startInvokeEndpoint(handlers: Record<string, (event: unknown) => Promise<unknown>>) {
@@ -192,7 +156,7 @@ export async function simulateDay(options: { databaseUrl: string }): Promise<Idl
     'raw-insert': new Date(DAY_START.getTime() + 20 * HOUR),
   };
 
-  const stopCounting = countPg(() => hourOf(now));
+  const traffic = countPgTraffic(() => now.getTime());
   try {
     for (let t = DAY_START.getTime(); t <= DAY_START.getTime() + 24 * HOUR; t += MINUTE) {
       now = new Date(t);
@@ -216,7 +180,7 @@ export async function simulateDay(options: { databaseUrl: string }): Promise<Idl
       await scheduler.fireDue(now);
     }
   } finally {
-    stopCounting();
+    traffic.stop();
     process.env = saved;
     await scheduler.close();
     await lambda.close();
@@ -226,8 +190,14 @@ export async function simulateDay(options: { databaseUrl: string }): Promise<Idl
     await admin.end();
   }
 
+  const counted = traffic.hourly(DAY_START.getTime());
+  for (const hour of hours) {
+    hour.statements = counted.statements[hour.hour] ?? 0;
+    hour.connections = counted.connections[hour.hour] ?? 0;
+  }
   return {
     hours,
+    databaseActiveMinutes: traffic.activeMinutes(DAY_START.getTime()),
     jobs: Object.entries(dueAt).map(([name, at]) => {
       const ran = ranAt.get(name);
       return {

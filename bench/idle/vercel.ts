@@ -20,18 +20,9 @@ import { defineJob } from '../../core/jobs.js';
 import { defineSchedule } from '../../core/schedules.js';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import { countPgTraffic, type IdleDay, type IdleHour } from './day.js';
 
-export interface IdleHour {
-  hour: number;
-  statements: number;
-  connections: number;
-  invocations: number;
-  due: string[];
-}
-export interface IdleDay {
-  hours: IdleHour[];
-  jobs: { name: string; dueAt: string; ranAt: string | null; lateMs: number | null }[];
-}
+export type { IdleDay, IdleHour } from './day.js';
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
@@ -56,37 +47,6 @@ class DayClock implements Clock {
     this.#base = at;
     this.#anchor = performance.now();
   }
-}
-
-/** Counts what every pg client in the process sends and opens, by the hour `hourOf` says. */
-function countTraffic(hourOf: () => number) {
-  const statements = new Map<number, number>();
-  const connections = new Map<number, number>();
-  const bump = (map: Map<number, number>) => map.set(hourOf(), (map.get(hourOf()) ?? 0) + 1);
-  const proto = pg.Client.prototype as unknown as {
-    query: (...args: unknown[]) => unknown;
-    connect: (...args: unknown[]) => unknown;
-  };
-  const { query, connect: open } = proto;
-  proto.query = function (this: { pipeline?: boolean }, ...args: unknown[]) {
-    const first = args[0];
-    const text = typeof first === 'string' ? first : String((first as { text?: string })?.text ?? '');
-    // A hot statement's BEGIN and COMMIT ride with it in pipeline mode: one round trip, counted once.
-    if (!(this.pipeline === true && (text === 'commit' || text.startsWith('begin;')))) bump(statements);
-    return query.apply(this, args);
-  };
-  proto.connect = function (this: unknown, ...args: unknown[]) {
-    bump(connections);
-    return open.apply(this, args);
-  };
-  return {
-    statements,
-    connections,
-    stop() {
-      proto.query = query;
-      proto.connect = open;
-    },
-  };
 }
 
 /** Serves the worker route over HTTP, for the nudger's requests. */
@@ -180,7 +140,7 @@ export async function simulateDay(options: { databaseUrl: string }): Promise<Idl
   due.clear();
   invocations.clear();
 
-  const traffic = countTraffic(hourOf);
+  const traffic = countPgTraffic(() => clock.now());
   const events: { at: number; name: string; run: () => Promise<void> }[] = [
     {
       at: D + 14 * HOUR + 30_000,
@@ -232,10 +192,11 @@ export async function simulateDay(options: { databaseUrl: string }): Promise<Idl
     await admin.end();
     await app.close();
   }
+  const counted = traffic.hourly(D);
   const hours: IdleHour[] = Array.from({ length: 24 }, (_, hour) => ({
     hour,
-    statements: traffic.statements.get(hour) ?? 0,
-    connections: traffic.connections.get(hour) ?? 0,
+    statements: counted.statements[hour] ?? 0,
+    connections: counted.connections[hour] ?? 0,
     invocations: invocations.get(hour) ?? 0,
     due: [...(due.get(hour) ?? [])],
   }));
@@ -248,5 +209,5 @@ export async function simulateDay(options: { databaseUrl: string }): Promise<Idl
       lateMs: ran === undefined ? null : Math.max(0, Math.round(ran - at)),
     };
   });
-  return { hours, jobs };
+  return { hours, jobs, databaseActiveMinutes: traffic.activeMinutes(D) };
 }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { is } from 'drizzle-orm';
 import { PgTable } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
+import { type IdleResults, idleDayTable } from '../../bench/idle/table.js';
 import { installCommands, nextStepsOf, TEMPLATES } from '../../cli/init.js';
 import {
   BUNDLE_REPORT_WRITE,
@@ -149,5 +150,23 @@ describe('cdk synth offline', () => {
       },
       flags: ['--no-notices'],
     });
+  });
+});
+
+describe("docs/cost.md's simulated idle day", () => {
+  it('is the table bench/RESULTS.idle.json makes (npm run bench:idle -- --write)', () => {
+    const results = JSON.parse(read('bench/RESULTS.idle.json')) as IdleResults;
+    const page = read('docs/cost.md');
+    const block = /<!-- idle-day: bench\/RESULTS\.idle\.json -->\n([\s\S]*?)\n<!-- \/idle-day -->/.exec(page)?.[1];
+    expect(block).toBe(idleDayTable(results));
+    // The targets the table shows: no statement in an hour with nothing due, every job on time but the
+    // one written with raw SQL, which the recheck finds within 6 hours.
+    for (const hours of [results.idle_day.lambda, results.idle_day.vercel]) {
+      for (const hour of hours) if (hour.due.length === 0) expect(hour.statements).toBe(0);
+    }
+    for (const job of [...results.jobs.lambda, ...results.jobs.vercel]) {
+      expect(job.lateMs).not.toBeNull();
+      expect(job.lateMs as number).toBeLessThanOrEqual(job.name === 'raw-insert' ? 6 * 3_600_000 : 60_000);
+    }
   });
 });
