@@ -8,6 +8,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -104,12 +105,21 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** The packages in node_modules that Next traced for an app route (`.next/server/app/<route>/route.js.nft.json`). */
-function tracedPackages(route: string): string[] {
+/**
+ * How Next's output for an app route (`.next/server/app/<route>/route.js` and the files its
+ * `.nft.json` lists, which a deploy carries into the function) holds the Runtime Cache client of
+ * `@vercel/functions`: as files of the package in node_modules, as code in one of the route's
+ * chunks (a bundler inlined it), or not at all.
+ */
+function runtimeCacheIn(route: string): 'traced' | 'bundled' | 'missing' {
   const dir = join(app, '.next/server/app', route);
   const { files } = JSON.parse(readFileSync(join(dir, 'route.js.nft.json'), 'utf8')) as { files: string[] };
-  const names = files.map((file) => /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(resolve(dir, file))?.[1]);
-  return [...new Set(names.filter((name) => name !== undefined))];
+  const paths = [join(dir, 'route.js'), ...files.map((file) => resolve(dir, file))];
+  if (paths.some((path) => path.includes('/node_modules/@vercel/functions/cache/'))) return 'traced';
+  const chunks = paths.filter((path) => path.startsWith(join(app, '.next')) && path.endsWith('.js'));
+  // A header name only the Runtime Cache client sends.
+  const bundled = chunks.some((path) => readFileSync(path, 'utf8').includes('x-vercel-cache-item-name'));
+  return bundled ? 'bundled' : 'missing';
 }
 
 /**
@@ -224,7 +234,7 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     }
     const webpack = await next(['build', '--webpack']);
     expect(webpack.stdout).toMatch(/ƒ \/api\/worker/);
-    expect(tracedPackages('api/worker')).toContain('@vercel/functions');
+    const webpackCarries = { worker: runtimeCacheIn('api/worker'), admin: runtimeCacheIn('admin/[[...path]]') };
     const turbopack = await next(['build']);
     expect(turbopack.stdout).toMatch(/Next\.js [\d.]+ \(Turbopack\)/);
     for (const route of [
@@ -236,12 +246,27 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     ]) {
       expect(turbopack.stdout).toContain(`ƒ ${route}`);
     }
-    // What a deploy carries into each function: the worker route's traced files hold
-    // @vercel/functions, which it imports; the console route's do not, though it loads the same
-    // skiplock/vercel — a package skiplock would only load at run time is not carried.
-    expect(tracedPackages('api/worker')).toContain('@vercel/functions');
-    expect(tracedPackages('admin/[[...path]]')).not.toContain('@vercel/functions');
+    // What a deploy carries into each function: the worker route, which imports @vercel/functions
+    // (functions/idle-hints.ts), holds its Runtime Cache client; the console route, which loads the
+    // same skiplock/vercel but not that module, does not — skiplock's own import('@vercel/functions'),
+    // made at run time, is followed by neither bundler nor by Next's tracing.
+    const turbopackCarries = { worker: runtimeCacheIn('api/worker'), admin: runtimeCacheIn('admin/[[...path]]') };
+    for (const carries of [webpackCarries, turbopackCarries]) {
+      expect(carries.worker).not.toBe('missing');
+      expect(carries.admin).toBe('missing');
+    }
   }, 300_000);
+
+  it("an api/ route (the `init vercel` template outside Next.js) needs no import: @vercel/nft follows skiplock's own import('@vercel/functions')", async () => {
+    // @vercel/nft traces the api/ functions Vercel's Node.js builder deploys; Next.js ships a copy.
+    const nft = createRequire(join(app, 'package.json'))('next/dist/compiled/@vercel/nft') as {
+      nodeFileTrace(files: string[], options: { base: string }): Promise<{ fileList: Iterable<string> }>;
+    };
+    const { fileList } = await nft.nodeFileTrace([join(app, 'node_modules/skiplock/dist/adapters/vercel.js')], {
+      base: app,
+    });
+    expect([...fileList]).toContain('node_modules/@vercel/functions/cache/index.js');
+  });
 
   it('`next start`: an enqueue nudges the worker route through after(), a cron request runs the worker, the console logs in on localhost and 127.0.0.1', async () => {
     const url = inject('databaseUrl');
