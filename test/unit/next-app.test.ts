@@ -249,7 +249,8 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     // What a deploy carries into each function: the worker route, which imports @vercel/functions
     // (functions/idle-hints.ts), holds its Runtime Cache client; the console route, which loads the
     // same skiplock/vercel but not that module, does not — skiplock's own import('@vercel/functions'),
-    // made at run time, is followed by neither bundler nor by Next's tracing.
+    // made at run time, is followed by neither bundler nor by Next's tracing. (Next 16 inlines the
+    // package into the worker route's chunks under both bundlers: 'bundled'.)
     const turbopackCarries = { worker: runtimeCacheIn('api/worker'), admin: runtimeCacheIn('admin/[[...path]]') };
     for (const carries of [webpackCarries, turbopackCarries]) {
       expect(carries.worker).not.toBe('missing');
