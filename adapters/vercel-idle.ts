@@ -25,23 +25,29 @@ export interface RuntimeCacheLike {
   set(key: string, value: unknown, options?: { ttl?: number; name?: string }): Promise<void>;
 }
 
+/** `getCache` of `@vercel/functions`: called once per store, with skiplock's namespace. */
+export type GetRuntimeCache = (options?: { namespace?: string }) => RuntimeCacheLike;
+
+const CACHE_NAMESPACE = 'skiplock';
+
 /**
  * The hint store on Vercel's Runtime Cache (`getCache()` of `@vercel/functions`): undefined off
  * Vercel — unless RUNTIME_CACHE_ENDPOINT is set — so that `next dev`, a server of your own and tests
  * query the database on every tick (off Vercel, `getCache()` is a map in each process, which other
  * processes' enqueues would never reach). A Next.js app passes `getCache` (imported from
  * `@vercel/functions`): Next's file tracing does not carry a package that is only loaded at run time.
+ * Either way the keys are under the namespace `skiplock`.
  * @param options.getCache @defaultValue getCache of `@vercel/functions`, loaded on first use
  * @param options.env @defaultValue process.env
  */
-export function vercelRuntimeCache(
-  options: { getCache?: () => RuntimeCacheLike; env?: Env } = {},
-): IdleHintStore | undefined {
+export function vercelRuntimeCache(options: { getCache?: GetRuntimeCache; env?: Env } = {}): IdleHintStore | undefined {
   const env = options.env ?? process.env;
   if (env.VERCEL !== '1' && !env.RUNTIME_CACHE_ENDPOINT) return undefined;
   let cache: Promise<RuntimeCacheLike> | undefined;
   const open = () => {
-    cache ??= (options.getCache ? Promise.resolve(options.getCache) : loadGetCache()).then((get) => get());
+    cache ??= (options.getCache ? Promise.resolve(options.getCache) : loadGetCache()).then((get) =>
+      get({ namespace: CACHE_NAMESPACE }),
+    );
     cache.catch(() => {
       cache = undefined; // installed later: try again on the next tick
     });
@@ -72,7 +78,7 @@ export function defaultIdleHints(env: Env): IdleHintStore | undefined {
   return defaults.get(env);
 }
 
-async function loadGetCache(): Promise<() => RuntimeCacheLike> {
+async function loadGetCache(): Promise<GetRuntimeCache> {
   const functions = await importOptionalPeer(
     () => import(/* webpackIgnore: true */ /* turbopackIgnore: true */ '@vercel/functions'),
     () =>
@@ -84,7 +90,7 @@ async function loadGetCache(): Promise<() => RuntimeCacheLike> {
   if (typeof functions.getCache !== 'function') {
     throw new Error('this @vercel/functions has no getCache (the Runtime Cache): use version 2.2 or later');
   }
-  return () => functions.getCache({ namespace: 'skiplock' });
+  return functions.getCache;
 }
 
 /**

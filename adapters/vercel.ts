@@ -495,6 +495,7 @@ export { CONSOLE_LOGIN_THROTTLE, type ConsoleOptions } from './console/index.js'
 export { createVercelConsole } from './console/platforms.js';
 export { resetSharedRuntime } from './runtime.js';
 export {
+  type GetRuntimeCache,
   IDLE_DEFAULTS,
   type IdleHintStore,
   memoryIdleHints,

@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url';
  * is what this repository packages and tests in CI. Lambda and Vercel's files are this
  * repository's own app, written to the same paths; templates/<platform>/ holds the rest, written
  * without that prefix: the AWS CDK app beside the Lambda functions, and Next.js's route handlers
- * (its `app/` folder, and a vercel.json of crons only: maxDuration is each route's segment config).
+ * (its `app/` folder, `functions/idle-hints.ts` that they share, and a vercel.json of crons only:
+ * maxDuration is each route's segment config).
  */
 /** The Lambda functions and their jobs module: deployed by serverless.yml or by the CDK app. */
 const LAMBDA_FUNCTIONS = [
@@ -45,6 +46,7 @@ export const TEMPLATES = {
   next: [
     'templates/next/vercel.json',
     'functions/jobs.ts',
+    'templates/next/functions/idle-hints.ts',
     'templates/next/app/api/worker/route.ts',
     'templates/next/app/api/reports-worker/route.ts',
     'templates/next/app/api/enqueue/route.ts',
@@ -115,6 +117,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      npx cdk deploy -c enqueueToken=$(openssl rand -hex 24) -c adminToken=$(openssl rand -hex 24)`,
   next: `next steps:
   {install}
+     npm install @vercel/functions   # the routes import it: idle ticks' Runtime Cache (functions/idle-hints.ts)
   2. replace the example kinds in functions/jobs.ts with your own (every route imports them);
      every kind's queue must be one a worker route serves (app/api/worker: SKIPLOCK_QUEUES, every
      queue when unset; app/api/reports-worker: reports); \`skiplock stats\` flags ready jobs no worker serves
@@ -126,6 +129,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      runs the worker once; the console is at /admin; vercel deploy runs the crons in vercel.json`,
   vercel: `next steps:
   {install}
+     npm install @vercel/functions   # idle ticks' Runtime Cache, and the waitUntil of nudges (loaded when used)
   2. replace the example kinds in functions/jobs.ts with your own (every route imports them);
      every kind's queue must be one a worker route serves (api/worker.ts: SKIPLOCK_QUEUES, every queue
      when unset; api/reports-worker.ts: reports); \`skiplock stats\` flags ready jobs no worker serves

@@ -1,6 +1,7 @@
 // Idle cron ticks on Vercel: the real route handlers on the real database, a supplied time, and
 // every statement and connection the routes' driver sends counted.
 import { Client as NeonClient } from '@neondatabase/serverless';
+import { getCache } from '@vercel/functions';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import {
   type IdleHintStore,
   memoryIdleHints,
   START_HEADER,
+  vercelRuntimeCache,
 } from '../../adapters/vercel.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
@@ -317,6 +319,22 @@ describe(`Vercel idle ticks on the Runtime Cache of @vercel/functions (${testDri
     const woken = await measured(() => route(cron()));
     expect(woken.body.woke).toBe('touched');
     expect(ran).toEqual(['cached']);
+  });
+
+  it('as the Next.js template makes it (getCache imported and passed): the same namespace, an idle tick with no statement', async () => {
+    const onVercel = env({ RUNTIME_CACHE_ENDPOINT: cache.endpoint });
+    const idleHints = vercelRuntimeCache({ getCache, env: onVercel });
+    const route = createVercelWorker([note], { env: onVercel, idleHints, test });
+    // Past the grace of the marks the test before left at this endpoint (its worker did work).
+    minutes(10);
+    const before = cache.requests.length;
+    expect(((await (await route(cron())).json()) as TickBody).claimed).toBe(0);
+    const written = cache.requests.slice(before).find((r) => r.method === 'POST');
+    expect(written?.key).toMatch(/^skiplock\$[0-9a-f]+$/);
+    minutes(1);
+    const idle = await measured(() => route(cron()));
+    expect(idle.body).toMatchObject({ idle: true });
+    expect(idle.statements + idle.connections).toBe(0);
   });
 
   it('off Vercel (no VERCEL=1, no RUNTIME_CACHE_ENDPOINT) there is no default store: every tick queries', async () => {

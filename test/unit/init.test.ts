@@ -44,6 +44,24 @@ describe('skiplock init next: the Vercel plan', () => {
     }
   });
 
+  it.each(['hobby', 'pro'])(
+    '--plan %s: every cron names a route the written app has, which answers GET (what a cron sends)',
+    async (plan) => {
+      for (const [platform, routeFile] of [
+        ['next', (path: string) => `app${path}/route.ts`],
+        ['vercel', (path: string) => `${path.slice(1)}.ts`],
+      ] as const) {
+        const dir = folder();
+        expect((await cli([platform, '--dir', dir, '--plan', plan])).code).toBe(0);
+        for (const { path } of cronPaths(dir)) {
+          const file = join(dir, routeFile(path));
+          expect(existsSync(file), `${platform}: ${path}`).toBe(true);
+          expect(readFileSync(file, 'utf8'), `${platform}: ${path}`).toMatch(/^export const GET = /m);
+        }
+      }
+    },
+  );
+
   it('--plan pro writes the crons every minute, which Hobby refuses', async () => {
     const dir = folder();
     expect((await cli(['next', '--dir', dir, '--plan', 'pro'])).code).toBe(0);

@@ -1,12 +1,14 @@
 // A Next.js app as a user makes one and ships it: skiplock vendored into the app by `npm run vendor`
 // and installed beside the real `next`, `skiplock init vercel` (which sees the Next.js app), the
 // app committed with git and cloned elsewhere as a deploy does, the original deleted; in the clone,
-// `npm ci`, `next build` under webpack and Turbopack with no optional peer installed, then
-// `next start` serving a nudged job, a cron's worker run and the console. Offline: every package
-// comes from the npm cache `npm ci` filled.
+// `npm ci`, `next build` under webpack and Turbopack with `@vercel/functions` installed as init's
+// next steps say (the routes import it) and no other optional peer of skiplock, then `next start`
+// serving a nudged job, a cron's worker run and the console, and idle ticks on a Runtime Cache.
+// Offline: every package comes from the npm cache `npm ci` filled.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -16,6 +18,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { installCommands } from '../../cli/init.js';
 import { npm, packedTarball } from '../helpers/packed.js';
+import { startRuntimeCacheEndpoint } from '../helpers/runtime-cache-endpoint.js';
 
 const run = promisify(execFile);
 const repo = resolve(import.meta.dirname, '../..');
@@ -45,6 +48,7 @@ let packed: Buffer;
 let vendorOutput: string;
 let installed: string[];
 let initOutput: string;
+let nextStepInstall: string[];
 let server: ChildProcess | undefined;
 let serverLog = '';
 
@@ -70,6 +74,10 @@ beforeAll(async () => {
   ({ stdout: initOutput } = await run(join(origin, 'node_modules/.bin/skiplock'), ['init', 'vercel', '--plan', 'pro'], {
     cwd: origin,
   }));
+  // The next steps' own install (the package the routes import), pinned to this repository's version.
+  nextStepInstall = /^ +npm install (@vercel\/functions)\b/m.exec(initOutput)?.slice(1) ?? [];
+  if (!nextStepInstall[0]) throw new Error(`init printed no npm install @vercel/functions:\n${initOutput}`);
+  await npm(['install', ...nextStepInstall.map((name) => `${name}@${versionOf(name)}`)], origin);
   await git(['init', '-q'], origin);
   await git(['add', '-A'], origin);
   await git(['commit', '-qm', 'my next app'], origin);
@@ -94,6 +102,60 @@ async function freePort(): Promise<number> {
   await new Promise<void>((done) => probe.listen(0, '127.0.0.1', done));
   const { port } = probe.address() as { port: number };
   await new Promise((done) => probe.close(done));
+  return port;
+}
+
+/**
+ * How Next's output for an app route (`.next/server/app/<route>/route.js` and the files its
+ * `.nft.json` lists, which a deploy carries into the function) holds the Runtime Cache client of
+ * `@vercel/functions`: as files of the package in node_modules, as code in one of the route's
+ * chunks (a bundler inlined it), or not at all.
+ */
+function runtimeCacheIn(route: string): 'traced' | 'bundled' | 'missing' {
+  const dir = join(app, '.next/server/app', route);
+  const { files } = JSON.parse(readFileSync(join(dir, 'route.js.nft.json'), 'utf8')) as { files: string[] };
+  const paths = [join(dir, 'route.js'), ...files.map((file) => resolve(dir, file))];
+  if (paths.some((path) => path.includes('/node_modules/@vercel/functions/cache/'))) return 'traced';
+  const chunks = paths.filter((path) => path.startsWith(join(app, '.next')) && path.endsWith('.js'));
+  // A header name only the Runtime Cache client sends.
+  const bundled = chunks.some((path) => readFileSync(path, 'utf8').includes('x-vercel-cache-item-name'));
+  return bundled ? 'bundled' : 'missing';
+}
+
+/**
+ * `next start` of the built app on a free port, with the database, the secrets and `env` (and no
+ * other variable of this process: no VERCEL=1); resolves with the port once the routes answer.
+ */
+async function startNext(env: Record<string, string>): Promise<number> {
+  server?.kill('SIGKILL');
+  serverLog = '';
+  const port = await freePort();
+  server = spawn(process.execPath, [join(app, 'node_modules/next/dist/bin/next'), 'start', '-p', String(port)], {
+    cwd: app,
+    env: {
+      PATH: process.env.PATH,
+      NEXT_TELEMETRY_DISABLED: '1',
+      DATABASE_URL: inject('databaseUrl'),
+      SKIPLOCK_SCHEMA: schema,
+      ...secrets,
+      ...env,
+    },
+  });
+  server.stdout?.on('data', (chunk) => {
+    serverLog += chunk;
+  });
+  server.stderr?.on('data', (chunk) => {
+    serverLog += chunk;
+  });
+  await until(
+    () =>
+      fetch(`http://localhost:${port}/api/worker`).then(
+        (r) => r.status === 401,
+        () => false,
+      ),
+    60_000,
+    'next start',
+  );
   return port;
 }
 
@@ -144,6 +206,10 @@ describe('a Next.js app that ships skiplock in vendor/', () => {
 describe('a Next.js app from `skiplock init vercel`', () => {
   it('writes App Router route handlers and adds its crons to the existing vercel.json', () => {
     expect(initOutput).toMatch(/this is a Next\.js app/);
+    expect(existsSync(join(app, 'functions/idle-hints.ts'))).toBe(true);
+    expect(JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')).dependencies).toHaveProperty(
+      '@vercel/functions',
+    );
     for (const route of ['worker', 'reports-worker', 'enqueue', 'replay', 'control', 'signal', 'maintenance']) {
       expect(existsSync(join(app, `app/api/${route}/route.ts`))).toBe(true);
     }
@@ -159,12 +225,16 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     ]);
   });
 
-  it('`next build` passes under webpack and Turbopack, the default config, no optional peer installed', async () => {
-    for (const peer of ['@vercel/functions', '@aws-sdk/client-lambda', '@aws-sdk/client-secrets-manager']) {
+  it("`next build` passes under webpack and Turbopack, the default config, skiplock's AWS SDK peers not installed", async () => {
+    // The routes import @vercel/functions (init's next steps install it); skiplock's own optional
+    // imports — the AWS SDK — need no install and no next.config entry.
+    expect(existsSync(join(app, 'node_modules/@vercel/functions'))).toBe(true);
+    for (const peer of ['@aws-sdk/client-lambda', '@aws-sdk/client-secrets-manager']) {
       expect(existsSync(join(app, 'node_modules', peer))).toBe(false);
     }
     const webpack = await next(['build', '--webpack']);
     expect(webpack.stdout).toMatch(/ƒ \/api\/worker/);
+    const webpackCarries = { worker: runtimeCacheIn('api/worker'), admin: runtimeCacheIn('admin/[[...path]]') };
     const turbopack = await next(['build']);
     expect(turbopack.stdout).toMatch(/Next\.js [\d.]+ \(Turbopack\)/);
     for (const route of [
@@ -176,43 +246,38 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     ]) {
       expect(turbopack.stdout).toContain(`ƒ ${route}`);
     }
+    // What a deploy carries into each function: the worker route, which imports @vercel/functions
+    // (functions/idle-hints.ts), holds its Runtime Cache client; the console route, which loads the
+    // same skiplock/vercel but not that module, does not — skiplock's own import('@vercel/functions'),
+    // made at run time, is followed by neither bundler nor by Next's tracing. (Next 16 inlines the
+    // package into the worker route's chunks under both bundlers: 'bundled'.)
+    const turbopackCarries = { worker: runtimeCacheIn('api/worker'), admin: runtimeCacheIn('admin/[[...path]]') };
+    for (const carries of [webpackCarries, turbopackCarries]) {
+      expect(carries.worker).not.toBe('missing');
+      expect(carries.admin).toBe('missing');
+    }
   }, 300_000);
+
+  it("an api/ route (the `init vercel` template outside Next.js) needs no import: @vercel/nft follows skiplock's own import('@vercel/functions')", async () => {
+    // @vercel/nft traces the api/ functions Vercel's Node.js builder deploys; Next.js ships a copy.
+    const nft = createRequire(join(app, 'package.json'))('next/dist/compiled/@vercel/nft') as {
+      nodeFileTrace(files: string[], options: { base: string }): Promise<{ fileList: Iterable<string> }>;
+    };
+    const { fileList } = await nft.nodeFileTrace([join(app, 'node_modules/skiplock/dist/adapters/vercel.js')], {
+      base: app,
+    });
+    expect([...fileList]).toContain('node_modules/@vercel/functions/cache/index.js');
+  });
 
   it('`next start`: an enqueue nudges the worker route through after(), a cron request runs the worker, the console logs in on localhost and 127.0.0.1', async () => {
     const url = inject('databaseUrl');
-    const database = { DATABASE_URL: url, SKIPLOCK_SCHEMA: schema };
     await run(join(app, 'node_modules/.bin/skiplock'), ['migrate', '--schema', schema], {
       cwd: app,
-      env: { ...process.env, ...database },
+      env: { ...process.env, DATABASE_URL: url, SKIPLOCK_SCHEMA: schema },
     });
-    const port = await freePort();
+    // Only the e-mails' queue is nudged: the reports' job waits for its cron. No VERCEL=1.
+    const port = await startNext({ SKIPLOCK_NUDGE_ROUTES: 'emails=/api/worker' });
     const origin = `http://localhost:${port}`;
-    server = spawn(process.execPath, [join(app, 'node_modules/next/dist/bin/next'), 'start', '-p', String(port)], {
-      cwd: app,
-      env: {
-        PATH: process.env.PATH,
-        NEXT_TELEMETRY_DISABLED: '1',
-        ...database,
-        ...secrets,
-        // Only the e-mails' queue is nudged: the reports' job waits for its cron.
-        SKIPLOCK_NUDGE_ROUTES: 'emails=/api/worker',
-      },
-    });
-    server.stdout?.on('data', (chunk) => {
-      serverLog += chunk;
-    });
-    server.stderr?.on('data', (chunk) => {
-      serverLog += chunk;
-    });
-    await until(
-      () =>
-        fetch(`${origin}/api/worker`).then(
-          (r) => r.status === 401,
-          () => false,
-        ),
-      60_000,
-      'next start',
-    );
 
     const db = new pg.Client({ connectionString: url });
     await db.connect();
@@ -260,8 +325,16 @@ describe('a Next.js app from `skiplock init vercel`', () => {
         headers: { authorization: `Bearer ${secrets.CRON_SECRET}` },
       });
       expect(cron.status).toBe(200);
-      expect(await cron.json()).toMatchObject({ claimed: 1, completed: 1, stoppedBecause: 'drained' });
+      const ran = (await cron.json()) as Record<string, unknown>;
+      expect(ran).toMatchObject({ claimed: 1, completed: 1, stoppedBecause: 'drained' });
       expect(await states()).toMatchObject({ 'build-report': 'completed' });
+      // Off Vercel (no VERCEL=1) functions/idle-hints.ts has no store: no idle check (no `woke`),
+      // and the next tick, with nothing to do, queries the database again rather than answer idle.
+      expect(ran.woke).toBeUndefined();
+      const again = await fetch(`${origin}/api/reports-worker`, {
+        headers: { authorization: `Bearer ${secrets.CRON_SECRET}` },
+      });
+      expect(await again.json()).toMatchObject({ claimed: 0, stoppedBecause: 'drained' });
     } finally {
       await db.end();
     }
@@ -307,5 +380,31 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     expect(forged.headers.get('set-cookie')).toBeNull();
     expect(await forged.text()).toContain('this form was not sent from the console');
     await until(async () => serverLog.includes('"reason":"cross_origin"'), 10_000, 'the cross_origin log line');
+  }, 120_000);
+
+  it("with a Runtime Cache (as on Vercel), a cron tick with nothing due answers from its hint: the routes reach @vercel/functions' getCache", async () => {
+    // Vercel's Runtime Cache client talks to RUNTIME_CACHE_ENDPOINT; a local stand-in serves it.
+    const headers = { authorization: 'Bearer runtime-cache-token-for-next' };
+    const cache = await startRuntimeCacheEndpoint(headers);
+    try {
+      const port = await startNext({
+        RUNTIME_CACHE_ENDPOINT: cache.endpoint,
+        RUNTIME_CACHE_HEADERS: JSON.stringify(headers),
+      });
+      const tick = async () =>
+        (await fetch(`http://localhost:${port}/api/reports-worker`, {
+          headers: { authorization: `Bearer ${secrets.CRON_SECRET}` },
+        }).then((r) => r.json())) as Record<string, unknown>;
+      expect(await tick()).toMatchObject({ woke: 'no-hint', claimed: 0, stoppedBecause: 'drained' });
+      expect(await tick()).toMatchObject({ idle: true });
+      // Written under getCache's namespace `skiplock` (its key hashed), as skiplock's default store does.
+      expect(cache.requests.filter((r) => r.method === 'POST').map((r) => r.key)).toEqual(
+        expect.arrayContaining([expect.stringMatching(/^skiplock\$[0-9a-f]+$/)]),
+      );
+      expect(serverLog).not.toMatch(/idle_hints_failed|"level":"(error|warn)"/);
+    } finally {
+      server?.kill('SIGKILL');
+      await cache.close();
+    }
   }, 120_000);
 });

@@ -112,8 +112,11 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
     );
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/refusing to overwrite existing files .*serverless\.yml.*nothing was written/);
-    const vercel = await skiplock(['init', 'vercel', '--dir', 'web', '--plan', 'pro']);
-    expect(vercel.stdout).toMatch(/^wrote vercel\.json, functions\/jobs\.ts, api\/worker\.ts/);
+    const vercel = await skiplock(['init', 'vercel', '--dir', 'web']);
+    // No terminal, no --plan: Hobby's crons, and a note on how to switch before the list of files.
+    expect(vercel.stdout).toMatch(/^vercel\.json has Hobby's crons/);
+    expect(vercel.stdout).toMatch(/^wrote vercel\.json, functions\/jobs\.ts, api\/worker\.ts/m);
+    expect(vercel.stdout).toMatch(/npm install @vercel\/functions/);
     expect(readFileSync(join(app, 'web/api/worker.ts'), 'utf8')).toBe(
       readFileSync(join(repo, 'api/worker.ts'), 'utf8'),
     );

@@ -3,7 +3,8 @@
 // the requests kept alive after the response with Next's `after`.
 import { after } from 'next/server';
 import { createVercelEnqueue } from 'skiplock/vercel';
+import { idleHints } from '../../../functions/idle-hints';
 import { jobs } from '../../../functions/jobs';
 
 export const maxDuration = 10;
-export const POST = createVercelEnqueue(jobs, { waitUntil: after });
+export const POST = createVercelEnqueue(jobs, { waitUntil: after, idleHints });

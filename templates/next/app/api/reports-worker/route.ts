@@ -3,6 +3,7 @@
 // names its queue in code (which wins over SKIPLOCK_QUEUES).
 import { after } from 'next/server';
 import { createVercelWorker } from 'skiplock/vercel';
+import { idleHints } from '../../../functions/idle-hints';
 import { jobs } from '../../../functions/jobs';
 
 export const maxDuration = 300;
@@ -10,4 +11,5 @@ export const GET = createVercelWorker(jobs, {
   maxDurationMs: maxDuration * 1000,
   queues: ['reports'],
   waitUntil: after,
+  idleHints,
 });

@@ -4,6 +4,7 @@
 // (SKIPLOCK_NUDGE_ROUTES), the request kept alive after the response with Next's `after`.
 import { after } from 'next/server';
 import { createVercelSignal } from 'skiplock/vercel';
+import { idleHints } from '../../../functions/idle-hints';
 
 export const maxDuration = 10;
-export const POST = createVercelSignal({ waitUntil: after });
+export const POST = createVercelSignal({ waitUntil: after, idleHints });

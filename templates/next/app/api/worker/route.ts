@@ -5,7 +5,13 @@
 // requests are accepted at once (202) and run after the response, kept alive with Next's `after`.
 import { after } from 'next/server';
 import { createVercelWorker } from 'skiplock/vercel';
+import { idleHints } from '../../../functions/idle-hints';
 import { jobs, schedules } from '../../../functions/jobs';
 
 export const maxDuration = 60;
-export const GET = createVercelWorker(jobs, { maxDurationMs: maxDuration * 1000, schedules, waitUntil: after });
+export const GET = createVercelWorker(jobs, {
+  maxDurationMs: maxDuration * 1000,
+  schedules,
+  waitUntil: after,
+  idleHints,
+});
