@@ -7,6 +7,8 @@ import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
 import type { DrizzleFactory } from '../db/connection-options.js';
+import type { ConsoleOptions } from './console/index.js';
+import { createVercelConsole as consoleRoute } from './console/platforms.js';
 import { controlFromBody } from './control.js';
 import {
   errorResponse,
@@ -492,7 +494,38 @@ export type VercelSignalOptions = Omit<VercelEnqueueOptions, 'tracing'>;
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
 export { CONSOLE_LOGIN_THROTTLE, type ConsoleOptions } from './console/index.js';
-export { createVercelConsole } from './console/platforms.js';
+export interface VercelConsoleOptions extends ConsoleOptions {
+  /**
+   * Where a change made in the console (a replay, a cancel, a resume…) marks the schema written, so
+   * that idle cron ticks query the database again (see VercelWorkerOptions.idleHints).
+   * @defaultValue Vercel's Runtime Cache on Vercel; none elsewhere
+   */
+  idleHints?: IdleHintStore | false;
+}
+
+/**
+ * The operator console (`export const GET = createVercelConsole(jobs); export const POST = GET;`).
+ * A POST (an action, or a login) marks the schema written first: a replayed or resumed job then
+ * runs at the next tick, not at the idle recheck.
+ */
+export function createVercelConsole(jobs: Kinds, options: VercelConsoleOptions = {}): RouteHandler {
+  const handle = consoleRoute(jobs, options);
+  return async (request) => {
+    if (request.method.toUpperCase() === 'POST') {
+      const env = options.env ?? process.env;
+      // A setting the console cannot read is the console's to answer (it says which one).
+      const idle = (() => {
+        try {
+          return sharedRuntime(env).settings.require('console').idle;
+        } catch {
+          return false;
+        }
+      })();
+      if (idle) await markWritten(options.idleHints, idle, env);
+    }
+    return handle(request);
+  };
+}
 export { resetSharedRuntime } from './runtime.js';
 export {
   type GetRuntimeCache,

@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { z } from 'zod';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import {
+  createVercelConsole,
   createVercelEnqueue,
   createVercelMaintenance,
   createVercelNudger,
@@ -276,6 +277,35 @@ describe(`Vercel idle ticks (${testDriver()})`, () => {
     const next = await measured(() => worker()(cron()));
     expect(next.body.woke).toBe('touched');
     expect(ran).toEqual(['posted']);
+  });
+
+  it('a console POST (an action; here even a refused login) marks the schema written: the next tick queries', async () => {
+    // A dead job, as the DLQ holds one, while the worker sits idle on its hint.
+    await t.admin.query(
+      `insert into "${t.schema}".jobs (kind, queue, payload, state, dead_reason, finished_at, attempt)
+       values ('note', 'notes', '{"text":"replayed"}', 'dead', 'max_attempts', now(), 3)`,
+    );
+    await worker()(cron());
+    minutes(1);
+    expect((await measured(() => worker()(cron()))).body.idle).toBe(true);
+    // The job made runnable by SQL, as the console's replay statement does: the hint alone would hold
+    // until the recheck. Every console POST marks the schema first, whatever the action.
+    await t.admin.query(
+      `update "${t.schema}".jobs set state = 'queued', dead_reason = null, finished_at = null, run_at = now() - interval '1 minute'`,
+    );
+    const console = createVercelConsole([note], { env: env(), idleHints: store });
+    const login = await console(
+      new Request('https://app.example.com/admin/login', {
+        method: 'POST',
+        headers: { origin: 'https://app.example.com', 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'token=not-the-admin-token',
+      }),
+    );
+    expect(login.status).toBeLessThan(500);
+    minutes(1);
+    const next = await measured(() => worker()(cron()));
+    expect(next.body.woke).toBe('touched');
+    expect(ran).toEqual(['replayed']);
   });
 });
 
