@@ -7,6 +7,7 @@ import { is } from 'drizzle-orm';
 import { PgTable } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../../cli/run.js';
+import { githubSlug } from '../../scripts/docs-toc.js';
 import { pages, parseMarkdown, read, root } from '../helpers/markdown.js';
 
 /** Drops the lines' common indentation and the blank lines around them. */
@@ -218,14 +219,3 @@ describe('docs', () => {
     expect(listed.sort()).toEqual(tables);
   });
 });
-
-/** The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens. */
-function githubSlug(heading: string): string {
-  return heading
-    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
-    .replace(/<[^>]+>/g, '')
-    .trim()
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}\p{M}\s_-]/gu, '')
-    .replace(/\s/g, '-');
-}
