@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { is } from 'drizzle-orm';
 import { PgTable } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
+import { costTables } from '../../bench/cost-model.js';
 import { type IdleResults, idleDayTable } from '../../bench/idle/table.js';
 import { installCommands, nextStepsOf, TEMPLATES } from '../../cli/init.js';
 import {
@@ -168,5 +169,17 @@ describe("docs/cost.md's simulated idle day", () => {
       expect(job.lateMs).not.toBeNull();
       expect(job.lateMs as number).toBeLessThanOrEqual(job.name === 'raw-insert' ? 6 * 3_600_000 : 60_000);
     }
+  });
+});
+
+describe("docs/cost.md's tables per day, per month and against the peers", () => {
+  it('are what bench/cost-model.ts makes from its inputs and bench/RESULTS.idle.json', () => {
+    const results = JSON.parse(read('bench/RESULTS.idle.json')) as IdleResults;
+    const page = read('docs/cost.md');
+    const block = (name: string) =>
+      new RegExp(`<!-- ${name}: bench/cost-model\\.ts -->\\n([\\s\\S]*?)\\n<!-- /${name} -->`).exec(page)?.[1];
+    const { days, peers } = costTables(results);
+    expect(block('cost-model')).toBe(days);
+    expect(block('cost-peers')).toBe(peers);
   });
 });
