@@ -433,10 +433,24 @@ export interface VercelAdminOptions {
   idleHints?: IdleHintStore | false;
 }
 
-/** POST replay route, protected by SKIPLOCK_ADMIN_TOKEN. */
-export function createVercelReplay(jobs: Kinds, options: VercelAdminOptions = {}): RouteHandler {
+export interface VercelReplayOptions extends VercelAdminOptions {
+  /** Starts the workers of the replayed jobs' queues (see VercelEnqueueOptions.nudger). @defaultValue requests of SKIPLOCK_NUDGE_ROUTES */
+  nudger?: Nudger;
+  /** The nudges' clock (tests). @defaultValue the system clock */
+  clock?: Clock;
+  /** Keeps the nudges' requests alive after the response (a Next.js app passes `after`). @defaultValue waitUntil of `@vercel/functions` */
+  waitUntil?: WaitUntil;
+}
+
+/**
+ * POST replay route, protected by SKIPLOCK_ADMIN_TOKEN. The replayed jobs are due at once: it nudges
+ * the workers of their queues, as the enqueue route does (on Hobby and previews nothing else would
+ * run them soon).
+ */
+export function createVercelReplay(jobs: Kinds, options: VercelReplayOptions = {}): RouteHandler {
   const registry = new JobRegistry(jobs);
-  return route(async (request) => {
+  const nudgerOf = vercelNudgers(options);
+  return route(async (request, url) => {
     const env = options.env ?? process.env;
     requireBearer(request, env.SKIPLOCK_ADMIN_TOKEN, 'SKIPLOCK_ADMIN_TOKEN');
     const runtime = sharedRuntime(env);
@@ -444,6 +458,12 @@ export function createVercelReplay(jobs: Kinds, options: VercelAdminOptions = {}
     const body = await readJson(request, config.maxBodyBytes);
     await markWritten(options.idleHints, config.idle, env);
     const result = await replayFromBody(runtime, registry, body, 'vercel:replay');
+    const queues = [...new Set(result.replayed.map((job) => job.queue))];
+    if (!result.dryRun && queues.length > 0) {
+      // A nudge is never the replay's failure: a setting the nudger needs that is wrong leaves it out.
+      const nudger = await nudgerOf(runtime, env, url).catch(() => undefined);
+      await nudger?.nudge(queues);
+    }
     return { status: 200, body: { ...result } };
   });
 }

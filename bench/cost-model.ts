@@ -27,6 +27,9 @@ export const PRICES = {
   neonCuHour: 0.14,
   neonFreeCuHours: 100,
   vercelInvocationsIncluded: 1_000_000,
+  vercelPerMillionInvocations: 0.6,
+  vercelMemoryGbHourIncluded: 1_440,
+  vercelMemoryGbHour: 0.0106,
   lambdaGbSecond: 0.0000166667,
   lambdaFreeGbSeconds: 400_000,
   lambdaPerMillionRequests: 0.2,
@@ -89,13 +92,17 @@ export function costTables(idle: IdleResults): { days: string; peers: string } {
   const busyLambda =
     Math.max(0, busyGbSeconds - PRICES.lambdaFreeGbSeconds) * PRICES.lambdaGbSecond +
     (Math.max(0, busyInvocations * 30 - PRICES.lambdaFreeRequests) / 1e6) * PRICES.lambdaPerMillionRequests;
+  const busyMemoryGbHours = (busySeconds * 30) / 3600;
+  const busyVercel =
+    (Math.max(0, busyInvocations * 30 - PRICES.vercelInvocationsIncluded) / 1e6) * PRICES.vercelPerMillionInvocations +
+    Math.max(0, busyMemoryGbHours - PRICES.vercelMemoryGbHourIncluded) * PRICES.vercelMemoryGbHour;
   const monthly = [
     `| app | Neon (${APPS.neonCu.quiet} CU; busy: ${APPS.neonCu.busy} CU) | Vercel Pro functions | Lambda (1 GB) |`,
     '| --- | --- | --- | --- |',
     `| idle | ${neon(APPS.neonCu.quiet, Math.max(activeMin.lambda, activeMin.vercel) / 60)} | inside the included usage | inside the free tier |`,
     `| idle, every tick querying | ${neon(APPS.neonCu.quiet, 24)} | inside the included usage | inside the free tier |`,
     `| light | ${neon(APPS.neonCu.quiet, APPS.light.hours)} | inside the included usage | inside the free tier |`,
-    `| busy | ${neon(APPS.neonCu.busy, 24)} | ${n((busyInvocations * 30) / 1e6)} M invocations a month (${n(PRICES.vercelInvocationsIncluded / 1e6)} M included); CPU only while not waiting | ${n(busyGbSeconds)} GB-s a month: ${usd(busyLambda)} after the free tier, requests included |`,
+    `| busy | ${neon(APPS.neonCu.busy, 24)} | ${((busyInvocations * 30) / 1e6).toFixed(1)} M invocations and ${n(busyMemoryGbHours)} GB-hours of memory (1 GB) a month: ${usd(busyVercel)} beyond what Pro includes, plus Active CPU, counted only while a handler computes | ${n(busyGbSeconds)} GB-s a month: ${usd(busyLambda)} after the free tier, requests included |`,
   ];
   const ops = (APPS.busy.jobs * 30 * 3) / 1e6;
   const peers = [
@@ -104,7 +111,7 @@ export function costTables(idle: IdleResults): { days: string; peers: string } {
     `- **SQS**: a message is a send, a receive and a delete: ~${n(ops)} M requests, ~${usd(ops * PRICES.sqsPerMillion)} a month at ${usd(PRICES.sqsPerMillion)} per million (~${usd((ops / 10) * PRICES.sqsPerMillion)} when batched by ten). The enqueue is not in your database's transaction.`,
     `- **Vercel Queues**: billed per operation (send, receive, delete; push deliveries notify): ~${n(ops)} M operations, ~${usd(ops * PRICES.vercelQueuesPerMillion)} a month at ${usd(PRICES.vercelQueuesPerMillion)} per million.`,
     '- **Inngest**: billed per execution (each run and each step); its current prices were not among the sources this page was checked against, so no figure here.',
-    `- **skiplock**: no per-job fee; the jobs are rows in the Postgres you pay for, ~${MEASURED.statementsPerJob} statements each.`,
+    `- **skiplock**: no per-job fee; the jobs are rows in the Postgres you pay for (the busy app keeps a Neon compute up all month: ${usd(cuHours(APPS.neonCu.busy, 24) * PRICES.neonCuHour)} above, most of which your app's own traffic would use anyway), ~${MEASURED.statementsPerJob} statements each.`,
   ];
   return {
     days: [...perDay, '', `A month (30 days) at the prices published on ${PRICES.date}:`, '', ...monthly].join('\n'),

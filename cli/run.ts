@@ -215,6 +215,9 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   let conn: SkiplockDb | undefined;
   try {
+    if (o['database-url'] === '') {
+      throw new ConfigError('--database-url is empty: the variable it was given (e.g. DATABASE_URL_UNPOOLED) is not set');
+    }
     const url = o['database-url'] ?? io.env.DATABASE_URL;
     if (!url) throw new ConfigError('no database: set DATABASE_URL or pass --database-url');
     if (o.driver !== undefined && !(DRIVERS as readonly string[]).includes(o.driver))
@@ -373,8 +376,13 @@ async function init(
     io.out(JSON.stringify({ platform, plan, written, merged, planProblems: problems, nextSteps }, null, 2));
     return EXIT.ok;
   }
-  if (problems.length > 0) io.err(`vercel.json will not deploy on Hobby: ${problems.join('; ')}`);
-  if (planNote) io.out(planNote);
+  if (problems.length > 0) {
+    // Merged into a vercel.json of the app's own: the app's crons and skiplock's together break Hobby's rules.
+    io.err(
+      `vercel.json will not deploy on Hobby: ${problems.join('; ')}. Remove crons of your own from vercel.json ` +
+        '(Hobby allows 2, each at most daily), or on Pro run again with --plan pro',
+    );
+  } else if (planNote) io.out(planNote);
   if (platform !== asked)
     io.out('this is a Next.js app (its package.json depends on next): writing App Router routes\n');
   const merged = result.merged.length > 0 ? `; added the crons to ${result.merged.join(', ')}` : '';

@@ -8,7 +8,12 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
-import { createVercelEnqueue, createVercelWorker, type RouteHandler } from '../../adapters/vercel.js';
+import {
+  createVercelEnqueue,
+  createVercelReplay,
+  createVercelWorker,
+  type RouteHandler,
+} from '../../adapters/vercel.js';
 import { START_HEADER } from '../../adapters/vercel-start.js';
 import { defineJob } from '../../core/jobs.js';
 import type { InvocationSummary } from '../../core/worker.js';
@@ -150,6 +155,7 @@ const post = (origin: string, body: unknown, token = TOKEN) =>
   });
 
 const { ping, ran } = pingKind();
+const ADMIN = 'admin-token-for-the-replay-nudge';
 const baseEnv = (extra: Record<string, string | undefined> = {}): Record<string, string | undefined> => ({
   DATABASE_URL: databaseUrl(),
   SKIPLOCK_DRIVER: testDriver(),
@@ -187,6 +193,36 @@ describe(`Vercel nudges over HTTP (${testDriver()})`, () => {
       { path: '/api/worker', start: 'nudge', authorized: true, status: 202 },
     ]);
     expect(ran).toEqual([1]);
+    expect(await states()).toEqual([{ state: 'completed', n: 1 }]);
+  });
+
+  it('a dead job replayed through the replay route is completed by the worker route it nudged, with no cron request', async () => {
+    ran.length = 0;
+    const env = baseEnv({ SKIPLOCK_ADMIN_TOKEN: ADMIN });
+    await t.admin.query(
+      `insert into "${t.schema}".jobs (kind, queue, payload, state, dead_reason, finished_at, attempt)
+       values ('ping', 'pings', '{"n": 7}', 'dead', 'max_attempts', now(), 3)`,
+    );
+    const server = await serve({
+      '/api/replay': { POST: createVercelReplay([ping], { env }) },
+      '/api/worker': { GET: createVercelWorker([ping], { env, maxDurationMs: 30_000 }) },
+    });
+    try {
+      const response = await fetch(`${server.origin}/api/replay`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` },
+        body: JSON.stringify({ all: true }),
+      });
+      expect(response.status).toBe(200);
+      await server.settled();
+    } finally {
+      await server.close();
+    }
+    expect(server.served.map(({ path, start, status }) => ({ path, start, status }))).toEqual([
+      { path: '/api/replay', start: undefined, status: 200 },
+      { path: '/api/worker', start: 'nudge', status: 202 },
+    ]);
+    expect(ran).toEqual([7]);
     expect(await states()).toEqual([{ state: 'completed', n: 1 }]);
   });
 

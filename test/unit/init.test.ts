@@ -98,6 +98,16 @@ describe('skiplock init next: the Vercel plan', () => {
     const { code, err } = await cli(['next', '--dir', dir, '--plan', 'hobby']);
     expect(code).toBe(0);
     expect(err).toMatch(/will not deploy on Hobby: 3 crons: Hobby allows 2/);
+    expect(err).toMatch(/Remove crons of your own/);
+    // Without --plan (no terminal) the same: the problem, never the note that the crons deploy anywhere.
+    const other = folder();
+    writeFileSync(
+      join(other, 'vercel.json'),
+      JSON.stringify({ crons: [{ path: '/api/digest', schedule: '0 8 * * *' }] }),
+    );
+    const unasked = await cli(['next', '--dir', other]);
+    expect(unasked.err).toMatch(/will not deploy on Hobby/);
+    expect(unasked.out).not.toMatch(/deploy on every plan/);
     expect((await cli(['next', '--dir', folder(), '--plan', 'enterprise'])).code).toBe(2);
   });
 });
