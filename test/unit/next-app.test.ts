@@ -232,9 +232,20 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     for (const peer of ['@aws-sdk/client-lambda', '@aws-sdk/client-secrets-manager']) {
       expect(existsSync(join(app, 'node_modules', peer))).toBe(false);
     }
+    // A route of the app's own that loads skiplock/vercel without functions/idle-hints.ts: the control.
+    mkdirSync(join(app, 'app/api/plain'), { recursive: true });
+    writeFileSync(
+      join(app, 'app/api/plain/route.ts'),
+      "import { createVercelControl } from 'skiplock/vercel';\nexport const POST = createVercelControl({ idleHints: false });\n",
+    );
     const webpack = await next(['build', '--webpack']);
     expect(webpack.stdout).toMatch(/ƒ \/api\/worker/);
-    const webpackCarries = { worker: runtimeCacheIn('api/worker'), admin: runtimeCacheIn('admin/[[...path]]') };
+    const carried = () => ({
+      worker: runtimeCacheIn('api/worker'),
+      admin: runtimeCacheIn('admin/[[...path]]'),
+      plain: runtimeCacheIn('api/plain'),
+    });
+    const webpackCarries = carried();
     const turbopack = await next(['build']);
     expect(turbopack.stdout).toMatch(/Next\.js [\d.]+ \(Turbopack\)/);
     for (const route of [
@@ -246,15 +257,16 @@ describe('a Next.js app from `skiplock init vercel`', () => {
     ]) {
       expect(turbopack.stdout).toContain(`ƒ ${route}`);
     }
-    // What a deploy carries into each function: the worker route, which imports @vercel/functions
-    // (functions/idle-hints.ts), holds its Runtime Cache client; the console route, which loads the
-    // same skiplock/vercel but not that module, does not — skiplock's own import('@vercel/functions'),
+    // What a deploy carries into each function: the worker and console routes, which import
+    // @vercel/functions (functions/idle-hints.ts), hold its Runtime Cache client; a route that loads
+    // the same skiplock/vercel but not that module does not — skiplock's own import('@vercel/functions'),
     // made at run time, is followed by neither bundler nor by Next's tracing. (Next 16 inlines the
-    // package into the worker route's chunks under both bundlers: 'bundled'.)
-    const turbopackCarries = { worker: runtimeCacheIn('api/worker'), admin: runtimeCacheIn('admin/[[...path]]') };
+    // package into the importing routes' chunks under both bundlers: 'bundled'.)
+    const turbopackCarries = carried();
     for (const carries of [webpackCarries, turbopackCarries]) {
       expect(carries.worker).not.toBe('missing');
-      expect(carries.admin).toBe('missing');
+      expect(carries.admin).not.toBe('missing');
+      expect(carries.plain).toBe('missing');
     }
   }, 300_000);
 
