@@ -216,7 +216,9 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   let conn: SkiplockDb | undefined;
   try {
     if (o['database-url'] === '') {
-      throw new ConfigError('--database-url is empty: the variable it was given (e.g. DATABASE_URL_UNPOOLED) is not set');
+      throw new ConfigError(
+        '--database-url is empty: the variable it was given (e.g. DATABASE_URL_UNPOOLED) is not set',
+      );
     }
     const url = o['database-url'] ?? io.env.DATABASE_URL;
     if (!url) throw new ConfigError('no database: set DATABASE_URL or pass --database-url');
