@@ -210,6 +210,13 @@ export const HOBBY_CRONS = [
   { path: '/api/maintenance', schedule: '30 6 * * *' },
 ] as const;
 
+/** Pro's crons (the template's vercel.json): the two worker routes every minute, maintenance every 10. */
+export const PRO_CRONS = [
+  { path: '/api/worker', schedule: '* * * * *' },
+  { path: '/api/reports-worker', schedule: '* * * * *' },
+  { path: '/api/maintenance', schedule: '*/10 * * * *' },
+] as const;
+
 /**
  * What keeps a vercel.json's crons from deploying on Hobby: more than 2 crons, or one that fires
  * more than once a day — its minute and hour must each be one number (`30 6 * * *`).

@@ -19,7 +19,7 @@ import { MIGRATIONS } from '../db/migrations.generated.js';
 import { COMMANDS, type CommandContext } from './commands.js';
 import { runCrons } from './crons.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
-import { initProject, isNextApp, isPlatform, VERCEL_PLANS, type VercelPlan } from './init.js';
+import { initProject, isNextApp, isPlatform, PRO_CRONS, VERCEL_PLANS, type VercelPlan } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 import { loadJobsModule } from './jobs-module.js';
 import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
@@ -361,8 +361,9 @@ async function init(
       // Hobby's crons deploy on every plan; Pro's per-minute crons fail a Hobby deploy.
       plan = 'hobby';
       planNote =
-        "vercel.json has Hobby's crons (2, daily), which deploy on every plan; on Pro, run again with --plan pro " +
-        '(crons every minute) or set the crons in vercel.json as docs/deploy-vercel.md shows\n';
+        "vercel.json has Hobby's crons (2, daily), which deploy on every plan. On Pro, run init with --plan pro " +
+        'in a fresh folder, or replace vercel.json\'s "crons" with\n' +
+        `${JSON.stringify(PRO_CRONS)}\n`;
     }
   }
   const result = initProject(platform, dir, { plan });

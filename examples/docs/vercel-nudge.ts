@@ -7,14 +7,21 @@ const orders = pgTable('orders', { id: serial('id').primaryKey(), total: integer
 const db = drizzle(process.env.DATABASE_URL!);
 
 // #region vercel-nudge
-import { waitUntil } from '@vercel/functions';
+import { getCache, waitUntil } from '@vercel/functions';
 import { createEnqueuer } from 'skiplock';
-import { createVercelNudger } from 'skiplock/vercel';
+import { createVercelNudger, vercelRuntimeCache } from 'skiplock/vercel';
 
 // Module scope: one nudger per instance, so a burst of requests coalesces into few starts.
 const nudger = createVercelNudger(
   { reports: '/api/reports-worker', '*': '/api/worker' }, // queue → worker route
-  { origin: 'https://my-app.example.com', secret: process.env.CRON_SECRET, waitUntil },
+  {
+    origin: `https://${process.env.VERCEL_URL}`, // this deployment's own routes (a preview's, on a preview)
+    secret: process.env.CRON_SECRET,
+    waitUntil,
+    // Every enqueue, nudged or not, marks the idle ticks' hint stale (a Next.js app imports the one
+    // functions/idle-hints.ts exports).
+    idleHints: vercelRuntimeCache({ getCache }),
+  },
 );
 const { enqueue, nudge } = createEnqueuer({ nudger });
 

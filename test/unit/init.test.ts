@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HOBBY_CRONS, hobbyCronProblems, initProject, isNextApp, TEMPLATES } from '../../cli/init.js';
+import { HOBBY_CRONS, hobbyCronProblems, initProject, isNextApp, PRO_CRONS, TEMPLATES } from '../../cli/init.js';
 import { runCli } from '../../cli/run.js';
 
 const dirs: string[] = [];
@@ -74,7 +74,7 @@ describe('skiplock init next: the Vercel plan', () => {
     const { code, out } = await cli(['next', '--dir', dir]);
     expect(code).toBe(0);
     expect(cronPaths(dir)).toEqual(HOBBY_CRONS);
-    expect(out).toMatch(/deploy on every plan; on Pro, run again with --plan pro/);
+    expect(out).toMatch(/deploy on every plan\. On Pro, run init with --plan pro in a fresh folder, or replace vercel\.json's "crons" with\n\[\{"path":"\/api\/worker","schedule":"\* \* \* \* \*"\}/);
   });
 
   it('on a terminal it asks which plan', async () => {
@@ -109,6 +109,17 @@ describe('skiplock init next: the Vercel plan', () => {
     expect(unasked.err).toMatch(/will not deploy on Hobby/);
     expect(unasked.out).not.toMatch(/deploy on every plan/);
     expect((await cli(['next', '--dir', folder(), '--plan', 'enterprise'])).code).toBe(2);
+  });
+});
+
+describe("the Pro crons init names when it writes Hobby's", () => {
+  it("are the templates' own vercel.json crons", () => {
+    for (const file of ['templates/next/vercel.json', 'vercel.json']) {
+      const { crons } = JSON.parse(readFileSync(join(import.meta.dirname, '../..', file), 'utf8')) as {
+        crons: unknown;
+      };
+      expect(crons).toEqual(PRO_CRONS);
+    }
   });
 });
 
