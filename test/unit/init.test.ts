@@ -74,7 +74,9 @@ describe('skiplock init next: the Vercel plan', () => {
     const { code, out } = await cli(['next', '--dir', dir]);
     expect(code).toBe(0);
     expect(cronPaths(dir)).toEqual(HOBBY_CRONS);
-    expect(out).toMatch(/deploy on every plan\. On Pro, run init with --plan pro in a fresh folder, or replace vercel\.json's "crons" with\n\[\{"path":"\/api\/worker","schedule":"\* \* \* \* \*"\}/);
+    expect(out).toMatch(
+      /deploy on every plan\. On Pro, run init with --plan pro in a fresh folder, or replace vercel\.json's "crons" with\n\[\{"path":"\/api\/worker","schedule":"\* \* \* \* \*"\}/,
+    );
   });
 
   it('on a terminal it asks which plan', async () => {
