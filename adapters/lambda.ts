@@ -8,6 +8,12 @@ import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
 import type { InvocationStarter } from '../core/worker.js';
 import type { DrizzleFactory } from '../db/connection-options.js';
+import type { ConsoleOptions } from './console/index.js';
+import {
+  type ConsoleHttpEvent,
+  type ConsoleHttpResult,
+  createLambdaConsole as consoleHandler,
+} from './console/platforms.js';
 import { controlFromBody } from './control.js';
 import {
   decodeUtf8,
@@ -409,7 +415,42 @@ export function createLambdaSignal(options: LambdaSignalOptions = {}) {
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
 export { CONSOLE_LOGIN_THROTTLE, type ConsoleOptions } from './console/index.js';
-export { type ConsoleHttpEvent, type ConsoleHttpResult, createLambdaConsole } from './console/platforms.js';
+export type { ConsoleHttpEvent, ConsoleHttpResult } from './console/platforms.js';
+
+export interface LambdaConsoleOptions extends ConsoleOptions {
+  /**
+   * Starts the worker functions after each action (a replayed or resumed job runs at once, and on an
+   * idle app it would otherwise wait for the next wake-up). @defaultValue asynchronous Invokes of
+   * every function SKIPLOCK_NUDGE_FUNCTIONS names
+   */
+  nudger?: Nudger;
+  /** The nudges' clock (tests). @defaultValue the system clock */
+  clock?: Clock;
+}
+
+/**
+ * The operator console (`export const handler = createLambdaConsole(jobs)`) behind HTTP API routes
+ * or a function URL. An action that went through nudges every worker SKIPLOCK_NUDGE_FUNCTIONS names.
+ */
+export function createLambdaConsole(jobs: Kinds, options: LambdaConsoleOptions = {}) {
+  const handle = consoleHandler(jobs, options);
+  const nudgerOf = lambdaNudgers(options);
+  return async (event: ConsoleHttpEvent): Promise<ConsoleHttpResult> => {
+    const result = await handle(event);
+    const method = event.requestContext?.http?.method?.toUpperCase();
+    if (method === 'POST' && result.statusCode < 400 && (event.rawPath ?? '').endsWith('/actions')) {
+      try {
+        const runtime = sharedRuntime(options.env ?? process.env);
+        const functions = runtime.settings.require('enqueue').nudgeFunctions;
+        const nudger = nudgerOf(runtime);
+        await nudger?.nudge(functions ? Object.keys(functions) : ['*']);
+      } catch {
+        // A setting the nudges need that is wrong never fails the action: the next tick runs the jobs.
+      }
+    }
+    return result;
+  };
+}
 export {
   createLambdaNudger,
   FAN_OUT_EVENT,

@@ -521,29 +521,60 @@ export interface VercelConsoleOptions extends ConsoleOptions {
    * @defaultValue Vercel's Runtime Cache on Vercel; none elsewhere
    */
   idleHints?: IdleHintStore | false;
+  /**
+   * Starts the worker routes after each action (a replayed or resumed job runs at once, not at the
+   * next tick: a day away on Hobby). @defaultValue requests of every route SKIPLOCK_NUDGE_ROUTES names
+   */
+  nudger?: Nudger;
+  /** The nudges' clock (tests). @defaultValue the system clock */
+  clock?: Clock;
+  /** Keeps the nudges' requests alive after the response (a Next.js app passes `after`). @defaultValue waitUntil of `@vercel/functions` */
+  waitUntil?: WaitUntil;
 }
 
 /**
  * The operator console (`export const GET = createVercelConsole(jobs); export const POST = GET;`).
- * A POST (an action, or a login) marks the schema written first: a replayed or resumed job then
- * runs at the next tick, not at the idle recheck.
+ * A POST (an action, or a login) marks the schema written first, and an action that went through
+ * nudges every worker route SKIPLOCK_NUDGE_ROUTES names: a replayed or resumed job runs at once.
  */
 export function createVercelConsole(jobs: Kinds, options: VercelConsoleOptions = {}): RouteHandler {
   const handle = consoleRoute(jobs, options);
+  const nudgerOf = vercelNudgers(options);
   return async (request) => {
-    if (request.method.toUpperCase() === 'POST') {
-      const env = options.env ?? process.env;
-      // A setting the console cannot read is the console's to answer (it says which one).
-      const idle = (() => {
+    if (request.method.toUpperCase() !== 'POST') return handle(request);
+    const env = options.env ?? process.env;
+    // A setting the console cannot read is the console's to answer (it says which one).
+    const runtime = (() => {
+      try {
+        return sharedRuntime(env);
+      } catch {
+        return undefined;
+      }
+    })();
+    const idle = (() => {
+      try {
+        return runtime?.settings.require('console').idle ?? false;
+      } catch {
+        return false;
+      }
+    })();
+    if (idle) await markWritten(options.idleHints, idle, env);
+    const response = await handle(request);
+    const url = new URL(request.url);
+    if (runtime && response.status < 400 && url.pathname.endsWith('/actions')) {
+      // Which queues an action touched is the console's business: wake every route (a nudge with
+      // nothing to do costs one short invocation).
+      const nudger = await nudgerOf(runtime, env, url).catch(() => undefined);
+      const routes = (() => {
         try {
-          return sharedRuntime(env).settings.require('console').idle;
+          return runtime.settings.require('enqueue').nudgeRoutes;
         } catch {
-          return false;
+          return undefined;
         }
       })();
-      if (idle) await markWritten(options.idleHints, idle, env);
+      await nudger?.nudge(routes ? Object.keys(routes) : ['*']);
     }
-    return handle(request);
+    return response;
   };
 }
 export { resetSharedRuntime } from './runtime.js';

@@ -334,6 +334,28 @@ describe(`the console's actions (${testDriver()})`, () => {
     expect(await jobState(id)).toMatchObject({ state: 'queued', replayed_by: 'console:ada' });
   });
 
+  it('an action that went through nudges the worker routes; a page, a refused login and a refused action do not', async () => {
+    now = new Date();
+    const id = await deadJob();
+    const nudged: string[][] = [];
+    const nudger = { nudge: async (queues: Iterable<string>) => void nudged.push([...queues]) };
+    const extra = { SKIPLOCK_NUDGE_ROUTES: 'reports=/api/reports-worker;*=/api/worker' };
+    const route = createVercelConsole([sendEmail, charge], { env: envFor(extra), now: clock, nudger });
+    const c = new ConsoleClient(route, 'https://app.example.com');
+    const wrong = await c.post('/admin/login', { token: 'not-the-admin-token-at-all', name: 'ada', next: '/admin/' });
+    expect(wrong.status).toBe(401);
+    await c.login(ADMIN);
+    await c.get('/admin/');
+    expect(nudged).toEqual([]);
+    const refused = await c.post('/admin/actions', { csrf: `${c.csrf}x`, action: 'replay', ids: id, confirmed: '1' });
+    expect(refused.status).toBe(403);
+    expect(nudged).toEqual([]);
+    const ok = await c.post('/admin/actions', { csrf: c.csrf, action: 'replay', ids: id, confirmed: '1' });
+    expect(ok.status).toBe(200);
+    expect((await jobState(id)).state).toBe('queued');
+    expect(nudged).toEqual([['reports', '*']]);
+  });
+
   it('asks before each action, then makes it through the core functions, logs who did it and reports it', async () => {
     now = new Date();
     const c = client();
@@ -630,10 +652,16 @@ describe(`the console on Lambda (${testDriver()})`, () => {
     ...extra,
   });
 
-  it('logs in over the HTTP API (cookies in the event and the result) and replays a job', async () => {
+  it('logs in over the HTTP API (cookies in the event and the result) and replays a job, nudging the workers', async () => {
     now = new Date();
     const id = await deadJob();
-    const handler = createLambdaConsole([sendEmail], { env: env(), now: clock });
+    const nudged: string[][] = [];
+    const nudger = { nudge: async (queues: Iterable<string>) => void nudged.push([...queues]) };
+    const handler = createLambdaConsole([sendEmail], {
+      env: env({ SKIPLOCK_NUDGE_FUNCTIONS: 'emails=app-worker;*=app-worker' }),
+      now: clock,
+      nudger,
+    });
     const form = (fields: Record<string, string>) => ({
       headers: {
         host: 'abc.execute-api.us-east-1.amazonaws.com',
@@ -658,6 +686,9 @@ describe(`the console on Lambda (${testDriver()})`, () => {
     );
     expect(done.statusCode).toBe(200);
     expect(await jobState(id)).toMatchObject({ state: 'queued', replayed_by: 'console:ops' });
+    // The action started the workers (on an idle app the replayed job would wait for a wake-up); the
+    // login and the page did not.
+    expect(nudged).toEqual([['emails', '*']]);
   });
 });
 
