@@ -277,6 +277,11 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       ...(e.ready
         ? [`ready: ${e.readyAhead ?? 0} ready job(s) of queue ${e.queue} are ahead of it`]
         : e.holds.map((h) => `- ${h.reason}: ${h.message}`)),
+      ...(e.origin
+        ? [
+            `from event ${e.origin.eventId} (${e.origin.name}, published ${e.origin.publishedAt.toISOString()}) through subscription ${e.origin.subscription}`,
+          ]
+        : []),
       ...(registry ? [] : ['(limits, rates and run windows declared in code are checked with --jobs <module>)']),
     ];
     emit(lines.join('\n'), e);
