@@ -343,6 +343,7 @@ export async function runMaintenanceTick(
       schema: config.schema,
       completedRetentionMs: config.completedRetentionHours * 3_600_000,
       deadRetentionMs: config.deadRetentionHours * 3_600_000,
+      eventRetentionMs: config.eventRetentionHours * 3_600_000,
       maxDurationMs: Math.max(1_000, remainingMs - config.safetyMarginMs),
       metrics: queueMetrics,
     }),
