@@ -30,6 +30,7 @@ import {
 } from './events.js';
 import { check, issuesOf, type PayloadInput, type PayloadSchema } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
+import type { EventMetrics } from './metrics.js';
 import type { Nudger } from './nudge.js';
 import { type PreparedSignal, prepareSignal, type SignalOptions, type SignalResult, sendSignal } from './signals.js';
 import { unstorableInJson } from './text.js';
@@ -50,6 +51,11 @@ export interface EnqueueConfig {
    * spans to link to: `otelTracing()` from `skiplock/otel` (OpenTelemetry). @defaultValue none
    */
   tracing?: Tracing;
+  /**
+   * Told each publish's event and how many subscriber jobs it wrote: `otelMetrics()` from
+   * `skiplock/otel` (the counter `skiplock.events.published`). @defaultValue none
+   */
+  metrics?: EventMetrics;
 }
 
 export const ENQUEUE_DEFAULTS = { schema: DEFAULT_SCHEMA, maxPayloadBytes: 256 * 1024 } as const;
@@ -315,6 +321,12 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
       const found = await findEventByDedupeKey(db, schema, event.name, dedupeKey);
       if (found) Object.assign(result, { eventId: found.id, subscribers: found.subscribers });
     }
+    config.metrics?.published({
+      name: event.name,
+      subscribers: result.subscribers,
+      jobs: result.jobs.length,
+      duplicate: result.duplicate,
+    });
     const queues = [...new Set(result.jobs.map((j) => j.queue))];
     if (queues.length > 0) {
       await config.nudger?.noteDue?.(queues.map((queue) => ({ queue, at: null })))?.catch(() => {});
