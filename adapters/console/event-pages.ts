@@ -20,7 +20,7 @@ function shownPayload(ctx: ConsoleContext, event: EventRecord): unknown {
   return maskSecretKeys(maskPayload(event.payload, paths));
 }
 
-const subscribersCell = (ctx: ConsoleContext, e: EventRecord): Html =>
+const subscribersCell = (e: EventRecord): Html =>
   e.subscribers === 0
     ? html`<span class="badge bad" title="no subscription was active for ${e.name} when it was published: nothing ran. A subscriber added later can be replayed it (skiplock events replay)">no subscriber</span>`
     : html`${e.subscribers}`;
@@ -42,7 +42,7 @@ export async function eventsPage(ctx: ConsoleContext, url: URL): Promise<Page> {
   const rows = events.map(
     (e) => html`<tr><td><a href="${ctx.base}/events/${e.id}">#${e.id}</a></td>
       <td><a href="${ctx.base}/events${query({ name: e.name })}">${e.name}</a></td><td>${formatTime(e.publishedAt)}</td>
-      <td class="n">${subscribersCell(ctx, e)}</td><td class="n">${e.deliveries}</td><td>${e.dedupeKey ?? ''}</td></tr>`,
+      <td class="n">${subscribersCell(e)}</td><td class="n">${e.deliveries}</td><td>${e.dedupeKey ?? ''}</td></tr>`,
   );
   const last = events.at(-1);
   return {
@@ -84,7 +84,7 @@ export async function eventPage(ctx: ConsoleContext, id: string): Promise<Page |
     <div class="grid"><div class="card"><h3>Event</h3><dl>
       <dt>Name</dt><dd><a href="${ctx.base}/events${query({ name: event.name })}">${event.name}</a></dd>
       <dt>Published</dt><dd>${formatTime(event.publishedAt)}</dd>
-      <dt>Subscribers</dt><dd>${subscribersCell(ctx, event)}</dd>
+      <dt>Subscribers</dt><dd>${subscribersCell(event)}</dd>
       <dt>Dedupe key</dt><dd>${event.dedupeKey ? html`<code>${event.dedupeKey}</code>` : '–'}</dd>
     </dl></div>
     <div class="card"><h3>Payload</h3><pre>${JSON.stringify(shownPayload(ctx, event), null, 2)}</pre></div></div>
