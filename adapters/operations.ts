@@ -360,6 +360,15 @@ export async function runMaintenanceTick(
       hint: 'no worker served this queue and kind in the last 10 minutes: check the workers’ SKIPLOCK_QUEUES and kinds',
     });
   }
+  // Events no subscription was active for when they were published (docs/events.md).
+  for (const event of tick.unsubscribedEvents) {
+    runtime.logger.warn('event_unsubscribed', {
+      event: event.name,
+      published: event.count,
+      lastPublishedAt: event.lastPublishedAt.toISOString(),
+      hint: 'no subscription was active for this event when it was published in the last 24 hours: deploy its subscribers (skiplock sync), then replay them (skiplock events replay)',
+    });
+  }
   runtime.metrics?.queues(tick.stats, config.serviceName);
   return report;
 }

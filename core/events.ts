@@ -21,6 +21,7 @@ import {
   type SubscriptionRecord,
   type SubscriptionSpec,
   syncSubscriptions as syncSubscriptionsStatement,
+  unsubscribedEventCounts,
 } from '../db/statements/events.js';
 import {
   check,
@@ -286,6 +287,19 @@ export async function listEvents(conn: SkiplockDb, options: ListEventsOptions = 
     throw new InvalidOptionsError('limit must be an integer from 1 to 10000');
   }
   return listEventRecords(conn.db, schema, { ...options, limit });
+}
+
+/**
+ * The events published in the last `withinMs` (default an hour) that no subscription was active for,
+ * by name: flagged by `skiplock stats` and the maintenance report, like a queue no worker serves.
+ */
+export async function unsubscribedEvents(
+  conn: SkiplockDb,
+  options: EventsAdminOptions & { withinMs?: number } = {},
+): Promise<{ name: string; count: number; lastPublishedAt: Date }[]> {
+  const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
+  const now = options.now?.getTime() ?? Date.now();
+  return unsubscribedEventCounts(conn.db, schema, new Date(now - (options.withinMs ?? 3_600_000)));
 }
 
 /** An event with its subscribers' jobs and their states, or null. */

@@ -81,6 +81,7 @@ export {
   type SubscriptionRecord,
   subscribe,
   syncSubscriptions,
+  unsubscribedEvents,
 } from './events.js';
 export { type ExplainOptions, explain, type JobExplanation, type JobHold } from './explain.js';
 export {

@@ -1,8 +1,8 @@
-import { ConfigError } from '../base/errors.js';
+import { ConfigError, DatabaseError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
-import { pruneEvents, reconcileDeliveries } from '../db/statements/events.js';
+import { pruneEvents, reconcileDeliveries, unsubscribedEventCounts } from '../db/statements/events.js';
 import { compactCompletedCounts, expireDeadlines, pruneFinished } from '../db/statements/maintenance.js';
 import { releaseParked } from '../db/statements/ordering.js';
 import { pruneRollups, rollUpActivity } from '../db/statements/rollups.js';
@@ -61,8 +61,13 @@ export interface MaintenanceReport {
   prunedSignals: number;
   /** Events deleted past their retention (with their deliveries; their jobs have their own). */
   prunedEvents: number;
-  /** Jobs written for a new subscription's events that a concurrent publish could not see it for. */
-  reconciledDeliveries: number;
+  /**
+   * Jobs written for a new subscription's events that a concurrent publish could not see it for;
+   * null when the role may not insert jobs (docs/roles.sql): the reconcile was skipped.
+   */
+  reconciledDeliveries: number | null;
+  /** Events published in the last 24 hours with no subscriber, by name (flagged as a queue no worker serves is). */
+  unsubscribedEvents: { name: string; count: number; lastPublishedAt: Date }[];
   stats: QueueStatsRow[];
   /**
    * The tick changed nothing and no job is ready, running or past its lease: until a job is enqueued
@@ -145,6 +150,10 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     marginMs: o.eventReconcileMarginMs,
     horizonMs: RECONCILE_HORIZON_MS,
     limit: o.pruneBatchSize,
+  }).catch((err: unknown) => {
+    // A least-privilege worker role that may not write jobs (docs/roles.sql): skipped, not failed.
+    if (err instanceof DatabaseError && err.sqlState === '42501') return null;
+    throw err;
   });
   let prunedEvents = 0;
   while (clock.now() < stopAt) {
@@ -158,6 +167,7 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
   // After pruning: a dead job that held its key and aged out of retention no longer holds it.
   const released = await releaseParked(conn.db, schema, { limit: 10_000 });
   const stats = await queueStats(conn.db, schema);
+  const unsubscribedEvents = await unsubscribedEventCounts(conn.db, schema, new Date(now - 24 * 3_600_000));
   options.metrics?.queues(stats);
   if (options.metrics?.breakers) {
     const health = await breakers(conn, { schema });
@@ -171,7 +181,7 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     released.length +
     rolledUp +
     prunedSteps +
-    reconciled.length +
+    (reconciled?.length ?? 0) +
     prunedEvents;
   const busy = stats.some((row) => row.ready + row.running + row.leaseExpired > 0);
   return {
@@ -186,7 +196,8 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     prunedSteps,
     prunedSignals,
     prunedEvents,
-    reconciledDeliveries: reconciled.length,
+    reconciledDeliveries: reconciled === null ? null : reconciled.length,
+    unsubscribedEvents,
     stats,
   };
 }

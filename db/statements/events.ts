@@ -517,3 +517,23 @@ export async function eventOfJob(
     ? { eventId: r.event_id, name: r.name, subscription: r.subscription, publishedAt: toDate(r.published_ms) as Date }
     : null;
 }
+
+/**
+ * The events published since `since` with no subscriber, by name (EventUnsubscribedCounts): what
+ * `skiplock stats` and the maintenance report flag, as they flag a queue no worker serves.
+ */
+export async function unsubscribedEventCounts(
+  db: AnyPgDatabase,
+  schema: string,
+  since: Date,
+): Promise<{ name: string; count: number; lastPublishedAt: Date }[]> {
+  const rows = await queryRows<{ name: string; n: number; last_ms: number }>(
+    db,
+    sql`select name, count(*)::int as n, ${epochMs(sql`max(published_at)`)} as last_ms
+      from ${ref(schema, 'events')}
+      where published_at >= ${since.toISOString()}::timestamptz and subscribers = 0
+      group by name order by name`,
+    schema,
+  );
+  return rows.map((r) => ({ name: r.name, count: r.n, lastPublishedAt: toDate(r.last_ms) as Date }));
+}

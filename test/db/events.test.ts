@@ -155,6 +155,9 @@ describe(`events (${testDriver()})`, () => {
     expect(result).toMatchObject({ duplicate: false, subscribers: 0, jobs: [] });
     const listed = await listEvents(t.db, { schema: t.schema, unsubscribed: true });
     expect(listed.map((e) => [e.name, e.subscribers, e.deliveries])).toEqual([['invoice.paid', 0, 0]]);
+    await q.publish(t.db.db, lonely, { id: 2 });
+    const report = await runMaintenance(t.db, { schema: t.schema });
+    expect(report.unsubscribedEvents.map((e) => [e.name, e.count])).toEqual([['invoice.paid', 2]]);
   });
 
   it('a retired subscription gets no job; its row stays; a sync makes it active again', async () => {

@@ -35,6 +35,7 @@ describe('skiplock sync and skiplock events', () => {
     const flagged = await cli('events', '--unsubscribed');
     expect(flagged.code).toBe(EXIT.ok);
     expect(flagged.out).toMatch(/user\.signed-up .*0 \(no subscriber\)/);
+    expect((await cli('stats')).out).toContain('event user.signed-up: 1 published in the last hour with no subscriber');
 
     const synced = await cli('sync', ...JOBS);
     expect(synced.out).toContain('written: crm-sync, send-welcome');
