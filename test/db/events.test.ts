@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineEvent, getEvent, listEvents, replayEvents, subscribe, syncSubscriptions } from '../../core/events.js';
@@ -46,6 +46,16 @@ const jobs = async () =>
 const count = async (table: string) =>
   (await t.admin.query(`select count(*)::int as n from "${t.schema}".${table}`)).rows[0].n as number;
 const sync = (now?: Date) => syncSubscriptions(t.db, registry(), { schema: t.schema, now });
+const opened: ReturnType<typeof openDb>[] = [];
+/** A second connection of its own (closed after the file). */
+const openDbOnce = () => {
+  const db = openDb();
+  opened.push(db);
+  return db;
+};
+afterAll(async () => {
+  for (const db of opened.splice(0)) await db.close();
+});
 const clean = () =>
   t.admin.query(`truncate "${t.schema}".events, "${t.schema}".event_deliveries, "${t.schema}".subscriptions`);
 
@@ -228,6 +238,33 @@ describe(`events (${testDriver()})`, () => {
       }),
     ).toEqual([]);
   });
+
+  if (testDriver() !== 'neon-http') {
+    it('a publish whose snapshot predates a new subscription misses it; the reconcile gives it the job, once', async () => {
+      await clean();
+      await t.admin.query(`truncate "${t.schema}".jobs`);
+      await syncSubscriptions(t.db, new JobRegistry([welcome]), { schema: t.schema });
+      let synced: Promise<unknown> | undefined;
+      // A repeatable-read transaction takes its snapshot, then audit subscribes on another
+      // connection and commits, then the transaction publishes: its statement cannot see audit.
+      const missed = await t.db.db.transaction(
+        async (tx) => {
+          await tx.execute(sql`select 1`);
+          synced = syncSubscriptions(openDbOnce(), new JobRegistry([welcome, audit]), { schema: t.schema });
+          await synced;
+          return q.publish(tx, signedUp, ada);
+        },
+        { isolationLevel: 'repeatable read' },
+      );
+      expect(missed.jobs.map((j) => j.kind)).toEqual(['send-welcome']);
+      const report = await runMaintenance(t.db, { schema: t.schema });
+      expect(report.reconciledDeliveries).toBe(1);
+      expect(
+        (await getEvent(t.db, missed.eventId as string, { schema: t.schema }))?.jobs.map((j) => j.subscription),
+      ).toEqual(['audit', 'send-welcome']);
+      expect((await runMaintenance(t.db, { schema: t.schema })).reconciledDeliveries).toBe(0);
+    });
+  }
 
   it('maintenance prunes events past their retention with their deliveries, not their jobs', async () => {
     await clean();
