@@ -70,6 +70,8 @@ export interface SkiplockConfig {
   maxPayloadBytes: number;
   completedRetentionHours: number;
   deadRetentionHours: number;
+  /** SKIPLOCK_EVENT_RETENTION_HOURS: events (and which subscriber got each) are kept this long. */
+  eventRetentionHours: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
   /** 'emf': CloudWatch Embedded Metric Format lines after each invocation and maintenance tick. */
   metrics: 'none' | 'emf';
@@ -272,6 +274,7 @@ const VARIABLES = {
     MAINTENANCE_DEFAULTS.completedRetentionMs / 3_600_000,
   ),
   SKIPLOCK_DEAD_RETENTION_HOURS: withDefault(int(0, 87_600), MAINTENANCE_DEFAULTS.deadRetentionMs / 3_600_000),
+  SKIPLOCK_EVENT_RETENTION_HOURS: withDefault(int(0, 87_600), MAINTENANCE_DEFAULTS.eventRetentionMs / 3_600_000),
   SKIPLOCK_LOG_LEVEL: withDefault(z.enum(['debug', 'info', 'warn', 'error']), FUNCTION_DEFAULTS.logLevel),
   SKIPLOCK_METRICS: withDefault(z.enum(['none', 'emf']), FUNCTION_DEFAULTS.metrics),
   SKIPLOCK_SERVICE_NAME: z.optional(z.string().check(z.minLength(1), z.maxLength(200))),
@@ -342,6 +345,7 @@ export const PURPOSES = {
     'SKIPLOCK_IDLE_RECHECK_MINUTES',
     'SKIPLOCK_COMPLETED_RETENTION_HOURS',
     'SKIPLOCK_DEAD_RETENTION_HOURS',
+    'SKIPLOCK_EVENT_RETENTION_HOURS',
     'SKIPLOCK_SAFETY_MARGIN_MS',
     'SKIPLOCK_MAX_DURATION_MS',
     'SKIPLOCK_WAKE_ROLE_ARN',
@@ -456,6 +460,7 @@ export class EnvironmentSettings {
       maxPayloadBytes: e.SKIPLOCK_MAX_PAYLOAD_BYTES,
       completedRetentionHours: e.SKIPLOCK_COMPLETED_RETENTION_HOURS,
       deadRetentionHours: e.SKIPLOCK_DEAD_RETENTION_HOURS,
+      eventRetentionHours: e.SKIPLOCK_EVENT_RETENTION_HOURS,
       logLevel: e.SKIPLOCK_LOG_LEVEL,
       metrics: e.SKIPLOCK_METRICS,
       serviceName: e.SKIPLOCK_SERVICE_NAME ?? e.AWS_LAMBDA_FUNCTION_NAME ?? 'skiplock',

@@ -343,6 +343,7 @@ export async function runMaintenanceTick(
       schema: config.schema,
       completedRetentionMs: config.completedRetentionHours * 3_600_000,
       deadRetentionMs: config.deadRetentionHours * 3_600_000,
+      eventRetentionMs: config.eventRetentionHours * 3_600_000,
       maxDurationMs: Math.max(1_000, remainingMs - config.safetyMarginMs),
       metrics: queueMetrics,
     }),
@@ -357,6 +358,15 @@ export async function runMaintenanceTick(
       ready: row.ready,
       oldestReadyAgeSeconds: row.oldestReadyAgeSeconds,
       hint: 'no worker served this queue and kind in the last 10 minutes: check the workers’ SKIPLOCK_QUEUES and kinds',
+    });
+  }
+  // Events no subscription was active for when they were published (docs/events.md).
+  for (const event of tick.unsubscribedEvents) {
+    runtime.logger.warn('event_unsubscribed', {
+      event: event.name,
+      published: event.count,
+      lastPublishedAt: event.lastPublishedAt.toISOString(),
+      hint: 'no subscription was active for this event when it was published in the last 24 hours: deploy its subscribers (skiplock sync), then replay them (skiplock events replay)',
     });
   }
   runtime.metrics?.queues(tick.stats, config.serviceName);

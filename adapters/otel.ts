@@ -2,6 +2,7 @@
  * `skiplock/otel`: tracing with OpenTelemetry's API (`@opentelemetry/api`, an optional peer
  * dependency; your SDK exports the spans). Spans follow OpenTelemetry's messaging conventions:
  * - `send <queue>` (PRODUCER) around each enqueue call; its context is stored with each job;
+ * - `publish <event>` (PRODUCER) around each publish; its context is stored with each subscriber's job;
  * - `receive <queue>` (CLIENT) around each claim, with the number of jobs it took;
  * - `process <queue>` (CONSUMER) around each attempt, a child of whatever is active in the
  *   invocation (your Lambda or route span) and LINKED to its job's `send` span — the enqueuing
@@ -29,7 +30,7 @@ import {
 } from '@opentelemetry/api';
 import type { BreakerState } from '../base/outcomes.js';
 import type { QueueStatsRow } from '../base/rows.js';
-import type { JobMetrics, MeteredJob, QueueMetrics } from '../core/metrics.js';
+import type { EventMetrics, JobMetrics, MeteredJob, QueueMetrics } from '../core/metrics.js';
 import type { AttemptTrace, AttemptTraceOutcome, TraceCarrier, Tracing } from '../core/tracing.js';
 
 export interface OtelTracingOptions {
@@ -69,6 +70,25 @@ export function otelTracing(options: OtelTracingOptions = {}): Tracing {
           ),
       );
     },
+    publish: (name, write, jobs) =>
+      tracer().startActiveSpan(
+        `publish ${name}`,
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: {
+            ...SYSTEM,
+            'messaging.operation.name': 'publish',
+            'messaging.operation.type': 'send',
+            'messaging.destination.name': name,
+          },
+        },
+        (span) =>
+          ended(
+            span,
+            () => write(carrierOf(span.spanContext())),
+            (result) => span.setAttribute('messaging.batch.message_count', jobs(result).length),
+          ),
+      ),
     claim: (queues, claim, count) => {
       const queue = queues?.length === 1 ? queues[0] : undefined;
       return tracer().startActiveSpan(
@@ -160,8 +180,14 @@ const BREAKER_STATES: readonly BreakerState[] = ['closed', 'open', 'half_open'];
  * | `skiplock.queue.oldest_ready_age` | gauge, s | queue, kind |
  * | `skiplock.breaker.state` | gauge, 1 for the breaker's state and 0 for the others | `skiplock.destination`, `skiplock.breaker.state` (closed, open, half_open) |
  */
-export function otelMetrics(options: OtelMetricsOptions = {}): JobMetrics & QueueMetrics {
+export function otelMetrics(options: OtelMetricsOptions = {}): JobMetrics & QueueMetrics & EventMetrics {
   const meter = options.meter ?? metrics.getMeter('skiplock');
+  const published = meter.createCounter('skiplock.events.published', {
+    description: 'events published, by name and whether any subscriber listened',
+  });
+  const subscriberJobs = meter.createCounter('skiplock.events.subscriber_jobs', {
+    description: 'jobs written for subscribers by publishes',
+  });
   const started = meter.createCounter('skiplock.jobs.started', { description: 'attempts started' });
   const ended = meter.createCounter('skiplock.jobs.ended', { description: 'attempts ended, by outcome' });
   const duration = meter.createHistogram('skiplock.attempt.duration', { unit: 'ms', description: 'attempt durations' });
@@ -222,6 +248,16 @@ export function otelMetrics(options: OtelMetricsOptions = {}): JobMetrics & Queu
     },
     breakers: (rows) => {
       breakerStates = rows;
+    },
+    published: (event) => {
+      if (event.duplicate) return;
+      const attributes = {
+        ...SYSTEM,
+        'skiplock.event.name': event.name,
+        'skiplock.event.subscribed': event.subscribers > 0,
+      };
+      published.add(1, attributes);
+      subscriberJobs.add(event.jobs, attributes);
     },
   };
 }

@@ -21,7 +21,7 @@ export function assertSchemaName(name: string): string {
   return name;
 }
 
-export function assertLabel(what: 'queue' | 'kind' | 'worker name' | 'schedule', name: string): string {
+export function assertLabel(what: 'queue' | 'kind' | 'worker name' | 'schedule' | 'event', name: string): string {
   if (typeof name !== 'string' || !LABEL.test(name)) {
     throw new InvalidIdentifierError(
       `invalid ${what} name ${JSON.stringify(name)}: use 1-64 characters of A-Z, a-z, 0-9 and _ . : -, starting with a letter or digit`,

@@ -20,6 +20,7 @@ import { claimJobs } from '../db/statements/claim.js';
 import { bundleFunction } from '../scripts/bundle.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
+import { eventsPublishPhase } from './events.js';
 import { renderReport, soakSection } from './report.js';
 import { runSoak, SOAK_FULL, SOAK_QUICK, type SoakResult } from './soak.js';
 import { graphileSystem } from './systems/graphile.js';
@@ -245,6 +246,10 @@ for (const [label, flow] of Object.entries(flows)) {
   log(`  ${label}: ${JSON.stringify(flowResults[label])}`);
 }
 results.flow_k4 = { keys: FLOW_KEYS, per_key: 5, ...flowResults };
+
+// 10. Events (issue 39): publish to 5 subscribers, beside pg-boss's publish to 5 subscribed queues.
+log('phase 10: events_publish');
+results.events_publish = await eventsPublishPhase({ server, events: quick ? 1_000 : 5_000, reps: PARAMS.reps, log });
 
 // 3. Round trips per job (counted at the driver).
 log('phase 3: round trips');

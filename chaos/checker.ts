@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { SUBSCRIBER_KINDS } from './events.js';
 import { SCHEDULED_KIND } from './job.js';
 import { checkSteps, type StepCheckResult } from './step-checker.js';
 
@@ -79,7 +80,10 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     where (j.id is null and e.job_id not in (${deletedOnCompletion}))
       or j.state not in ('completed', 'dead', 'cancelled')`);
   // The schedule's jobs are the workers' own (each occurrence checked below), not the harness's.
-  const scheduledJobs = `select job_id from ${s}.chaos_schedule_runs union select id from ${s}.jobs where kind = '${SCHEDULED_KIND}'`;
+  // … and so are the events' subscriber jobs (checkEvents, chaos/events.ts).
+  const scheduledJobs = `select job_id from ${s}.chaos_schedule_runs union select id from ${s}.jobs where kind = '${SCHEDULED_KIND}'
+    union select job_id from ${s}.event_deliveries`;
+  const notOwn = `kind not in ('${SCHEDULED_KIND}', ${SUBSCRIBER_KINDS})`;
   const unexpected = await one(`
     select count(*) as n from (
       select j.id from ${s}.jobs j where j.state = 'completed'
@@ -98,13 +102,11 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     select count(*) as n from ${s}.chaos_audit a
     where a.old_token is distinct from a.new_token
       and not (a.new_state = 'running' and a.new_attempt = a.old_attempt + 1)`);
-  const dead = await one(`select count(*) as n from ${s}.jobs where state = 'dead' and kind <> '${SCHEDULED_KIND}'`);
+  const dead = await one(`select count(*) as n from ${s}.jobs where state = 'dead' and ${notOwn}`);
   const completed = await one(`
-    select (select count(*) from ${s}.jobs where state = 'completed' and kind <> '${SCHEDULED_KIND}')
+    select (select count(*) from ${s}.jobs where state = 'completed' and ${notOwn})
       + (select count(*) from (${deletedOnCompletion}) d where d.job_id not in (${scheduledJobs})) as n`);
-  const cancelled = await one(
-    `select count(*) as n from ${s}.jobs where state = 'cancelled' and kind <> '${SCHEDULED_KIND}'`,
-  );
+  const cancelled = await one(`select count(*) as n from ${s}.jobs where state = 'cancelled' and ${notOwn}`);
   const maxExecutions = await one(`
     select coalesce(max(c), 0) as n from (select count(*) as c from ${s}.chaos_executions group by job_id) x`);
   const reExecuted = await one(`

@@ -9,13 +9,23 @@ import { build } from 'esbuild';
 import pg from 'pg';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
+import { syncSubscriptions } from '../core/events.js';
 import { pause, resume, setLimit } from '../core/flow-control.js';
+import { JobRegistry } from '../core/jobs.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker.js';
 import { connect, type Driver } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { type CheckResult, checkRun, LIMITED, PAUSED_QUEUE, runFailed } from './checker.js';
+import {
+  chaosSubscribers,
+  checkEvents,
+  createEventTables,
+  type EventCheck,
+  eventPublisher,
+  eventsLine,
+} from './events.js';
 import { chaosJob, drawBehavior, SCHEDULED_KIND } from './job.js';
 import { liveEnqueuer, liveReplayer } from './live.js';
 import { signalSender } from './signals.js';
@@ -109,6 +119,8 @@ export interface ChaosReport {
   line: string;
   detail: string;
   result: CheckResult;
+  /** Every publish fanned out to every subscriber once (chaos/events.ts). */
+  events: EventCheck;
   kills: number;
   connFaults: number;
   durationMs: number;
@@ -135,6 +147,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   try {
     await migrate(direct, { schema });
     await createChaosTables(admin, schema);
+    // The events' subscriptions, written as `skiplock sync` writes them at deploy.
+    await createEventTables(admin, schema);
+    await syncSubscriptions(direct, new JobRegistry(chaosSubscribers), { schema });
     await admin.query(`insert into "${schema}".chaos_run (driver, transactional_steps) values ($1, $2)`, [
       driver,
       transactional ? TRANSACTIONAL_STEPS : [],
@@ -247,6 +262,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     closers.push(live.close);
     const replayer = liveReplayer({ connection, admin, schema, max: options.replays ?? 20 });
     closers.push(replayer.close);
+    // Events published through it, each fanned out to its subscribers (checkEvents).
+    const publisher = eventPublisher({ connection, admin, schema, enqueuer, total: Math.round(options.jobs * 0.02) });
+    closers.push(publisher.close);
 
     const bundle = join(bundleDir, 'chaos-worker.mjs');
     await build({
@@ -350,6 +368,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       liveDone = true;
     })();
     liveLoop.catch((err) => say(`live enqueues stopped: ${(err as Error).message}`));
+    let eventsDone = false;
+    const publishLoop = (async () => {
+      while (signalling && (await publisher.next())) await new Promise((resolve) => setTimeout(resolve, 20));
+      eventsDone = true;
+    })();
+    publishLoop.catch((err) => say(`publishes stopped: ${(err as Error).message}`));
     const replayLoop = (async () => {
       while (signalling) {
         await replayer.next();
@@ -394,7 +418,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         );
         // At least 3 replays (when there is a dead job to replay: a short run may have fewer).
         const replaysDone = replayer.counts().replayed >= Math.min(3, options.replays ?? 20) || replayer.idle;
-        if (left === 0 && liveDone && replaysDone) break;
+        if (left === 0 && liveDone && eventsDone && replaysDone) break;
         if (now > faultPhaseEnds + 120_000) break; // the checker will report what is left as lost
       }
     }
@@ -405,6 +429,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     signalling = false;
     await lateSignals;
     await liveLoop;
+    await publishLoop.catch(() => {});
     await replayLoop;
     await resumeNow();
     stopping = true;
@@ -439,6 +464,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           dieSoon: () => {},
         }),
         stepped,
+        ...chaosSubscribers,
       ],
       concurrency: 20,
       completedJobs: options.completedJobs ?? 'keep',
@@ -461,14 +487,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     say('checking');
     const result = await checkRun(admin, schema);
+    const events = await checkEvents(admin, schema);
     const faultCounts = standIn.counts();
     const connFaults = faultCounts.connectionResets + faultCounts.connectionFreezes;
     const durationMs = Date.now() - started;
     const answersLost = faultCounts['lose-answer'];
     const refused = faultCounts.refuse + faultCounts.drop + faultCounts.asleep;
     const line = `chaos: driver=${driver} jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} answers_lost=${answersLost} refused=${refused} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations} step_reruns=${result.stepReruns} signals_lost=${result.signalsLost} enqueue_duplicates=${result.enqueueDuplicates} replay_duplicates=${result.replayDuplicates}`;
+    // On a line of its own: the summary line above keeps its shape.
+    const eventsSummary = `chaos-${eventsLine(events)} publish_retries=${publisher.counts().retries} publish_answers_lost=${publisher.counts().duplicatesAnswered}`;
     const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} resets=${faultCounts.connectionResets} freezes=${faultCounts.connectionFreezes} stmt_refused=${faultCounts.refuse} stmt_dropped=${faultCounts.drop} asleep=${faultCounts.asleep} slow=${faultCounts.slow} stmt_half_open=${faultCounts['half-open']} live_enqueued=${result.liveEnqueued} live_calls=${live.counts().calls} live_retries=${live.counts().retries} live_answers_lost=${live.counts().answersLost} replayed=${result.replayed} replay_sends=${replayer.counts().sends} replay_answers_lost=${replayer.counts().answersLost} stepped=${result.stepped} stepped_completed=${result.steppedCompleted} stepped_dead=${result.steppedDead} slept=${result.slept} step_runs=${result.stepRuns} step_runs_repeated=${result.stepRunsRepeated} step_effect_errors=${result.stepEffectErrors} signals_early=${result.signalsEarly} signals_late=${result.signalsLate} waited=${result.waited} signal_retries=${signals.counts().retries} signal_blind_retries=${signals.counts().blindRetries} signal_answers_lost=${signals.counts().answersLost} worker_crashes=${crashes} duration_s=${(durationMs / 1000).toFixed(1)}`;
-    return { driver, schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
+    return {
+      driver,
+      schema,
+      line,
+      detail: `${detail}\n${eventsSummary}`,
+      result,
+      events,
+      kills,
+      connFaults,
+      durationMs,
+      failed: runFailed(result) || events.missing > 0 || events.duplicated > 0 || events.events !== events.published,
+    };
   } finally {
     signalling = false;
     for (const child of children) child.kill('SIGKILL');

@@ -11,6 +11,7 @@ import { silentLogger } from '../core/logger.js';
 import { defineSchedule } from '../core/schedules.js';
 import { createWorker, type InvocationStarter } from '../core/worker.js';
 import { connect } from '../db/connect.js';
+import { chaosSubscribers } from './events.js';
 import { chaosJob, chaosScheduledJob } from './job.js';
 import { type FaultyConnection, neonOptionsOf } from './stand-ins.js';
 import { chaosSteppedJob, poolStepHooks } from './steps-job.js';
@@ -145,7 +146,7 @@ const starter: InvocationStarter = {
 const capped = config.maxInvocations > 0;
 const worker = createWorker({
   db,
-  jobs: [job, scheduled, stepped],
+  jobs: [job, scheduled, stepped, ...chaosSubscribers],
   schedules,
   scheduleTickMs: 0,
   schema: config.schema,

@@ -6,6 +6,7 @@ import { activity, cancel, getJob, listJobs, moveToDlq, retryNow, stats } from '
 import { breakers } from '../core/breakers.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
+import { unsubscribedEvents } from '../core/events.js';
 import { explain } from '../core/explain.js';
 import { pauses } from '../core/flow-control.js';
 import type { JobRegistry } from '../core/jobs.js';
@@ -186,18 +187,27 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       const held = (await breakers(conn, { schema })).filter((d) => d.state !== 'closed' || d.deferredUntil);
       // Rate-limited scopes that started jobs within their period (busiest first).
       const rated = (await rateLimits(conn, { schema })).use.slice(0, 10);
-      const warnings = rows.flatMap((r) => [
-        ...(r.unserved
-          ? [
-              `no worker served queue ${r.queue} (kind ${r.kind}) in the last 10 min: ${r.ready} ready; does a deployed worker list this queue (SKIPLOCK_QUEUES) and kind?`,
-            ]
-          : []),
-        ...(r.unfit
-          ? [
-              `no worker that serves queue ${r.queue} fits kind ${r.kind}'s timeoutMs: ${r.ready} ready; the longest invocation has ${r.unfit.budgetMs} ms for attempts; raise the function's timeout or lower the kind's timeoutMs`,
-            ]
-          : []),
-      ]);
+      // Events published in the last hour that no subscriber was registered for (docs/events.md).
+      const lonely = await unsubscribedEvents(conn, { schema });
+      const warnings = [
+        ...lonely.map(
+          (e) =>
+            `event ${e.name}: ${e.count} published in the last hour with no subscriber; deploy its subscribers (skiplock sync), then skiplock events replay <kind> --from …`,
+        ),
+      ].concat(
+        rows.flatMap((r) => [
+          ...(r.unserved
+            ? [
+                `no worker served queue ${r.queue} (kind ${r.kind}) in the last 10 min: ${r.ready} ready; does a deployed worker list this queue (SKIPLOCK_QUEUES) and kind?`,
+              ]
+            : []),
+          ...(r.unfit
+            ? [
+                `no worker that serves queue ${r.queue} fits kind ${r.kind}'s timeoutMs: ${r.ready} ready; the longest invocation has ${r.unfit.budgetMs} ms for attempts; raise the function's timeout or lower the kind's timeoutMs`,
+              ]
+            : []),
+        ]),
+      );
       const warning = warnings.length === 0 ? '' : `\n\n${warnings.join('\n')}`;
       const text = `${human}${warning}\n\nlast ${window} s:\n${activityTable}${paused.length > 0 ? `\n\n${pausesTable(paused)}` : ''}${held.length > 0 ? `\n\n${breakersTable(held)}` : ''}${rated.length > 0 ? `\n\n${rateUseTable(rated)}` : ''}`;
       emit(o.watch ? `${new Date().toISOString()}\n${text}` : text, {
@@ -206,6 +216,7 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
         paused,
         breakers: held,
         rateLimited: rated,
+        unsubscribedEvents: lonely,
       });
       if (i + 1 < iterations) await new Promise((r) => setTimeout(r, interval));
     }
@@ -277,6 +288,11 @@ export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> 
       ...(e.ready
         ? [`ready: ${e.readyAhead ?? 0} ready job(s) of queue ${e.queue} are ahead of it`]
         : e.holds.map((h) => `- ${h.reason}: ${h.message}`)),
+      ...(e.origin
+        ? [
+            `from event ${e.origin.eventId} (${e.origin.name}, published ${e.origin.publishedAt.toISOString()}) through subscription ${e.origin.subscription}`,
+          ]
+        : []),
       ...(registry ? [] : ['(limits, rates and run windows declared in code are checked with --jobs <module>)']),
     ];
     emit(lines.join('\n'), e);

@@ -100,6 +100,7 @@ const NEXT_STEPS: Record<Platform, string> = {
   3. store the database URL in Secrets Manager:
      aws secretsmanager create-secret --name skiplock/database --secret-string 'postgres://…'
   4. DATABASE_URL=postgres://… npx skiplock migrate
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
   5. npx serverless package        # builds the bundles offline, no AWS credentials needed
      npx serverless deploy --param="databaseSecretArn=arn:aws:secretsmanager:…" --param="enqueueToken=$(openssl rand -hex 24)"`,
   cdk: `next steps:
@@ -112,6 +113,7 @@ const NEXT_STEPS: Record<Platform, string> = {
   3. store the database URL in Secrets Manager, and its ARN in cdk.json's context ("databaseSecretArn"):
      aws secretsmanager create-secret --name skiplock/database --secret-string 'postgres://…'
   4. DATABASE_URL=postgres://… npx skiplock migrate
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
   5. npx cdk synth                 # bundles the functions with esbuild, offline, no AWS credentials
      npx cdk bootstrap             # once per account and region
      npx cdk deploy -c enqueueToken=$(openssl rand -hex 24) -c adminToken=$(openssl rand -hex 24)`,
@@ -125,6 +127,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN and SKIPLOCK_ADMIN_TOKEN (16+ characters each), and for
      nudges SKIPLOCK_NUDGE_ROUTES='emails,webhooks=/api/worker;reports=/api/reports-worker'
   4. DATABASE_URL=postgres://… npx skiplock migrate
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
   5. next build && next start, then: curl -H "Authorization: Bearer $CRON_SECRET" localhost:3000/api/worker
      runs the worker once; the console is at /admin; vercel deploy runs the crons in vercel.json`,
   vercel: `next steps:
@@ -136,6 +139,7 @@ const NEXT_STEPS: Record<Platform, string> = {
   3. set the project's variables: DATABASE_URL, SKIPLOCK_DRIVER (neon-http or neon-ws for Neon),
      CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN and SKIPLOCK_ADMIN_TOKEN (16+ characters each), e.g. vercel env add CRON_SECRET
   4. DATABASE_URL=postgres://… npx skiplock migrate
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
   5. vercel deploy`,
 };
 

@@ -18,6 +18,7 @@ import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
 import { COMMANDS, type CommandContext } from './commands.js';
 import { runCrons } from './crons.js';
+import { EVENT_COMMANDS, EVENT_SUBCOMMANDS } from './event-commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject, isNextApp, isPlatform, PRO_CRONS, VERCEL_PLANS, type VercelPlan } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
@@ -108,6 +109,15 @@ commands:
                                         \`schedules\` defines and no tick has recorded yet)
   schedules tick                        enqueue the due occurrences of the module's \`schedules\` now,
                                         as a worker's tick would (needs --jobs)
+  sync [--prune]                        write the module's subscribers' subscriptions (run it at deploy,
+                                        after migrate; needs --jobs); --prune retires those not in it
+  events [list] [--name n] [--from t] [--to t] [--unsubscribed] [--limit n]
+                                        events published, newest first: subscribers (0: no subscriber)
+  events show <id>                      an event, and each subscriber's job with its state
+  events replay <subscription> --from t [--to t] [--limit n]
+                                        write the subscriber's jobs for the events in that range it has
+                                        none for (idempotent)
+  events subscriptions                  the subscriptions the database holds, active and retired
 
 global options:
   --json                  machine-readable output (one JSON document)
@@ -176,6 +186,11 @@ const OPTIONS = {
   url: { type: 'string' },
   file: { type: 'string' },
   once: { type: 'boolean' },
+  name: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
+  unsubscribed: { type: 'boolean' },
+  prune: { type: 'boolean' },
 } as const;
 
 /** Runs one CLI command; returns the exit code. Never throws. */
@@ -206,7 +221,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const sub = SUBCOMMANDS.has(command);
   // `breakers` alone lists; `breakers reset <destination>` resets.
   const key = sub && rest.length > 0 ? `${command} ${rest[0]}` : command;
-  const handler = COMMANDS[key] ?? FLOW_COMMANDS[key] ?? RATE_COMMANDS[key] ?? SCHEDULE_COMMANDS[key];
+  const handler =
+    COMMANDS[key] ?? FLOW_COMMANDS[key] ?? RATE_COMMANDS[key] ?? SCHEDULE_COMMANDS[key] ?? EVENT_COMMANDS[key];
   if (!handler) {
     io.err(
       `unknown command "${[command, ...(sub ? rest.slice(0, 1) : [])].join(' ')}"\nrun \`skiplock --help\` for usage`,
@@ -393,4 +409,11 @@ async function init(
   return EXIT.ok;
 }
 
-const SUBCOMMANDS = new Set(['jobs', 'dlq', ...FLOW_SUBCOMMANDS, ...RATE_SUBCOMMANDS, ...SCHEDULE_SUBCOMMANDS]);
+const SUBCOMMANDS = new Set([
+  'jobs',
+  'dlq',
+  ...FLOW_SUBCOMMANDS,
+  ...RATE_SUBCOMMANDS,
+  ...SCHEDULE_SUBCOMMANDS,
+  ...EVENT_SUBCOMMANDS,
+]);

@@ -9,6 +9,7 @@ import {
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
 import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
+import { queryRows } from '../db/execute.js';
 import {
   findDedupeHolders,
   type InsertRow,
@@ -16,9 +17,20 @@ import {
   insertJobsStatement,
   readInsertOutcomes,
 } from '../db/statements/enqueue.js';
+import { findEventByDedupeKey, type PublishRow, publishEventStatement } from '../db/statements/events.js';
 import { type EnqueueOptions, toInsertRow } from './enqueue-options.js';
+import {
+  type EventDefinition,
+  eventPayloadJson,
+  type PreparedPublish,
+  type PublishOptions,
+  type PublishResult,
+  publishDedupeKey,
+  readPublishRows,
+} from './events.js';
 import { check, issuesOf, type PayloadInput, type PayloadSchema } from './issues.js';
 import type { JobDefinition, JobRegistry, JobRequest } from './jobs.js';
+import type { EventMetrics } from './metrics.js';
 import type { Nudger } from './nudge.js';
 import { type PreparedSignal, prepareSignal, type SignalOptions, type SignalResult, sendSignal } from './signals.js';
 import { unstorableInJson } from './text.js';
@@ -39,6 +51,11 @@ export interface EnqueueConfig {
    * spans to link to: `otelTracing()` from `skiplock/otel` (OpenTelemetry). @defaultValue none
    */
   tracing?: Tracing;
+  /**
+   * Told each publish's event and how many subscriber jobs it wrote: `otelMetrics()` from
+   * `skiplock/otel` (the counter `skiplock.events.published`). @defaultValue none
+   */
+  metrics?: EventMetrics;
 }
 
 export const ENQUEUE_DEFAULTS = { schema: DEFAULT_SCHEMA, maxPayloadBytes: 256 * 1024 } as const;
@@ -104,6 +121,28 @@ export interface Enqueuer {
   signal(db: EnqueueTarget, key: string, payload?: unknown, options?: SignalOptions): Promise<SignalResult>;
   /** A signal as statements for a neon-http `db.batch([...])`, like prepareEnqueue (`id`: as signal's). */
   prepareSignal(key: string, payload?: unknown, options?: { id?: string }): PreparedSignal;
+  /**
+   * Publishes an event, in `db`'s transaction when `db` is one: the event and one job per active
+   * subscription of its name whose filter the payload matches, in ONE statement (the subscriptions
+   * are read from the database, written there by `skiplock sync` and the subscribers' workers).
+   * A `dedupeKey` makes a retried publish write nothing twice.
+   */
+  publish<S extends PayloadSchema>(
+    db: EnqueueTarget,
+    event: EventDefinition<S>,
+    payload: PayloadInput<S>,
+    options?: PublishOptions,
+  ): Promise<PublishResult>;
+  /**
+   * A publish as a statement for a neon-http `db.batch([...])` next to the caller's own writes:
+   * `const [, raw] = await db.batch([db.insert(orders)…, db.execute(p.statements[0])])`, then
+   * `p.read([raw])`. Nudge after the batch with `nudge(result.jobs.map((j) => j.queue))`.
+   */
+  preparePublish<S extends PayloadSchema>(
+    event: EventDefinition<S>,
+    payload: PayloadInput<S>,
+    options?: { dedupeKey?: string },
+  ): PreparedPublish;
   /** Enqueue by kind name (HTTP, CLI): the kind must be in `registry`. */
   enqueueByKind(
     db: EnqueueTarget,
@@ -255,8 +294,58 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     };
   };
 
+  const publish = async <S extends PayloadSchema>(
+    target: EnqueueTarget,
+    event: EventDefinition<S>,
+    payload: PayloadInput<S>,
+    options: PublishOptions = {},
+  ): Promise<PublishResult> => {
+    const payloadJson = eventPayloadJson(event, payload, maxPayloadBytes);
+    const dedupeKey = publishDedupeKey(event, options);
+    if (options.nudge === true && !config.nudger) {
+      throw new InvalidOptionsError('nudge: true needs a nudger: createEnqueuer({ nudger })');
+    }
+    const db = databaseOf(target);
+    const write = async (traceContext: Record<string, string> | null) =>
+      readPublishRows(
+        await queryRows<PublishRow>(
+          db,
+          publishEventStatement(schema, { name: event.name, payloadJson, dedupeKey, traceContext }),
+          schema,
+        ),
+      );
+    const { tracing } = config;
+    const result = tracing?.publish ? await tracing.publish(event.name, write, (r) => r.jobs) : await write(null);
+    if (result.eventId === null && dedupeKey !== null) {
+      // The key's holder committed after this statement's snapshot was taken.
+      const found = await findEventByDedupeKey(db, schema, event.name, dedupeKey);
+      if (found) Object.assign(result, { eventId: found.id, subscribers: found.subscribers });
+    }
+    config.metrics?.published({
+      name: event.name,
+      subscribers: result.subscribers,
+      jobs: result.jobs.length,
+      duplicate: result.duplicate,
+    });
+    const queues = [...new Set(result.jobs.map((j) => j.queue))];
+    if (queues.length > 0) {
+      await config.nudger?.noteDue?.(queues.map((queue) => ({ queue, at: null })))?.catch(() => {});
+      if (options.nudge === true) await config.nudger?.nudge(queues);
+    }
+    return result;
+  };
+
   return {
     prepareEnqueue,
+    publish,
+    preparePublish: (event, payload, options = {}) => {
+      const payloadJson = eventPayloadJson(event, payload, maxPayloadBytes);
+      const dedupeKey = publishDedupeKey(event, options);
+      return {
+        statements: [publishEventStatement(schema, { name: event.name, payloadJson, dedupeKey, traceContext: null })],
+        read: (raw) => readPublishRows((raw[0] as { rows: PublishRow[] }).rows),
+      };
+    },
     nudge: async (queues) => config.nudger?.nudge(queues),
     signal: async (db, key, payload, options = {}) => {
       if (options.nudge === true && !config.nudger) {
@@ -291,6 +380,8 @@ export const enqueueFlow = defaultEnqueuer.enqueueFlow;
 export const enqueueChain = defaultEnqueuer.enqueueChain;
 /** enqueueByKind() on the default `skiplock` schema with the default payload limit. */
 export const enqueueByKind = defaultEnqueuer.enqueueByKind;
+/** publish() on the default `skiplock` schema with the default payload limit (see Enqueuer.publish). */
+export const publish = defaultEnqueuer.publish;
 /** signal() on the default schema (see Enqueuer.signal). */
 export const signal = defaultEnqueuer.signal;
 

@@ -1,6 +1,7 @@
 import { InvalidOptionsError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { SkiplockDb } from '../db/connect.js';
+import { eventOfJob } from '../db/statements/events.js';
 import { type ExplainEvidence, explainJob } from '../db/statements/explain.js';
 import { getJobs } from '../db/statements/jobs-read.js';
 import { declaredLimits, declaredRateLimits, declaredWindows, type JobDefinition } from './jobs.js';
@@ -46,6 +47,8 @@ export interface JobExplanation {
   readyAhead: number | null;
   /** One line: ready, or the holds. */
   summary: string;
+  /** The event and subscription the job was written for (`publish`), while the event is kept; else null. */
+  origin: { eventId: string; name: string; subscription: string; publishedAt: Date } | null;
 }
 
 export interface ExplainOptions {
@@ -83,7 +86,8 @@ export async function explain(
     options.now,
   );
   if (!evidence.job) return null;
-  return explanationOf(evidence, jobs.find((j) => j.kind === row.kind)?.timeoutMs);
+  const origin = await eventOfJob(conn.db, schema, id);
+  return { ...explanationOf(evidence, jobs.find((j) => j.kind === row.kind)?.timeoutMs), origin };
 }
 
 const at = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(ms));
@@ -93,7 +97,7 @@ const iso = (ms: number | null | undefined) => (ms === null || ms === undefined 
  * The holds the evidence shows, in the order an operator would look at them. `timeoutMs`: the job's
  * kind's, when the caller's kinds name it (for the no_worker_fits message).
  */
-export function explanationOf(e: ExplainEvidence, timeoutMs?: number): JobExplanation {
+export function explanationOf(e: ExplainEvidence, timeoutMs?: number): Omit<JobExplanation, 'origin'> {
   const job = e.job as NonNullable<ExplainEvidence['job']>;
   const holds: JobHold[] = [];
   const hold = (reason: JobHold['reason'], message: string, until: number | null = null) =>

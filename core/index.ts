@@ -54,9 +54,35 @@ export {
   enqueueChain,
   enqueueFlow,
   enqueueMany,
+  publish,
   signal,
 } from './enqueue.js';
 export type { DedupeOption, EnqueueOptions } from './enqueue-options.js';
+export {
+  type Delivered,
+  defineEvent,
+  type EventDefinition,
+  type EventDelivery,
+  type EventRecord,
+  getEvent,
+  isSubscriber,
+  type ListEventsOptions,
+  listEvents,
+  listSubscriptions,
+  type PayloadPath,
+  type PreparedPublish,
+  type PublishOptions,
+  type PublishResult,
+  type ReplayEventsOptions,
+  replayEvents,
+  retireSubscriptions,
+  type SubscriberDefinition,
+  type SubscriberOptions,
+  type SubscriptionRecord,
+  subscribe,
+  syncSubscriptions,
+  unsubscribedEvents,
+} from './events.js';
 export { type ExplainOptions, explain, type JobExplanation, type JobHold } from './explain.js';
 export {
   clearLimit,

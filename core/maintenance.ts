@@ -1,7 +1,8 @@
-import { ConfigError } from '../base/errors.js';
+import { ConfigError, DatabaseError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { QueueStatsRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
+import { pruneEvents, reconcileDeliveries, unsubscribedEventCounts } from '../db/statements/events.js';
 import { compactCompletedCounts, expireDeadlines, pruneFinished } from '../db/statements/maintenance.js';
 import { releaseParked } from '../db/statements/ordering.js';
 import { pruneRollups, rollUpActivity } from '../db/statements/rollups.js';
@@ -27,6 +28,14 @@ export interface MaintenanceOptions {
   rollupRetentionMs?: number;
   /** Signals a wait took are kept this long; one no wait took, as long as dead jobs (deadRetentionMs). @defaultValue 24 h */
   signalRetentionMs?: number;
+  /** Events (and which subscriber got each) are kept this long after they were published. @defaultValue 7 days */
+  eventRetentionMs?: number;
+  /**
+   * The longest a transaction that publishes stays open: a subscription that became active is given
+   * the events published this long either side of that moment that a concurrent publish could not
+   * see it for (the reconcile). @defaultValue 5 minutes
+   */
+  eventReconcileMarginMs?: number;
   clock?: Clock;
   /**
    * Told the queue depth the tick read (`queues`) and, when it has a `breakers` hook, each
@@ -50,6 +59,15 @@ export interface MaintenanceReport {
   /** Durable steps of jobs that are gone (deleted when they completed), and old signals, deleted. */
   prunedSteps: number;
   prunedSignals: number;
+  /** Events deleted past their retention (with their deliveries; their jobs have their own). */
+  prunedEvents: number;
+  /**
+   * Jobs written for a new subscription's events that a concurrent publish could not see it for;
+   * null when the role may not insert jobs (docs/roles.sql): the reconcile was skipped.
+   */
+  reconciledDeliveries: number | null;
+  /** Events published in the last 24 hours with no subscriber, by name (flagged as a queue no worker serves is). */
+  unsubscribedEvents: { name: string; count: number; lastPublishedAt: Date }[];
   stats: QueueStatsRow[];
   /**
    * The tick changed nothing and no job is ready, running or past its lease: until a job is enqueued
@@ -66,7 +84,12 @@ export const MAINTENANCE_DEFAULTS = {
   maxDurationMs: 20_000,
   rollupRetentionMs: 30 * 24 * 3_600_000,
   signalRetentionMs: 24 * 3_600_000,
+  eventRetentionMs: 7 * 24 * 3_600_000,
+  eventReconcileMarginMs: 5 * 60_000,
 } as const;
+
+/** How long after it became active a subscription is reconciled (the margin's events are written by then). */
+const RECONCILE_HORIZON_MS = 24 * 3_600_000;
 
 /**
  * One maintenance tick: expire deadlines to the DLQ, roll the minutes finished since the last tick
@@ -76,7 +99,11 @@ export const MAINTENANCE_DEFAULTS = {
 export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptions = {}): Promise<MaintenanceReport> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const o = { ...MAINTENANCE_DEFAULTS, ...options };
-  if (!(o.completedRetentionMs >= 0 && o.deadRetentionMs >= 0) || !(o.pruneBatchSize >= 1)) {
+  if (
+    !(o.completedRetentionMs >= 0 && o.deadRetentionMs >= 0 && o.eventRetentionMs >= 0) ||
+    !(o.eventReconcileMarginMs >= 0) ||
+    !(o.pruneBatchSize >= 1)
+  ) {
     throw new ConfigError('retention periods must be >= 0 and pruneBatchSize >= 1');
   }
   const clock = options.clock ?? systemClock;
@@ -119,16 +146,43 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     new Date(now - o.deadRetentionMs),
     o.pruneBatchSize,
   );
+  const reconciled = await reconcileDeliveries(conn.db, schema, {
+    marginMs: o.eventReconcileMarginMs,
+    horizonMs: RECONCILE_HORIZON_MS,
+    limit: o.pruneBatchSize,
+  }).catch((err: unknown) => {
+    // A least-privilege worker role that may not write jobs (docs/roles.sql): skipped, not failed.
+    if (err instanceof DatabaseError && err.sqlState === '42501') return null;
+    throw err;
+  });
+  let prunedEvents = 0;
+  while (clock.now() < stopAt) {
+    const n = await pruneEvents(conn.db, schema, {
+      before: new Date(now - o.eventRetentionMs),
+      limit: o.pruneBatchSize,
+    });
+    prunedEvents += n;
+    if (n < o.pruneBatchSize) break;
+  }
   // After pruning: a dead job that held its key and aged out of retention no longer holds it.
   const released = await releaseParked(conn.db, schema, { limit: 10_000 });
   const stats = await queueStats(conn.db, schema);
+  const unsubscribedEvents = await unsubscribedEventCounts(conn.db, schema, new Date(now - 24 * 3_600_000));
   options.metrics?.queues(stats);
   if (options.metrics?.breakers) {
     const health = await breakers(conn, { schema });
     options.metrics.breakers(health.map(({ name, state }) => ({ name, state })));
   }
   const moved =
-    expiredDeadlines + completed.total + cancelled.total + dead.total + released.length + rolledUp + prunedSteps;
+    expiredDeadlines +
+    completed.total +
+    cancelled.total +
+    dead.total +
+    released.length +
+    rolledUp +
+    prunedSteps +
+    (reconciled?.length ?? 0) +
+    prunedEvents;
   const busy = stats.some((row) => row.ready + row.running + row.leaseExpired > 0);
   return {
     quiet: moved + prunedSignals === 0 && !busy,
@@ -141,6 +195,9 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     rolledUp,
     prunedSteps,
     prunedSignals,
+    prunedEvents,
+    reconciledDeliveries: reconciled === null ? null : reconciled.length,
+    unsubscribedEvents,
     stats,
   };
 }

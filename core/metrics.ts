@@ -30,6 +30,15 @@ export interface QueueMetrics {
   breakers?(rows: readonly { name: string; state: BreakerState }[]): void;
 }
 
+/** Events as each publish writes them (`createEnqueuer({ metrics })`). */
+export interface EventMetrics {
+  /**
+   * A publish wrote an event (`duplicate`: its dedupe key was taken, nothing written), for
+   * `subscribers` active subscriptions, with `jobs` subscriber jobs.
+   */
+  published(event: { name: string; subscribers: number; jobs: number; duplicate: boolean }): void;
+}
+
 export interface MeteredJob {
   kind: string;
   queue: string;

@@ -22,6 +22,16 @@ export interface Tracing {
     write: (carrier: TraceCarrier | null) => Promise<T>,
     ids: (result: T) => readonly (string | null)[],
   ): Promise<T>;
+  /**
+   * Runs `write` (a publish statement) inside a producer span for the event `name`; `write` gets the
+   * trace context to store with the subscribers' jobs. `jobs` reads what it wrote. Optional: without
+   * it a publish is not traced.
+   */
+  publish?<T>(
+    name: string,
+    write: (carrier: TraceCarrier | null) => Promise<T>,
+    jobs: (result: T) => readonly { id: string; kind: string; queue: string }[],
+  ): Promise<T>;
   /** Runs `claim` (one claim statement) inside a span; `count` reads how many jobs it took. */
   claim<T>(queues: readonly string[] | undefined, claim: () => Promise<T>, count: (result: T) => number): Promise<T>;
   /** Starts the span of one attempt, linked to the context its job was enqueued under. */

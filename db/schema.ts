@@ -561,6 +561,90 @@ export function consoleLoginsTableIn(schema: PgSchema<string>) {
   });
 }
 
+/**
+ * Events (`publish`): one row per event published, written in the same statement as its subscribers'
+ * jobs. `subscribers`: how many subscriptions were active for its name when it was published (or
+ * were delivered it since, by a reconcile or a replay); 0 flags an event no one listens to. A retried
+ * publish with the same dedupe key writes nothing. Maintenance prunes them after their retention.
+ */
+export function eventsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'events',
+    {
+      id: bigint('id', { mode: 'bigint' }).primaryKey().generatedByDefaultAsIdentity({ name: 'events_id_seq' }),
+      name: text('name').notNull(),
+      payload: jsonb('payload').notNull(),
+      dedupeKey: text('dedupe_key'),
+      publishedAt: timestamp('published_at', tz).notNull(),
+      subscribers: integer('subscribers').notNull(),
+    },
+    (t) => [
+      uniqueIndex('events_dedupe_idx').on(t.name, t.dedupeKey),
+      index('events_name_published_idx').on(t.name, t.publishedAt),
+      index('events_published_idx').on(t.publishedAt),
+      check('events_subscribers_check', sql`${t.subscribers} >= 0`),
+    ],
+  );
+}
+
+/**
+ * Who reacts to an event: one row per subscriber kind, written by `skiplock sync` at deploy and by
+ * the workers of the kind (with their row in `workers`), so the function that publishes need not
+ * import the functions that react. It holds what the publish statement needs to write the kind's
+ * jobs: the filter (`where_json`, jsonb containment), the job options, and the payload paths of its
+ * keys. A retired subscription keeps its row (`retired_at`); `active_since` is when it last became
+ * active, from which a reconcile fills in the events a concurrent publish could not yet see it for.
+ */
+export function subscriptionsTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'subscriptions',
+    {
+      kind: text('kind').primaryKey(),
+      event: text('event').notNull(),
+      whereJson: jsonb('where_json'),
+      queue: text('queue').notNull(),
+      priority: smallint('priority').notNull(),
+      maxAttempts: integer('max_attempts').notNull(),
+      deadlineMs: bigint('deadline_ms', { mode: 'number' }),
+      orderingPath: text('ordering_path').array(),
+      orderingHold: boolean('ordering_hold').notNull().default(false),
+      concurrencyPath: text('concurrency_path').array(),
+      destinationPath: text('destination_path').array(),
+      createdAt: timestamp('created_at', tz).notNull(),
+      updatedAt: timestamp('updated_at', tz).notNull(),
+      activeSince: timestamp('active_since', tz).notNull(),
+      retiredAt: timestamp('retired_at', tz),
+    },
+    (t) => [
+      index('subscriptions_event_idx').on(t.event).where(sql`retired_at is null`),
+      check('subscriptions_priority_check', sql`${t.priority} between -1000 and 1000`),
+    ],
+  );
+}
+
+/**
+ * Which subscriber was given which event: one row per event and subscription, written with the job
+ * (`job_id`). Its key makes a replay, a reconcile
+ * and a publish create a subscriber's job for an event at most once, whichever runs first.
+ */
+export function eventDeliveriesTableIn(schema: PgSchema<string>, events: ReturnType<typeof eventsTableIn>) {
+  return schema.table(
+    'event_deliveries',
+    {
+      eventId: bigint('event_id', { mode: 'bigint' })
+        .notNull()
+        .references(() => events.id, { onDelete: 'cascade' }),
+      subscription: text('subscription').notNull(),
+      jobId: bigint('job_id', { mode: 'bigint' }),
+      deliveredAt: timestamp('delivered_at', tz).notNull(),
+    },
+    (t) => [
+      primaryKey({ name: 'event_deliveries_pk', columns: [t.eventId, t.subscription] }),
+      index('event_deliveries_job_idx').on(t.jobId),
+    ],
+  );
+}
+
 /** The default `skiplock` schema, for drizzle-kit and for apps that import the tables. */
 export const skiplockSchema = pgSchema('skiplock');
 export const jobs = jobsTableIn(skiplockSchema);
@@ -578,6 +662,9 @@ export const rateBuckets = rateBucketsTableIn(skiplockSchema);
 export const schedules = schedulesTableIn(skiplockSchema);
 export const consoleSessions = consoleSessionsTableIn(skiplockSchema);
 export const consoleLogins = consoleLoginsTableIn(skiplockSchema);
+export const events = eventsTableIn(skiplockSchema);
+export const subscriptions = subscriptionsTableIn(skiplockSchema);
+export const eventDeliveries = eventDeliveriesTableIn(skiplockSchema, events);
 
 export type JobsTable = ReturnType<typeof jobsTableIn>;
 

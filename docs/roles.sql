@@ -38,6 +38,17 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".job_steps TO skiplock_worker;
 GRANT SELECT, UPDATE, DELETE ON "skiplock".signals TO skiplock_worker;
 -- What each worker serves (its queues and kinds), recorded by its invocations, read by the stats.
 GRANT SELECT, INSERT, UPDATE ON "skiplock".workers TO skiplock_worker;
+-- Events: a worker records its subscribers' subscriptions (with its row in workers), maintenance
+-- prunes events past their retention (UPDATE: it locks the rows it deletes, SKIP LOCKED) and reads
+-- those no one subscribed to, the console reads them.
+GRANT SELECT, INSERT, UPDATE ON "skiplock".subscriptions TO skiplock_worker;
+GRANT SELECT, UPDATE, DELETE ON "skiplock".events TO skiplock_worker;
+GRANT SELECT, DELETE ON "skiplock".event_deliveries TO skiplock_worker;
+-- Maintenance's reconcile gives a new subscription the events published around its activation: it
+-- writes jobs. Give the worker these grants too (and the two below), or it skips the reconcile
+-- (reconciledDeliveries: null) and a subscriber relies on `skiplock sync` before it is published
+-- to, and on `skiplock events replay`.
+-- GRANT INSERT ON "skiplock".event_deliveries TO skiplock_worker;
 -- A worker that runs schedules (createWorker({ schedules })) also enqueues their occurrences: give
 -- it these two grants as well (an enqueuer's insert rights), or run the schedules with the
 -- enqueuer's credentials. Without schedules, leave them out: the worker then cannot insert jobs.
@@ -72,4 +83,9 @@ GRANT UPDATE (payload, run_at, priority, queue, max_attempts, deadline, correlat
   ON "skiplock".jobs TO skiplock_enqueuer;
 GRANT SELECT (payload, run_at, priority, queue, max_attempts, deadline, correlation_id, concurrency_key, destination)
   ON "skiplock".jobs TO skiplock_enqueuer;
+-- Events (publish): the subscriptions the statement reads, the event, and a delivery per job.
+GRANT SELECT ON "skiplock".subscriptions TO skiplock_enqueuer;
+GRANT INSERT, SELECT (id, name, payload, dedupe_key, subscribers) ON "skiplock".events TO skiplock_enqueuer;
+GRANT USAGE ON SEQUENCE "skiplock".events_id_seq TO skiplock_enqueuer;
+GRANT INSERT, SELECT (job_id) ON "skiplock".event_deliveries TO skiplock_enqueuer;
 ALTER ROLE skiplock_enqueuer SET statement_timeout = '10s';

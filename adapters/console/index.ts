@@ -14,6 +14,7 @@ import { errorResponse, HttpError, MIN_SECRET_LENGTH } from '../http.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from '../runtime.js';
 import { handleAction } from './actions.js';
 import type { ConsoleContext } from './context.js';
+import { eventPage, eventsPage } from './event-pages.js';
 import { html, type Page } from './html.js';
 import {
   type ConsoleRequest,
@@ -274,6 +275,9 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     if (path === '/jobs') return jobsPage(ctx, url);
     if (path === '/dlq') return dlqPage(ctx, url);
     if (path === '/flow') return flowPage(ctx);
+    if (path === '/events') return eventsPage(ctx, url);
+    const event = /^\/events\/([1-9][0-9]{0,18})$/.exec(path);
+    if (event) return eventPage(ctx, event[1] as string);
     const job = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(path);
     if (job) return jobPage(ctx, job[1] as string);
     return null;

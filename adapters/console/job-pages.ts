@@ -296,6 +296,7 @@ export async function jobPage(ctx: ConsoleContext, id: string): Promise<Page | n
       <dt>Lease</dt><dd>${lease}</dd>
       <dt>Dedupe key</dt><dd>${job.dedupeKey ? html`<code>${job.dedupeKey}</code> (${job.dedupeMode})` : '–'}</dd>
       <dt>Correlation</dt><dd>${job.correlationId ?? '–'}</dd>
+      ${why?.origin ? html`<dt>From event</dt><dd><a href="${ctx.base}/events/${why.origin.eventId}">#${why.origin.eventId}</a> ${why.origin.name} (subscription <code>${why.origin.subscription}</code>)</dd>` : html``}
       <dt>Replays</dt><dd>${job.replayCount}${job.replayedAt ? html`, last ${formatTime(job.replayedAt)} by <code>${job.replayedBy}</code>` : ''}</dd>
       <dt>Waits for</dt><dd>${link(job.after)}${job.onParentFailure ? html` <span class="muted">(on parent failure: ${job.onParentFailure})</span>` : ''}</dd>
       <dt>Waited for by</dt><dd>${link(job.dependents)}</dd>

@@ -6,6 +6,7 @@ import { buryDoomed } from '../../db/statements/bury.js';
 import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
 import { releaseClaim, releaseJobs } from '../../db/statements/settle.js';
 import { nextDue } from '../../db/statements/wake.js';
+import { subscriptionsOf } from '../events.js';
 import { runSchedules } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
@@ -261,7 +262,14 @@ export class Invocation implements AttemptHost {
     const { lastAt } = this.settings.served;
     const seen = lastAt === undefined || clock.now() - lastAt >= WORKER_SEEN_EVERY_MS;
     if (seen) this.settings.served.lastAt = clock.now();
-    const served = { name, budgetMs: this.budgetMs, unfitKinds: this.#unfit.map((k) => k.definition.kind) };
+    // Its subscribers' subscriptions go with it (unchanged ones write nothing): a subscriber that is
+    // deployed without `skiplock sync` still gets its events from its first invocation on.
+    const served = {
+      name,
+      budgetMs: this.budgetMs,
+      unfitKinds: this.#unfit.map((k) => k.definition.kind),
+      subscriptions: subscriptionsOf(this.settings.kindList.map((k) => k.definition)),
+    };
     const doomed = await this.#deadline.inTime(
       buryDoomed(db.db, schema, {
         kinds: [...kinds.keys()],

@@ -3,6 +3,7 @@ import type { ClaimDeadJob } from '../../base/rows.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { appendCapped, jobsRef, lapsedLeases, lapsedWindow, leaseRanOut, nowExpr } from './common.js';
+import { type SubscriptionSpec, syncSubscriptionsCte } from './events.js';
 import { releaseAfterCtes, releaseParkedCtes } from './ordering.js';
 
 /**
@@ -29,7 +30,13 @@ export async function buryDoomed(
      * Record this worker as serving its queues and kinds (WorkerSeen), in the same statement: with
      * the time its invocation has for attempts and its kinds whose timeoutMs is longer (never claimed).
      */
-    served?: { name: string; budgetMs?: number; unfitKinds?: readonly string[] };
+    served?: {
+      name: string;
+      budgetMs?: number;
+      unfitKinds?: readonly string[];
+      /** Its subscribers' subscriptions, written in the same statement (SubscriptionSync). */
+      subscriptions?: readonly SubscriptionSpec[];
+    };
   },
 ): Promise<ClaimDeadJob[]> {
   const jobs = jobsRef(schema);
@@ -85,7 +92,11 @@ export async function buryDoomed(
     where j.id = any(array(select id from by_deadline union all select id from by_lease))
     returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
     ),
-    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}${request.served ? workerSeenCte(schema, request.served, request.kinds, request.queues) : sql``}
+    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}${request.served ? workerSeenCte(schema, request.served, request.kinds, request.queues) : sql``}${
+      request.served?.subscriptions?.length
+        ? sql`, ${syncSubscriptionsCte(schema, 'subscriptions_seen', request.served.subscriptions, now)}`
+        : sql``
+    }
     select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`,
     schema,
   );

@@ -45,28 +45,75 @@ export function insertJobsStatement(
   rows: readonly JobInsertRow[],
   guard?: { ctes: SQL; condition: SQL },
 ): SQL {
+  const parts = insertJobsParts(schema, rows, guard);
+  return sql`with ${parts.recursive ? sql`recursive ` : sql``}${parts.ctes}
+    ${parts.results}
+    order by ord`;
+}
+
+/**
+ * Rows computed by the statement itself rather than sent as JSON (an event's subscribers' jobs,
+ * publishEventStatement): `from` is a FROM item aliased `r` with the recordset's columns (ord, kind,
+ * queue, payload, priority, run_at, delay_ms, max_attempts, deadline, dedupe_key, dedupe_mode,
+ * window_ms, correlation_id, ordering_key, ordering_hold, concurrency_key, destination, and
+ * trace_context when `traced`), which the statement reads more than once, so it must be a CTE's
+ * name. Without dedupe keys, dependencies or replace. `claim`: CTEs that follow `input` and a
+ * condition on an input row (alias given) that it must meet to be written and reported.
+ */
+export interface InsertSource {
+  from: string;
+  keyed: boolean;
+  concurrencyKeyed: boolean;
+  destined: boolean;
+  traced: boolean;
+  claim?: { ctes: SQL; condition: (alias: string) => SQL };
+}
+
+/**
+ * The CTEs of an insert of jobs (ending with the insert) and the select of its outcomes (ord, id,
+ * inserted, window_start_ms; unordered), for a statement that wraps them (publishEventStatement).
+ */
+export function insertJobsParts(
+  schema: string,
+  rows: readonly JobInsertRow[],
+  guard?: { ctes: SQL; condition: SQL },
+  source?: InsertSource,
+): { recursive: boolean; ctes: SQL; results: SQL } {
   const jobs = jobsRef(schema);
   const replacing = rows.some((r) => r.dedupe_mode === 'replace');
-  const plain = rows.filter((r) => r.dedupe_mode !== 'replace');
+  const plain = source ? [] : rows.filter((r) => r.dedupe_mode !== 'replace');
   // Only when both kinds are present does each part pick its rows out of the input.
   const mixed = replacing && plain.length > 0;
   // A job with an ordering key waits parked (run_at = infinity: the claim index passes over it
   // without visiting the row) while an earlier job of its key is live — queued, running, or dead
   // and holding the key — or comes earlier in this same call. The statement that ends its
   // predecessor releases it (releaseParked). Only calls that carry keys pay for the check.
-  const keyed = rows.some((r) => r.ordering_key !== null);
+  const keyed = source ? source.keyed : rows.some((r) => r.ordering_key !== null);
   const runAt = sql`coalesce(r.run_at, n.now + r.delay_ms * interval '1 millisecond', n.now)`;
+  const callKeys = source
+    ? sql`(select ord, ordering_key as k from ${sql.identifier(source.from)}) as e`
+    : sql`jsonb_to_recordset(${JSON.stringify(rows.map((x) => ({ ord: x.ord, k: x.ordering_key })))}::text::jsonb)
+            as e(ord int, k text)`;
   const effectiveRunAt = keyed
     ? sql`case when r.ordering_key is not null and (
           exists (select 1 from ${jobs} o where o.ordering_key = r.ordering_key
             and (o.state in ('queued', 'running') or (o.state = 'dead' and o.ordering_hold)))
-          or exists (select 1 from jsonb_to_recordset(${JSON.stringify(rows.map((x) => ({ ord: x.ord, k: x.ordering_key })))}::text::jsonb)
-            as e(ord int, k text) where e.k = r.ordering_key and e.ord < r.ord))
+          or exists (select 1 from ${callKeys} where e.k = r.ordering_key and e.ord < r.ord))
         then 'infinity'::timestamptz else ${runAt} end`
     : runAt;
   // Rows with parents take the dependency CTEs: the raw input is `input0`, and `input` adds to it.
-  const dependent = rows.some((r) => r.after_ids || r.after_ords);
-  const traced = rows.some((r) => r.trace_context);
+  const dependent = !source && rows.some((r) => r.after_ids || r.after_ords);
+  const traced = source ? source.traced : rows.some((r) => r.trace_context);
+  const from = source
+    ? sql`${sql.identifier(source.from)} as r`
+    : // ::text first: a client that types parameters from the statement (postgres.js) would otherwise
+      // send this JSON text JSON-encoded again (queryExecutor).
+      sql`jsonb_to_recordset(${rowsJson(rows)}::text::jsonb) as r(
+      ord int, kind text, queue text, payload jsonb, priority smallint, run_at timestamptz,
+      delay_ms bigint, max_attempts int, deadline timestamptz, dedupe_key text,
+      dedupe_mode text, window_ms bigint, correlation_id text, ordering_key text, ordering_hold boolean,
+      concurrency_key text, destination text${dependent ? sql`, after_ids bigint[], after_ords int[], on_parent_failure text` : sql``}${traced ? sql`, trace_context jsonb` : sql``}
+    )`;
   const input = sql`${sql.raw(dependent ? 'input0' : 'input')} as (
     select
       nextval(${`"${schema}".jobs_id_seq`}::regclass) as id,
@@ -75,20 +122,13 @@ export function insertJobsStatement(
       case when r.window_ms is not null
         then to_timestamp(floor(extract(epoch from n.now) * 1000 / r.window_ms) * r.window_ms / 1000.0)
       end as dedupe_window
-    -- ::text first: a client that types parameters from the statement (postgres.js) would otherwise
-    -- send this JSON text JSON-encoded again (queryExecutor).
-    from jsonb_to_recordset(${rowsJson(rows)}::text::jsonb) as r(
-      ord int, kind text, queue text, payload jsonb, priority smallint, run_at timestamptz,
-      delay_ms bigint, max_attempts int, deadline timestamptz, dedupe_key text,
-      dedupe_mode text, window_ms bigint, correlation_id text, ordering_key text, ordering_hold boolean,
-      concurrency_key text, destination text${dependent ? sql`, after_ids bigint[], after_ords int[], on_parent_failure text` : sql``}${traced ? sql`, trace_context jsonb` : sql``}
-    )
+    from ${from}
     cross join (select clock_timestamp() as now) n
     ${guard ? sql`where ${guard.condition}` : sql``}
-  )${dependent ? sql`, ${dependencyCtes(jobs)}` : sql``}`;
+  )${dependent ? sql`, ${dependencyCtes(jobs)}` : sql``}${source?.claim ? sql`, ${source.claim.ctes}` : sql``}`;
   // Columns only the calls that use them write.
-  const concurrencyKeyed = rows.some((r) => r.concurrency_key !== null);
-  const destined = rows.some((r) => r.destination !== null);
+  const concurrencyKeyed = source ? source.concurrencyKeyed : rows.some((r) => r.concurrency_key !== null);
+  const destined = source ? source.destined : rows.some((r) => r.destination !== null);
   const keyColumns = sql`${keyed ? sql`, ordering_key, ordering_hold` : sql``}${concurrencyKeyed ? sql`, concurrency_key` : sql``}${destined ? sql`, destination` : sql``}${dependent ? sql`, state, finished_at, dead_reason, after, on_parent_failure, dependents` : sql``}${traced ? sql`, trace_context` : sql``}`;
   const insert = (where: SQL) => sql`insert into ${jobs} (
       id, kind, queue, payload, priority, run_at, max_attempts, deadline,
@@ -122,9 +162,17 @@ export function insertJobsStatement(
       from input i join replaced w on w.kind = i.kind and w.dedupe_key = i.dedupe_key
       where i.dedupe_mode = 'replace'`);
   }
-  const plainOnly = mixed ? sql`where dedupe_mode is distinct from 'replace'` : sql``;
-  const plainInput = mixed ? sql`where i.dedupe_mode is distinct from 'replace'` : sql``;
-  if (plain.length > 0 && plain.every((r) => r.dedupe_key === null)) {
+  const plainOnly = mixed
+    ? sql`where dedupe_mode is distinct from 'replace'`
+    : source?.claim
+      ? sql`where ${source.claim.condition('input')}`
+      : sql``;
+  const plainInput = mixed
+    ? sql`where i.dedupe_mode is distinct from 'replace'`
+    : source?.claim
+      ? sql`where ${source.claim.condition('i')}`
+      : sql``;
+  if (source || (plain.length > 0 && plain.every((r) => r.dedupe_key === null))) {
     // No dedupe key: a plain INSERT. ON CONFLICT would make every row a speculative insertion
     // (an extra WAL record and a second pass over the indexes) for conflicts that cannot occur.
     ctes.push(sql`written as (${insert(plainOnly)} returning id)`);
@@ -155,9 +203,11 @@ export function insertJobsStatement(
       ) holder on true
       ${plainInput}`);
   }
-  return sql`with ${dependent ? sql`recursive ` : sql``}${guard ? sql`${guard.ctes}, ` : sql``}${sql.join(ctes, sql`, `)}
-    ${sql.join(results, sql` union all `)}
-    order by ord`;
+  return {
+    recursive: dependent,
+    ctes: sql`${guard ? sql`${guard.ctes}, ` : sql``}${sql.join(ctes, sql`, `)}`,
+    results: sql.join(results, sql` union all `),
+  };
 }
 
 /**

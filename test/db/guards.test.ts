@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DatabaseError } from '../../base/errors.js';
 import { createEnqueuer } from '../../core/enqueue.js';
+import { defineEvent, subscribe } from '../../core/events.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { runMaintenance } from '../../core/maintenance.js';
@@ -221,6 +222,39 @@ describe(`database-side guards (${testDriver()})`, () => {
     } finally {
       await idle.query('rollback');
       idle.release();
+    }
+  });
+});
+
+describe(`least-privilege roles and events (${testDriver()})`, () => {
+  it('the enqueue role publishes (a dedupe key held too); the worker role records subscriptions, prunes events and skips the reconcile it may not write', async () => {
+    const placed = defineEvent({ name: 'order.placed', schema: z.object({ n: z.number() }) });
+    const ship = subscribe(placed, { kind: 'ship', timeoutMs: 1_000, handler: () => {} });
+    const worker = openAs(roles.worker);
+    const enqueuer = openAs(roles.enqueuer);
+    try {
+      // The worker's first invocation writes its subscriber's subscription.
+      await createWorker({ db: worker, schema: t.schema, jobs: [ship], logger: silentLogger }).runInvocation({
+        remainingMs: 10_000,
+      });
+      const q = createEnqueuer({ schema: t.schema });
+      const first = await q.publish(enqueuer, placed, { n: 1 }, { dedupeKey: 'o-1' });
+      expect(first.jobs.map((j) => j.kind)).toEqual(['ship']);
+      expect(await q.publish(enqueuer, placed, { n: 1 }, { dedupeKey: 'o-1' })).toMatchObject({
+        eventId: first.eventId,
+        duplicate: true,
+      });
+      expect(
+        await createWorker({ db: worker, schema: t.schema, jobs: [ship], logger: silentLogger }).runInvocation({
+          remainingMs: 10_000,
+        }),
+      ).toMatchObject({ completed: 1 });
+      await t.admin.query(`update "${t.schema}".events set published_at = now() - interval '30 days'`);
+      const report = await runMaintenance(worker, { schema: t.schema });
+      expect(report).toMatchObject({ prunedEvents: 1, reconciledDeliveries: null });
+    } finally {
+      await worker.close();
+      await enqueuer.close();
     }
   });
 });

@@ -36,8 +36,9 @@ describe(`retention pruning (${testDriver()})`, () => {
     expect(result).toMatchObject({ prunedCompleted: 7, prunedCancelled: 3, prunedDead: 1, pruneFinished: true });
     // 7 completed in batches of 3 → 3 deletes; cancelled 3 → 2 (the second finds none); dead → 1;
     // plus one for the per-minute completion counts, one for the rollups past their retention, one for
-    // the durable steps of deleted jobs and one for old signals.
-    expect(texts.filter((q) => /delete from/i.test(q))).toHaveLength(10);
+    // the durable steps of deleted jobs, one for old signals and one for events past their retention.
+    expect(texts.filter((q) => /delete from/i.test(q))).toHaveLength(11);
+    expect(texts.filter((q) => /delete from .*events/is.test(q))).toHaveLength(1);
     expect(texts.filter((q) => /delete from .*completed_counts/is.test(q))).toHaveLength(1);
     expect(texts.filter((q) => /delete from .*activity_rollups/is.test(q))).toHaveLength(1);
     // The rollup ran before the pruning: the pruned jobs stay counted, per minute.

@@ -26,6 +26,14 @@ export const CLEAN_LINE = (driver: string, jobs: number) =>
     `^chaos: driver=${driver} jobs=${jobs} processes=3 kills=\\d+ conn_faults=\\d+ answers_lost=\\d+ refused=\\d+ lost=0 unexpected=0 stale_writes=0 dead=\\d+ max_executions=\\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0 dependency_violations=0 step_reruns=0 signals_lost=0 enqueue_duplicates=0 replay_duplicates=0$`,
   );
 
+/** Every publish made one event and one job per subscriber it matches: none missing, none twice. */
+export function expectEventsFannedOut(report: ChaosReport): void {
+  expect(report.events.published).toBeGreaterThan(0);
+  expect(report.events).toMatchObject({ events: report.events.published, missing: 0, duplicated: 0 });
+  // Two subscribers take every event, one only the even ones.
+  expect(report.events.subscriberJobs).toBe(2 * report.events.published + Math.ceil(report.events.published / 2));
+}
+
 /** Every job ended completed or dead, none was lost, no write landed under a stale token. */
 export function expectNothingLost(result: ChaosReport['result'], enqueued: number): void {
   expect(result).toMatchObject({
@@ -75,6 +83,10 @@ export function describeDriverRun(driver: Driver, paths: readonly string[]): voi
       expectNothingLost(report.result, 1000 + report.result.liveEnqueued);
       expect(report.result.duplicateTokenExecutions).toBe(0);
       expect(report.failed).toBe(false);
+    });
+
+    it('fanned every publish out to every subscriber exactly once, through the faults', () => {
+      expectEventsFannedOut(report);
     });
 
     it('really went through the faults: answers lost, statements refused, processes killed', () => {

@@ -122,7 +122,7 @@ export function useTestSchema(label: string, ready: (t: TestContext) => void): v
         `truncate "${ctx.schema}".jobs, "${ctx.schema}".job_steps, "${ctx.schema}".signals, "${ctx.schema}".workers, "${ctx.schema}".completed_counts, "${ctx.schema}".activity_rollups, "${ctx.schema}".invocations,
           "${ctx.schema}".pauses, "${ctx.schema}".limits, "${ctx.schema}".destinations,
           "${ctx.schema}".rate_limits, "${ctx.schema}".rate_buckets, "${ctx.schema}".schedules,
-          "${ctx.schema}".console_sessions, "${ctx.schema}".console_logins`,
+          "${ctx.schema}".console_sessions, "${ctx.schema}".console_logins, "${ctx.schema}".events, "${ctx.schema}".event_deliveries, "${ctx.schema}".subscriptions`,
       );
   });
 }

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { checkRun } from '../../chaos/checker.js';
 import type { ChaosReport } from '../../chaos/harness.js';
-import { CLEAN_LINE, ciRun, expectNothingLost } from '../helpers/chaos.js';
+import { CLEAN_LINE, ciRun, expectEventsFannedOut, expectNothingLost } from '../helpers/chaos.js';
 
 // A CI-sized chaos run on node-postgres: worker processes killed at random points, connections
 // dropped and left half-open, answers lost after COMMIT, handlers that throw, hang and kill their own
@@ -29,6 +29,11 @@ describe('chaos (CI size)', () => {
     expect(report.result.scheduled).toBeGreaterThanOrEqual(5);
     expect(report.result.duplicateTokenExecutions).toBe(0);
     expect(report.failed).toBe(false);
+  });
+
+  it('fanned every publish out to every subscriber exactly once, through the kills', () => {
+    expectEventsFannedOut(report);
+    expect(report.detail).toMatch(/^chaos-events: \d+ published, \d+ subscriber jobs, 0 missing, 0 duplicated/m);
   });
 
   it('ran jobs that waited for others: each after its parents, through the kills', async () => {

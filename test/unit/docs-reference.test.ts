@@ -120,6 +120,8 @@ describe('options and results the docs list', () => {
         maxDurationMs: true,
         rollupRetentionMs: true,
         signalRetentionMs: true,
+        eventRetentionMs: true,
+        eventReconcileMarginMs: true,
         clock: true,
         metrics: true,
       }),

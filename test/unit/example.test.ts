@@ -71,3 +71,23 @@ it('the steps example (npm run example:steps) sleeps, waits for a signal, retrie
     /^its steps: collect completed \(1 attempt\), build completed \(2 attempts\), store completed \(1 attempt\), notify completed \(1 attempt\)$/m,
   );
 });
+
+it('the events example (npm run example:events) fans one publish out to each subscriber once, filters, maps, flags and replays', async () => {
+  const env = { ...process.env };
+  delete env.DATABASE_URL;
+  const { stdout } = await run('npx', ['tsx', 'examples/events.ts'], { env, timeout: 60_000 });
+  expect(stdout).toMatch(/^published 1 send-receipt,ship-express$/m);
+  expect(stdout).toMatch(/^retried: duplicate true jobs 0$/m);
+  expect(stdout).toMatch(/^order\.refunded subscribers 0$/m);
+  expect(stdout).toMatch(/^replayed 2 then 0$/m);
+  expect(stdout).toMatch(/^ {2}send-receipt: job \d+ completed$/m);
+  expect(stdout).toMatch(/^ {2}ship-express: job \d+ completed$/m);
+  expect(stdout).toMatch(/^ {2}update-loyalty: job \d+ completed$/m);
+  const lines = stdout.split('\n');
+  // A-18 is not express: one express shipping (A-17), a receipt for each order, mapped.
+  expect(lines.filter((l) => l.startsWith('express shipping'))).toEqual(['express shipping for A-17']);
+  expect(lines.filter((l) => l.startsWith('receipt → '))).toEqual([
+    'receipt → ada@example.com: Your order A-17',
+    'receipt → ada@example.com: Your order A-18',
+  ]);
+});
