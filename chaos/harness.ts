@@ -15,6 +15,17 @@ import { createWorker } from '../core/worker.js';
 import { connect, type Driver } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
+import {
+  type BatchCheck,
+  batchedPlan,
+  batchFailed,
+  batchLine,
+  chaosBatchedJob,
+  checkBatches,
+  createBatchTables,
+  drawBatchWant,
+  poolBatchHooks,
+} from './batch-job.js';
 import { type CheckResult, checkRun, LIMITED, PAUSED_QUEUE, runFailed } from './checker.js';
 import { chaosJob, drawBehavior, SCHEDULED_KIND } from './job.js';
 import { liveEnqueuer, liveReplayer } from './live.js';
@@ -57,6 +68,8 @@ export interface ChaosOptions {
    * and the harness nudges them; every start is dropped or duplicated at random. @defaultValue 0
    */
   maxInvocations?: number;
+  /** One job in this many (n % it = 11) is of the batch kind; 0: none. @defaultValue 16 */
+  batchedEvery?: number;
   /** One job in this many is stepped (a power of two ≥ 4). @defaultValue 16 */
   steppedEvery?: number;
   /** Chance a start (fan-out or nudge) is lost / delivered twice. @defaultValue 0.2 / 0.2 */
@@ -109,6 +122,9 @@ export interface ChaosReport {
   line: string;
   detail: string;
   result: CheckResult;
+  /** The batch kind's jobs, checked per job (chaos/batch-job.ts), and its summary line. */
+  batches: BatchCheck;
+  batchLine: string;
   kills: number;
   connFaults: number;
   durationMs: number;
@@ -135,6 +151,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   try {
     await migrate(direct, { schema });
     await createChaosTables(admin, schema);
+    await createBatchTables(admin, schema);
     await admin.query(`insert into "${schema}".chaos_run (driver, transactional_steps) values ($1, $2)`, [
       driver,
       transactional ? TRANSACTIONAL_STEPS : [],
@@ -157,8 +174,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       { transactional },
     );
     const planOf = (n: number) => steppedPlan(n, options.steppedEvery ?? 16);
+    // One job in sixteen (n % 16 = 11: the plain 'chaos' queue, no key, no parents) is of the batch kind.
+    const batched = chaosBatchedJob(
+      poolBatchHooks(
+        admin,
+        schema,
+        () => {},
+        () => {},
+      ),
+    );
     const request = (n: number, enqueueOptions: EnqueueOptions) => {
       const plan = planOf(n);
+      if (options.batchedEvery !== 0 && batchedPlan(n, options.batchedEvery))
+        return batched.with({ n, want: drawBatchWant(Math.random) }, enqueueOptions);
       return plan.stepped
         ? stepped.with({ n, ...drawStepBehavior(Math.random), signal: plan.signal }, enqueueOptions)
         : recorder.with({ n, behavior: drawBehavior(Math.random) }, enqueueOptions);
@@ -439,6 +467,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           dieSoon: () => {},
         }),
         stepped,
+        batched,
       ],
       concurrency: 20,
       completedJobs: options.completedJobs ?? 'keep',
@@ -461,6 +490,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     say('checking');
     const result = await checkRun(admin, schema);
+    const batches = await checkBatches(admin, schema);
     const faultCounts = standIn.counts();
     const connFaults = faultCounts.connectionResets + faultCounts.connectionFreezes;
     const durationMs = Date.now() - started;
@@ -468,7 +498,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const refused = faultCounts.refuse + faultCounts.drop + faultCounts.asleep;
     const line = `chaos: driver=${driver} jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} answers_lost=${answersLost} refused=${refused} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations} step_reruns=${result.stepReruns} signals_lost=${result.signalsLost} enqueue_duplicates=${result.enqueueDuplicates} replay_duplicates=${result.replayDuplicates}`;
     const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} resets=${faultCounts.connectionResets} freezes=${faultCounts.connectionFreezes} stmt_refused=${faultCounts.refuse} stmt_dropped=${faultCounts.drop} asleep=${faultCounts.asleep} slow=${faultCounts.slow} stmt_half_open=${faultCounts['half-open']} live_enqueued=${result.liveEnqueued} live_calls=${live.counts().calls} live_retries=${live.counts().retries} live_answers_lost=${live.counts().answersLost} replayed=${result.replayed} replay_sends=${replayer.counts().sends} replay_answers_lost=${replayer.counts().answersLost} stepped=${result.stepped} stepped_completed=${result.steppedCompleted} stepped_dead=${result.steppedDead} slept=${result.slept} step_runs=${result.stepRuns} step_runs_repeated=${result.stepRunsRepeated} step_effect_errors=${result.stepEffectErrors} signals_early=${result.signalsEarly} signals_late=${result.signalsLate} waited=${result.waited} signal_retries=${signals.counts().retries} signal_blind_retries=${signals.counts().blindRetries} signal_answers_lost=${signals.counts().answersLost} worker_crashes=${crashes} duration_s=${(durationMs / 1000).toFixed(1)}`;
-    return { driver, schema, line, detail, result, kills, connFaults, durationMs, failed: runFailed(result) };
+    return {
+      driver,
+      schema,
+      line,
+      detail,
+      result,
+      batches,
+      batchLine: batchLine(batches),
+      kills,
+      connFaults,
+      durationMs,
+      failed: runFailed(result) || batchFailed(batches),
+    };
   } finally {
     signalling = false;
     for (const child of children) child.kill('SIGKILL');

@@ -635,9 +635,10 @@ export class Invocation implements AttemptHost {
     for (const kind of this.settings.kindList) {
       if (this.#fits(kind)) {
         leases.push({ kind: kind.definition.kind, leaseMs: kind.definition.timeoutMs + leaseGraceMs });
-        // A batch takes one slot and up to batch.size jobs: ask for that many per free slot.
+        // A batch takes one slot and up to batch.size jobs: ask for a whole batch at least. (Not a
+        // batch per free slot: jobs of other kinds would come in that number too, and wait.)
         const size = kind.definition.batch?.size;
-        if (size !== undefined) limit = Math.max(limit, Math.min(free * size, MAX_CLAIM));
+        if (size !== undefined) limit = Math.max(limit, size);
       }
     }
     const leaseToken = randomUUID();
@@ -792,9 +793,6 @@ interface Filling {
   jobs: ClaimedJob[];
   until: number;
 }
-
-/** The most jobs one claim asks for (a batch kind's claims: batch.size per free slot). */
-const MAX_CLAIM = 1_000;
 
 /** How often a filling batch claims again: a fifth of its maxWaitMs, from 10 to 250 ms. */
 export function fillPollMs(maxWaitMs: number): number {
