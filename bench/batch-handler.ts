@@ -123,7 +123,7 @@ export function batchHandlerSection(f: BatchHandlerFigures): string {
   const fmt = (n: number) => n.toLocaleString('en-US');
   return `## Batch handler
 
-Jobs per second through one worker invocation loop (concurrency ${f.concurrency}, each slot one handler call), a batch handler of ${f.batchSize} against one job per call, each measured from ${fmt(f.jobs.noop)} (no-op) or ${fmt(f.jobs.bulk_api)} (bulk API) queued jobs to the last completion (bench/batch-handler.ts; \`npm run bench -- --batch-only\` runs only this phase). The bulk API is simulated: ${f.bulkApi.fixedMs} ms per request plus ${f.bulkApi.perItemMs} ms per item, as a mail, analytics or search-indexing endpoint that takes many items per request. A batch kind also claims ${f.batchSize} jobs per free slot, where one job per call claims ${f.concurrency} per statement: the no-op row measures that as much as the handler call.
+Jobs per second through one worker invocation loop (concurrency ${f.concurrency}, each slot one handler call), a batch handler of ${f.batchSize} against one job per call, each measured from ${fmt(f.jobs.noop)} (no-op) or ${fmt(f.jobs.bulk_api)} (bulk API) queued jobs to the last completion (bench/batch-handler.ts; \`npm run bench -- --batch-only\` runs only this phase). The bulk API is simulated: ${f.bulkApi.fixedMs} ms per request plus ${f.bulkApi.perItemMs} ms per item, as a mail, analytics or search-indexing endpoint that takes many items per request. A batch kind's claims also ask for ${f.batchSize} jobs where one job per call's ask for ${f.concurrency}: the no-op row measures the claims' size as much as the handler calls.
 
 | handler | one job per call, jobs/s | batch of ${f.batchSize}, jobs/s | ratio |
 | --- | ---: | ---: | ---: |
