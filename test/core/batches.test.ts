@@ -140,7 +140,7 @@ describe(`batch handlers (${testDriver()})`, () => {
     await enqueueItems(definition, 25);
     const summary = await worker(definition, { concurrency: 2, batchSize: 2 }).runInvocation({ remainingMs: 30_000 });
     expect(summary).toMatchObject({ claimed: 25, completed: 25, stoppedBecause: 'drained' });
-    // Claims ask for a whole batch (batch.size, not batchSize): two full batches, then the rest.
+    // Claims ask for batch.size per free slot (not batchSize): two full batches, then the rest.
     expect(sizes).toEqual([10, 10, 5]);
     expect(most).toBeLessThanOrEqual(2);
     const r = await rows();
