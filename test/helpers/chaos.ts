@@ -16,7 +16,7 @@ export const ciRun = (extra: Partial<ChaosOptions>) =>
     ...extra,
   }).then((report) => {
     // The run's figures in the CI log.
-    console.log(`${report.detail}\n${report.line}`);
+    console.log(`${report.detail}\n${report.batchLine}\n${report.line}`);
     return report;
   });
 
