@@ -107,6 +107,40 @@ describe(`batch handlers (${testDriver()})`, () => {
     expect(r[5]).toMatchObject({ state: 'queued', last_error: { class: 'batch_outcome_missing' } });
   });
 
+  it('metrics and log lines are per job: a start and an outcome for each job of the batch', async () => {
+    const started: string[] = [];
+    const ended: string[] = [];
+    const lines: { msg: string; fields: Record<string, unknown> }[] = [];
+    const line = (msg: string, fields?: Record<string, unknown>) => {
+      lines.push({ msg, fields: fields ?? {} });
+    };
+    const logger = { debug: () => {}, info: line, warn: line, error: line };
+    const definition = batchKind((jobs) =>
+      jobs.map((j) => (j.payload.n === 1 ? j.dead(new Error('bad'), 'bad_item') : j.done())),
+    );
+    const ids = await enqueueItems(definition, 3);
+    await worker(definition, {
+      logger,
+      metrics: {
+        started: (job) => started.push(job.kind),
+        ended: (job, outcome) => ended.push(`${job.kind} ${outcome}`),
+        rateWaited: () => {},
+        breakerMoved: () => {},
+        invocationEnded: () => {},
+      },
+    }).runInvocation({ remainingMs: 30_000 });
+    expect(started).toEqual(['bulk', 'bulk', 'bulk']);
+    expect(ended.sort()).toEqual(['bulk completed', 'bulk completed', 'bulk dead']);
+    const perJob = lines.filter((l) => l.msg === 'job').map((l) => [l.fields.jobId, l.fields.outcome]);
+    expect(perJob.sort()).toEqual(
+      [
+        [ids[0], 'completed'],
+        [ids[1], 'dead'],
+        [ids[2], 'completed'],
+      ].sort(),
+    );
+  });
+
   it('a throw fails every job of the batch with that error, each by its own attempts', async () => {
     const definition = batchKind(() => {
       throw new RetryError('bulk API down');
