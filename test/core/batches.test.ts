@@ -76,6 +76,37 @@ async function until(ready: () => boolean | Promise<boolean>): Promise<void> {
   throw new Error('condition never held');
 }
 
+const START = 1_000_000;
+
+/**
+ * A ManualClock that counts the short timers waiting (a filling batch's poll, ≤ 250 ms), apart from
+ * each statement's deadline timer: a test moves the clock only once the fill waits for its poll (a
+ * statement in flight must not see its time run out while the database answers).
+ */
+class PollClock extends ManualClock {
+  polls = 0;
+  constructor() {
+    super(START);
+  }
+  override setTimer(fn: () => void, ms: number): () => void {
+    if (ms > 250) return super.setTimer(fn, ms);
+    let waiting = true;
+    const done = () => {
+      if (waiting) this.polls--;
+      waiting = false;
+    };
+    this.polls++;
+    const cancel = super.setTimer(() => {
+      done();
+      fn();
+    }, ms);
+    return () => {
+      done();
+      cancel();
+    };
+  }
+}
+
 describe(`batch handlers (${testDriver()})`, () => {
   it('writes the outcome the handler gave each job: done with a result, retry, retry-after, dead, cancelled, left out', async () => {
     const calls: number[][] = [];
@@ -263,7 +294,7 @@ describe(`batch handlers (${testDriver()})`, () => {
   });
 
   it('with maxWaitMs, a short batch claims again to fill before it starts (on the supplied clock)', async () => {
-    const clock = new ManualClock();
+    const clock = new PollClock();
     const sizes: number[] = [];
     const definition = batchKind(
       (jobs) => {
@@ -274,27 +305,21 @@ describe(`batch handlers (${testDriver()})`, () => {
     );
     await enqueueItems(definition, 2);
     const run = worker(definition, { clock, lingerMs: 0 }).runInvocation({ remainingMs: 30_000 });
-    // The first claim took 2: the batch waits to fill, the handler has not run.
-    await until(async () => {
-      const { rows: r } = await t.admin.query(
-        `select count(*)::int as n from "${t.schema}".jobs where state = 'running'`,
-      );
-      return r[0].n === 2;
-    });
-    await nextTurn();
+    // The first claim took 2, and the fill's claim found no more: the batch waits for its next poll.
+    await until(() => clock.polls > 0);
     expect(sizes).toEqual([]);
     await enqueueItems(definition, 3, 2);
     // The next fill claim (every maxWaitMs / 5) finds the other three: the batch is full and starts.
-    await until(() => clock.pending > 0);
     clock.advance(100);
     await until(() => sizes.length > 0);
     const summary = await run;
     expect(sizes).toEqual([5]);
     expect(summary).toMatchObject({ claimed: 5, completed: 5 });
+    expect(clock.now() - START).toBe(100); // it started at the poll that filled it, before maxWaitMs
   });
 
   it('with maxWaitMs, a batch that does not fill starts with what it has when the wait is over', async () => {
-    const clock = new ManualClock();
+    const clock = new PollClock();
     const sizes: number[] = [];
     const definition = batchKind(
       (jobs) => {
@@ -305,23 +330,18 @@ describe(`batch handlers (${testDriver()})`, () => {
     );
     await enqueueItems(definition, 2);
     const run = worker(definition, { clock }).runInvocation({ remainingMs: 30_000 });
-    await until(async () => {
-      const { rows: r } = await t.admin.query(
-        `select count(*)::int as n from "${t.schema}".jobs where state = 'running'`,
-      );
-      return r[0].n === 2;
-    });
-    // Each step of the clock fires the fill's timer; its claim finds nothing, and it waits again
-    // (a new timer) until the wait is over.
-    let steps = 0;
-    while (sizes.length === 0 && steps < 2_000) {
-      await until(() => clock.pending > 0);
-      clock.advance(50);
-      steps++;
-      await nextTurn();
+    // Poll by poll (every 80 ms): each fill claim finds nothing, until the 400 ms are over.
+    const startedAt: number[] = [];
+    while (sizes.length === 0) {
+      await until(() => clock.polls > 0 || sizes.length > 0);
+      if (sizes.length > 0) break;
+      expect(clock.now() - START).toBeLessThan(400);
+      clock.advance(80);
+      await until(() => clock.polls > 0 || sizes.length > 0);
+      if (sizes.length > 0) startedAt.push(clock.now() - START);
     }
-    expect(clock.now() - 1_000_000).toBeGreaterThanOrEqual(400); // it waited its maxWaitMs
     expect(sizes).toEqual([2]);
+    expect(startedAt).toEqual([400]);
     expect(await run).toMatchObject({ claimed: 2, completed: 2 });
   });
 
