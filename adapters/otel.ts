@@ -153,6 +153,42 @@ export function otelTracing(options: OtelTracingOptions = {}): Tracing {
         },
       };
     },
+    // A batch handler call: one span linked to each job's enqueue; the jobs' attempt spans start
+    // inside its run(), as its children.
+    batch: (jobs): AttemptTrace => {
+      const links: Link[] = [];
+      for (const job of jobs) {
+        const link = spanContextOf(job.traceContext);
+        if (link) links.push({ context: link, attributes: { 'messaging.message.id': job.id } });
+      }
+      const first = jobs[0];
+      const queue = first?.queue ?? 'default';
+      const span = tracer().startSpan(
+        `process ${queue}`,
+        {
+          kind: SpanKind.CONSUMER,
+          links,
+          attributes: {
+            ...SYSTEM,
+            'messaging.operation.name': 'process',
+            'messaging.operation.type': 'process',
+            'messaging.destination.name': queue,
+            'messaging.batch.message_count': jobs.length,
+            ...(first ? { 'skiplock.job.kind': first.kind } : {}),
+          },
+        },
+        context.active(),
+      );
+      const active = trace.setSpan(context.active(), span);
+      return {
+        run: (fn) => context.with(active, fn),
+        end: (outcome: AttemptTraceOutcome, error?: unknown) => {
+          span.setAttribute('skiplock.batch.outcome', outcome);
+          if (error !== undefined) failed(span, error);
+          span.end();
+        },
+      };
+    },
   };
 }
 

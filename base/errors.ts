@@ -363,3 +363,13 @@ function httpReason(status: number): string {
   if (status >= 500) return 'http_5xx';
   return 'discarded';
 }
+
+/**
+ * A batch handler's answer left a job without an outcome (`batch_outcome_missing`), or was not a
+ * list of outcomes made by its jobs (`batch_answer_invalid`): the job is retried with its backoff.
+ */
+export class BatchAnswerError extends SkiplockError {
+  constructor(code: 'batch_outcome_missing' | 'batch_answer_invalid', message: string) {
+    super(code, message);
+  }
+}

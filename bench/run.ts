@@ -4,6 +4,7 @@
  * bench/process.svg (a --quick run: bench/RESULTS.quick.md and bench/process.quick.svg, not
  * committed). `--soak` adds the soak phase (bench/soak.ts: claims while VACUUM lags, both
  * completion modes; 24 min, or 4 min with --quick); `--soak-only` runs just that phase and prints it.
+ * `--batch-only` runs just the batch_handler phase (bench/batch-handler.ts) and prints it.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -19,6 +20,7 @@ import { migrate } from '../db/migrate.js';
 import { claimJobs } from '../db/statements/claim.js';
 import { bundleFunction } from '../scripts/bundle.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
+import { type BatchHandlerFigures, batchHandlerSection, runBatchHandlerBench } from './batch-handler.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
 import { eventsPublishPhase } from './events.js';
 import { renderReport, soakSection } from './report.js';
@@ -141,6 +143,22 @@ if (args.includes('--soak-only')) {
   results.soak = await soakPhase();
   log(soakSection(results.soak as Record<Completion, SoakResult>));
   if (asJson) console.log(JSON.stringify({ soak: results.soak }));
+  await dropDatabase(server, DB);
+  await database.stop();
+  process.exit(0);
+}
+
+/** Phase 10: a batch handler of 100 against one job per call (bench/batch-handler.ts). */
+async function batchHandlerPhase() {
+  log('phase 10: batch handler');
+  const url = await freshDatabase(server, DB);
+  const jobs = quick ? { noop: 10_000, bulk_api: 2_000 } : { noop: 50_000, bulk_api: 5_000 };
+  return runBatchHandlerBench({ url, jobs, reps: PARAMS.reps, log });
+}
+if (args.includes('--batch-only')) {
+  results.batch_handler = await batchHandlerPhase();
+  log(batchHandlerSection(results.batch_handler as BatchHandlerFigures));
+  if (asJson) console.log(JSON.stringify({ batch_handler: results.batch_handler }));
   await dropDatabase(server, DB);
   await database.stop();
   process.exit(0);
@@ -366,6 +384,8 @@ results.wal_fillfactor_30_bytes_per_job = wal[KEEP_FILLFACTOR_30];
 log(`  WAL bytes per job: ${JSON.stringify(wal)}`);
 
 if (soak) results.soak = await soakPhase();
+
+results.batch_handler = await batchHandlerPhase();
 
 // 7. Cold start: the worker bundle and its import time vs a bare handler.
 log('phase 7: cold start');

@@ -17,6 +17,17 @@ import { createWorker } from '../core/worker.js';
 import { connect, type Driver } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
+import {
+  type BatchCheck,
+  batchedPlan,
+  batchFailed,
+  batchLine,
+  chaosBatchedJob,
+  checkBatches,
+  createBatchTables,
+  drawBatchWant,
+  poolBatchHooks,
+} from './batch-job.js';
 import { type CheckResult, checkRun, LIMITED, PAUSED_QUEUE, runFailed } from './checker.js';
 import {
   chaosSubscribers,
@@ -67,6 +78,8 @@ export interface ChaosOptions {
    * and the harness nudges them; every start is dropped or duplicated at random. @defaultValue 0
    */
   maxInvocations?: number;
+  /** One job in this many (n % it = 11) is of the batch kind; 0: none. @defaultValue 16 */
+  batchedEvery?: number;
   /** One job in this many is stepped (a power of two ≥ 4). @defaultValue 16 */
   steppedEvery?: number;
   /** Chance a start (fan-out or nudge) is lost / delivered twice. @defaultValue 0.2 / 0.2 */
@@ -121,6 +134,9 @@ export interface ChaosReport {
   result: CheckResult;
   /** Every publish fanned out to every subscriber once (chaos/events.ts). */
   events: EventCheck;
+  /** The batch kind's jobs, checked per job (chaos/batch-job.ts), and its summary line. */
+  batches: BatchCheck;
+  batchLine: string;
   kills: number;
   connFaults: number;
   durationMs: number;
@@ -150,6 +166,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // The events' subscriptions, written as `skiplock sync` writes them at deploy.
     await createEventTables(admin, schema);
     await syncSubscriptions(direct, new JobRegistry(chaosSubscribers), { schema });
+    await createBatchTables(admin, schema);
     await admin.query(`insert into "${schema}".chaos_run (driver, transactional_steps) values ($1, $2)`, [
       driver,
       transactional ? TRANSACTIONAL_STEPS : [],
@@ -172,8 +189,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       { transactional },
     );
     const planOf = (n: number) => steppedPlan(n, options.steppedEvery ?? 16);
+    // One job in sixteen (n % 16 = 11: the plain 'chaos' queue, no key, no parents) is of the batch kind.
+    const batched = chaosBatchedJob(
+      poolBatchHooks(
+        admin,
+        schema,
+        () => {},
+        () => {},
+      ),
+    );
     const request = (n: number, enqueueOptions: EnqueueOptions) => {
       const plan = planOf(n);
+      if (options.batchedEvery !== 0 && batchedPlan(n, options.batchedEvery))
+        return batched.with({ n, want: drawBatchWant(Math.random) }, enqueueOptions);
       return plan.stepped
         ? stepped.with({ n, ...drawStepBehavior(Math.random), signal: plan.signal }, enqueueOptions)
         : recorder.with({ n, behavior: drawBehavior(Math.random) }, enqueueOptions);
@@ -464,6 +492,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           dieSoon: () => {},
         }),
         stepped,
+        batched,
         ...chaosSubscribers,
       ],
       concurrency: 20,
@@ -488,6 +517,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     say('checking');
     const result = await checkRun(admin, schema);
     const events = await checkEvents(admin, schema);
+    const batches = await checkBatches(admin, schema);
     const faultCounts = standIn.counts();
     const connFaults = faultCounts.connectionResets + faultCounts.connectionFreezes;
     const durationMs = Date.now() - started;
@@ -504,10 +534,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       detail: `${detail}\n${eventsSummary}`,
       result,
       events,
+      batches,
+      batchLine: batchLine(batches),
       kills,
       connFaults,
       durationMs,
-      failed: runFailed(result) || events.missing > 0 || events.duplicated > 0 || events.events !== events.published,
+      failed:
+        runFailed(result) ||
+        batchFailed(batches) ||
+        events.missing > 0 ||
+        events.duplicated > 0 ||
+        events.events !== events.published,
     };
   } finally {
     signalling = false;

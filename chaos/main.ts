@@ -1,6 +1,6 @@
 /**
  * `npm run chaos [-- --driver pg|neon-ws|neon-http] [--quick] [--jobs N] [--processes N] [--kills N] [--concurrency N] [--keep] [--delete]
- * [--max-invocations N] [--stepped-every N]`:
+ * [--max-invocations N] [--stepped-every N] [--batched-every N]`:
  * the chaos harness. Prints progress, a detail line and the final `chaos: …` line; exits 1 when any
  * job was lost, any write landed under a stale token, a completed step ran again (`step_reruns`), a
  * transactional step's row was not written exactly once, a signal was lost (`signals_lost`), or any
@@ -39,6 +39,8 @@ const options = {
   maxInvocations: value('--max-invocations') ?? 0,
   // One job in N is stepped (five durable steps, half of them waiting for a signal).
   steppedEvery: value('--stepped-every') ?? 16,
+  // One job in N is of the batch kind (n % N = 11; 0: none).
+  batchedEvery: value('--batched-every') ?? 16,
   // Jobs enqueued through the driver under test while faults are on (a share of --jobs), and dead
   // jobs replayed through it.
   liveShare: value('--live-share') ?? 0.1,
@@ -52,6 +54,7 @@ console.log(
 try {
   const report = await runChaos(options);
   console.log(report.detail);
+  console.log(report.batchLine);
   console.log(report.line);
   process.exit(report.failed ? 1 : 0);
 } catch (err) {

@@ -11,6 +11,7 @@ import { silentLogger } from '../core/logger.js';
 import { defineSchedule } from '../core/schedules.js';
 import { createWorker, type InvocationStarter } from '../core/worker.js';
 import { connect } from '../db/connect.js';
+import { chaosBatchedJob, poolBatchHooks } from './batch-job.js';
 import { chaosSubscribers } from './events.js';
 import { chaosJob, chaosScheduledJob } from './job.js';
 import { type FaultyConnection, neonOptionsOf } from './stand-ins.js';
@@ -96,6 +97,9 @@ const stepped = chaosSteppedJob(
   },
 );
 
+// The batch kind: each call recorded first; it may kill this process before or as it answers.
+const batched = chaosBatchedJob(poolBatchHooks(direct, config.schema, die, () => setImmediate(die)));
+
 // Every worker ticks the same every-second schedule at every invocation start: each occurrence
 // must become one job, whatever the kills, the dropped connections and the concurrent ticks.
 const scheduled = chaosScheduledJob(async (occurrence, jobId) => {
@@ -146,7 +150,7 @@ const starter: InvocationStarter = {
 const capped = config.maxInvocations > 0;
 const worker = createWorker({
   db,
-  jobs: [job, scheduled, stepped, ...chaosSubscribers],
+  jobs: [job, scheduled, stepped, batched, ...chaosSubscribers],
   schedules,
   scheduleTickMs: 0,
   schema: config.schema,

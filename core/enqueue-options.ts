@@ -139,6 +139,8 @@ export interface KindDefaults {
   concurrencyKey?: ((payload: any) => string | undefined) | undefined;
   // biome-ignore lint/suspicious/noExplicitAny: the validated payload of any kind.
   destination?: ((payload: any) => string | undefined) | undefined;
+  /** Set for a batch kind (defineBatchJob): its jobs take no ordering key. */
+  batch?: object | undefined;
 }
 
 /** The key an option names, else the kind's function of the payload; a problem is pushed when it fails. */
@@ -224,7 +226,11 @@ export function toInsertRow(
     stored ??= JSON.parse(payloadJson);
     return stored;
   };
-  const orderingKey = keyOf('orderingKey', o.orderingKey, kind.orderingKey, payload, problems);
+  // A batch runs jobs of many keys at once: per-key order cannot hold across it.
+  if (kind.batch && o.orderingKey !== undefined) {
+    problems.push('a batch kind takes no orderingKey (per-key order cannot hold across a batch)');
+  }
+  const orderingKey = kind.batch ? undefined : keyOf('orderingKey', o.orderingKey, kind.orderingKey, payload, problems);
   const concurrencyKey = keyOf('concurrencyKey', o.concurrencyKey, kind.concurrencyKey, payload, problems);
   const destination = keyOf('destination', o.destination, kind.destination, payload, problems);
   // A replace would rewrite a parked follower's run_at and release it ahead of its turn; a delay

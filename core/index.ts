@@ -39,6 +39,18 @@ export {
   stats,
 } from './admin.js';
 export { BACKOFF_DEFAULTS, type BackoffOption } from './backoff.js';
+export {
+  type BatchContext,
+  type BatchHandler,
+  type BatchJob,
+  type BatchJobDefinition,
+  type BatchJobKindOptions,
+  type BatchOptions,
+  type BatchOutcome,
+  defineBatchJob,
+  MAX_BATCH_SIZE,
+  MAX_BATCH_WAIT_MS,
+} from './batches.js';
 export { type BreakerState, breakers, type DestinationHealth, resetBreaker } from './breakers.js';
 export { type Clock, systemClock } from './clock.js';
 export { BREAKER_DEFAULTS, type BreakerSettings, countsAgainstDestination } from './destinations.js';

@@ -4,6 +4,7 @@ import { assertLabel } from '../base/identifiers.js';
 import type { ParentJob } from '../base/rows.js';
 import type { AnyPgDatabase } from '../db/connect.js';
 import { type BackoffFn, type BackoffOption, toBackoff } from './backoff.js';
+import type { BatchSpec } from './batches.js';
 import { type BreakerSettings, breakerSettings } from './destinations.js';
 import type { EnqueueOptions } from './enqueue-options.js';
 import type { PayloadInput, PayloadOutput, PayloadSchema } from './issues.js';
@@ -264,6 +265,8 @@ export interface JobDefinition<S extends PayloadSchema = PayloadSchema, Tx exten
   readonly rateLimit: Rate;
   /** When its jobs may start. */
   readonly runWindow: WindowSpec | undefined;
+  /** A batch kind's grouping and handler (defineBatchJob); undefined for a kind whose handler takes one job. */
+  readonly batch: BatchSpec | undefined;
   /** A typed request for enqueueMany(). */
   with(payload: PayloadInput<S>, options?: EnqueueOptions): JobRequest;
 }
@@ -279,6 +282,19 @@ export const JOB_DEFAULTS = {
 /** Defines a job kind once: its payload schema, defaults and (optionally) its handler. */
 export function defineJob<S extends PayloadSchema, Tx extends boolean = false>(
   options: JobKindOptions<S, Tx>,
+): JobDefinition<S, Tx> {
+  if ((options as { batch?: unknown }).batch !== undefined) {
+    throw new ConfigError(
+      `${String(options.kind)}: a kind whose handler takes a batch is defined with defineBatchJob (its handler gets an array of jobs)`,
+    );
+  }
+  return buildDefinition(options, undefined);
+}
+
+/** A kind's definition from its options, checked (defineJob, defineBatchJob). */
+export function buildDefinition<S extends PayloadSchema, Tx extends boolean = false>(
+  options: JobKindOptions<S, Tx>,
+  batch: BatchSpec | undefined,
 ): JobDefinition<S, Tx> {
   const kind = assertLabel('kind', options.kind);
   const queueDefinition = typeof options.queue === 'object' && options.queue !== null ? options.queue : undefined;
@@ -323,6 +339,7 @@ export function defineJob<S extends PayloadSchema, Tx extends boolean = false>(
     breaker: breakerSettings(options.breaker, `kind ${kind}`),
     rateLimit: rateLimitOption(kind, 'rateLimit', options.rateLimit),
     runWindow: runWindowOption(kind, options.runWindow),
+    batch,
     with: (payload, requestOptions = {}) => ({ job: definition, payload, options: requestOptions }),
   };
   return definition;

@@ -36,6 +36,13 @@ export interface Tracing {
   claim<T>(queues: readonly string[] | undefined, claim: () => Promise<T>, count: (result: T) => number): Promise<T>;
   /** Starts the span of one attempt, linked to the context its job was enqueued under. */
   attempt(job: AttemptTraceJob): AttemptTrace;
+  /**
+   * Starts the span of one batch handler call (a batch kind), linked to the context each of its
+   * jobs was enqueued under. Each job's attempt span starts inside its `run`, as a child. Optional:
+   * without it, a batch's jobs get their attempt spans only. Its outcome is `completed` when the
+   * handler answered, `retry` (with the error) when it threw.
+   */
+  batch?(jobs: readonly AttemptTraceJob[]): AttemptTrace;
 }
 
 export interface AttemptTraceJob {

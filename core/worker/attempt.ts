@@ -16,6 +16,7 @@ import { decideFailure } from '../failure.js';
 import { check, describeIssues } from '../issues.js';
 import { type Logger, withFields } from '../logger.js';
 import type { AttemptTrace } from '../tracing.js';
+import type { BatchRun } from './batch.js';
 import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
 import { handlerTransaction, type Kind, statementNow, type WorkerSettings } from './settings.js';
 import { StepRunner } from './steps.js';
@@ -113,6 +114,8 @@ export class Attempt implements ContextSource {
   #thrown: unknown = undefined;
   /** Its durable steps, made on the first `ctx.step` or `ctx.sleep`. */
   #steps: StepRunner | undefined = undefined;
+  /** The batch it runs in (a batch kind): the batch's handler answers for it, and it holds the slot. */
+  readonly batch: BatchRun | undefined;
 
   /**
    * The attempt failed on a statement whose answer was lost (a step's record, a sleep): that
@@ -127,10 +130,11 @@ export class Attempt implements ContextSource {
     return this.#host.settings.breakers;
   }
 
-  constructor(job: ClaimedJob, kind: Kind, host: AttemptHost) {
+  constructor(job: ClaimedJob, kind: Kind, host: AttemptHost, batch?: BatchRun) {
     this.job = job;
     this.kind = kind;
     this.#host = host;
+    this.batch = batch;
     this.startedAt = host.settings.clock.now();
     this.timeoutAt = this.startedAt + kind.definition.timeoutMs;
     this.lastProgress = job.progress ?? null;
@@ -171,6 +175,31 @@ export class Attempt implements ContextSource {
       (value) => this.complete(value),
       (thrown: unknown) => this.fail(thrown),
     );
+  }
+
+  /**
+   * Starts this job as a member of its batch: its span, and its payload checked against the kind's
+   * schema. A payload that fails it ends the attempt at once (dead, validation_error, as a single
+   * job's would) and undefined is returned: the job is not handed to the batch's handler. Otherwise
+   * the parsed payload; from now on an abort ends the attempt, and the batch's answer settles it.
+   */
+  startInBatch(): { payload: unknown } | undefined {
+    this.#trace = this.#host.settings.tracing?.attempt(this.job);
+    const parsed = check(this.kind.definition.payloadSchema, this.job.payload);
+    if (!parsed.success) {
+      this.fail(
+        new DiscardError(`stored payload does not match the ${this.job.kind} schema: ${describeIssues(parsed.error)}`, {
+          reason: 'validation_error',
+        }),
+      );
+      return undefined;
+    }
+    this.#abortEnds = true;
+    if (this.aborted) {
+      this.fail(this.aborted);
+      return undefined;
+    }
+    return { payload: parsed.data };
   }
 
   /** The opt-in transactional mode: the handler's writes commit with the job's completion. */

@@ -1,7 +1,7 @@
 import { ConfigError, InvocationDeadlineError } from '../../base/errors.js';
 import type { Clock } from '../clock.js';
 import type { JobDefinition } from '../jobs.js';
-import { type Attempt, JobAbort } from './attempt.js';
+import { JobAbort } from './attempt.js';
 import type { Kind } from './settings.js';
 
 /**
@@ -67,6 +67,13 @@ export class Deadline {
   }
 }
 
+/** What the watchdog aborts: one attempt, or a batch (whose jobs share one timeout). */
+export interface Watched {
+  readonly timeoutAt: number;
+  readonly kind: Kind;
+  abort(reason: JobAbort): void;
+}
+
 /**
  * One timer for the whole invocation, not one per attempt: it fires at the earliest timeout
  * among the running attempts (or when claiming stops) and aborts whatever is due.
@@ -74,7 +81,7 @@ export class Deadline {
 export class Watchdog {
   readonly #clock: Clock;
   readonly #deadline: Deadline;
-  readonly #running = new Set<Attempt>();
+  readonly #running = new Set<Watched>();
   #at = Number.POSITIVE_INFINITY;
   #cancel: (() => void) | undefined = undefined;
 
@@ -83,12 +90,12 @@ export class Watchdog {
     this.#deadline = deadline;
   }
 
-  watch(attempt: Attempt): void {
+  watch(attempt: Watched): void {
     this.#running.add(attempt);
     this.#arm(Math.min(attempt.timeoutAt, this.#deadline.stopClaimingAt));
   }
 
-  forget(attempt: Attempt): void {
+  forget(attempt: Watched): void {
     this.#running.delete(attempt);
   }
 

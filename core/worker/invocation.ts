@@ -11,6 +11,7 @@ import { runSchedules } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
+import { BatchRun } from './batch.js';
 import { Deadline, Watchdog } from './deadline.js';
 import { OutcomeBuffer, outcomesOf, RIDE_ALONG_MAX } from './outcome-buffer.js';
 import { type Kind, statementNow, type WorkerSettings } from './settings.js';
@@ -33,6 +34,9 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
  *   at most: a rate whose queue has nothing left must not keep it waiting).
  * - `lingering`: (with lingerMs) the queue ran dry: the outcomes are written, and after
  *   lingerPollMs the loop looks again, until lingerMs have passed with nothing found.
+ * - `filling`: a batch kind's jobs came fewer than its `batch.size` and it has a `maxWaitMs`: the
+ *   loop claims again for that kind alone, until the batch is full or the wait is over (never past
+ *   the budget, nor the first jobs' lease grace), then starts it and goes back where it was.
  * - `finishing`: drain is off and the one batch is claimed: it runs to its end, then the loop stops.
  * - `deadline`: no kind fits the time left. What runs finishes, or the watchdog aborts it; what
  *   waits locally is released; then the loop stops.
@@ -50,6 +54,7 @@ export type InvocationState =
   | 'draining'
   | 'pacing'
   | 'lingering'
+  | 'filling'
   | 'finishing'
   | 'deadline'
   | 'settling'
@@ -60,12 +65,13 @@ const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
   admitting: ['sweeping', 'stopped', 'failing'],
   sweeping: ['running', 'unfit', 'failing'],
   unfit: ['settling', 'failing'],
-  running: ['claiming', 'deadline', 'failing'],
+  running: ['claiming', 'filling', 'deadline', 'failing'],
   claiming: ['running', 'draining', 'finishing', 'failing'],
-  draining: ['running', 'pacing', 'lingering', 'deadline', 'settling', 'failing'],
+  draining: ['running', 'filling', 'pacing', 'lingering', 'deadline', 'settling', 'failing'],
   pacing: ['running', 'deadline', 'failing'],
   lingering: ['running', 'deadline', 'failing'],
-  finishing: ['deadline', 'settling', 'failing'],
+  filling: ['running', 'draining', 'finishing', 'failing'],
+  finishing: ['filling', 'deadline', 'settling', 'failing'],
   deadline: ['settling', 'failing'],
   settling: ['stopped', 'failing'],
   failing: ['stopped'],
@@ -115,8 +121,10 @@ export class Invocation implements AttemptHost {
   #lostClaim: string | undefined;
   /** Claimed and not started yet (a local queue, when batchSize > concurrency). */
   readonly #waiting: ClaimedJob[] = [];
-  /** Attempts started and not yet delivered. */
+  /** Attempts (and batches: one each) started and not yet delivered. */
   #inflight = 0;
+  /** A batch set aside to fill (#fill), with until when it may wait. */
+  #filling: Filling | undefined;
   /** Kinds whose timeoutMs does not fit even the whole invocation: never claimed by it. */
   readonly #unfit: readonly Kind[];
   /** Every kind of the worker's own queues never fits this invocation (see the constructor). */
@@ -345,6 +353,7 @@ export class Invocation implements AttemptHost {
     }
     const release = this.#startWaiting();
     if (release) await this.#release(release);
+    if (this.#filling) await this.#fill();
 
     if (this.#state !== 'deadline' && !this.#someKindFits()) this.#to('deadline');
     if (this.#state === 'draining' && this.#inflight === 0 && this.#waiting.length === 0) this.#to('running');
@@ -440,26 +449,152 @@ export class Invocation implements AttemptHost {
     this.#to(this.#someKindFits() ? 'running' : 'deadline');
   }
 
-  /** Starts waiting jobs while slots are free; returns the ones to give back (they no longer fit). */
+  /**
+   * Starts waiting jobs while slots are free; returns the ones to give back (they no longer fit).
+   * The jobs of a batch kind start together, up to its `batch.size` (one slot per batch, in claim
+   * order); a batch that came short and may wait to fill is set aside for #fill instead.
+   */
   #startWaiting(): ClaimedJob[] | undefined {
     const { concurrency, kinds, leaseGraceMs, clock } = this.settings;
     const waiting = this.#waiting;
     if (waiting.length === 0) return undefined;
     const release: ClaimedJob[] = [];
+    /** Jobs taken into a batch from further down the queue. */
+    let grouped: Set<ClaimedJob> | undefined;
     let taken = 0;
     while (this.#inflight < concurrency && taken < waiting.length) {
       const job = waiting[taken++] as ClaimedJob;
+      if (grouped?.has(job)) continue;
       const kind = kinds.get(job.kind) as Kind;
-      const { timeoutMs } = kind.definition;
+      const { timeoutMs, batch } = kind.definition;
       // Its lease started at the claim: a job that waited locally too long to finish inside it
       // is given back rather than started (someone else could rescue it mid-run).
       const leaseLeft = this.#claimedAt + timeoutMs + leaseGraceMs - clock.now();
-      if (this.#fits(kind) && leaseLeft >= timeoutMs) this.#start(job, kind);
-      else release.push(job);
+      if (!(this.#fits(kind) && leaseLeft >= timeoutMs)) {
+        release.push(job);
+        continue;
+      }
+      if (!batch) {
+        this.#start(job, kind);
+        continue;
+      }
+      grouped ??= new Set();
+      const members = [job];
+      for (let i = taken; i < waiting.length && members.length < batch.size; i++) {
+        const other = waiting[i] as ClaimedJob;
+        if (other.kind !== job.kind || grouped.has(other)) continue;
+        members.push(other);
+        grouped.add(other);
+      }
+      const until = this.#fillUntil(kind, members.length);
+      if (until !== undefined) {
+        this.#filling = { kind, jobs: members, until };
+        break;
+      }
+      this.#startBatch(members, kind);
     }
     waiting.splice(0, taken); // once, not a shift() per job
+    if (grouped && grouped.size > 0 && waiting.length > 0) {
+      const rest = waiting.filter((j) => !(grouped as Set<ClaimedJob>).has(j));
+      waiting.splice(0, waiting.length, ...rest);
+    }
     if (waiting.length > 0 && !this.#someKindFits()) release.push(...waiting.splice(0));
     return release.length > 0 ? release : undefined;
+  }
+
+  /**
+   * Until when a batch of `kind` that has `count` jobs may wait to fill: its maxWaitMs from the
+   * claim, but never past its first jobs' lease grace (they must still have their whole timeout
+   * when it starts) nor past the last moment the batch still fits the budget. Undefined: start now.
+   */
+  #fillUntil(kind: Kind, count: number): number | undefined {
+    const { batch, timeoutMs } = kind.definition;
+    if (!batch || batch.maxWaitMs === 0 || count >= batch.size) return undefined;
+    if (this.#state !== 'running' && this.#state !== 'draining' && this.#state !== 'finishing') return undefined;
+    const claimedAt = this.#claimedAt;
+    const until = Math.min(
+      claimedAt + batch.maxWaitMs,
+      claimedAt + this.settings.leaseGraceMs,
+      this.#deadline.stopClaimingAt - timeoutMs,
+    );
+    return until > this.settings.clock.now() ? until : undefined;
+  }
+
+  /**
+   * A batch came short: claim jobs of its kind alone, every fillPollMs, until it is full or its
+   * wait is over; then start it, and go back to the state the loop was in. Nothing else starts
+   * meanwhile (what runs goes on; its outcomes ride along with the next claim of the loop).
+   */
+  async #fill(): Promise<void> {
+    const filling = this.#filling as Filling;
+    const back = this.#state as 'running' | 'draining' | 'finishing';
+    this.#to('filling');
+    const { kind, jobs, until } = filling;
+    const { size, maxWaitMs } = kind.definition.batch as NonNullable<Kind['definition']['batch']>;
+    const { clock } = this.settings;
+    try {
+      while (jobs.length < size && clock.now() < until) {
+        jobs.push(...(await this.#claimFor(kind, size - jobs.length)));
+        const waitMs = Math.min(fillPollMs(maxWaitMs), until - clock.now());
+        if (jobs.length >= size || waitMs <= 0) break;
+        await new Promise<void>((resolve) => clock.setTimer(resolve, waitMs, { keepAlive: true }));
+      }
+    } catch (err) {
+      this.#filling = undefined;
+      this.#waiting.unshift(...jobs); // the error path gives them back
+      throw err;
+    }
+    this.#filling = undefined;
+    this.#startBatch(jobs, kind);
+    this.#to(back);
+  }
+
+  /** One claim of `kind`'s jobs alone (a batch filling), without outcomes riding along. */
+  async #claimFor(kind: Kind, limit: number): Promise<ClaimedJob[]> {
+    const leases = [{ kind: kind.definition.kind, leaseMs: kind.definition.timeoutMs + this.settings.leaseGraceMs }];
+    const leaseToken = randomUUID();
+    try {
+      const claimed = await this.#deadline.inTime(
+        traced(this.settings.tracing, this.settings.queues, () =>
+          this.#claimStatement({ leases, limit, leaseToken, settle: [] }),
+        ),
+      );
+      this.#ledger.claimed(claimed.jobs.length);
+      return claimed.jobs;
+    } catch (err) {
+      if (err instanceof OutcomeUnknownError) {
+        this.#lostClaim = leaseToken;
+        this.#ledger.answerLost('claim');
+      }
+      throw err;
+    }
+  }
+
+  /** The claim statement with this invocation's rules; `settle`: the outcomes riding along. */
+  #claimStatement(claim: {
+    leases: { kind: string; leaseMs: number }[];
+    limit: number;
+    leaseToken: string;
+    settle: ReturnType<typeof outcomesOf>;
+  }): Promise<ClaimResult> {
+    const { db, schema, queues, completion } = this.settings;
+    return claimJobs(db.db, schema, {
+      leases: claim.leases,
+      queues,
+      limit: claim.limit,
+      ...this.#admission?.lanePlan(this.#claims++),
+      invocationId: this.invocationId,
+      leaseToken: claim.leaseToken,
+      now: statementNow(this.settings),
+      settle: claim.settle,
+      completion,
+      limits: this.settings.limits,
+      rateLimits: this.settings.rateLimits,
+      windows: this.settings.windows,
+      limited: this.settings.claimShape.limited,
+      ordered: this.settings.claimShape.ordered,
+      rated: this.settings.claimShape.rated,
+    });
   }
 
   #start(job: ClaimedJob, kind: Kind): void {
@@ -468,6 +603,15 @@ export class Invocation implements AttemptHost {
     this.#inflight++;
     this.#watchdog.watch(attempt);
     attempt.run();
+  }
+
+  /** Starts one batch handler call: one slot, one watch (one timeout for all its jobs). */
+  #startBatch(jobs: ClaimedJob[], kind: Kind): void {
+    const batch = new BatchRun(jobs, kind, this);
+    for (const job of jobs) this.settings.metrics?.started(job);
+    this.#inflight++;
+    this.#watchdog.watch(batch);
+    batch.run();
   }
 
   /** Gives jobs back unstarted: no attempt counted, claimable at once. */
@@ -482,7 +626,7 @@ export class Invocation implements AttemptHost {
   /** Claims the next batch in one statement, which also writes the buffered outcomes. Returns how many jobs came. */
   async #claim(): Promise<number> {
     this.#to('claiming');
-    const { db, schema, queues, concurrency, batchSize, leaseGraceMs, drain, completion, clock } = this.settings;
+    const { queues, concurrency, batchSize, leaseGraceMs, drain, clock } = this.settings;
     const buffer = this.#buffer;
     // Too many to ride along: settled by a statement of their own, which runs alongside the claim
     // when the pool has a second connection (flush() takes the buffer at once).
@@ -494,11 +638,17 @@ export class Invocation implements AttemptHost {
     // Claim only what can start now (at most batchSize), unless a local queue was asked for
     // (batchSize > concurrency): a claimed job's lease runs from the claim, not from its start.
     const free = concurrency - this.#inflight;
-    const limit = batchSize > concurrency ? batchSize : Math.min(batchSize, free);
+    let limit = batchSize > concurrency ? batchSize : Math.min(batchSize, free);
     const leases: { kind: string; leaseMs: number }[] = [];
     for (const kind of this.settings.kindList) {
       if (this.#fits(kind)) {
         leases.push({ kind: kind.definition.kind, leaseMs: kind.definition.timeoutMs + leaseGraceMs });
+        // A batch takes one slot and up to batch.size jobs: ask for that many per free slot. Jobs of
+        // other kinds may then come in more than the free slots, and wait locally (released when
+        // their lease no longer covers them). Asking for one batch per claim instead halved the
+        // bench's batch_handler figures (slots stayed idle between claims).
+        const size = kind.definition.batch?.size;
+        if (size !== undefined) limit = Math.max(limit, Math.min(free * size, MAX_CLAIM));
       }
     }
     const leaseToken = randomUUID();
@@ -506,23 +656,7 @@ export class Invocation implements AttemptHost {
       settling,
       this.#deadline.inTime(
         traced(this.settings.tracing, queues, () =>
-          claimJobs(db.db, schema, {
-            leases,
-            queues,
-            limit,
-            ...this.#admission?.lanePlan(this.#claims++),
-            invocationId: this.invocationId,
-            leaseToken,
-            now: statementNow(this.settings),
-            settle: outcomesOf(batch),
-            completion,
-            limits: this.settings.limits,
-            rateLimits: this.settings.rateLimits,
-            windows: this.settings.windows,
-            limited: this.settings.claimShape.limited,
-            ordered: this.settings.claimShape.ordered,
-            rated: this.settings.claimShape.rated,
-          }),
+          this.#claimStatement({ leases, limit, leaseToken, settle: outcomesOf(batch) }),
         ),
       ),
     ]);
@@ -588,10 +722,14 @@ export class Invocation implements AttemptHost {
     const ended = this.#ended;
     this.#ended = [];
     for (const attempt of ended) {
-      this.#watchdog.forget(attempt);
-      this.#inflight--;
       this.#finished++;
-      if (this.#freeSince === undefined) {
+      // A batch's jobs end one by one; its slot comes free with the last.
+      const { batch } = attempt;
+      if (!batch || batch.memberEnded()) {
+        this.#watchdog.forget(batch ?? attempt);
+        this.#inflight--;
+      }
+      if (this.#freeSince === undefined && this.#inflight < this.settings.concurrency) {
         // A slot came free: claim when half a batch is free, or when this one has waited enough
         // (the timer wakes the loop even when no outcome is buffered, e.g. a transactional kind).
         this.#freeSince = this.settings.clock.now();
@@ -657,6 +795,21 @@ export class Invocation implements AttemptHost {
     }
     this.#to('stopped');
   }
+}
+
+/** The most jobs one claim asks for (a batch kind's claims: batch.size per free slot). */
+const MAX_CLAIM = 1_000;
+
+/** A batch set aside to fill: its kind, the jobs it has, and until when it may wait. */
+interface Filling {
+  kind: Kind;
+  jobs: ClaimedJob[];
+  until: number;
+}
+
+/** How often a filling batch claims again: a fifth of its maxWaitMs, from 10 to 250 ms. */
+export function fillPollMs(maxWaitMs: number): number {
+  return Math.max(10, Math.min(250, Math.round(maxWaitMs / 5)));
 }
 
 /** How often a warm instance records what it serves (the stats flag queues no worker served lately). */

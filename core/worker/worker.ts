@@ -2,6 +2,7 @@ import { ConfigError } from '../../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../../base/identifiers.js';
 import type { Completion } from '../../base/outcomes.js';
 import type { DrizzleFactory, SkiplockDb } from '../../db/connect.js';
+import type { BatchHandler } from '../batches.js';
 import { type Clock, systemClock } from '../clock.js';
 import { type BreakerSettings, breakerSettings, MAX_DESTINATION_LENGTH } from '../destinations.js';
 import { declaredLimits, declaredRateLimits, declaredWindows, type JobDefinition, type JobHandler } from '../jobs.js';
@@ -22,9 +23,9 @@ export interface WorkerOptions {
   /** The kinds this worker runs. Each needs a handler, here or in `handlers`. */
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
   jobs: readonly JobDefinition<any, any>[];
-  /** Handlers by kind, for kinds defined without one (e.g. shared definitions). */
+  /** Handlers by kind, for kinds defined without one (e.g. shared definitions); a batch kind's takes a batch. */
   // biome-ignore lint/suspicious/noExplicitAny: see above.
-  handlers?: Record<string, JobHandler<any, any>>;
+  handlers?: Record<string, JobHandler<any, any> | BatchHandler<any>>;
   /** @defaultValue 'skiplock' */
   schema?: string;
   /** Only claim jobs in these queues. @defaultValue all queues */
@@ -218,8 +219,12 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
 
   const kinds = new Map<string, Kind>();
   for (const definition of options.jobs) {
-    const handler = options.handlers?.[definition.kind] ?? definition.handler;
+    const handler = (options.handlers?.[definition.kind] ?? definition.handler ?? definition.batch?.handler) as
+      | Kind['handler']
+      | undefined;
     if (!handler) throw new ConfigError(`job kind ${definition.kind} has no handler`);
+    if (typeof handler !== 'function')
+      throw new ConfigError(`job kind ${definition.kind}: its handler is not a function`);
     if (definition.transactional && !db.interactiveTransactions) {
       throw new ConfigError(
         `job kind ${definition.kind} is transactional, but the ${db.driver} driver has no interactive transactions; use pg or neon-ws`,

@@ -365,6 +365,44 @@ export async function extendLease(
   return row ? new Date(row.lease_expires_at_ms) : null;
 }
 
+/**
+ * Pushes the held leases of many jobs (a batch's) to at least `ms` from now, in one statement
+ * (JobExtendLeaseMany): fenced per job like extendLease. Returns the ids whose lease was extended;
+ * a job missing from them lost its lease.
+ */
+export async function extendLeases(
+  db: AnyPgDatabase,
+  schema: string,
+  jobs: readonly { id: string; leaseToken: string }[],
+  ms: number,
+  now?: Date,
+): Promise<string[]> {
+  if (jobs.length === 0) return [];
+  const ids = sql.param(jobs.map((j) => j.id));
+  const rows = await queryRows<{ id: string }>(
+    db,
+    sql`with moved as (
+        update ${jobsRef(schema)} j set
+          lease_token = r.token,
+          lease_expires_at = greatest(j.lease_expires_at, ${nowExpr(now)} + ${Math.max(0, Math.round(ms))} * interval '1 millisecond'),
+          updated_at = ${nowExpr(now)}
+        from unnest(${ids}::bigint[], ${sql.param(jobs.map((j) => j.leaseToken))}::uuid[]) as r(id, token)
+        where j.id = r.id and j.id = any(${ids}::bigint[]) and j.lease_token = r.token and j.state = 'running'
+        returning j.id, j.destination, j.lease_expires_at
+      ),
+      probe as (
+        update ${destinationsRef(schema)} d set probe_until = greatest(d.probe_until, m.lease_expires_at)
+        from moved m
+        where m.destination is not null and d.name = m.destination and d.state = 'half_open' and d.probe_job = m.id
+        returning 1
+      )
+      select m.id::text as id from moved m
+      where (select count(*) from probe) >= 0`,
+    schema,
+  );
+  return rows.map((r) => r.id);
+}
+
 /** Records a running job's progress (JobSetProgress). False when the lease was lost. */
 export async function reportProgress(
   db: AnyPgDatabase,

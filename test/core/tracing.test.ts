@@ -12,6 +12,7 @@ import { createLambdaEnqueue, createLambdaWorker } from '../../adapters/lambda.j
 import { otelTracing } from '../../adapters/otel.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { DiscardError } from '../../base/errors.js';
+import { defineBatchJob } from '../../core/batches.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
@@ -46,6 +47,47 @@ const one = (name: string) => {
 };
 
 describe(`OpenTelemetry traces from enqueue to execution (${testDriver()})`, () => {
+  it("a batch handler call has its own span, linked to each job's enqueue; each job's attempt span is its child", async () => {
+    const bulk = defineBatchJob({
+      kind: 'bulk-index',
+      queue: 'indexing',
+      payload: z.object({ doc: z.number() }),
+      batch: { size: 10 },
+      timeoutMs: 2_000,
+      handler: (jobs) => jobs.map((j) => (j.payload.doc === 2 ? j.retry(new Error('shard busy')) : j.done())),
+    });
+    const enqueuer = createEnqueuer({ schema: t.schema, tracing: otelTracing({ tracer }) });
+    await tracer.startActiveSpan('POST /docs', async (span) => {
+      await enqueuer.enqueueMany(t.db, [bulk.with({ doc: 1 }), bulk.with({ doc: 2 }), bulk.with({ doc: 3 })]);
+      span.end();
+    });
+    await createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [bulk],
+      logger: silentLogger,
+      tracing: otelTracing({ tracer }),
+    }).runInvocation({ remainingMs: 30_000 });
+    const processed = spans('process indexing');
+    const batch = processed.find((s) => s.attributes['messaging.batch.message_count'] === 3) as ReadableSpan;
+    expect(batch).toBeDefined();
+    expect(batch.attributes['skiplock.batch.outcome']).toBe('completed');
+    const send = one('send indexing');
+    expect(batch.links.map((l) => l.context.spanId)).toEqual([
+      send.spanContext().spanId,
+      send.spanContext().spanId,
+      send.spanContext().spanId,
+    ]);
+    const attempts = processed.filter((s) => s !== batch);
+    expect(attempts).toHaveLength(3);
+    for (const a of attempts) expect(a.parentSpanContext?.spanId).toBe(batch.spanContext().spanId);
+    expect(attempts.map((a) => a.attributes['skiplock.job.outcome']).sort()).toEqual([
+      'completed',
+      'completed',
+      'retry',
+    ]);
+  });
+
   it("an enqueue inside a traced request and the job's attempt in a later invocation are linked", async () => {
     const sendWelcome = defineJob({
       kind: 'send-welcome',

@@ -16,7 +16,7 @@ export const ciRun = (extra: Partial<ChaosOptions>) =>
     ...extra,
   }).then((report) => {
     // The run's figures in the CI log.
-    console.log(`${report.detail}\n${report.line}`);
+    console.log(`${report.detail}\n${report.batchLine}\n${report.line}`);
     return report;
   });
 
@@ -82,6 +82,9 @@ export function describeDriverRun(driver: Driver, paths: readonly string[]): voi
       expect(report.line).toMatch(CLEAN_LINE(driver, report.result.enqueued));
       expectNothingLost(report.result, 1000 + report.result.liveEnqueued);
       expect(report.result.duplicateTokenExecutions).toBe(0);
+      // The batch kind: each job's final state is the one its batch answered, written once.
+      expect(report.batchLine).toMatch(/ outcomes kept per job /);
+      expect(report.batches.jobs).toBeGreaterThan(0);
       expect(report.failed).toBe(false);
     });
 

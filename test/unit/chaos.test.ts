@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { checkBatches } from '../../chaos/batch-job.js';
 import { checkRun } from '../../chaos/checker.js';
 import type { ChaosReport } from '../../chaos/harness.js';
 import { CLEAN_LINE, ciRun, expectEventsFannedOut, expectNothingLost } from '../helpers/chaos.js';
@@ -75,6 +76,32 @@ describe('chaos (CI size)', () => {
     expect(report.result.reExecuted).toBeGreaterThan(0);
     // Poison jobs (always throw) end dead with exactly max attempts.
     expect(report.result.dead).toBeGreaterThan(0);
+  });
+
+  it('ran batch handlers through the kills: each job got the outcome its batch answered, once', async () => {
+    const b = report.batches;
+    expect(b.jobs).toBe(94); // n % 16 = 11 among 1,500
+    expect(b.batches).toBeGreaterThan(0);
+    expect(b).toMatchObject({ mismatches: 0, foreign: 0, completedTwice: 0, handedTwice: 0 });
+    expect(report.batchLine).toMatch(/^batches: \d+ batches, 94 jobs, outcomes kept per job /);
+    // Some batches held more than one job, and some jobs were handed to more than one call.
+    const { rows } = await admin.query(
+      `select max(size)::int as most, (select count(*)::int from (select job_id from "${report.schema}".chaos_batch_runs
+         group by job_id having count(*) > 1) x) as again from "${report.schema}".chaos_batch_runs`,
+    );
+    expect(rows[0].most).toBeGreaterThan(1);
+    expect(rows[0].again).toBeGreaterThan(0);
+    // The batch checker catches an outcome written to the wrong job, and a state no answer led to.
+    const s = `"${report.schema}"`;
+    await admin.query(
+      `update ${s}.jobs set result = jsonb_set(result, '{n}', '-1') where id = (
+         select min(id) from ${s}.jobs where kind = 'chaos-batched' and state = 'completed');
+       update ${s}.jobs set state = 'cancelled' where id = (
+         select max(id) from ${s}.jobs where kind = 'chaos-batched' and state = 'completed')`,
+    );
+    const tampered = await checkBatches(admin, report.schema);
+    expect(tampered.foreign).toBe(1);
+    expect(tampered.mismatches).toBe(1);
   });
 
   it('the checker catches what it is there to catch', async () => {

@@ -14,6 +14,7 @@ import type {
   VercelWorkerOptions,
 } from '../../adapters/vercel.js';
 import type {
+  BatchOptions,
   ConnectOptions,
   ExplainOptions,
   MaintenanceOptions,
@@ -107,6 +108,12 @@ describe('options and results the docs list', () => {
         drizzleTransaction: true,
         close: true,
       }),
+    },
+    {
+      what: 'defineBatchJob({ batch })',
+      page: 'docs/configuration.md',
+      heading: 'defineBatchJob(options)',
+      names: keysOf<BatchOptions>()({ size: true, maxWaitMs: true }),
     },
     {
       what: 'runMaintenance(db, options)',

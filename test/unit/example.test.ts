@@ -91,3 +91,15 @@ it('the events example (npm run example:events) fans one publish out to each sub
     'receipt → ada@example.com: Your order A-18',
   ]);
 });
+
+it('the batches example (npm run example:batches) sends in calls of up to five, and writes each job its own outcome', async () => {
+  const env = { ...process.env };
+  delete env.DATABASE_URL;
+  const { stdout } = await run('npx', ['tsx', 'examples/batches.ts'], { env, timeout: 60_000 });
+  expect(stdout).toMatch(/^calls to the mail API: 5 \+ 2 messages$/m);
+  expect(stdout).toMatch(/^summary: claimed 7, completed 5, retried 1, dead 1$/m);
+  expect(stdout).toMatch(/^ada@example\.com: completed \(\{"messageId":"msg-1-0"\}\)$/m);
+  expect(stdout).toMatch(/^busy-cy@example\.com: queued \(retried: throttled by the mail API\)$/m);
+  expect(stdout).toMatch(/^eve@nowhere\.invalid: dead \(bounced: no such domain\)$/m);
+  expect(stdout).toMatch(/^gus@example\.com: completed \(\{"messageId":"msg-2-1"\}\)$/m);
+});
