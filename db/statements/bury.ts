@@ -20,6 +20,20 @@ const SWEEP_KEYS = 50;
 export async function buryDoomed(
   db: AnyPgDatabase,
   schema: string,
+  request: Parameters<typeof sweepDoomed>[2],
+): Promise<ClaimDeadJob[]> {
+  return (await sweepDoomed(db, schema, request)).dead;
+}
+
+/**
+ * buryDoomed, and with `probeSchedules` whether a run-time schedule is due (unclaimed, next_run_at
+ * ≤ now) in the same statement: an invocation learns it has a tick to run at no extra round trip,
+ * and an app with no schedule due sends no schedule statement at all. The probe reads the first
+ * entries of runtime_schedules_due_idx.
+ */
+export async function sweepDoomed(
+  db: AnyPgDatabase,
+  schema: string,
   request: {
     kinds: readonly string[];
     queues?: readonly string[];
@@ -30,8 +44,9 @@ export async function buryDoomed(
      * the time its invocation has for attempts and its kinds whose timeoutMs is longer (never claimed).
      */
     served?: { name: string; budgetMs?: number; unfitKinds?: readonly string[] };
+    probeSchedules?: boolean;
   },
-): Promise<ClaimDeadJob[]> {
+): Promise<{ dead: ClaimDeadJob[]; schedulesDue: boolean }> {
   const jobs = jobsRef(schema);
   const now = sql`(select now from clock)`;
   const kindFilter = sql`j.kind = any(${sql.param(request.kinds)}::text[]) ${
@@ -51,6 +66,7 @@ export async function buryDoomed(
     attempt: number;
     dead_reason: string;
     correlation_id: string | null;
+    schedules_due?: boolean;
   }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
@@ -86,10 +102,18 @@ export async function buryDoomed(
     returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
     ),
     ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}${request.served ? workerSeenCte(schema, request.served, request.kinds, request.queues) : sql``}
-    select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`,
+    ${
+      request.probeSchedules
+        ? sql`select b.id::text as id, b.kind, b.queue, b.attempt, b.dead_reason, b.correlation_id, p.due as schedules_due
+      from (select exists (select 1 from ${sql.identifier(schema)}.runtime_schedules s
+        where s.next_run_at <= ${now} and (s.claimed_until is null or s.claimed_until <= ${now})) as due) p
+      left join buried b on true`
+        : sql`select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`
+    }`,
     schema,
   );
-  return rows.map((r) => ({
+  const schedulesDue = rows.some((r) => r.schedules_due === true);
+  const dead = rows.filter((r) => r.id !== null).map((r) => ({
     id: r.id,
     kind: r.kind,
     queue: r.queue,
@@ -97,6 +121,7 @@ export async function buryDoomed(
     reason: r.dead_reason as ClaimDeadJob['reason'],
     correlationId: r.correlation_id,
   }));
+  return { dead, schedulesDue };
 }
 
 /**
