@@ -128,10 +128,10 @@ export {
   type RuntimeTickResult,
   resumeSchedule,
   runRuntimeSchedules,
-  type ScheduleWriteOptions,
-  type ScheduleWriteResult,
   type Scheduler,
   type SchedulerConfig,
+  type ScheduleWriteOptions,
+  type ScheduleWriteResult,
   updateSchedule,
   upsertSchedule,
 } from './runtime-schedules.js';

@@ -143,9 +143,18 @@ export interface Scheduler {
   ): Promise<ApplySchedulesResult>;
   /** The same writes as statements for a neon-http batch (validated now). */
   prepare: {
-    createSchedule(spec: RuntimeScheduleSpec, options?: ScheduleWriteOptions): PreparedScheduleChange<ScheduleWriteResult>;
-    upsertSchedule(spec: RuntimeScheduleSpec, options?: ScheduleWriteOptions): PreparedScheduleChange<ScheduleWriteResult>;
-    updateSchedule(spec: RuntimeScheduleSpec, options?: ScheduleWriteOptions): PreparedScheduleChange<ScheduleWriteResult>;
+    createSchedule(
+      spec: RuntimeScheduleSpec,
+      options?: ScheduleWriteOptions,
+    ): PreparedScheduleChange<ScheduleWriteResult>;
+    upsertSchedule(
+      spec: RuntimeScheduleSpec,
+      options?: ScheduleWriteOptions,
+    ): PreparedScheduleChange<ScheduleWriteResult>;
+    updateSchedule(
+      spec: RuntimeScheduleSpec,
+      options?: ScheduleWriteOptions,
+    ): PreparedScheduleChange<ScheduleWriteResult>;
     pauseSchedule(key: string, options?: ScheduleWriteOptions): PreparedScheduleChange<boolean>;
     resumeSchedule(key: string, options?: ScheduleWriteOptions): PreparedScheduleChange<boolean>;
     deleteSchedule(key: string): PreparedScheduleChange<boolean>;
@@ -323,14 +332,11 @@ function cronCandidates(cron: string, timezone: string, startAt: Date | null, no
   return out;
 }
 
-function writeOutcome(
-  mode: ScheduleWriteMode,
-  key: string,
-  rows: readonly ScheduleWriteRow[],
-): ScheduleWriteResult {
+function writeOutcome(mode: ScheduleWriteMode, key: string, rows: readonly ScheduleWriteRow[]): ScheduleWriteResult {
   const row = rows.find((r) => r.key === key);
   if (row?.outcome === 'unchanged') return { key, outcome: 'unchanged' };
-  if (row) return { key, outcome: row.outcome === 'created' ? 'created' : 'updated', nextRunAt: toDateOrNull(row.next_ms) };
+  if (row)
+    return { key, outcome: row.outcome === 'created' ? 'created' : 'updated', nextRunAt: toDateOrNull(row.next_ms) };
   return { key, outcome: mode === 'create' ? 'exists' : mode === 'update' ? 'missing' : 'unchanged' };
 }
 
@@ -402,7 +408,12 @@ export function createScheduler(config: SchedulerConfig = {}): Scheduler {
     if (!config.nudger?.noteDue || !result.nextRunAt) return;
     await config.nudger.noteDue([{ queue, at: result.nextRunAt }]).catch(() => {});
   };
-  const write = async (mode: ScheduleWriteMode, target: EnqueueTarget, spec: RuntimeScheduleSpec, options?: ScheduleWriteOptions) => {
+  const write = async (
+    mode: ScheduleWriteMode,
+    target: EnqueueTarget,
+    spec: RuntimeScheduleSpec,
+    options?: ScheduleWriteOptions,
+  ) => {
     const prepared = prepareWrite(mode, spec, options);
     const result = await run(target, prepared);
     await noteDue(prepared.input.queue, result);

@@ -562,12 +562,8 @@ export function runtimeSchedulesTableIn(schema: PgSchema<string>) {
       updatedAt: timestamp('updated_at', tz).notNull().defaultNow(),
     },
     (t) => [
-      index('runtime_schedules_due_idx')
-        .on(t.nextRunAt)
-        .where(sql`next_run_at is not null`),
-      index('runtime_schedules_set_idx')
-        .on(t.setId, t.key)
-        .where(sql`set_id is not null`),
+      index('runtime_schedules_due_idx').on(t.nextRunAt).where(sql`next_run_at is not null`),
+      index('runtime_schedules_set_idx').on(t.setId, t.key).where(sql`set_id is not null`),
       check('runtime_schedules_pattern_check', sql`(cron is null) <> (interval_ms is null)`),
       check('runtime_schedules_interval_check', sql`interval_ms is null or interval_ms >= 1000`),
     ],

@@ -113,14 +113,16 @@ export async function sweepDoomed(
     schema,
   );
   const schedulesDue = rows.some((r) => r.schedules_due === true);
-  const dead = rows.filter((r) => r.id !== null).map((r) => ({
-    id: r.id,
-    kind: r.kind,
-    queue: r.queue,
-    attempt: r.attempt,
-    reason: r.dead_reason as ClaimDeadJob['reason'],
-    correlationId: r.correlation_id,
-  }));
+  const dead = rows
+    .filter((r) => r.id !== null)
+    .map((r) => ({
+      id: r.id,
+      kind: r.kind,
+      queue: r.queue,
+      attempt: r.attempt,
+      reason: r.dead_reason as ClaimDeadJob['reason'],
+      correlationId: r.correlation_id,
+    }));
   return { dead, schedulesDue };
 }
 

@@ -196,8 +196,7 @@ export function writeRuntimeSchedulesStatement(
     sql.raw(
       `(${a}.kind, ${a}.cron, ${a}.interval_ms, ${a}.timezone, ${a}.payload, ${a}.queue, ${a}.job_options, ${a}.start_at, ${a}.end_at, ${a}.missed, ${a}.late_after_ms, ${a}.set_id)`,
     );
-  const timing = (a: string) =>
-    sql.raw(`(${a}.cron, ${a}.interval_ms, ${a}.timezone, ${a}.start_at, ${a}.end_at)`);
+  const timing = (a: string) => sql.raw(`(${a}.cron, ${a}.interval_ms, ${a}.timezone, ${a}.start_at, ${a}.end_at)`);
   const inputDefinition = sql.raw(
     '(i.kind, i.cron, i.interval_ms, i.timezone, i.payload_json::jsonb, i.queue, i.job_options, i.start_at, i.end_at, i.missed, i.late_after_ms, i.set_id)',
   );

@@ -60,7 +60,9 @@ describe('run-time schedules in a worker invocation', () => {
     );
     const summary = await worker([other], '2027-06-01T08:01:01Z').runInvocation({ remainingMs: 10_000 });
     expect(summary).toMatchObject({ runtimeScheduled: 1, claimed: 0 });
-    const { rows } = await t.admin.query(`select kind, state, dedupe_key from "${t.schema}".jobs where kind = 'digest'`);
+    const { rows } = await t.admin.query(
+      `select kind, state, dedupe_key from "${t.schema}".jobs where kind = 'digest'`,
+    );
     expect(rows).toEqual([{ kind: 'digest', state: 'queued', dedupe_key: 'feed:1@2027-06-01T08:01:00.000Z' }]);
   });
 

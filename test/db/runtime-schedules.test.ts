@@ -15,8 +15,8 @@ import { defineSchedule, dueOccurrences, listSchedules } from '../../core/schedu
 import type { SkiplockDb } from '../../db/connect.js';
 import { claimDueRuntimeSchedules, fireRuntimeSchedules } from '../../db/statements/runtime-schedules.js';
 import { nextDue } from '../../db/statements/wake.js';
-import { countStatements } from '../helpers/statements.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { countStatements } from '../helpers/statements.js';
 
 // Schedules the app creates at run time: data in runtime_schedules, ticked by every worker with
 // two statements per round (claim, then fire with a compare-and-set), on every driver.
@@ -343,7 +343,14 @@ describe(`the tick (${testDriver()})`, () => {
       await s().createSchedule(t.db, spec('night', { cron, timezone, missed: 100 }), { now: at(from) });
       const end = new Date(at(from).getTime() + 6 * 3_600_000);
       await tick(end.toISOString());
-      const code = defineSchedule({ name: 'night', cron, timezone, job: digest, payload: { userId: 'x' }, missed: 100 });
+      const code = defineSchedule({
+        name: 'night',
+        cron,
+        timezone,
+        job: digest,
+        payload: { userId: 'x' },
+        missed: 100,
+      });
       const expected = dueOccurrences(code, at(from), end).enqueue.map((d) => `night@${d.toISOString()}`);
       expect(expected.length).toBeGreaterThan(9);
       expect(await jobKeys()).toEqual(expected.sort());
