@@ -26,6 +26,7 @@ import {
 } from './http.js';
 import { dlqPage, jobPage, jobsPage } from './job-pages.js';
 import { flowPage, overviewPage } from './pages.js';
+import { schedulesPage } from './schedule-pages.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
@@ -274,6 +275,7 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     if (path === '/jobs') return jobsPage(ctx, url);
     if (path === '/dlq') return dlqPage(ctx, url);
     if (path === '/flow') return flowPage(ctx);
+    if (path === '/schedules') return schedulesPage(ctx, url);
     const job = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(path);
     if (job) return jobPage(ctx, job[1] as string);
     return null;
