@@ -4,6 +4,8 @@
  * bench/process.svg (a --quick run: bench/RESULTS.quick.md and bench/process.quick.svg, not
  * committed). `--soak` adds the soak phase (bench/soak.ts: claims while VACUUM lags, both
  * completion modes; 24 min, or 4 min with --quick); `--soak-only` runs just that phase and prints it.
+ * Phase 10 (`schedule_tick`, bench/schedule-tick.ts): 1,000,000 run-time schedules, 1,000 due;
+ * `--schedule-tick-only` runs just that phase and prints it.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -21,6 +23,7 @@ import { bundleFunction } from '../scripts/bundle.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
 import { renderReport, soakSection } from './report.js';
+import { runScheduleTick, SCHEDULE_TICK_FULL, SCHEDULE_TICK_QUICK } from './schedule-tick.js';
 import { runSoak, SOAK_FULL, SOAK_QUICK, type SoakResult } from './soak.js';
 import { graphileSystem } from './systems/graphile.js';
 import { pgBossSystem } from './systems/pgboss.js';
@@ -141,6 +144,19 @@ if (args.includes('--soak-only')) {
   log(soakSection(results.soak as Record<Completion, SoakResult>));
   if (asJson) console.log(JSON.stringify({ soak: results.soak }));
   await dropDatabase(server, DB);
+  await database.stop();
+  process.exit(0);
+}
+
+/** Phase 10: run-time schedules, 1,000,000 of which 1,000 due (bench/schedule-tick.ts). */
+async function scheduleTickPhase() {
+  log(`phase 10: schedule tick (${quick ? '--quick' : 'full'})`);
+  return runScheduleTick(server, quick ? SCHEDULE_TICK_QUICK : SCHEDULE_TICK_FULL, log);
+}
+if (args.includes('--schedule-tick-only')) {
+  results.schedule_tick = await scheduleTickPhase();
+  log(JSON.stringify(results.schedule_tick, null, 2));
+  if (asJson) console.log(JSON.stringify({ schedule_tick: results.schedule_tick }));
   await database.stop();
   process.exit(0);
 }
@@ -361,6 +377,7 @@ results.wal_fillfactor_30_bytes_per_job = wal[KEEP_FILLFACTOR_30];
 log(`  WAL bytes per job: ${JSON.stringify(wal)}`);
 
 if (soak) results.soak = await soakPhase();
+results.schedule_tick = await scheduleTickPhase();
 
 // 7. Cold start: the worker bundle and its import time vs a bare handler.
 log('phase 7: cold start');

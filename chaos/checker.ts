@@ -1,5 +1,9 @@
 import type pg from 'pg';
 import { SCHEDULED_KIND } from './job.js';
+import { RUNTIME_KIND } from './runtime-schedules.js';
+
+/** The kinds the workers enqueue themselves (schedules): checked on their own, not as the harness's jobs. */
+const OWN_KINDS = `'${SCHEDULED_KIND}', '${RUNTIME_KIND}'`;
 import { checkSteps, type StepCheckResult } from './step-checker.js';
 
 /** The queue the harness pauses and resumes while the run goes on (a quarter of the jobs). */
@@ -79,7 +83,8 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     where (j.id is null and e.job_id not in (${deletedOnCompletion}))
       or j.state not in ('completed', 'dead', 'cancelled')`);
   // The schedule's jobs are the workers' own (each occurrence checked below), not the harness's.
-  const scheduledJobs = `select job_id from ${s}.chaos_schedule_runs union select id from ${s}.jobs where kind = '${SCHEDULED_KIND}'`;
+  const scheduledJobs = `select job_id from ${s}.chaos_schedule_runs union select job_id from ${s}.chaos_runtime_runs
+    union select id from ${s}.jobs where kind in (${OWN_KINDS})`;
   const unexpected = await one(`
     select count(*) as n from (
       select j.id from ${s}.jobs j where j.state = 'completed'
@@ -98,12 +103,12 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
     select count(*) as n from ${s}.chaos_audit a
     where a.old_token is distinct from a.new_token
       and not (a.new_state = 'running' and a.new_attempt = a.old_attempt + 1)`);
-  const dead = await one(`select count(*) as n from ${s}.jobs where state = 'dead' and kind <> '${SCHEDULED_KIND}'`);
+  const dead = await one(`select count(*) as n from ${s}.jobs where state = 'dead' and kind not in (${OWN_KINDS})`);
   const completed = await one(`
-    select (select count(*) from ${s}.jobs where state = 'completed' and kind <> '${SCHEDULED_KIND}')
+    select (select count(*) from ${s}.jobs where state = 'completed' and kind not in (${OWN_KINDS}))
       + (select count(*) from (${deletedOnCompletion}) d where d.job_id not in (${scheduledJobs})) as n`);
   const cancelled = await one(
-    `select count(*) as n from ${s}.jobs where state = 'cancelled' and kind <> '${SCHEDULED_KIND}'`,
+    `select count(*) as n from ${s}.jobs where state = 'cancelled' and kind not in (${OWN_KINDS})`,
   );
   const maxExecutions = await one(`
     select coalesce(max(c), 0) as n from (select count(*) as c from ${s}.chaos_executions group by job_id) x`);

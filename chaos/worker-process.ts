@@ -12,6 +12,7 @@ import { defineSchedule } from '../core/schedules.js';
 import { createWorker, type InvocationStarter } from '../core/worker.js';
 import { connect } from '../db/connect.js';
 import { chaosJob, chaosScheduledJob } from './job.js';
+import { chaosRuntimeJob } from './runtime-schedules.js';
 import { type FaultyConnection, neonOptionsOf } from './stand-ins.js';
 import { chaosSteppedJob, poolStepHooks } from './steps-job.js';
 
@@ -145,7 +146,7 @@ const starter: InvocationStarter = {
 const capped = config.maxInvocations > 0;
 const worker = createWorker({
   db,
-  jobs: [job, scheduled, stepped],
+  jobs: [job, scheduled, stepped, chaosRuntimeJob(direct, config.schema)],
   schedules,
   scheduleTickMs: 0,
   schema: config.schema,
