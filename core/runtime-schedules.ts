@@ -531,7 +531,7 @@ export async function runRuntimeSchedules(
       result.skipped.push(s);
       logger.warn('schedule_missed', { schedule: s.schedule, skipped: s.count, source: 'runtime' });
     }
-    if (claim.rows.length < limit) break;
+    if (!claim.more) break;
   }
   return result;
 }

@@ -315,15 +315,16 @@ export function readRuntimeScheduleRecords(raw: unknown): RuntimeScheduleRecord[
  * through the partial index on next_run_at, `FOR UPDATE SKIP LOCKED` so that concurrent ticks take
  * different rows without waiting, then a short lease (`claimed_until`) so that the next statement
  * of another tick passes over them too (there is no transaction to hold the row lock). A tick that
- * dies leaves its rows to the next tick once the lease ends. Returns them with the clock it used.
+ * dies leaves its rows to the next tick once the lease ends. Returns them with the clock it used,
+ * and, after a full claim, whether more are due.
  */
 export async function claimDueRuntimeSchedules(
   db: AnyPgDatabase,
   schema: string,
   request: { limit: number; leaseMs: number; now?: Date },
-): Promise<{ now: Date; rows: RuntimeScheduleRecord[] }> {
+): Promise<{ now: Date; rows: RuntimeScheduleRecord[]; more: boolean }> {
   const table = ref(schema);
-  const rows = await queryRows<RecordRow & { now_ms: number }>(
+  const rows = await queryRows<RecordRow & { now_ms: number; more: boolean }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
       due as (
@@ -339,11 +340,21 @@ export async function claimDueRuntimeSchedules(
         from due where s.key = due.key
         returning s.*
       )
-      select ${recordColumns}, ${epochMs(sql`(select now from clock)`)} as now_ms from claimed s`,
+      select ${recordColumns}, ${epochMs(sql`(select now from clock)`)} as now_ms,
+        -- A full claim: is anything else due? (The next round is sent only then.)
+        (select count(*) from due) = ${request.limit} and exists (
+          select 1 from ${table} o where o.next_run_at <= (select now from clock)
+            and (o.claimed_until is null or o.claimed_until <= (select now from clock))
+            and o.key not in (select key from due)) as more
+      from claimed s`,
     schema,
   );
   const now = rows[0]?.now_ms;
-  return { now: now === undefined ? (request.now ?? new Date()) : new Date(Number(now)), rows: rows.map(toRecord) };
+  return {
+    now: now === undefined ? (request.now ?? new Date()) : new Date(Number(now)),
+    rows: rows.map(toRecord),
+    more: rows[0]?.more === true,
+  };
 }
 
 /** What a tick decided for one claimed schedule. */
@@ -411,7 +422,8 @@ export async function fireRuntimeSchedules(
       db,
       insertJobsStatement(schema, request.rows, {
         ctes: moved,
-        condition: sql`exists (select 1 from owners o join moved mv on mv.key = o.key where o.ord = r.ord)`,
+        // One hashed set of the moved schedules' rows, not a scan of them per row.
+        condition: sql`r.ord in (select o.ord from owners o join moved mv on mv.key = o.key)`,
       }),
       schema,
     ),

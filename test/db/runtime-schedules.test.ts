@@ -152,6 +152,17 @@ describe(`the tick (${testDriver()})`, () => {
     expect([result.claimed, statements]).toEqual([0, 1]);
   });
 
+  it('claims in rounds of `limit`: another round only when more are due', async () => {
+    const every5 = (n: number, from = 0) =>
+      Array.from({ length: n }, (_, i) => spec(`r-${from + i}`, { cron: '*/5 * * * *', timezone: 'UTC' }));
+    await s().applySchedules(t.db, 'rounds', every5(20), { now: at('2026-06-01T10:01:00Z') });
+    const exact = await tick('2026-06-01T10:05:01Z', t.db, 20);
+    expect([exact.enqueued.length, exact.statements]).toEqual([20, 2]);
+    await s().applySchedules(t.db, 'rounds', every5(30), { now: at('2026-06-01T10:06:00Z') });
+    const more = await tick('2026-06-01T10:10:01Z', t.db, 20);
+    expect([more.enqueued.length, more.statements]).toEqual([30, 4]);
+  });
+
   it('4 ticks at once over their own connections on 200 due schedules enqueue exactly 200 jobs', async () => {
     const specs = Array.from({ length: 200 }, (_, i) =>
       spec(`user-${i}`, { cron: '*/5 * * * *', timezone: 'UTC', payload: { userId: `u${i}` } }),
