@@ -15,6 +15,7 @@ import { silentLogger } from '../core/logger.js';
 import { runRuntimeSchedules } from '../core/runtime-schedules.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
+import { sweepDoomed } from '../db/statements/bury.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, withClient } from './db.js';
 
 export interface ScheduleTickParams {
@@ -35,8 +36,9 @@ export interface ScheduleTickResult {
   /** A tick with nothing due (runRuntimeSchedules alone: its one claim). */
   idle_tick_ms: number;
   idle_tick_statements: number;
-  /** The probe the invocation's sweep carries instead (no statement of its own): its time alone. */
-  idle_probe_ms: number;
+  /** The invocation's first statement (its sweep), without and with the probe for a due schedule it carries. */
+  idle_sweep_ms: number;
+  idle_sweep_with_probe_ms: number;
   /** 4 concurrent ticks on the same `due` schedules: wall ms, jobs written (must equal `due`). */
   concurrent_ticks_ms: number;
   concurrent_jobs: number;
@@ -89,8 +91,7 @@ export async function runScheduleTick(
         );
         await c.query('vacuum analyze skiplock.runtime_schedules');
       });
-    const tick = (now: Date, target = db) =>
-      runRuntimeSchedules(target, { now, logger: silentLogger, limit: 1000 });
+    const tick = (now: Date, target = db) => runRuntimeSchedules(target, { now, logger: silentLogger, limit: 1000 });
 
     // Nothing due: a tick just before t0.
     const idle: number[] = [];
@@ -102,18 +103,23 @@ export async function runScheduleTick(
       idleStatements = result.statements;
       if (result.claimed !== 0) throw new Error('an idle tick claimed schedules');
     }
-    const probe: number[] = [];
-    await withClient(url, async (c) => {
+    // The invocation's sweep, with and without the probe it carries for run-time schedules.
+    const sweep = async (probeSchedules: boolean) => {
+      const times: number[] = [];
       for (let rep = 0; rep < params.reps * 4; rep++) {
         const started = performance.now();
-        await c.query(
-          `select exists (select 1 from skiplock.runtime_schedules s where s.next_run_at <= $1
-             and (s.claimed_until is null or s.claimed_until <= $1)) as due`,
-          [new Date(t0 - 10_000)],
-        );
-        probe.push(performance.now() - started);
+        await sweepDoomed(db.db, 'skiplock', {
+          kinds: ['digest'],
+          limit: 1000,
+          now: new Date(t0 - 10_000),
+          probeSchedules,
+        });
+        times.push(performance.now() - started);
       }
-    });
+      return median(times);
+    };
+    const sweepMs = await sweep(false);
+    const probedSweepMs = await sweep(true);
 
     // `due` schedules due: one tick enqueues them all.
     const ticks: number[] = [];
@@ -149,7 +155,8 @@ export async function runScheduleTick(
       occurrences_per_s: Math.round(params.due / (tickMs / 1000)),
       idle_tick_ms: round(median(idle)),
       idle_tick_statements: idleStatements,
-      idle_probe_ms: round(median(probe)),
+      idle_sweep_ms: round(sweepMs),
+      idle_sweep_with_probe_ms: round(probedSweepMs),
       concurrent_ticks_ms: round(concurrentMs),
       concurrent_jobs: jobs,
     };

@@ -4,6 +4,7 @@ import { RUNTIME_KIND } from './runtime-schedules.js';
 
 /** The kinds the workers enqueue themselves (schedules): checked on their own, not as the harness's jobs. */
 const OWN_KINDS = `'${SCHEDULED_KIND}', '${RUNTIME_KIND}'`;
+
 import { checkSteps, type StepCheckResult } from './step-checker.js';
 
 /** The queue the harness pauses and resumes while the run goes on (a quarter of the jobs). */

@@ -105,8 +105,11 @@ export async function sweepDoomed(
     ${
       request.probeSchedules
         ? sql`select b.id::text as id, b.kind, b.queue, b.attempt, b.dead_reason, b.correlation_id, p.due as schedules_due
-      from (select exists (select 1 from ${sql.identifier(schema)}.runtime_schedules s
-        where s.next_run_at <= ${now} and (s.claimed_until is null or s.claimed_until <= ${now})) as due) p
+      -- Ordered and limited, so that the plan walks the index from its start whatever the
+      -- estimate for a clock known only when it runs (a plain exists may scan the table).
+      from (select (select s.next_run_at from ${sql.identifier(schema)}.runtime_schedules s
+        where s.next_run_at <= ${now} and (s.claimed_until is null or s.claimed_until <= ${now})
+        order by s.next_run_at limit 1) is not null as due) p
       left join buried b on true`
         : sql`select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`
     }`,

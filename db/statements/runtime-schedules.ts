@@ -327,25 +327,23 @@ export async function claimDueRuntimeSchedules(
   const rows = await queryRows<RecordRow & { now_ms: number; more: boolean }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
+      -- One row more than it takes: whether another round is due, read by the same index scan.
       due as (
-        select s.key from ${table} s
+        select s.key, s.next_run_at from ${table} s
         where s.next_run_at <= (select now from clock)
           and (s.claimed_until is null or s.claimed_until <= (select now from clock))
         order by s.next_run_at
-        limit ${request.limit}
+        limit ${request.limit + 1}
         for update skip locked
       ),
+      taken as (select key from due order by next_run_at limit ${request.limit}),
       claimed as (
         update ${table} s set claimed_until = (select now from clock) + ${request.leaseMs} * interval '1 millisecond'
-        from due where s.key = due.key
+        from taken where s.key = taken.key
         returning s.*
       )
       select ${recordColumns}, ${epochMs(sql`(select now from clock)`)} as now_ms,
-        -- A full claim: is anything else due? (The next round is sent only then.)
-        (select count(*) from due) = ${request.limit} and exists (
-          select 1 from ${table} o where o.next_run_at <= (select now from clock)
-            and (o.claimed_until is null or o.claimed_until <= (select now from clock))
-            and o.key not in (select key from due)) as more
+        (select count(*) from due) > ${request.limit} as more
       from claimed s`,
     schema,
   );
