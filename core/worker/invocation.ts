@@ -6,7 +6,7 @@ import { sweepDoomed } from '../../db/statements/bury.js';
 import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
 import { releaseClaim, releaseJobs } from '../../db/statements/settle.js';
 import { nextDue } from '../../db/statements/wake.js';
-import { runRuntimeSchedules } from '../runtime-schedules.js';
+import { runRuntimeSchedules } from '../runtime-schedule-tick.js';
 import { runSchedules } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';

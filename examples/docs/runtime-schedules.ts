@@ -5,8 +5,8 @@ import type { NodePgDatabase } from 'drizzle-orm/node-postgres';
 import {
   applySchedules,
   connect,
-  createScheduler,
   createSchedule,
+  createScheduler,
   defineJob,
   deleteSchedule,
   pauseSchedule,
