@@ -114,8 +114,8 @@ commands:
   schedules show <key>                  a run-time schedule as stored: next run, version, options
   schedules pause|resume|delete <key>   stop a run-time schedule, start it again from now (what it
                                         missed is not made up), or remove it
-  schedules tick                        enqueue the due occurrences of the module's \`schedules\` now,
-                                        as a worker's tick would (needs --jobs)
+  schedules tick                        enqueue the due occurrences now, as a worker's tick would: of the
+                                        run-time schedules, and with --jobs of the module's \`schedules\`
 
 global options:
   --json                  machine-readable output (one JSON document)

@@ -2,7 +2,12 @@
 // create, pause, resume, show and delete run-time ones.
 
 import { ConfigError } from '../base/errors.js';
-import { createScheduler, parseMissed, type RuntimeScheduleSpec } from '../core/runtime-schedules.js';
+import {
+  createScheduler,
+  parseMissed,
+  type RuntimeScheduleSpec,
+  runRuntimeSchedules,
+} from '../core/runtime-schedules.js';
 import { listSchedules, runSchedules, type ScheduleStatus } from '../core/schedules.js';
 import type { CommandContext } from './commands.js';
 import { when } from './flow-commands.js';
@@ -41,18 +46,22 @@ export const SCHEDULE_COMMANDS: Record<string, (ctx: CommandContext) => Promise<
   },
   async 'schedules tick'({ conn, schema, emit, schedules, rest }) {
     if (rest.length > 0) throw new UsageError('schedules tick takes no arguments');
-    if (!schedules || schedules.length === 0) {
-      throw new UsageError('needs --jobs with a module that exports `schedules`');
-    }
-    const result = await runSchedules(conn, schedules, { schema });
+    // The module's schedules (with --jobs), then the run-time ones, as a worker's tick would.
+    const result = schedules?.length
+      ? await runSchedules(conn, schedules, { schema })
+      : { enqueued: [], skipped: [], failed: [] };
+    const runtime = await runRuntimeSchedules(conn, { schema });
     const lines = [
-      ...result.enqueued.map(
+      ...[...result.enqueued, ...runtime.enqueued].map(
         (e) => `enqueued ${e.schedule} @ ${e.occurrence.toISOString()} as job ${e.jobId ?? '(held by a live job)'}`,
       ),
-      ...result.skipped.map((s) => `skipped ${s.count} missed occurrence(s) of ${s.schedule}`),
+      ...[...result.skipped, ...runtime.skipped].map((s) => `skipped ${s.count} missed occurrence(s) of ${s.schedule}`),
       ...result.failed.map((f) => `failed ${f.schedule}: ${f.error}`),
     ];
-    emit(lines.length === 0 ? 'nothing was due' : lines.join('\n'), result);
+    const none = schedules?.length
+      ? 'nothing was due'
+      : 'no run-time schedule was due (pass --jobs to tick the code schedules too)';
+    emit(lines.length === 0 ? none : lines.join('\n'), { ...result, runtime });
     return result.failed.length > 0 ? EXIT.refused : EXIT.ok;
   },
   async 'schedules create'({ conn, schema, registry, o, rest, emit }) {

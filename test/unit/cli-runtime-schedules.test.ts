@@ -101,6 +101,15 @@ describe('skiplock schedules: run-time schedules', () => {
       pausedAt: unknown;
     }[];
     expect(json).toEqual([expect.objectContaining({ name: 'ping:user-1', source: 'runtime', pausedAt: null })]);
+    // Created 16 minutes ago, as far as it knows: its first run (every 15 minutes) is due.
+    await admin.query(
+      `update "${schema}".runtime_schedules set created_at = now() - interval '16 minutes', next_run_at = now() - interval '1 minute'`,
+    );
+    const ticked = await cli('schedules', 'tick');
+    expect(ticked.code).toBe(EXIT.ok);
+    const jobs = await admin.query(`select kind, dedupe_key from "${schema}".jobs`);
+    expect(jobs.rows.map((r) => r.kind)).toEqual(['ping']);
+    expect(ticked.out).toBe(`enqueued ${jobs.rows[0].dedupe_key.replace('@', ' @ ')} as job 1`);
     expect((await cli('schedules', 'delete', 'ping:user-1')).out).toBe('deleted schedule ping:user-1');
     expect((await cli('schedules', 'show', 'ping:user-1')).code).toBe(EXIT.refused);
     expect((await cli('schedules', 'delete')).code).toBe(EXIT.usage);
