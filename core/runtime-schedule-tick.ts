@@ -69,7 +69,7 @@ export interface RuntimeTickOptions {
   limit?: number;
   /** How long a claim keeps other ticks off a schedule, should this tick die. @defaultValue 30000 */
   leaseMs?: number;
-  /** Claims per tick at most (a full claim is followed by another). @defaultValue 10 */
+  /** Claims per tick at most (another follows only when more were due). @defaultValue 10 */
   maxRounds?: number;
 }
 
