@@ -432,6 +432,23 @@ describe(`bad input (${testDriver()})`, () => {
 });
 
 describe(`listing and the idle wake-up (${testDriver()})`, () => {
+  it("tells the nudger when a written schedule is next due (an idle platform's hint), never failing the write", async () => {
+    const noted: { queue: string; at: Date | null }[] = [];
+    const nudger = {
+      nudge: async () => {},
+      noteDue: async (due: readonly { queue: string; at: Date | null }[]) => {
+        noted.push(...due);
+        throw new Error('the hint store is down');
+      },
+    };
+    const scheduler = createScheduler({ schema: t.schema, nudger });
+    const created = await scheduler.createSchedule(t.db, spec('hinted'), { now: at('2026-06-01T10:00:00Z') });
+    expect(created.outcome).toBe('created');
+    // Unchanged: nothing written, nothing noted.
+    await scheduler.upsertSchedule(t.db, spec('hinted'), { now: at('2026-06-01T10:00:00Z') });
+    expect(noted).toEqual([{ queue: 'mail', at: at('2026-06-08T07:00:00Z') }]);
+  });
+
   it('listSchedules shows run-time and code schedules in one list; nextDue reports the earliest next run', async () => {
     await s().createSchedule(t.db, spec('digest:user-9'), { now: at('2026-06-01T10:00:00Z') });
     await s().createSchedule(t.db, spec('digest:user-8', { cron: '0 12 * * *', timezone: 'UTC' }), {
