@@ -57,8 +57,9 @@ export function emfMetrics(
             JobsDead: count(summary.dead),
             JobsReleased: count(summary.released),
             LeasesLost: count(summary.leaseLost),
-            // Occurrences of schedules this invocation's tick enqueued, and time a rate held it back.
-            JobsScheduled: count(summary.scheduled ?? 0),
+            // Occurrences of schedules (code and run-time) this invocation's tick enqueued, and time a
+            // rate held it back.
+            JobsScheduled: count((summary.scheduled ?? 0) + (summary.runtimeScheduled ?? 0)),
             RateLimitWait: { value: summary.rateWaitMs ?? 0, unit: 'Milliseconds' },
             InvocationDuration: { value: summary.durationMs, unit: 'Milliseconds' },
           },

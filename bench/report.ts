@@ -4,6 +4,7 @@ import { type BatchHandlerFigures, batchHandlerSection } from './batch-handler.j
 import { eventsSection } from './events.js';
 import { type BySystem, DELETE_MODE, figure, fmt, ratio } from './report-format.js';
 import { issue25Section } from './report-issue25.js';
+import { type ScheduleTickResult, scheduleTickSection } from './schedule-tick.js';
 import type { SoakResult } from './soak.js';
 
 interface ReportInput {
@@ -98,7 +99,7 @@ pg-boss at K = 4 with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs
 
 Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its default completion mode): ${ratio(k4, floor)}. The same minimal SQL on skiplock's own table (its indexes and CHECKs, the columns skiplock writes, the completion fenced on the token): ${fmt(schemaFloor)} jobs/s, ${ratio(schemaFloor, floor)} of the bare floor (what the schema costs); skiplock runs at ${ratio(k4, schemaFloor)} of it (what the library's statement shape and Node cost). The UPDATE floor at K = 16: ${fmt(floor16)} jobs/s (${ratio(floor16, floor)} of its K = 4) — what 16 independent SKIP LOCKED claimers cost with no library at all.
 
-${flowSection(r)}${eventsSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : ''}${r.batch_handler ? batchHandlerSection(r.batch_handler as BatchHandlerFigures) : ''}${stepsSection()}
+${flowSection(r)}${eventsSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : ''}${r.batch_handler ? batchHandlerSection(r.batch_handler as BatchHandlerFigures) : ''}${stepsSection()}${r.schedule_tick ? scheduleTickSection(r.schedule_tick as ScheduleTickResult) : ''}
 ## Round trips, scale, WAL, cold start
 
 - Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state (above 128 outcomes the settle goes first in a statement of its own: two per batch).

@@ -5,6 +5,8 @@
  * committed). `--soak` adds the soak phase (bench/soak.ts: claims while VACUUM lags, both
  * completion modes; 24 min, or 4 min with --quick); `--soak-only` runs just that phase and prints it.
  * `--batch-only` runs just the batch_handler phase (bench/batch-handler.ts) and prints it.
+ * Phase 12 (`schedule_tick`, bench/schedule-tick.ts): 1,000,000 run-time schedules, 1,000 due;
+ * `--schedule-tick-only` runs just that phase and prints it.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -24,6 +26,7 @@ import { type BatchHandlerFigures, batchHandlerSection, runBatchHandlerBench } f
 import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
 import { eventsPublishPhase } from './events.js';
 import { renderReport, soakSection } from './report.js';
+import { runScheduleTick, SCHEDULE_TICK_FULL, SCHEDULE_TICK_QUICK } from './schedule-tick.js';
 import { runSoak, SOAK_FULL, SOAK_QUICK, type SoakResult } from './soak.js';
 import { graphileSystem } from './systems/graphile.js';
 import { pgBossSystem } from './systems/pgboss.js';
@@ -148,9 +151,9 @@ if (args.includes('--soak-only')) {
   process.exit(0);
 }
 
-/** Phase 10: a batch handler of 100 against one job per call (bench/batch-handler.ts). */
+/** Phase 11: a batch handler of 100 against one job per call (bench/batch-handler.ts). */
 async function batchHandlerPhase() {
-  log('phase 10: batch handler');
+  log('phase 11: batch handler');
   const url = await freshDatabase(server, DB);
   const jobs = quick ? { noop: 10_000, bulk_api: 2_000 } : { noop: 50_000, bulk_api: 5_000 };
   return runBatchHandlerBench({ url, jobs, reps: PARAMS.reps, log });
@@ -160,6 +163,19 @@ if (args.includes('--batch-only')) {
   log(batchHandlerSection(results.batch_handler as BatchHandlerFigures));
   if (asJson) console.log(JSON.stringify({ batch_handler: results.batch_handler }));
   await dropDatabase(server, DB);
+  await database.stop();
+  process.exit(0);
+}
+
+/** Phase 12: run-time schedules, 1,000,000 of which 1,000 due (bench/schedule-tick.ts). */
+async function scheduleTickPhase() {
+  log(`phase 12: schedule tick (${quick ? '--quick' : 'full'})`);
+  return runScheduleTick(server, quick ? SCHEDULE_TICK_QUICK : SCHEDULE_TICK_FULL, log);
+}
+if (args.includes('--schedule-tick-only')) {
+  results.schedule_tick = await scheduleTickPhase();
+  log(JSON.stringify(results.schedule_tick, null, 2));
+  if (asJson) console.log(JSON.stringify({ schedule_tick: results.schedule_tick }));
   await database.stop();
   process.exit(0);
 }
@@ -384,6 +400,7 @@ results.wal_fillfactor_30_bytes_per_job = wal[KEEP_FILLFACTOR_30];
 log(`  WAL bytes per job: ${JSON.stringify(wal)}`);
 
 if (soak) results.soak = await soakPhase();
+results.schedule_tick = await scheduleTickPhase();
 
 results.batch_handler = await batchHandlerPhase();
 

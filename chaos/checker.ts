@@ -1,6 +1,11 @@
 import type pg from 'pg';
 import { SUBSCRIBER_KINDS } from './events.js';
 import { SCHEDULED_KIND } from './job.js';
+import { RUNTIME_KIND } from './runtime-schedules.js';
+
+/** The kinds the workers enqueue themselves (schedules): checked on their own, not as the harness's jobs. */
+const OWN_KINDS = `'${SCHEDULED_KIND}', '${RUNTIME_KIND}'`;
+
 import { checkSteps, type StepCheckResult } from './step-checker.js';
 
 /** The queue the harness pauses and resumes while the run goes on (a quarter of the jobs). */
@@ -81,9 +86,9 @@ export async function checkRun(pool: pg.Pool, schema: string): Promise<CheckResu
       or j.state not in ('completed', 'dead', 'cancelled')`);
   // The schedule's jobs are the workers' own (each occurrence checked below), not the harness's.
   // … and so are the events' subscriber jobs (checkEvents, chaos/events.ts).
-  const scheduledJobs = `select job_id from ${s}.chaos_schedule_runs union select id from ${s}.jobs where kind = '${SCHEDULED_KIND}'
-    union select job_id from ${s}.event_deliveries`;
-  const notOwn = `kind not in ('${SCHEDULED_KIND}', ${SUBSCRIBER_KINDS})`;
+  const scheduledJobs = `select job_id from ${s}.chaos_schedule_runs union select job_id from ${s}.chaos_runtime_runs
+    union select id from ${s}.jobs where kind in (${OWN_KINDS}) union select job_id from ${s}.event_deliveries`;
+  const notOwn = `kind not in (${OWN_KINDS}, ${SUBSCRIBER_KINDS})`;
   const unexpected = await one(`
     select count(*) as n from (
       select j.id from ${s}.jobs j where j.state = 'completed'

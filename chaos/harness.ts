@@ -39,6 +39,7 @@ import {
 } from './events.js';
 import { chaosJob, drawBehavior, SCHEDULED_KIND } from './job.js';
 import { liveEnqueuer, liveReplayer } from './live.js';
+import { RUNTIME_KIND, type RuntimeScheduleCheck, runtimeScheduleChaos } from './runtime-schedules.js';
 import { signalSender } from './signals.js';
 import { chaosFaults, type StandIn, startStandIn } from './stand-ins.js';
 import {
@@ -137,6 +138,8 @@ export interface ChaosReport {
   /** The batch kind's jobs, checked per job (chaos/batch-job.ts), and its summary line. */
   batches: BatchCheck;
   batchLine: string;
+  /** The run-time schedules' occurrences: each one job, none missing. */
+  runtimeSchedules: RuntimeScheduleCheck;
   kills: number;
   connFaults: number;
   durationMs: number;
@@ -293,6 +296,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // Events published through it, each fanned out to its subscribers (checkEvents).
     const publisher = eventPublisher({ connection, admin, schema, enqueuer, total: Math.round(options.jobs * 0.02) });
     closers.push(publisher.close);
+    // Run-time schedules, applied through it and ticked by every worker (chaos/runtime-schedules.ts).
+    const runtime = runtimeScheduleChaos({ connection, admin, direct, schema, count: 20 });
+    await runtime.setup();
 
     const bundle = join(bundleDir, 'chaos-worker.mjs');
     await build({
@@ -343,11 +349,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     };
     for (let i = 0; i < options.processes; i++) startWorker();
 
+    // The run-time schedules' jobs keep coming while they run: counted only once they are stopped.
+    let runtimeStopped = false;
     const remaining = async () =>
       Number(
         (
           await admin.query(
-            `select count(*) as n from "${schema}".jobs where state in ('queued', 'running') and kind <> '${SCHEDULED_KIND}'`,
+            `select count(*) as n from "${schema}".jobs where state in ('queued', 'running') and kind <> '${SCHEDULED_KIND}'${runtimeStopped ? '' : ` and kind <> '${RUNTIME_KIND}'`}`,
           )
         ).rows[0].n,
       );
@@ -476,6 +484,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ),
     );
     await signals.sendLate(true);
+    await runtime.stop();
+    runtimeStopped = true;
     say('draining');
     const drainer = createWorker({
       db: direct,
@@ -494,6 +504,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         stepped,
         batched,
         ...chaosSubscribers,
+        runtime.job,
       ],
       concurrency: 20,
       completedJobs: options.completedJobs ?? 'keep',
@@ -518,15 +529,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const result = await checkRun(admin, schema);
     const events = await checkEvents(admin, schema);
     const batches = await checkBatches(admin, schema);
+    const runtimeSchedules = await runtime.check();
     const faultCounts = standIn.counts();
     const connFaults = faultCounts.connectionResets + faultCounts.connectionFreezes;
     const durationMs = Date.now() - started;
     const answersLost = faultCounts['lose-answer'];
     const refused = faultCounts.refuse + faultCounts.drop + faultCounts.asleep;
-    const line = `chaos: driver=${driver} jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} answers_lost=${answersLost} refused=${refused} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations} step_reruns=${result.stepReruns} signals_lost=${result.signalsLost} enqueue_duplicates=${result.enqueueDuplicates} replay_duplicates=${result.replayDuplicates}`;
+    const line = `chaos: driver=${driver} jobs=${result.enqueued} processes=${options.processes} kills=${kills} conn_faults=${connFaults} answers_lost=${answersLost} refused=${refused} lost=${result.lost} unexpected=${result.unexpected} stale_writes=${result.staleWrites} dead=${result.dead} max_executions=${result.maxExecutions} order_violations=${result.orderViolations} limit_violations=${result.limitViolations} pause_violations=${result.pauseViolations} schedule_duplicates=${result.scheduleDuplicates} dependency_violations=${result.dependencyViolations} step_reruns=${result.stepReruns} signals_lost=${result.signalsLost} enqueue_duplicates=${result.enqueueDuplicates} replay_duplicates=${result.replayDuplicates} runtime_occurrences=${runtimeSchedules.occurrences} runtime_duplicates=${runtimeSchedules.duplicated} runtime_missing=${runtimeSchedules.missing}`;
     // On a line of its own: the summary line above keeps its shape.
     const eventsSummary = `chaos-${eventsLine(events)} publish_retries=${publisher.counts().retries} publish_answers_lost=${publisher.counts().duplicatesAnswered}`;
-    const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} resets=${faultCounts.connectionResets} freezes=${faultCounts.connectionFreezes} stmt_refused=${faultCounts.refuse} stmt_dropped=${faultCounts.drop} asleep=${faultCounts.asleep} slow=${faultCounts.slow} stmt_half_open=${faultCounts['half-open']} live_enqueued=${result.liveEnqueued} live_calls=${live.counts().calls} live_retries=${live.counts().retries} live_answers_lost=${live.counts().answersLost} replayed=${result.replayed} replay_sends=${replayer.counts().sends} replay_answers_lost=${replayer.counts().answersLost} stepped=${result.stepped} stepped_completed=${result.steppedCompleted} stepped_dead=${result.steppedDead} slept=${result.slept} step_runs=${result.stepRuns} step_runs_repeated=${result.stepRunsRepeated} step_effect_errors=${result.stepEffectErrors} signals_early=${result.signalsEarly} signals_late=${result.signalsLate} waited=${result.waited} signal_retries=${signals.counts().retries} signal_blind_retries=${signals.counts().blindRetries} signal_answers_lost=${signals.counts().answersLost} worker_crashes=${crashes} duration_s=${(durationMs / 1000).toFixed(1)}`;
+    const detail = `chaos-detail: completed=${result.completed} cancelled=${result.cancelled} pauses=${pauses} re_executed=${result.reExecuted} unexplained_executions=${result.unexplainedExecutions} duplicate_token_executions=${result.duplicateTokenExecutions} attempt_accounting_errors=${result.attemptAccountingErrors} scheduled=${result.scheduled} resets=${faultCounts.connectionResets} freezes=${faultCounts.connectionFreezes} stmt_refused=${faultCounts.refuse} stmt_dropped=${faultCounts.drop} asleep=${faultCounts.asleep} slow=${faultCounts.slow} stmt_half_open=${faultCounts['half-open']} live_enqueued=${result.liveEnqueued} live_calls=${live.counts().calls} live_retries=${live.counts().retries} live_answers_lost=${live.counts().answersLost} replayed=${result.replayed} replay_sends=${replayer.counts().sends} replay_answers_lost=${replayer.counts().answersLost} stepped=${result.stepped} stepped_completed=${result.steppedCompleted} stepped_dead=${result.steppedDead} slept=${result.slept} step_runs=${result.stepRuns} step_runs_repeated=${result.stepRunsRepeated} step_effect_errors=${result.stepEffectErrors} signals_early=${result.signalsEarly} signals_late=${result.signalsLate} waited=${result.waited} signal_retries=${signals.counts().retries} signal_blind_retries=${signals.counts().blindRetries} signal_answers_lost=${signals.counts().answersLost} runtime_schedules=${runtimeSchedules.schedules} runtime_apply_retries=${runtimeSchedules.applyRetries} worker_crashes=${crashes} duration_s=${(durationMs / 1000).toFixed(1)}`;
     return {
       driver,
       schema,
@@ -536,12 +548,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       events,
       batches,
       batchLine: batchLine(batches),
+      runtimeSchedules,
       kills,
       connFaults,
       durationMs,
       failed:
         runFailed(result) ||
         batchFailed(batches) ||
+        runtimeSchedules.duplicated > 0 ||
+        runtimeSchedules.missing > 0 ||
         events.missing > 0 ||
         events.duplicated > 0 ||
         events.events !== events.published,

@@ -14,6 +14,7 @@ import { connect } from '../db/connect.js';
 import { chaosBatchedJob, poolBatchHooks } from './batch-job.js';
 import { chaosSubscribers } from './events.js';
 import { chaosJob, chaosScheduledJob } from './job.js';
+import { chaosRuntimeJob } from './runtime-schedules.js';
 import { type FaultyConnection, neonOptionsOf } from './stand-ins.js';
 import { chaosSteppedJob, poolStepHooks } from './steps-job.js';
 
@@ -150,7 +151,7 @@ const starter: InvocationStarter = {
 const capped = config.maxInvocations > 0;
 const worker = createWorker({
   db,
-  jobs: [job, scheduled, stepped, batched, ...chaosSubscribers],
+  jobs: [job, scheduled, stepped, batched, ...chaosSubscribers, chaosRuntimeJob(direct, config.schema)],
   schedules,
   scheduleTickMs: 0,
   schema: config.schema,

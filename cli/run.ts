@@ -104,11 +104,19 @@ commands:
                                         each destination; overrides the code's rate
   rate-limits clear queue|kind|destination <name> [--per-key]
                                         clear that run-time rate: the code's rate applies again
-  schedules                             the recurring schedules: cron, time zone, kind, last and next
-                                        occurrence, last job (with --jobs: also those the module's
-                                        \`schedules\` defines and no tick has recorded yet)
-  schedules tick                        enqueue the due occurrences of the module's \`schedules\` now,
-                                        as a worker's tick would (needs --jobs)
+  schedules [--limit n]                 the recurring schedules, code and run-time (source column): cron
+                                        or interval, time zone, kind, last and next occurrence, last job
+                                        (with --jobs: also those the module's \`schedules\` defines and
+                                        no tick has recorded yet; at most --limit run-time ones, 1000)
+  schedules create <key> <kind> --cron expr|--every ms [--timezone tz] [--payload json] [--start iso]
+      [--end iso] [--missed last|skip|N] [--queue q] [--priority n] [--max-attempts n] [--replace]
+                                        a run-time schedule (needs --jobs: the payload is checked by the
+                                        kind's schema); --replace rewrites one that exists
+  schedules show <key>                  a run-time schedule as stored: next run, version, options
+  schedules pause|resume|delete <key>   stop a run-time schedule, start it again from now (what it
+                                        missed is not made up), or remove it
+  schedules tick                        enqueue the due occurrences now, as a worker's tick would: of the
+                                        run-time schedules, and with --jobs of the module's \`schedules\`
   sync [--prune]                        write the module's subscribers' subscriptions (run it at deploy,
                                         after migrate; needs --jobs); --prune retires those not in it
   events [list] [--name n] [--from t] [--to t] [--unsubscribed] [--limit n]
@@ -191,6 +199,13 @@ const OPTIONS = {
   to: { type: 'string' },
   unsubscribed: { type: 'boolean' },
   prune: { type: 'boolean' },
+  cron: { type: 'string' },
+  every: { type: 'string' },
+  timezone: { type: 'string' },
+  start: { type: 'string' },
+  end: { type: 'string' },
+  missed: { type: 'string' },
+  replace: { type: 'boolean' },
 } as const;
 
 /** Runs one CLI command; returns the exit code. Never throws. */

@@ -462,7 +462,8 @@ function withParentIds(row: JobInsertRow, results: readonly (EnqueueResult | und
   return { ...row, after_ids: [...new Set([...(row.after_ids ?? []), ...ids])], after_ords: null };
 }
 
-function databaseOf(target: EnqueueTarget): AnyPgDatabase {
+/** The Drizzle database of an enqueue target. */
+export function databaseOf(target: EnqueueTarget): AnyPgDatabase {
   return 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
 }
 

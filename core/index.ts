@@ -149,6 +149,31 @@ export {
 } from './rate-limits.js';
 export { REPLAY_DEFAULTS, type ReplayOptions, replay } from './replay.js';
 export {
+  type ApplySchedulesResult,
+  applySchedules,
+  createSchedule,
+  createScheduler,
+  deleteSchedule,
+  getSchedule,
+  listRuntimeSchedules,
+  type PreparedScheduleChange,
+  pauseSchedule,
+  RUNTIME_TICK_DEFAULTS,
+  type RuntimeScheduleJobOptions,
+  type RuntimeScheduleRecord,
+  type RuntimeScheduleSpec,
+  type RuntimeTickOptions,
+  type RuntimeTickResult,
+  resumeSchedule,
+  runRuntimeSchedules,
+  type Scheduler,
+  type SchedulerConfig,
+  type ScheduleWriteOptions,
+  type ScheduleWriteResult,
+  updateSchedule,
+  upsertSchedule,
+} from './runtime-schedules.js';
+export {
   defineSchedule,
   dueOccurrences,
   listSchedules,

@@ -3,6 +3,7 @@ import { ConfigError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA, isTimeZone } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
 import type { SkiplockDb } from '../db/connect.js';
+import { listRuntimeScheduleRecords } from '../db/statements/runtime-schedules.js';
 import { fireSchedule, listScheduleRecords, type ScheduleRecord, syncSchedules } from '../db/statements/schedules.js';
 import { ENQUEUE_DEFAULTS, jobInsertRow } from './enqueue.js';
 import type { EnqueueOptions } from './enqueue-options.js';
@@ -63,7 +64,7 @@ export const SCHEDULE_DEFAULTS = { timezone: 'UTC', missed: 'last', lateAfterMs:
  * Intl, loads the time-zone data (10–50 ms), which a worker whose schedules all run on UTC (the
  * default) would otherwise pay at every cold start.
  */
-function cronZone(timezone: string): { paused: true; timezone?: string; utcOffset?: number } {
+export function cronZone(timezone: string): { paused: true; timezone?: string; utcOffset?: number } {
   return timezone === 'UTC' ? { paused: true, utcOffset: 0 } : { paused: true, timezone };
 }
 
@@ -126,7 +127,7 @@ export function defineSchedule<S extends PayloadSchema = any>(options: ScheduleO
  * once (a DST change can map two wall-clock times to one instant).
  */
 export function dueOccurrences(
-  def: ScheduleDefinition,
+  def: Pick<ScheduleDefinition, 'next' | 'missed' | 'lateAfterMs'>,
   last: Date,
   now: Date,
 ): { enqueue: Date[]; through: Date | null; due: number } {
@@ -235,29 +236,57 @@ export async function runSchedules(
   return result;
 }
 
-/** A schedule as `skiplock schedules` shows it: the database's record, and the code's definition when given. */
+/**
+ * A schedule as `skiplock schedules` shows it: a code schedule (the database's record, and the
+ * code's definition when given) or a run-time one (createSchedule).
+ */
 export interface ScheduleStatus {
+  /** The code schedule's name, or the run-time schedule's key. */
   name: string;
-  cron: string;
+  /** Its cron; null for a run-time schedule with a fixed interval. */
+  cron: string | null;
+  /** A run-time schedule's fixed interval; null otherwise. */
+  intervalMs: number | null;
   timezone: string;
   kind: string;
   /** The newest occurrence handled; null for a schedule the code defines and no tick has recorded. */
   lastOccurrence: Date | null;
   lastJobId: string | null;
   lastEnqueuedAt: Date | null;
-  /** The next occurrence after now. */
+  /** The next occurrence after now (a run-time schedule: its next run; null when paused or ended). */
   nextOccurrence: Date | null;
-  /** Defined in the code given, recorded in the database, or both. */
-  source: 'code' | 'database' | 'both';
+  /** When a run-time schedule was paused; null when it runs (and for code schedules). */
+  pausedAt: Date | null;
+  /**
+   * `code`: defined in the code given, not recorded yet; `database`: recorded by a tick, not in the
+   * code given; `both`; `runtime`: created at run time (data, not code).
+   */
+  source: 'code' | 'database' | 'both' | 'runtime';
 }
 
-/** The schedules the database remembers, with the code's (`defined`) merged in, each with its next occurrence. */
+/**
+ * Every schedule in one list, by name: the code schedules the database remembers, with the
+ * code's (`defined`) merged in, each with its next occurrence, and the run-time schedules (the
+ * first `runtimeLimit` by key, or those whose key starts with `prefix`).
+ */
 export async function listSchedules(
   conn: SkiplockDb,
-  options: { schema?: string; defined?: readonly ScheduleDefinition[]; now?: Date } = {},
+  options: {
+    schema?: string;
+    defined?: readonly ScheduleDefinition[];
+    now?: Date;
+    /** Only run-time schedules whose key starts with this. @defaultValue all */
+    prefix?: string;
+    /** Run-time schedules listed at most. @defaultValue 1000 */
+    runtimeLimit?: number;
+  } = {},
 ): Promise<ScheduleStatus[]> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const records = await listScheduleRecords(conn.db, schema);
+  const runtime = await listRuntimeScheduleRecords(conn.db, schema, {
+    prefix: options.prefix,
+    limit: Math.min(Math.max(options.runtimeLimit ?? 1000, 1), 100_000),
+  });
   const now = options.now ?? new Date();
   const defined = new Map((options.defined ?? []).map((d) => [d.name, d]));
   const nextOf = (cron: string, timezone: string) => {
@@ -270,12 +299,14 @@ export async function listSchedules(
   const rows: ScheduleStatus[] = records.map((r: ScheduleRecord) => ({
     name: r.name,
     cron: r.cron,
+    intervalMs: null,
     timezone: r.timezone,
     kind: r.kind,
     lastOccurrence: r.lastOccurrence,
     lastJobId: r.lastJobId,
     lastEnqueuedAt: r.lastEnqueuedAt,
     nextOccurrence: nextOf(r.cron, r.timezone),
+    pausedAt: null,
     source: defined.has(r.name) ? 'both' : 'database',
   }));
   for (const d of defined.values()) {
@@ -283,14 +314,31 @@ export async function listSchedules(
     rows.push({
       name: d.name,
       cron: d.cron,
+      intervalMs: null,
       timezone: d.timezone,
       kind: d.job.kind,
       lastOccurrence: null,
       lastJobId: null,
       lastEnqueuedAt: null,
       nextOccurrence: d.next(now),
+      pausedAt: null,
       source: 'code',
     });
   }
-  return rows.sort((a, b) => a.name.localeCompare(b.name));
+  for (const r of runtime) {
+    rows.push({
+      name: r.key,
+      cron: r.cron,
+      intervalMs: r.intervalMs,
+      timezone: r.timezone,
+      kind: r.kind,
+      lastOccurrence: r.lastOccurrence,
+      lastJobId: null,
+      lastEnqueuedAt: r.lastEnqueuedAt,
+      nextOccurrence: r.nextRunAt,
+      pausedAt: r.pausedAt,
+      source: 'runtime',
+    });
+  }
+  return rows.sort((a, b) => a.name.localeCompare(b.name) || a.source.localeCompare(b.source));
 }

@@ -192,6 +192,31 @@ CREATE TABLE skiplock.rate_limits (
   set_by text NOT NULL
 );
 
+-- object: table runtime_schedules
+CREATE TABLE skiplock.runtime_schedules (
+  claimed_until timestamp with time zone,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  cron text,
+  end_at timestamp with time zone,
+  interval_ms bigint,
+  job_options jsonb NOT NULL,
+  key text NOT NULL,
+  kind text NOT NULL,
+  last_enqueued_at timestamp with time zone,
+  last_occurrence timestamp with time zone,
+  late_after_ms integer DEFAULT 300000 NOT NULL,
+  missed text DEFAULT 'last'::text NOT NULL,
+  next_run_at timestamp with time zone,
+  paused_at timestamp with time zone,
+  payload jsonb NOT NULL,
+  queue text NOT NULL,
+  set_id text,
+  start_at timestamp with time zone,
+  timezone text DEFAULT 'UTC'::text NOT NULL,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  version bigint DEFAULT 1 NOT NULL
+);
+
 -- object: table schedules
 CREATE TABLE skiplock.schedules (
   created_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -367,6 +392,15 @@ ALTER TABLE skiplock.rate_limits ADD CONSTRAINT rate_limits_scope_check CHECK ((
 -- object: constraint rate_limits.rate_limits_scope_name_pk
 ALTER TABLE skiplock.rate_limits ADD CONSTRAINT rate_limits_scope_name_pk PRIMARY KEY (scope, name);
 
+-- object: constraint runtime_schedules.runtime_schedules_interval_check
+ALTER TABLE skiplock.runtime_schedules ADD CONSTRAINT runtime_schedules_interval_check CHECK (((interval_ms IS NULL) OR (interval_ms >= 1000)));
+
+-- object: constraint runtime_schedules.runtime_schedules_pattern_check
+ALTER TABLE skiplock.runtime_schedules ADD CONSTRAINT runtime_schedules_pattern_check CHECK (((cron IS NULL) <> (interval_ms IS NULL)));
+
+-- object: constraint runtime_schedules.runtime_schedules_pkey
+ALTER TABLE skiplock.runtime_schedules ADD CONSTRAINT runtime_schedules_pkey PRIMARY KEY (key);
+
 -- object: constraint schedules.schedules_pkey
 ALTER TABLE skiplock.schedules ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
 
@@ -456,6 +490,12 @@ CREATE INDEX jobs_parked_idx ON skiplock.jobs USING btree (ordering_key, id) WHE
 
 -- object: index jobs_running_keyed_idx
 CREATE INDEX jobs_running_keyed_idx ON skiplock.jobs USING btree (queue, concurrency_key) WHERE ((state = 'running'::text) AND (concurrency_key IS NOT NULL));
+
+-- object: index runtime_schedules_due_idx
+CREATE INDEX runtime_schedules_due_idx ON skiplock.runtime_schedules USING btree (next_run_at) WHERE (next_run_at IS NOT NULL);
+
+-- object: index runtime_schedules_set_idx
+CREATE INDEX runtime_schedules_set_idx ON skiplock.runtime_schedules USING btree (set_id, key) WHERE (set_id IS NOT NULL);
 
 -- object: index signals_pending_idx
 CREATE INDEX signals_pending_idx ON skiplock.signals USING btree (key, id) WHERE (taken_by IS NULL);

@@ -526,6 +526,51 @@ export function schedulesTableIn(schema: PgSchema<string>) {
 }
 
 /**
+ * Schedules the app creates at run time (createSchedule, applySchedules): data, not code. `key` is
+ * the app's name for it (`digest:user-42`). `next_run_at` is the next occurrence not yet handled
+ * (null when paused or past its end); the tick reads only the rows it makes due, through a partial
+ * index, claims them with a short `claimed_until` lease, and moves `next_run_at` with a
+ * compare-and-set on `version` (bumped by every edit, so an edit during a tick wins) in the
+ * statement that enqueues their jobs.
+ */
+export function runtimeSchedulesTableIn(schema: PgSchema<string>) {
+  return schema.table(
+    'runtime_schedules',
+    {
+      key: text('key').primaryKey(),
+      kind: text('kind').notNull(),
+      cron: text('cron'),
+      intervalMs: bigint('interval_ms', { mode: 'number' }),
+      timezone: text('timezone').notNull().default('UTC'),
+      payload: jsonb('payload').notNull(),
+      queue: text('queue').notNull(),
+      /** The stored job options: priority, max_attempts, deadline_ms, correlation, ordering, concurrency, destination. */
+      jobOptions: jsonb('job_options').notNull(),
+      startAt: timestamp('start_at', tz),
+      endAt: timestamp('end_at', tz),
+      /** 'last', 'skip' or a whole number as text (MissedPolicy). */
+      missed: text('missed').notNull().default('last'),
+      lateAfterMs: integer('late_after_ms').notNull().default(300000),
+      setId: text('set_id'),
+      pausedAt: timestamp('paused_at', tz),
+      nextRunAt: timestamp('next_run_at', tz),
+      claimedUntil: timestamp('claimed_until', tz),
+      lastOccurrence: timestamp('last_occurrence', tz),
+      lastEnqueuedAt: timestamp('last_enqueued_at', tz),
+      version: bigint('version', { mode: 'number' }).notNull().default(1),
+      createdAt: timestamp('created_at', tz).notNull().defaultNow(),
+      updatedAt: timestamp('updated_at', tz).notNull().defaultNow(),
+    },
+    (t) => [
+      index('runtime_schedules_due_idx').on(t.nextRunAt).where(sql`next_run_at is not null`),
+      index('runtime_schedules_set_idx').on(t.setId, t.key).where(sql`set_id is not null`),
+      check('runtime_schedules_pattern_check', sql`(cron is null) <> (interval_ms is null)`),
+      check('runtime_schedules_interval_check', sql`interval_ms is null or interval_ms >= 1000`),
+    ],
+  );
+}
+
+/**
  * Sessions of the operator console: a row per login, found by the SHA-256 of the secret its cookie
  * holds (the secret itself is never stored). `token_id` names the admin token that opened it, so a
  * rotated token ends every session it opened; `csrf` is the token every form of the session carries.
@@ -660,6 +705,7 @@ export const destinations = destinationsTableIn(skiplockSchema);
 export const rateLimits = rateLimitsTableIn(skiplockSchema);
 export const rateBuckets = rateBucketsTableIn(skiplockSchema);
 export const schedules = schedulesTableIn(skiplockSchema);
+export const runtimeSchedules = runtimeSchedulesTableIn(skiplockSchema);
 export const consoleSessions = consoleSessionsTableIn(skiplockSchema);
 export const consoleLogins = consoleLoginsTableIn(skiplockSchema);
 export const events = eventsTableIn(skiplockSchema);

@@ -29,6 +29,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".destinations TO skiplock_work
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".rate_limits, "skiplock".rate_buckets TO skiplock_worker;
 -- Schedules: a worker's tick records each schedule it runs and when it last fired.
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".schedules TO skiplock_worker;
+-- Run-time schedules: every invocation's first statement reads whether one is due, a tick claims and
+-- moves them; the control function, the console and the CLI (worker credentials) create, pause,
+-- resume and delete them. A tick also inserts their jobs: see the two grants below.
+GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".runtime_schedules TO skiplock_worker;
 -- The operator console (run with the worker's credentials, like the control function): its sessions
 -- and its failed-login counts.
 GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".console_sessions, "skiplock".console_logins TO skiplock_worker;
@@ -49,9 +53,11 @@ GRANT SELECT, DELETE ON "skiplock".event_deliveries TO skiplock_worker;
 -- (reconciledDeliveries: null) and a subscriber relies on `skiplock sync` before it is published
 -- to, and on `skiplock events replay`.
 -- GRANT INSERT ON "skiplock".event_deliveries TO skiplock_worker;
--- A worker that runs schedules (createWorker({ schedules })) also enqueues their occurrences: give
--- it these two grants as well (an enqueuer's insert rights), or run the schedules with the
--- enqueuer's credentials. Without schedules, leave them out: the worker then cannot insert jobs.
+-- A worker that runs schedules (createWorker({ schedules }), or run-time schedules: createSchedule)
+-- also enqueues their occurrences: give it these two grants as well (an enqueuer's insert rights),
+-- or run the schedules with the enqueuer's credentials. Without schedules, leave them out: the
+-- worker then cannot insert jobs (a run-time schedule that comes due is then logged as
+-- schedule_tick_failed at each invocation; set runtimeSchedules: false on such workers).
 -- GRANT INSERT ON "skiplock".jobs TO skiplock_worker;
 -- GRANT USAGE ON SEQUENCE "skiplock".jobs_id_seq TO skiplock_worker;
 -- A claim must never wait on a lock for long, and a worker never sits idle in a transaction.
@@ -69,6 +75,8 @@ GRANT USAGE ON SEQUENCE "skiplock".jobs_id_seq TO skiplock_enqueuer;
 GRANT SELECT (id, kind, state, dedupe_key, dedupe_mode, dedupe_window, attempted_at) ON "skiplock".jobs TO skiplock_enqueuer;
 -- Ordering keys: a new job waits behind a live job of its key.
 GRANT SELECT (ordering_key, ordering_hold) ON "skiplock".jobs TO skiplock_enqueuer;
+-- Run-time schedules (createSchedule, applySchedules…): written in the app's transactions.
+GRANT SELECT, INSERT, UPDATE, DELETE ON "skiplock".runtime_schedules TO skiplock_enqueuer;
 -- Signals (signal()): the enqueuer stores them and wakes the jobs waiting on their key.
 GRANT INSERT, SELECT (id) ON "skiplock".signals TO skiplock_enqueuer;
 GRANT USAGE ON SEQUENCE "skiplock".signals_id_seq TO skiplock_enqueuer;

@@ -3,6 +3,8 @@ import { cancel, moveToDlq, retryNow } from '../../core/admin.js';
 import { resetBreaker } from '../../core/breakers.js';
 import { pause, resume } from '../../core/flow-control.js';
 import { replay } from '../../core/replay.js';
+import { createScheduler } from '../../core/runtime-schedules.js';
+import type { SkiplockDb } from '../../db/connect.js';
 import { type ConsoleContext, csrfField, withDb } from './context.js';
 import { type Html, html, type Page } from './html.js';
 import { filtersOf, readJobs } from './job-pages.js';
@@ -207,7 +209,51 @@ const ACTIONS: Record<string, Action> = {
       };
     },
   },
+  schedule_pause: onSchedule('Pause', 'No occurrence is enqueued until it is resumed.', (s, db, key) =>
+    s.pauseSchedule(db, key),
+  ),
+  schedule_resume: onSchedule(
+    'Resume',
+    'It runs again from its next occurrence; what it missed is not made up.',
+    (s, db, key) => s.resumeSchedule(db, key),
+  ),
+  schedule_delete: onSchedule('Delete', 'The schedule is removed; jobs it already enqueued stay.', (s, db, key) =>
+    s.deleteSchedule(db, key),
+  ),
 };
+
+/** An action on one run-time schedule, by key (createScheduler: the same call as the CLI's). */
+function onSchedule(
+  verb: string,
+  note: string,
+  call: (scheduler: ReturnType<typeof createScheduler>, db: SkiplockDb, key: string) => Promise<boolean>,
+): Action {
+  const keyOf = (form: URLSearchParams) => {
+    const key = (form.get('key') ?? '').trim();
+    if (!key) throw new InvalidOptionsError('name a schedule');
+    return key;
+  };
+  return {
+    async confirm(_ctx, form) {
+      const key = keyOf(form);
+      return {
+        question: html`${verb} the schedule <strong>${key}</strong>? ${note}`,
+        fields: hidden('key', key),
+        danger: verb === 'Delete',
+      };
+    },
+    async run(ctx, form) {
+      const key = keyOf(form);
+      const done = await withDb(ctx, (db) => call(createScheduler({ schema: ctx.schema }), db, key));
+      return {
+        ok: done,
+        title: done ? `${verb}d schedule ${key}` : `Nothing changed for schedule ${key}`,
+        lines: done ? [] : [html`No run-time schedule ${key} in a state to ${verb.toLowerCase()}.`],
+        log: { schedule: key, changed: done },
+      };
+    },
+  };
+}
 
 export const ACTION_NAMES = Object.keys(ACTIONS);
 

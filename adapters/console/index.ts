@@ -27,6 +27,7 @@ import {
 } from './http.js';
 import { dlqPage, jobPage, jobsPage } from './job-pages.js';
 import { flowPage, overviewPage } from './pages.js';
+import { schedulesPage } from './schedule-pages.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
@@ -278,6 +279,7 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     if (path === '/events') return eventsPage(ctx, url);
     const event = /^\/events\/([1-9][0-9]{0,18})$/.exec(path);
     if (event) return eventPage(ctx, event[1] as string);
+    if (path === '/schedules') return schedulesPage(ctx, url);
     const job = /^\/jobs\/([1-9][0-9]{0,18})$/.exec(path);
     if (job) return jobPage(ctx, job[1] as string);
     return null;

@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { InvocationDeadlineError, OutcomeUnknownError } from '../../base/errors.js';
 import type { ClaimedJob } from '../../base/rows.js';
 import { scrubSecrets } from '../../db/execute.js';
-import { buryDoomed } from '../../db/statements/bury.js';
+import { sweepDoomed } from '../../db/statements/bury.js';
 import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
 import { releaseClaim, releaseJobs } from '../../db/statements/settle.js';
 import { nextDue } from '../../db/statements/wake.js';
 import { subscriptionsOf } from '../events.js';
+import { runRuntimeSchedules } from '../runtime-schedule-tick.js';
 import { runSchedules } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
@@ -278,17 +279,19 @@ export class Invocation implements AttemptHost {
       unfitKinds: this.#unfit.map((k) => k.definition.kind),
       subscriptions: subscriptionsOf(this.settings.kindList.map((k) => k.definition)),
     };
-    const doomed = await this.#deadline.inTime(
-      buryDoomed(db.db, schema, {
+    const { dead, schedulesDue } = await this.#deadline.inTime(
+      sweepDoomed(db.db, schema, {
         kinds: [...kinds.keys()],
         queues,
         limit: 1000,
         now: statementNow(this.settings),
+        probeSchedules: this.settings.runtimeSchedules,
         ...(seen ? { served } : {}),
       }),
     );
-    for (const job of doomed) this.#ledger.buried(job);
+    for (const job of dead) this.#ledger.buried(job);
     await this.#tickSchedules();
+    if (schedulesDue) await this.#tickRuntimeSchedules();
     this.#to(this.#unfit.length === this.settings.kindList.length ? 'unfit' : 'running');
   }
 
@@ -304,7 +307,7 @@ export class Invocation implements AttemptHost {
     if (!asked || summary.claimed > 0 || summary.stoppedBecause !== 'drained') return;
     try {
       const due = await this.#deadline.inTime(nextDue(db.db, schema, { kinds: [...kinds.keys()], queues }));
-      const times = [due.jobAt?.getTime(), due.leaseAt?.getTime()];
+      const times = [due.jobAt?.getTime(), due.leaseAt?.getTime(), due.scheduleAt?.getTime()];
       // The schedules' next occurrence after this invocation's tick; when the instance's throttle
       // skipped it, after the last one it may have skipped (an occurrence in between is due now).
       const now = (statementNow(this.settings) ?? new Date()).getTime();
@@ -335,6 +338,27 @@ export class Invocation implements AttemptHost {
       if (err instanceof InvocationDeadlineError) throw err;
       logger.error('schedule_tick_failed', {
         invocationId: this.invocationId,
+        error: scrubSecrets(String((err as Error)?.message ?? err)),
+      });
+    }
+  }
+
+  /**
+   * Enqueues the run-time schedules' due occurrences (the sweep said one is due: an app with none
+   * due sends nothing for them); a failure is logged, and the invocation goes on.
+   */
+  async #tickRuntimeSchedules(): Promise<void> {
+    const { db, schema, logger } = this.settings;
+    try {
+      const tick = await this.#deadline.inTime(
+        runRuntimeSchedules(db, { schema, logger, now: statementNow(this.settings) }),
+      );
+      this.#ledger.summary.runtimeScheduled = tick.enqueued.length;
+    } catch (err) {
+      if (err instanceof InvocationDeadlineError) throw err;
+      logger.error('schedule_tick_failed', {
+        invocationId: this.invocationId,
+        source: 'runtime',
         error: scrubSecrets(String((err as Error)?.message ?? err)),
       });
     }

@@ -63,6 +63,8 @@ export interface WorkerSettings {
   /** The schedules this worker ticks, and how often at most (per warm instance). */
   readonly schedules: readonly ScheduleDefinition[];
   readonly scheduleTickMs: number;
+  /** Tick run-time schedules (when the sweep says one is due). */
+  readonly runtimeSchedules: boolean;
   /** An idle invocation reads when something is next due (the summary's nextDueAt). */
   readonly nextDue: boolean;
   /** Kinds already reported as never fitting an invocation of this instance (kinds_never_fit, once). */

@@ -49,6 +49,8 @@ export interface InvocationSummary {
   suspended?: number;
   /** Occurrences of schedules this invocation's tick enqueued (absent when it did not tick). */
   scheduled?: number;
+  /** Occurrences of run-time schedules this invocation's tick enqueued (absent when none was due). */
+  runtimeScheduled?: number;
   /** Time spent waiting for a rate limit's next token (absent when it never waited). */
   rateWaitMs?: number;
   /**

@@ -124,6 +124,12 @@ export interface WorkerOptions {
   /** The least time between two schedule ticks of one warm instance. @defaultValue 10000 */
   scheduleTickMs?: number;
   /**
+   * Tick the schedules the app created at run time (createSchedule, applySchedules), of any kind:
+   * the invocation's first statement also tells whether one is due, and only then does it claim
+   * and enqueue them (two statements per 1000 due schedules). @defaultValue true
+   */
+  runtimeSchedules?: boolean;
+  /**
    * An invocation that found nothing to run reads, in one more statement, when this worker next has
    * something to do (a job's run_at, a retry's back-off, a sleep's end, a signal's timeout, a lease
    * that may need a rescue, a schedule's next occurrence) and returns it as the summary's
@@ -307,6 +313,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     windows: declaredWindows(options.jobs),
     schedules,
     scheduleTickMs,
+    runtimeSchedules: options.runtimeSchedules ?? true,
     nextDue: options.nextDue ?? false,
     tracing: options.tracing,
     drizzle: options.drizzle,

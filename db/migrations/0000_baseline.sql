@@ -209,6 +209,32 @@ CREATE TABLE "skiplock"."rate_limits" (
 	CONSTRAINT "rate_limits_period_check" CHECK ("skiplock"."rate_limits"."period_ms" between 1000 and 86400000)
 );
 --> statement-breakpoint
+CREATE TABLE "skiplock"."runtime_schedules" (
+	"key" text PRIMARY KEY NOT NULL,
+	"kind" text NOT NULL,
+	"cron" text,
+	"interval_ms" bigint,
+	"timezone" text DEFAULT 'UTC' NOT NULL,
+	"payload" jsonb NOT NULL,
+	"queue" text NOT NULL,
+	"job_options" jsonb NOT NULL,
+	"start_at" timestamp with time zone,
+	"end_at" timestamp with time zone,
+	"missed" text DEFAULT 'last' NOT NULL,
+	"late_after_ms" integer DEFAULT 300000 NOT NULL,
+	"set_id" text,
+	"paused_at" timestamp with time zone,
+	"next_run_at" timestamp with time zone,
+	"claimed_until" timestamp with time zone,
+	"last_occurrence" timestamp with time zone,
+	"last_enqueued_at" timestamp with time zone,
+	"version" bigint DEFAULT 1 NOT NULL,
+	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "runtime_schedules_pattern_check" CHECK ((cron is null) <> (interval_ms is null)),
+	CONSTRAINT "runtime_schedules_interval_check" CHECK (interval_ms is null or interval_ms >= 1000)
+);
+--> statement-breakpoint
 CREATE TABLE "skiplock"."schedules" (
 	"name" text PRIMARY KEY NOT NULL,
 	"cron" text NOT NULL,
@@ -287,6 +313,8 @@ CREATE INDEX "jobs_deadline_idx" ON "skiplock"."jobs" USING btree ("deadline") W
 CREATE UNIQUE INDEX "jobs_dedupe_active_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key") WHERE dedupe_mode = 'skip' and state in ('queued', 'running');--> statement-breakpoint
 CREATE UNIQUE INDEX "jobs_dedupe_waiting_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key") WHERE dedupe_mode = 'replace' and state = 'queued' and attempted_at is null;--> statement-breakpoint
 CREATE UNIQUE INDEX "jobs_dedupe_window_uq" ON "skiplock"."jobs" USING btree ("kind","dedupe_key","dedupe_window") WHERE dedupe_mode = 'window';--> statement-breakpoint
+CREATE INDEX "runtime_schedules_due_idx" ON "skiplock"."runtime_schedules" USING btree ("next_run_at") WHERE next_run_at is not null;--> statement-breakpoint
+CREATE INDEX "runtime_schedules_set_idx" ON "skiplock"."runtime_schedules" USING btree ("set_id","key") WHERE set_id is not null;--> statement-breakpoint
 CREATE INDEX "signals_pending_idx" ON "skiplock"."signals" USING btree ("key","id") WHERE taken_by is null;--> statement-breakpoint
 CREATE UNIQUE INDEX "signals_token_idx" ON "skiplock"."signals" USING btree ("token_id") WHERE token_id is not null;--> statement-breakpoint
 CREATE INDEX "subscriptions_event_idx" ON "skiplock"."subscriptions" USING btree ("event") WHERE retired_at is null;

@@ -21,6 +21,20 @@ const SWEEP_KEYS = 50;
 export async function buryDoomed(
   db: AnyPgDatabase,
   schema: string,
+  request: Parameters<typeof sweepDoomed>[2],
+): Promise<ClaimDeadJob[]> {
+  return (await sweepDoomed(db, schema, request)).dead;
+}
+
+/**
+ * buryDoomed, and with `probeSchedules` whether a run-time schedule is due (unclaimed, next_run_at
+ * ≤ now) in the same statement: an invocation learns it has a tick to run at no extra round trip,
+ * and an app with no schedule due sends no schedule statement at all. The probe reads the first
+ * entries of runtime_schedules_due_idx.
+ */
+export async function sweepDoomed(
+  db: AnyPgDatabase,
+  schema: string,
   request: {
     kinds: readonly string[];
     queues?: readonly string[];
@@ -37,8 +51,9 @@ export async function buryDoomed(
       /** Its subscribers' subscriptions, written in the same statement (SubscriptionSync). */
       subscriptions?: readonly SubscriptionSpec[];
     };
+    probeSchedules?: boolean;
   },
-): Promise<ClaimDeadJob[]> {
+): Promise<{ dead: ClaimDeadJob[]; schedulesDue: boolean }> {
   const jobs = jobsRef(schema);
   const now = sql`(select now from clock)`;
   const kindFilter = sql`j.kind = any(${sql.param(request.kinds)}::text[]) ${
@@ -58,6 +73,7 @@ export async function buryDoomed(
     attempt: number;
     dead_reason: string;
     correlation_id: string | null;
+    schedules_due?: boolean;
   }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
@@ -97,17 +113,31 @@ export async function buryDoomed(
         ? sql`, ${syncSubscriptionsCte(schema, 'subscriptions_seen', request.served.subscriptions, now)}`
         : sql``
     }
-    select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`,
+    ${
+      request.probeSchedules
+        ? sql`select b.id::text as id, b.kind, b.queue, b.attempt, b.dead_reason, b.correlation_id, p.due as schedules_due
+      -- Ordered and limited, so that the plan walks the index from its start whatever the
+      -- estimate for a clock known only when it runs (a plain exists may scan the table).
+      from (select (select s.next_run_at from ${sql.identifier(schema)}.runtime_schedules s
+        where s.next_run_at <= ${now} and (s.claimed_until is null or s.claimed_until <= ${now})
+        order by s.next_run_at limit 1) is not null as due) p
+      left join buried b on true`
+        : sql`select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`
+    }`,
     schema,
   );
-  return rows.map((r) => ({
-    id: r.id,
-    kind: r.kind,
-    queue: r.queue,
-    attempt: r.attempt,
-    reason: r.dead_reason as ClaimDeadJob['reason'],
-    correlationId: r.correlation_id,
-  }));
+  const schedulesDue = rows.some((r) => r.schedules_due === true);
+  const dead = rows
+    .filter((r) => r.id !== null)
+    .map((r) => ({
+      id: r.id,
+      kind: r.kind,
+      queue: r.queue,
+      attempt: r.attempt,
+      reason: r.dead_reason as ClaimDeadJob['reason'],
+      correlationId: r.correlation_id,
+    }));
+  return { dead, schedulesDue };
 }
 
 /**

@@ -9,6 +9,11 @@ export interface NextDue {
   jobAt: Date | null;
   /** The earliest lease of a running job: if its invocation died, the claim rescues it then. */
   leaseAt: Date | null;
+  /**
+   * The earliest next run of a run-time schedule (any kind: every worker ticks them), or the end of
+   * the claim a tick holds on it.
+   */
+  scheduleAt: Date | null;
 }
 
 /**
@@ -26,15 +31,19 @@ export async function nextDue(
   const mine = sql`j.kind = any(${sql.param(request.kinds)}::text[]) ${
     request.queues ? sql`and j.queue = any(${sql.param(request.queues)}::text[])` : sql``
   }`;
-  const rows = await queryRows<{ job_at: number | null; lease_at: number | null }>(
+  const rows = await queryRows<{ job_at: number | null; lease_at: number | null; schedule_at: number | null }>(
     db,
     sql`select
       (select ${epochMs(sql`min(j.run_at)`)} from ${jobs} j
         where j.state = 'queued' and j.run_at <> 'infinity' and ${mine}) as job_at,
       (select ${epochMs(sql`min(j.lease_expires_at)`)} from ${jobs} j
-        where ${runningRow('j')} and ${mine}) as lease_at`,
+        where ${runningRow('j')} and ${mine}) as lease_at,
+      -- The first rows of runtime_schedules_due_idx; one a tick holds is due again when its claim ends.
+      (select ${epochMs(sql`min(greatest(s.next_run_at, s.claimed_until))`)} from (
+        select s.next_run_at, s.claimed_until from ${sql.identifier(schema)}.runtime_schedules s
+        where s.next_run_at is not null order by s.next_run_at limit 16) s) as schedule_at`,
     schema,
   );
   const row = rows[0];
-  return { jobAt: toDate(row?.job_at), leaseAt: toDate(row?.lease_at) };
+  return { jobAt: toDate(row?.job_at), leaseAt: toDate(row?.lease_at), scheduleAt: toDate(row?.schedule_at) };
 }

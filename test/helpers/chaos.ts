@@ -23,7 +23,7 @@ export const ciRun = (extra: Partial<ChaosOptions>) =>
 /** The summary line of a run in which every check held. */
 export const CLEAN_LINE = (driver: string, jobs: number) =>
   new RegExp(
-    `^chaos: driver=${driver} jobs=${jobs} processes=3 kills=\\d+ conn_faults=\\d+ answers_lost=\\d+ refused=\\d+ lost=0 unexpected=0 stale_writes=0 dead=\\d+ max_executions=\\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0 dependency_violations=0 step_reruns=0 signals_lost=0 enqueue_duplicates=0 replay_duplicates=0$`,
+    `^chaos: driver=${driver} jobs=${jobs} processes=3 kills=\\d+ conn_faults=\\d+ answers_lost=\\d+ refused=\\d+ lost=0 unexpected=0 stale_writes=0 dead=\\d+ max_executions=\\d+ order_violations=0 limit_violations=0 pause_violations=0 schedule_duplicates=0 dependency_violations=0 step_reruns=0 signals_lost=0 enqueue_duplicates=0 replay_duplicates=0 runtime_occurrences=\\d+ runtime_duplicates=0 runtime_missing=0$`,
   );
 
 /** Every publish made one event and one job per subscriber it matches: none missing, none twice. */
@@ -85,6 +85,9 @@ export function describeDriverRun(driver: Driver, paths: readonly string[]): voi
       // The batch kind: each job's final state is the one its batch answered, written once.
       expect(report.batchLine).toMatch(/ outcomes kept per job /);
       expect(report.batches.jobs).toBeGreaterThan(0);
+      // The run-time schedules: every occurrence one job, through the same faults.
+      expect(report.runtimeSchedules).toMatchObject({ duplicated: 0, missing: 0 });
+      expect(report.runtimeSchedules.occurrences).toBeGreaterThan(report.runtimeSchedules.schedules);
       expect(report.failed).toBe(false);
     });
 

@@ -22,6 +22,7 @@ describe('CloudWatch Embedded Metric Format', () => {
         durationMs: 420,
         stoppedBecause: 'drained',
         scheduled: 2,
+        runtimeScheduled: 3,
         rateWaitMs: 900,
       },
       'app-prod-worker',
@@ -47,7 +48,8 @@ describe('CloudWatch Embedded Metric Format', () => {
       JobsDead: 1,
       SuccessfulInvocations: 1,
       InvocationErrors: 0,
-      JobsScheduled: 2,
+      // Both kinds of schedules: 2 from code, 3 created at run time.
+      JobsScheduled: 5,
       RateLimitWait: 900,
     });
     // Every declared metric has a value in the document.
