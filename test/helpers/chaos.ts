@@ -85,9 +85,10 @@ export function describeDriverRun(driver: Driver, paths: readonly string[]): voi
       // The batch kind: each job's final state is the one its batch answered, written once.
       expect(report.batchLine).toMatch(/ outcomes kept per job /);
       expect(report.batches.jobs).toBeGreaterThan(0);
-      // The run-time schedules: every occurrence one job, through the same faults.
+      // The run-time schedules: every occurrence one job, through the same faults; each schedule
+      // fired at least once (a loaded machine may end a short run before any fires twice).
       expect(report.runtimeSchedules).toMatchObject({ duplicated: 0, missing: 0 });
-      expect(report.runtimeSchedules.occurrences).toBeGreaterThan(report.runtimeSchedules.schedules);
+      expect(report.runtimeSchedules.occurrences).toBeGreaterThanOrEqual(report.runtimeSchedules.schedules);
       expect(report.failed).toBe(false);
     });
 
