@@ -158,18 +158,3 @@ export async function eventsPublishPhase(options: {
   );
   return result;
 }
-
-if (import.meta.url === `file://${process.argv[1]}`) {
-  const { resolveTestDatabase } = await import('../scripts/local-postgres.js');
-  const database = await resolveTestDatabase();
-  const quick = process.argv.includes('--quick');
-  const result = await eventsPublishPhase({
-    server: database.url,
-    events: quick ? 1_000 : 5_000,
-    reps: 3,
-    log: (line) => console.error(line),
-  });
-  console.log(JSON.stringify({ events_publish: result }));
-  await database.stop();
-  process.exit(0);
-}

@@ -4,7 +4,8 @@
  * bench/process.svg (a --quick run: bench/RESULTS.quick.md and bench/process.quick.svg, not
  * committed). `--soak` adds the soak phase (bench/soak.ts: claims while VACUUM lags, both
  * completion modes; 24 min, or 4 min with --quick); `--soak-only` runs just that phase and prints it.
- * `--batch-only` runs just the batch_handler phase (bench/batch-handler.ts) and prints it.
+ * `--batch-only` runs just the batch_handler phase (bench/batch-handler.ts) and prints it;
+ * `--events-only` just the events_publish phase (bench/events.ts).
  * Phase 12 (`schedule_tick`, bench/schedule-tick.ts): 1,000,000 run-time schedules, 1,000 due;
  * `--schedule-tick-only` runs just that phase and prints it.
  */
@@ -157,6 +158,12 @@ async function batchHandlerPhase() {
   const url = await freshDatabase(server, DB);
   const jobs = quick ? { noop: 10_000, bulk_api: 2_000 } : { noop: 50_000, bulk_api: 5_000 };
   return runBatchHandlerBench({ url, jobs, reps: PARAMS.reps, log });
+}
+if (args.includes('--events-only')) {
+  results.events_publish = await eventsPublishPhase({ server, events: quick ? 1_000 : 5_000, reps: PARAMS.reps, log });
+  if (asJson) console.log(JSON.stringify({ events_publish: results.events_publish }));
+  await database.stop();
+  process.exit(0);
 }
 if (args.includes('--batch-only')) {
   results.batch_handler = await batchHandlerPhase();

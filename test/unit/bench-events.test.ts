@@ -15,3 +15,24 @@ it("the events_publish section shows each system's events/s, their ratio and sta
   expect(md).toContain('| statements per publish | 1 | 6 | |');
   expect(eventsSection({})).toBe('');
 });
+
+it('no module `npm run bench` bundles runs itself: in the bundle every module shares the entry point’s import.meta.url', async () => {
+  const { readFileSync } = await import('node:fs');
+  const seen = new Set<string>();
+  const walk = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const text = readFileSync(file, 'utf8');
+    for (const m of text.matchAll(/^import [^;]*? from '(\.\.?\/[^']+)\.js';$/gms)) {
+      const target = new URL(`${m[1]}.ts`, `file://${file}`).pathname;
+      if (target.includes('/bench/')) walk(target);
+    }
+  };
+  const entry = new URL('../../bench/run.ts', import.meta.url).pathname;
+  walk(entry);
+  const selfRunning = [...seen].filter(
+    (f) => f !== entry && /import\.meta\.url === .*process\.argv\[1\]/.test(readFileSync(f, 'utf8')),
+  );
+  expect(seen.size).toBeGreaterThan(5);
+  expect(selfRunning).toEqual([]);
+});
