@@ -1,5 +1,5 @@
 /**
- * The `events_publish` phase of `npm run bench` (also alone: `npx tsx bench/events.ts [--quick]`):
+ * The `events_publish` phase of `npm run bench` (also alone: `npm run bench -- --events-only [--quick]`):
  * events published per second, one after another on one connection, each fanned out to 5
  * subscribers — skiplock's `publish` (the event, 5 jobs and 5 deliveries in ONE statement) beside
  * pg-boss 12's `publish` with 5 subscribed queues (a read of the subscriptions, then a `send` per
@@ -119,7 +119,7 @@ export function eventsSection(r: Record<string, unknown>): string {
   const ratio = e.per_second['pg-boss'] > 0 ? (e.per_second.skiplock / e.per_second['pg-boss']).toFixed(2) : '–';
   return `## Events: publish to ${e.subscribers} subscribers
 
-One connection publishes ${e.events.toLocaleString('en-US')} events one after another, each to ${e.subscribers} subscribers. skiplock \`publish\`: the event, ${e.subscribers} jobs and ${e.subscribers} deliveries in one statement (atomic, in the caller's transaction when given one). pg-boss \`publish\` with ${e.subscribers} subscribed queues: a read of the subscriptions, then a \`send\` per queue (not atomic). Statements counted at the client. Alone: \`npx tsx bench/events.ts [--quick]\`.
+One connection publishes ${e.events.toLocaleString('en-US')} events one after another, each to ${e.subscribers} subscribers. skiplock \`publish\`: the event, ${e.subscribers} jobs and ${e.subscribers} deliveries in one statement (atomic, in the caller's transaction when given one). pg-boss \`publish\` with ${e.subscribers} subscribed queues: a read of the subscriptions, then a \`send\` per queue (not atomic). Statements counted at the client. Alone: \`npm run bench -- --events-only\`.
 
 | | skiplock | pg-boss | skiplock ÷ pg-boss |
 | --- | --- | --- | --- |
