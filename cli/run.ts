@@ -106,8 +106,9 @@ commands:
                                         clear that run-time rate: the code's rate applies again
   schedules [--limit n]                 the recurring schedules, code and run-time (source column): cron
                                         or interval, time zone, kind, last and next occurrence, last job
-                                        (with --jobs: also those the module's \`schedules\` defines and
-                                        no tick has recorded yet; at most --limit run-time ones, 1000)
+                                        (code schedules; with --jobs: also those the module's \`schedules\`
+                                        defines and no tick has recorded yet; at most --limit run-time
+                                        ones, 1000)
   schedules create <key> <kind> --cron expr|--every ms [--timezone tz] [--payload json] [--start iso]
       [--end iso] [--missed last|skip|N] [--queue q] [--priority n] [--max-attempts n] [--replace]
                                         a run-time schedule (needs --jobs: the payload is checked by the

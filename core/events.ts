@@ -340,12 +340,20 @@ export async function replayEvents(conn: SkiplockDb, options: ReplayEventsOption
   ) {
     throw new InvalidOptionsError('replayEvents needs from < to');
   }
-  return replayEventsStatement(conn.db, schema, {
-    subscription: assertLabel('kind', options.subscription),
-    from: options.from,
-    to,
-    limit,
-  });
+  const subscription = assertLabel('kind', options.subscription);
+  const delivered = await replayEventsStatement(conn.db, schema, { subscription, from: options.from, to, limit });
+  if (delivered.length > 0) return delivered;
+  // Nothing written: say so when the name is wrong, rather than look like a replay with nothing missing.
+  const found = (await listSubscriptionRecords(conn.db, schema)).find((s) => s.kind === subscription);
+  if (!found) {
+    throw new InvalidOptionsError(`no subscription ${subscription} (skiplock events subscriptions lists them)`);
+  }
+  if (found.retiredAt) {
+    throw new InvalidOptionsError(
+      `subscription ${subscription} is retired: its worker or skiplock sync makes it active again`,
+    );
+  }
+  return delivered;
 }
 
 /** An event's payload validated against its schema, as the JSON text the publish statement stores. */

@@ -211,6 +211,19 @@ describe(`events (${testDriver()})`, () => {
     ]);
   });
 
+  it('replay names a subscription that does not exist, or is retired, instead of replaying nothing', async () => {
+    await clean();
+    await syncSubscriptions(t.db, new JobRegistry([welcome]), { schema: t.schema });
+    const from = new Date(Date.now() - 3_600_000);
+    await expect(replayEvents(t.db, { schema: t.schema, subscription: 'crm-synk', from })).rejects.toThrow(
+      /no subscription crm-synk \(skiplock events subscriptions lists them\)/,
+    );
+    await retireSubscriptions(t.db.db, t.schema, { kinds: ['send-welcome'] });
+    await expect(replayEvents(t.db, { schema: t.schema, subscription: 'send-welcome', from })).rejects.toThrow(
+      /subscription send-welcome is retired/,
+    );
+  });
+
   it('reconcile fills in a new subscription for events published around its activation, once; not older ones', async () => {
     await clean();
     await t.admin.query(`truncate "${t.schema}".jobs`);

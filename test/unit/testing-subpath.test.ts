@@ -12,6 +12,7 @@ afterAll(async () => {
   await admin.query(`drop schema if exists ${schema} cascade`);
   await admin.query(`drop schema if exists test_onboarding_${process.pid} cascade`);
   await admin.query(`drop schema if exists test_faults_${process.pid} cascade`);
+  await admin.query(`drop schema if exists test_digests_${process.pid} cascade`);
   await admin.end();
 });
 
@@ -20,6 +21,8 @@ process.env.TEST_DATABASE_URL = inject('databaseUrl');
 await import('../../examples/docs/testing-steps.js');
 // … and its example of an enqueue whose answer the stand-ins lose.
 await import('../../examples/docs/faults.js');
+// … and its example of a run-time schedule ticked at a chosen time.
+await import('../../examples/docs/testing-runtime-schedules.js');
 
 describe('skiplock/testing', () => {
   it('startLocalNeon points both Neon drivers at a local Postgres; runJobs runs the queue dry', async () => {
