@@ -3,7 +3,7 @@ import { cancel, moveToDlq, retryNow } from '../../core/admin.js';
 import { resetBreaker } from '../../core/breakers.js';
 import { pause, resume } from '../../core/flow-control.js';
 import { replay } from '../../core/replay.js';
-import { createScheduler } from '../../core/runtime-schedules.js';
+import { createScheduler, type RuntimeScheduleSpec } from '../../core/runtime-schedules.js';
 import type { SkiplockDb } from '../../db/connect.js';
 import { type ConsoleContext, csrfField, withDb } from './context.js';
 import { type Html, html, type Page } from './html.js';
@@ -209,6 +209,31 @@ const ACTIONS: Record<string, Action> = {
       };
     },
   },
+  schedule_save: {
+    async confirm(ctx, form) {
+      const spec = scheduleSpecOf(ctx, form);
+      const pattern = spec.cron !== undefined ? html`<code>${spec.cron}</code>` : html`every ${form.get('every')} s`;
+      return {
+        question: html`Save the schedule <strong>${spec.key}</strong>: ${spec.job.kind}, ${pattern}, ${
+          spec.timezone ?? 'UTC'
+        }? A schedule with this key is replaced; its next run is computed afresh.`,
+        fields: html`${['key', 'kind', 'cron', 'every', 'timezone', 'payload'].map((name) =>
+          hidden(name, form.get(name) ?? ''),
+        )}`,
+      };
+    },
+    async run(ctx, form) {
+      const spec = scheduleSpecOf(ctx, form);
+      const result = await withDb(ctx, (db) => createScheduler({ schema: ctx.schema }).upsertSchedule(db, spec));
+      const verb = result.outcome === 'created' ? 'Created' : result.outcome === 'unchanged' ? 'Kept' : 'Updated';
+      return {
+        ok: true,
+        title: `${verb} schedule ${spec.key}`,
+        lines: result.nextRunAt ? [html`Next run: ${result.nextRunAt.toISOString()}.`] : [],
+        log: { schedule: spec.key, kind: spec.job.kind, outcome: result.outcome },
+      };
+    },
+  },
   schedule_pause: onSchedule('Pause', 'No occurrence is enqueued until it is resumed.', (s, db, key) =>
     s.pauseSchedule(db, key),
   ),
@@ -221,6 +246,39 @@ const ACTIONS: Record<string, Action> = {
     s.deleteSchedule(db, key),
   ),
 };
+
+/**
+ * A run-time schedule from the schedules page's form: a kind the console serves (its payload checked
+ * by the kind's schema when written), a cron or an interval in seconds, a time zone, a JSON payload.
+ */
+function scheduleSpecOf(ctx: ConsoleContext, form: URLSearchParams): RuntimeScheduleSpec {
+  const field = (name: string) => (form.get(name) ?? '').trim();
+  const key = field('key');
+  if (!key) throw new InvalidOptionsError('name the schedule (its key)');
+  const kind = field('kind');
+  if (!ctx.registry.kinds().includes(kind)) {
+    throw new InvalidOptionsError(
+      `unknown kind ${kind.slice(0, 64)}: the console serves ${ctx.registry.kinds().join(', ')}`,
+    );
+  }
+  const spec: RuntimeScheduleSpec = { key, job: ctx.registry.get(kind) };
+  const cron = field('cron');
+  const every = field('every');
+  if (cron && every) throw new InvalidOptionsError('give a cron or an interval, not both');
+  if (cron) spec.cron = cron;
+  else if (/^[1-9][0-9]{0,8}$/.test(every)) spec.everyMs = Number(every) * 1000;
+  else throw new InvalidOptionsError('give a cron, or an interval in whole seconds');
+  if (field('timezone')) spec.timezone = field('timezone');
+  const payload = field('payload');
+  if (payload) {
+    try {
+      spec.payload = JSON.parse(payload);
+    } catch {
+      throw new InvalidOptionsError('the payload is not JSON');
+    }
+  }
+  return spec;
+}
 
 /** An action on one run-time schedule, by key (createScheduler: the same call as the CLI's). */
 function onSchedule(

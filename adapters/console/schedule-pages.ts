@@ -20,6 +20,21 @@ function patternText(cron: string | null, intervalMs: number | null): string {
   return `every ${ms}ms`;
 }
 
+/** The form that creates a run-time schedule, or replaces the one with the same key. */
+function saveForm(ctx: ConsoleContext): Html {
+  const kinds = ctx.registry.kinds();
+  if (kinds.length === 0) return html``;
+  return html`<h2>Create or replace a run-time schedule</h2>
+    <form method="post" action="${ctx.base}/actions" class="filters">${csrfField(ctx)}<input type="hidden" name="action" value="schedule_save">
+    <label>Key<input name="key" required placeholder="digest:user-42"></label>
+    <label>Kind<select name="kind">${kinds.map((k) => html`<option value="${k}">${k}</option>`)}</select></label>
+    <label>Cron<input name="cron" placeholder="0 9 * * 1"></label>
+    <label>or every (seconds)<input name="every" inputmode="numeric"></label>
+    <label>Time zone<input name="timezone" placeholder="UTC"></label>
+    <label>Payload (JSON)<input name="payload" placeholder="{}"></label>
+    <button>Save…</button></form>`;
+}
+
 /**
  * GET /schedules: the code's schedules and the ones the app created at run time, in one list
  * (source), with pause, resume and delete for run-time ones (`?prefix=` for the keys that start so).
@@ -58,6 +73,7 @@ export async function schedulesPage(ctx: ConsoleContext, url: URL): Promise<Page
           : html`<table><thead><tr><th>Name or key</th><th>Source</th><th>Pattern</th><th>Time zone</th><th>Kind</th>
           <th>Last occurrence</th><th>Next</th><th></th></tr></thead><tbody>${body}</tbody></table>`
       }
+      ${act ? saveForm(ctx) : html``}
       <p class="muted">Times in UTC. Code schedules appear once a worker's tick recorded them; run-time schedules
       (createSchedule, applySchedules, <code>skiplock schedules create</code>) are listed by key${
         runtimeCount === PAGE_SIZE ? html`, the first ${PAGE_SIZE} (filter by a key prefix for others)` : ''

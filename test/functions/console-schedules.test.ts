@@ -100,6 +100,54 @@ describe(`the console's schedules page (${testDriver()})`, () => {
     expect(await createScheduler({ schema: t.schema }).getSchedule(t.db, 'digest:user-42')).toBeNull();
   });
 
+  it("creates and replaces a run-time schedule from a form, the payload checked by the kind's schema", async () => {
+    const c = client();
+    await c.login(ADMIN);
+    const page = await c.get('/admin/schedules');
+    expect(page.html).toMatch(/<form[^>]*action="\/admin\/actions"[^>]*>[\s\S]*name="action" value="schedule_save"/);
+    expect(page.html).toMatch(/<option value="digest">digest<\/option>/);
+    const fields = {
+      csrf: c.csrf,
+      action: 'schedule_save',
+      key: 'digest:user-9',
+      kind: 'digest',
+      cron: '0 9 * * 1',
+      every: '',
+      timezone: 'Europe/Berlin',
+      payload: '{"userId":"9"}',
+    };
+    const confirm = await c.post('/admin/actions', fields);
+    expect(confirm.html).toMatch(/Save the schedule <strong>digest:user-9<\/strong>/);
+    expect(await createScheduler({ schema: t.schema }).getSchedule(t.db, 'digest:user-9')).toBeNull();
+    const done = await c.post('/admin/actions', { ...fields, confirmed: '1' });
+    expect(done.html).toMatch(/Created schedule digest:user-9/);
+    const saved = await createScheduler({ schema: t.schema }).getSchedule(t.db, 'digest:user-9');
+    expect([saved?.cron, saved?.timezone, saved?.payload]).toEqual(['0 9 * * 1', 'Europe/Berlin', { userId: '9' }]);
+    // The same key again replaces it: an interval now, in UTC.
+    const replaced = await c.post('/admin/actions', {
+      ...fields,
+      cron: '',
+      every: '3600',
+      timezone: '',
+      confirmed: '1',
+    });
+    expect(replaced.html).toMatch(/Updated schedule digest:user-9/);
+    const again = await createScheduler({ schema: t.schema }).getSchedule(t.db, 'digest:user-9');
+    expect([again?.cron, again?.intervalMs, again?.timezone]).toEqual([null, 3_600_000, 'UTC']);
+    // A payload the kind's schema refuses, bad JSON and an unknown kind change nothing.
+    for (const bad of [
+      { payload: '{"userId":9}', error: /payload/ },
+      { payload: '{', error: /payload is not JSON/ },
+      { kind: 'nope', error: /unknown kind nope/ },
+    ]) {
+      const { error, ...change } = bad;
+      const res = await c.post('/admin/actions', { ...fields, key: 'digest:user-10', ...change, confirmed: '1' });
+      expect(res.status).toBe(400);
+      expect(res.html).toMatch(error);
+    }
+    expect(await createScheduler({ schema: t.schema }).getSchedule(t.db, 'digest:user-10')).toBeNull();
+  });
+
   it('a read-only session sees the page without the forms, and its posted action is refused', async () => {
     await createScheduler({ schema: t.schema }).createSchedule(t.db, {
       key: 'digest:user-7',
@@ -111,6 +159,7 @@ describe(`the console's schedules page (${testDriver()})`, () => {
     await viewer.login(VIEWER);
     const page = await viewer.get('/admin/schedules');
     expect(scheduleRows(page.html)['digest:user-7']?.at(-1)).toBe('');
+    expect(page.html).not.toMatch(/schedule_save/);
     const refused = await viewer.post('/admin/actions', {
       csrf: viewer.csrf,
       action: 'schedule_delete',
