@@ -14,21 +14,15 @@ import {
   setLimit,
 } from '../core/flow-control.js';
 import { declaredLimits } from '../core/jobs.js';
-import type { CommandContext } from './commands.js';
-import { age, table } from './format.js';
+import { type CommandContext, operator, str } from './command-context.js';
+import { age, table, when } from './format.js';
 import { EXIT, UsageError } from './io.js';
-
-export const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 function target(scope: 'queue' | 'kind', rest: readonly string[]): PauseTarget {
   const [name, extra] = rest;
   if (!name || extra !== undefined) throw new UsageError(`needs exactly one ${scope} name`);
   return scope === 'queue' ? { queue: name } : { kind: name };
 }
-
-/** Who pauses, when --by is not given: the operator's login, as replay records it. */
-export const operator = (ctx: CommandContext) =>
-  str(ctx.o.by) ?? `cli:${ctx.io.env.USER ?? ctx.io.env.USERNAME ?? 'unknown'}`;
 
 const sinceText = (p: Pause) => `${p.pausedAt.toISOString()} (${age((Date.now() - p.pausedAt.getTime()) / 1000)} ago)`;
 
@@ -164,12 +158,6 @@ export const FLOW_COMMANDS: Record<string, (ctx: CommandContext) => Promise<numb
     return EXIT.ok;
   },
 };
-
-/** A moment and how far it is from now: `… (3m 2s ago)`, `… (40s from now)`. */
-export const when = (d: Date | null) =>
-  d
-    ? `${d.toISOString()} (${age(Math.abs(Date.now() - d.getTime()) / 1000)}${d.getTime() > Date.now() ? ' from now' : ' ago'})`
-    : '';
 
 /** The breakers as a table, for `breakers` and `stats`. */
 export function breakersTable(rows: readonly DestinationHealth[]): string {

@@ -16,7 +16,8 @@ import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js
 import { isConnectionFailure } from '../db/execute.js';
 import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
-import { COMMANDS, type CommandContext } from './commands.js';
+import type { CommandContext } from './command-context.js';
+import { COMMANDS } from './commands.js';
 import { runCrons } from './crons.js';
 import { EVENT_COMMANDS, EVENT_SUBCOMMANDS } from './event-commands.js';
 import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
