@@ -1,4 +1,7 @@
 // The public API of skiplock: `import { defineJob, enqueue, createWorker, … } from 'skiplock'`.
+// Only what an application calls or names: the functions, their options and results, the errors it
+// catches, the defaults it may read. Helpers the adapters, the CLI and the tests share are imported
+// from their modules (e.g. isSubscriber from core/events.ts), so the package root does not promise them.
 
 export * from '../base/errors.js';
 export { DEFAULT_SCHEMA } from '../base/identifiers.js';
@@ -77,7 +80,6 @@ export {
   type EventDelivery,
   type EventRecord,
   getEvent,
-  isSubscriber,
   type ListEventsOptions,
   listEvents,
   listSubscriptions,
@@ -138,7 +140,6 @@ export type { JobMetrics, MeteredJob, MeteredOutcome, QueueMetrics } from './met
 export { createNudger, type DueWrite, NUDGE_DEFAULTS, type Nudger, type NudgerOptions } from './nudge.js';
 export {
   clearRateLimit,
-  parseRate,
   type RateLimit,
   type RateLimitOverride,
   type RateLimitScope,
@@ -195,7 +196,7 @@ export {
   type SignalTokenClaims,
   type SignalTokenOptions,
 } from './signal-tokens.js';
-export { type PreparedSignal, SIGNAL_LIMITS, type SignalOptions, type SignalResult } from './signals.js';
+export type { PreparedSignal, SignalOptions, SignalResult } from './signals.js';
 export {
   deliverWebhook,
   retryAfterMs,

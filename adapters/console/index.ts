@@ -1,14 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { InvalidOptionsError } from '../../base/errors.js';
-import {
-  clientKey,
-  closeConsoleSession,
-  countConsoleLoginAttempt,
-  forgetConsoleLoginAttemptsOf,
-  openConsoleSession,
-  readConsoleSession,
-  tokenId,
-} from '../../core/console-sessions.js';
 import { type JobDefinition, JobRegistry } from '../../core/jobs.js';
 import { errorResponse, HttpError, MIN_SECRET_LENGTH } from '../http.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from '../runtime.js';
@@ -28,6 +19,15 @@ import {
 import { dlqPage, jobPage, jobsPage } from './job-pages.js';
 import { flowPage, overviewPage } from './pages.js';
 import { schedulesPage } from './schedule-pages.js';
+import {
+  clientKey,
+  closeConsoleSession,
+  countConsoleLoginAttempt,
+  forgetConsoleLoginAttemptsOf,
+  openConsoleSession,
+  readConsoleSession,
+  tokenId,
+} from './sessions.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
