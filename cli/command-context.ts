@@ -1,5 +1,5 @@
 // What every command receives, and the option readers the command modules share. A module of its
-// own so that commands.ts, flow-commands.ts and the others import it without importing each other.
+// own so that commands.ts, control-commands.ts and the others import it without importing each other.
 
 import type { JobRegistry } from '../core/jobs.js';
 import type { ScheduleDefinition } from '../core/schedules.js';

@@ -56,6 +56,22 @@ export {
 } from './batches.js';
 export { type BreakerState, breakers, type DestinationHealth, resetBreaker } from './breakers.js';
 export { type Clock, systemClock } from './clock.js';
+export {
+  type ControlOptions,
+  clearLimit,
+  type FlowControlOptions,
+  type LimitOverride,
+  type LimitScope,
+  type LimitTarget,
+  limits,
+  type Pause,
+  type PauseScope,
+  type PauseTarget,
+  pause,
+  pauses,
+  resume,
+  setLimit,
+} from './controls.js';
 export { BREAKER_DEFAULTS, type BreakerSettings, countsAgainstDestination } from './destinations.js';
 export {
   createEnqueuer,
@@ -98,21 +114,6 @@ export {
   unsubscribedEvents,
 } from './events.js';
 export { type ExplainOptions, explain, type JobExplanation, type JobHold } from './explain.js';
-export {
-  clearLimit,
-  type FlowControlOptions,
-  type LimitOverride,
-  type LimitScope,
-  type LimitTarget,
-  limits,
-  type Pause,
-  type PauseScope,
-  type PauseTarget,
-  pause,
-  pauses,
-  resume,
-  setLimit,
-} from './flow-control.js';
 export {
   defineJob,
   defineQueue,
@@ -214,4 +215,4 @@ export {
   WORKER_DEFAULTS,
   type Worker,
   type WorkerOptions,
-} from './worker.js';
+} from './worker/index.js';

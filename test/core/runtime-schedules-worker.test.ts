@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createScheduler } from '../../core/runtime-schedules.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { captureStatements } from '../helpers/statements.js';
 

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { pause } from '../../core/controls.js';
 import { createEnqueuer } from '../../core/enqueue.js';
-import { pause } from '../../core/flow-control.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import type { DueWrite } from '../../core/nudge.js';
 import { defineSchedule } from '../../core/schedules.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 

@@ -1,4 +1,4 @@
-// Flow-control commands: pause and resume queues and kinds, set and clear concurrency limits,
+// Control commands (the run-time controls): pause and resume queues and kinds, set and clear concurrency limits,
 // through the same core functions as the API.
 
 import { breakers, type DestinationHealth, resetBreaker } from '../core/breakers.js';
@@ -12,7 +12,7 @@ import {
   pauses,
   resume,
   setLimit,
-} from '../core/flow-control.js';
+} from '../core/controls.js';
 import { declaredLimits } from '../core/jobs.js';
 import { type CommandContext, operator, str } from './command-context.js';
 import { age, table, when } from './format.js';
@@ -112,7 +112,7 @@ function unlimitCommand(scope: 'queue' | 'kind') {
   };
 }
 
-export const FLOW_COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
+export const CONTROL_COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
   'queues limit': limitCommand('queue'),
   'queues unlimit': unlimitCommand('queue'),
   'kinds limit': limitCommand('kind'),
@@ -176,13 +176,13 @@ export function breakersTable(rows: readonly DestinationHealth[]): string {
   );
 }
 
-FLOW_COMMANDS.breakers = async ({ conn, schema, emit }) => {
+CONTROL_COMMANDS.breakers = async ({ conn, schema, emit }) => {
   const rows = await breakers(conn, { schema });
   emit(breakersTable(rows), rows);
   return EXIT.ok;
 };
 
-FLOW_COMMANDS['breakers reset'] = async (ctx) => {
+CONTROL_COMMANDS['breakers reset'] = async (ctx) => {
   const [destination, extra] = ctx.rest;
   if (!destination || extra !== undefined) throw new UsageError('needs exactly one destination');
   const { previous } = await resetBreaker(ctx.conn, destination, { schema: ctx.schema, by: operator(ctx) });
@@ -195,4 +195,4 @@ FLOW_COMMANDS['breakers reset'] = async (ctx) => {
   return previous === null ? EXIT.refused : EXIT.ok;
 };
 
-export const FLOW_SUBCOMMANDS = ['queues', 'kinds', 'breakers'];
+export const CONTROL_SUBCOMMANDS = ['queues', 'kinds', 'breakers'];
