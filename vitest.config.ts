@@ -6,14 +6,15 @@ import { defineConfig } from 'vitest/config';
 // (test/db) and a smoke set that drives the core and the deployed functions through each driver
 // (test/drivers). What sits above the driver — the worker loop, the adapters, the console
 // (test/core, test/functions) — and the concurrency simulations (test/concurrency) run on pg
-// only. Pure unit tests run once.
+// only. Unit tests (test/unit: no database, no child process) run once; so do the end-to-end ones
+// (test/e2e: whole programs — the CLI, packaging, next, cdk, the demo, chaos, the drills — on Postgres).
 const drivers = ['pg', 'neon-ws', 'neon-http'] as const;
 const everyDriver = ['test/db/**/*.test.ts', 'test/drivers/**/*.test.ts'];
 const pgOnly = ['test/core/**/*.test.ts', 'test/functions/**/*.test.ts', 'test/concurrency/**/*.test.ts'];
 
 // The app in functions/ and api/ imports the package by name ('skiplock/lambda'), as a user's app
 // does. Here those names resolve to the sources: each export's ./dist/x.js maps to ./x.ts (the
-// same mapping as tsconfig.json's paths, which test/unit/package.test.ts keeps in step).
+// same mapping as tsconfig.json's paths, which test/e2e/package.test.ts keeps in step).
 const pkg = JSON.parse(readFileSync(new URL('./package.json', import.meta.url), 'utf8')) as {
   exports: Record<string, string | { import: string }>;
 };
@@ -54,6 +55,10 @@ export default defineConfig({
       {
         extends: true as const,
         test: { name: 'unit', include: ['test/unit/**/*.test.ts'], env: { SKIPLOCK_TEST_PROJECT: 'unit' } },
+      },
+      {
+        extends: true as const,
+        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], env: { SKIPLOCK_TEST_PROJECT: 'e2e' } },
       },
       // Needs the pgbouncer binary; run by `npm run test:pgbouncer` (and .ci/run), not `npm test`.
       ...(process.env.SKIPLOCK_TEST_PGBOUNCER

@@ -3,7 +3,7 @@ import { ConfigError } from '../base/errors.js';
 import { ENQUEUE_DEFAULTS } from '../core/enqueue.js';
 import { check } from '../core/issues.js';
 import { MAINTENANCE_DEFAULTS } from '../core/maintenance.js';
-import { WORKER_DEFAULTS } from '../core/worker.js';
+import { WORKER_DEFAULTS } from '../core/worker/index.js';
 import { CONNECT_DEFAULTS, type NeonOptions } from '../db/connection-options.js';
 import { DRIVERS, type Driver } from '../db/drivers/names.js';
 

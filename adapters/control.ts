@@ -10,7 +10,7 @@ import {
   pauses,
   resume,
   setLimit,
-} from '../core/flow-control.js';
+} from '../core/controls.js';
 import { check, describeIssues } from '../core/issues.js';
 import {
   clearRateLimit,

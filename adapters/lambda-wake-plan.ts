@@ -1,4 +1,4 @@
-import type { InvocationSummary } from '../core/worker.js';
+import type { InvocationSummary } from '../core/worker/index.js';
 import type { SkiplockConfig } from './config.js';
 import { functionArn, LambdaWakes, maintenanceSlot, wakeMinute } from './lambda-wake.js';
 import type { FunctionRuntime } from './runtime.js';

@@ -1,5 +1,5 @@
 import type { QueueStatsRow } from '../base/rows.js';
-import type { InvocationSummary } from '../core/worker.js';
+import type { InvocationSummary } from '../core/worker/index.js';
 
 /**
  * CloudWatch Embedded Metric Format: one JSON line that CloudWatch Logs turns into metrics,

@@ -19,7 +19,7 @@ import {
   type InvocationSummary,
   type Worker,
   type WorkerOptions,
-} from '../core/worker.js';
+} from '../core/worker/index.js';
 import type { SkiplockDb } from '../db/connect.js';
 import type { DrizzleFactory } from '../db/connection-options.js';
 import { migrate } from '../db/migrate.js';

@@ -3,7 +3,7 @@ import { ConfigError } from '../base/errors.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { type Logger, silentLogger } from '../core/logger.js';
 import { createNudger, type Nudger } from '../core/nudge.js';
-import type { InvocationStarter } from '../core/worker.js';
+import type { InvocationStarter } from '../core/worker/index.js';
 import { MIN_SECRET_LENGTH } from './http.js';
 import { importOptionalPeer } from './optional-peer.js';
 import { defaultIdleHints, type IdleHintStore, IdleHints } from './vercel-idle.js';

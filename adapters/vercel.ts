@@ -5,7 +5,7 @@ import type { JobMetrics, QueueMetrics } from '../core/metrics.js';
 import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
-import type { InvocationStarter } from '../core/worker.js';
+import type { InvocationStarter } from '../core/worker/index.js';
 import type { DrizzleFactory } from '../db/connection-options.js';
 import type { ConsoleOptions } from './console/index.js';
 import { createVercelConsole as consoleRoute } from './console/platforms.js';

@@ -10,7 +10,7 @@ import * as z from 'zod';
 import { createEnqueuer } from '../core/enqueue.js';
 import { defineJob, defineQueue } from '../core/jobs.js';
 import { silentLogger } from '../core/logger.js';
-import { createWorker } from '../core/worker.js';
+import { createWorker } from '../core/worker/index.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { freshDatabase, openBacklogCounter, vacuumAnalyze } from './db.js';

@@ -5,7 +5,7 @@ import { createEnqueuer } from '../core/enqueue.js';
 import { defineJob } from '../core/jobs.js';
 import { silentLogger } from '../core/logger.js';
 import { replay } from '../core/replay.js';
-import { createWorker, type InvocationSummary } from '../core/worker.js';
+import { createWorker, type InvocationSummary } from '../core/worker/index.js';
 import type { SkiplockDb } from '../db/connect.js';
 import type { FaultMode, Faults } from '../testing/faults.js';
 

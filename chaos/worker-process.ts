@@ -9,7 +9,7 @@ import { Client as NeonClient } from '@neondatabase/serverless';
 import pg from 'pg';
 import { silentLogger } from '../core/logger.js';
 import { defineSchedule } from '../core/schedules.js';
-import { createWorker, type InvocationStarter } from '../core/worker.js';
+import { createWorker, type InvocationStarter } from '../core/worker/index.js';
 import { connect } from '../db/connect.js';
 import { chaosBatchedJob, poolBatchHooks } from './batch-job.js';
 import { chaosSubscribers } from './events.js';

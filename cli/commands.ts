@@ -4,39 +4,24 @@ import { ConfigError } from '../base/errors.js';
 import type { JobRecord, JobState, JobStep } from '../base/rows.js';
 import { activity, cancel, getJob, listJobs, moveToDlq, retryNow, stats } from '../core/admin.js';
 import { breakers } from '../core/breakers.js';
+import { pauses } from '../core/controls.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import type { EnqueueOptions } from '../core/enqueue-options.js';
 import { unsubscribedEvents } from '../core/events.js';
 import { explain } from '../core/explain.js';
-import { pauses } from '../core/flow-control.js';
 import type { JobRegistry } from '../core/jobs.js';
 import { maskPayload } from '../core/masking.js';
 import { rateLimits } from '../core/rate-limits.js';
 import { replay } from '../core/replay.js';
-import type { ScheduleDefinition } from '../core/schedules.js';
-import type { SkiplockDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { checkSchema, hasDrift } from '../db/schema-drift.js';
-import { breakersTable, pausesTable } from './flow-commands.js';
+import { type CommandContext, str } from './command-context.js';
+import { breakersTable, pausesTable } from './control-commands.js';
 import { age, table } from './format.js';
-import { type CliIo, EXIT, UsageError } from './io.js';
+import { EXIT, UsageError } from './io.js';
 import { describeDrift, describeMigrateResult, describeMigrationEvent } from './migrate-output.js';
 import { rateUseTable } from './rate-commands.js';
 
-export interface CommandContext {
-  conn: SkiplockDb;
-  schema: string;
-  registry: JobRegistry | undefined;
-  /** The jobs module's `schedules`, when it exports them. */
-  schedules?: readonly ScheduleDefinition[] | undefined;
-  o: Record<string, string | boolean | undefined>;
-  rest: string[];
-  emit(human: string, data: unknown): void;
-  io: CliIo;
-  json: boolean;
-}
-
-const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 function num(o: Record<string, unknown>, name: string): number | undefined {
   const v = str(o[name]);
   if (v === undefined) return undefined;

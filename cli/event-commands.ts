@@ -1,12 +1,10 @@
 // Event commands: write the subscriptions at deploy (sync), list and show events, replay them.
 
 import { getEvent, listEvents, listSubscriptions, replayEvents, syncSubscriptions } from '../core/events.js';
-import type { CommandContext } from './commands.js';
-import { when } from './flow-commands.js';
-import { table } from './format.js';
+import { type CommandContext, str } from './command-context.js';
+import { table, when } from './format.js';
 import { EXIT, UsageError } from './io.js';
 
-const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 function dateOption(o: Record<string, unknown>, name: string): Date | undefined {
   const v = str(o[name]);
   if (v === undefined) return undefined;

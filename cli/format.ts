@@ -28,3 +28,9 @@ export function age(seconds: number | null | undefined): string {
   if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
   return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
 }
+
+/** A moment and how far it is from now: `… (3m 2s ago)`, `… (40s from now)`. */
+export const when = (d: Date | null) =>
+  d
+    ? `${d.toISOString()} (${age(Math.abs(Date.now() - d.getTime()) / 1000)}${d.getTime() > Date.now() ? ' from now' : ' ago'})`
+    : '';

@@ -68,7 +68,7 @@ export function isPlatform(name: string | undefined): name is Platform {
  * How an app installs skiplock: exactly the commands of the README's "Install into your app",
  * which test/unit/docs-figures.test.ts compares with these. No registry release exists yet, so the
  * app ships the packed tarball in its own vendor/ folder (scripts/vendor.ts), a path that a clone
- * of the app also has; test/unit/next-app.test.ts builds such a clone.
+ * of the app also has; test/e2e/next-app.test.ts builds such a clone.
  */
 export function installCommands(): readonly string[] {
   const { version } = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string };

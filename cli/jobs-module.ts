@@ -4,9 +4,9 @@ import * as nodeModule from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ConfigError } from '../base/errors.js';
+import { scrubSecrets } from '../base/scrub-secrets.js';
 import { type JobDefinition, JobRegistry } from '../core/jobs.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
-import { scrubSecrets } from '../db/execute.js';
 
 /** What `--jobs` gives the commands: the module's kinds, and its schedules when it exports `schedules`. */
 export interface JobsModule {

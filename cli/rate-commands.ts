@@ -11,8 +11,7 @@ import {
   rateText,
   setRateLimit,
 } from '../core/rate-limits.js';
-import type { CommandContext } from './commands.js';
-import { operator, str } from './flow-commands.js';
+import { type CommandContext, operator, str } from './command-context.js';
 import { age, table } from './format.js';
 import { EXIT, UsageError } from './io.js';
 

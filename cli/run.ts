@@ -16,10 +16,11 @@ import { connect, DRIVERS, type Driver, type SkiplockDb } from '../db/connect.js
 import { isConnectionFailure } from '../db/execute.js';
 import { migrationSql } from '../db/migration-plan.js';
 import { MIGRATIONS } from '../db/migrations.generated.js';
-import { COMMANDS, type CommandContext } from './commands.js';
+import type { CommandContext } from './command-context.js';
+import { COMMANDS } from './commands.js';
+import { CONTROL_COMMANDS, CONTROL_SUBCOMMANDS } from './control-commands.js';
 import { runCrons } from './crons.js';
 import { EVENT_COMMANDS, EVENT_SUBCOMMANDS } from './event-commands.js';
-import { FLOW_COMMANDS, FLOW_SUBCOMMANDS } from './flow-commands.js';
 import { initProject, isNextApp, isPlatform, PRO_CRONS, VERCEL_PLANS, type VercelPlan } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 import { loadJobsModule } from './jobs-module.js';
@@ -238,7 +239,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   // `breakers` alone lists; `breakers reset <destination>` resets.
   const key = sub && rest.length > 0 ? `${command} ${rest[0]}` : command;
   const handler =
-    COMMANDS[key] ?? FLOW_COMMANDS[key] ?? RATE_COMMANDS[key] ?? SCHEDULE_COMMANDS[key] ?? EVENT_COMMANDS[key];
+    COMMANDS[key] ?? CONTROL_COMMANDS[key] ?? RATE_COMMANDS[key] ?? SCHEDULE_COMMANDS[key] ?? EVENT_COMMANDS[key];
   if (!handler) {
     io.err(
       `unknown command "${[command, ...(sub ? rest.slice(0, 1) : [])].join(' ')}"\nrun \`skiplock --help\` for usage`,
@@ -428,7 +429,7 @@ async function init(
 const SUBCOMMANDS = new Set([
   'jobs',
   'dlq',
-  ...FLOW_SUBCOMMANDS,
+  ...CONTROL_SUBCOMMANDS,
   ...RATE_SUBCOMMANDS,
   ...SCHEDULE_SUBCOMMANDS,
   ...EVENT_SUBCOMMANDS,

@@ -9,9 +9,8 @@ import {
   runRuntimeSchedules,
 } from '../core/runtime-schedules.js';
 import { listSchedules, runSchedules, type ScheduleStatus } from '../core/schedules.js';
-import type { CommandContext } from './commands.js';
-import { when } from './flow-commands.js';
-import { table } from './format.js';
+import type { CommandContext } from './command-context.js';
+import { table, when } from './format.js';
 import { EXIT, UsageError } from './io.js';
 
 export const SCHEDULE_COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {

@@ -7,15 +7,15 @@ import {
   listDestinations,
   resetDestination,
 } from '../db/statements/destinations.js';
+import type { ControlOptions } from './controls.js';
 import { MAX_DESTINATION_LENGTH } from './destinations.js';
-import type { FlowControlOptions } from './flow-control.js';
 
 /**
  * The destinations skiplock remembers, with their breakers: state, failures and attempts in the
  * rolling window, since when it is open, when the next probe may go, a Retry-After deferral. Open
  * and half-open ones first.
  */
-export async function breakers(conn: SkiplockDb, options: FlowControlOptions = {}): Promise<DestinationHealth[]> {
+export async function breakers(conn: SkiplockDb, options: ControlOptions = {}): Promise<DestinationHealth[]> {
   return listDestinations(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA));
 }
 
@@ -28,7 +28,7 @@ export async function breakers(conn: SkiplockDb, options: FlowControlOptions = {
 export async function resetBreaker(
   conn: SkiplockDb,
   destination: string,
-  options: FlowControlOptions & { by: string },
+  options: ControlOptions & { by: string },
 ): Promise<{ previous: BreakerState | null }> {
   if (typeof destination !== 'string' || destination.length === 0 || destination.length > MAX_DESTINATION_LENGTH) {
     throw new InvalidOptionsError(`a destination is a string of 1-${MAX_DESTINATION_LENGTH} characters`);

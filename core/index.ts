@@ -1,4 +1,7 @@
 // The public API of skiplock: `import { defineJob, enqueue, createWorker, … } from 'skiplock'`.
+// Only what an application calls or names: the functions, their options and results, the errors it
+// catches, the defaults it may read. Helpers the adapters, the CLI and the tests share are imported
+// from their modules (e.g. isSubscriber from core/events.ts), so the package root does not promise them.
 
 export * from '../base/errors.js';
 export { DEFAULT_SCHEMA } from '../base/identifiers.js';
@@ -53,6 +56,22 @@ export {
 } from './batches.js';
 export { type BreakerState, breakers, type DestinationHealth, resetBreaker } from './breakers.js';
 export { type Clock, systemClock } from './clock.js';
+export {
+  type ControlOptions,
+  clearLimit,
+  type FlowControlOptions,
+  type LimitOverride,
+  type LimitScope,
+  type LimitTarget,
+  limits,
+  type Pause,
+  type PauseScope,
+  type PauseTarget,
+  pause,
+  pauses,
+  resume,
+  setLimit,
+} from './controls.js';
 export { BREAKER_DEFAULTS, type BreakerSettings, countsAgainstDestination } from './destinations.js';
 export {
   createEnqueuer,
@@ -77,7 +96,6 @@ export {
   type EventDelivery,
   type EventRecord,
   getEvent,
-  isSubscriber,
   type ListEventsOptions,
   listEvents,
   listSubscriptions,
@@ -96,21 +114,6 @@ export {
   unsubscribedEvents,
 } from './events.js';
 export { type ExplainOptions, explain, type JobExplanation, type JobHold } from './explain.js';
-export {
-  clearLimit,
-  type FlowControlOptions,
-  type LimitOverride,
-  type LimitScope,
-  type LimitTarget,
-  limits,
-  type Pause,
-  type PauseScope,
-  type PauseTarget,
-  pause,
-  pauses,
-  resume,
-  setLimit,
-} from './flow-control.js';
 export {
   defineJob,
   defineQueue,
@@ -138,7 +141,6 @@ export type { JobMetrics, MeteredJob, MeteredOutcome, QueueMetrics } from './met
 export { createNudger, type DueWrite, NUDGE_DEFAULTS, type Nudger, type NudgerOptions } from './nudge.js';
 export {
   clearRateLimit,
-  parseRate,
   type RateLimit,
   type RateLimitOverride,
   type RateLimitScope,
@@ -195,7 +197,7 @@ export {
   type SignalTokenClaims,
   type SignalTokenOptions,
 } from './signal-tokens.js';
-export { type PreparedSignal, SIGNAL_LIMITS, type SignalOptions, type SignalResult } from './signals.js';
+export type { PreparedSignal, SignalOptions, SignalResult } from './signals.js';
 export {
   deliverWebhook,
   retryAfterMs,
@@ -213,4 +215,4 @@ export {
   WORKER_DEFAULTS,
   type Worker,
   type WorkerOptions,
-} from './worker.js';
+} from './worker/index.js';

@@ -1,5 +1,5 @@
+import type { DeclaredLimit, DeclaredRateLimit } from '../base/controls.js';
 import { ConfigError, UnknownKindError } from '../base/errors.js';
-import type { DeclaredLimit, DeclaredRateLimit } from '../base/flow-control.js';
 import { assertLabel } from '../base/identifiers.js';
 import type { ParentJob } from '../base/rows.js';
 import type { AnyPgDatabase } from '../db/connect.js';

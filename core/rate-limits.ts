@@ -1,5 +1,5 @@
+import type { DeclaredRateLimit, RateLimitScope } from '../base/controls.js';
 import { ConfigError, InvalidOptionsError } from '../base/errors.js';
-import type { DeclaredRateLimit, RateLimitScope } from '../base/flow-control.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { SkiplockDb } from '../db/connect.js';
 import type { RateLimitOverride } from '../db/statements/rate-limits.js';

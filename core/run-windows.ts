@@ -1,5 +1,5 @@
+import type { DeclaredWindow } from '../base/controls.js';
 import { ConfigError } from '../base/errors.js';
-import type { DeclaredWindow } from '../base/flow-control.js';
 import { isTimeZone } from '../base/identifiers.js';
 
 /**

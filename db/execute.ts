@@ -8,6 +8,7 @@ import {
   SkiplockError,
 } from '../base/errors.js';
 import { DEFAULT_SCHEMA } from '../base/identifiers.js';
+import { scrubSecrets } from '../base/scrub-secrets.js';
 import type { AnyPgDatabase } from './connect.js';
 
 /** Runs one statement and returns its rows, turning driver failures into named errors. */
@@ -212,11 +213,4 @@ function describeThrown(thrown: unknown, depth = 0): string {
     return typeof type === 'string' && type ? `${name} (${type})` : name;
   }
   return String(thrown);
-}
-
-/** Removes credentials from a message: URL passwords, password= pairs, whole connection strings. */
-export function scrubSecrets(message: string): string {
-  return message
-    .replace(/\b(postgres(?:ql)?:\/\/)[^\s'"]*/gi, '$1***')
-    .replace(/(password\s*[=:]\s*)("[^"]*"|'[^']*'|\S+)/gi, '$1***');
 }

@@ -5,7 +5,7 @@ import { DiscardError, RetryAfterError, RetryError } from '../base/errors.js';
 import { createEnqueuer } from '../core/enqueue.js';
 import { defineJob } from '../core/jobs.js';
 import { silentLogger } from '../core/logger.js';
-import { createWorker } from '../core/worker.js';
+import { createWorker } from '../core/worker/index.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { type Receiver, seeded, startReceiver } from './receiver.js';

@@ -1,4 +1,4 @@
-// Deployable flow-control function (Lambda): pause, resume and list queues and kinds.
+// Deployable control function (Lambda): pause, resume and list queues and kinds.
 // Direct invoke (IAM), or POST /control with Authorization: Bearer $SKIPLOCK_ADMIN_TOKEN.
 
 import { createLambdaControl } from 'skiplock/lambda';

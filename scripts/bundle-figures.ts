@@ -75,7 +75,7 @@ export function renderBundleSizes(record: BundleRecord): string {
     '([deploy-lambda.md](deploy-lambda.md#secrets-iam-and-bundles)). Measured on',
     `${record.date} with esbuild ${record.esbuild} by \`${BUNDLE_REPORT_WRITE}\` (without \`--write\` it`,
     'prints them, with the worker’s cold import); `serverless package` and `cdk synth` give the same',
-    `sizes within ${BUNDLE_TOLERANCE_BYTES / 1024} KiB (test/unit/serverless-package.test.ts, test/unit/cdk-app.test.ts).`,
+    `sizes within ${BUNDLE_TOLERANCE_BYTES / 1024} KiB (test/e2e/serverless-package.test.ts, test/e2e/cdk-app.test.ts).`,
     '',
     `| function | ${BUNDLED_DRIVERS.join(' | ')} |`,
     `| --- | ${BUNDLED_DRIVERS.map(() => '---:').join(' | ')} |`,

@@ -1,7 +1,7 @@
 /**
  * What `npm run vendor` (scripts/vendor.ts) reads and says about the app it vendors skiplock into:
  * the app's folder, what its package.json and package-lock.json name, and the steps left to run.
- * No packing here, so test/unit/vendor.test.ts runs it without building.
+ * No packing here, so test/e2e/vendor.test.ts runs it without building.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -92,7 +92,7 @@ export function nextSteps(app: App, vendored: string, integrity: string, cdArg?:
     '  git add vendor package.json package-lock.json',
   ];
   if (declared === spec && locked !== undefined) {
-    // test/unit/vendor.test.ts checks npm's side of this.
+    // test/e2e/vendor.test.ts checks npm's side of this.
     steps.push(
       'package-lock.json records the previous tarball: name the file, as above. A bare npm install keeps the old',
       'integrity; then a clean install (Vercel, CI) fails with EINTEGRITY, and a machine that has the old tarball',

@@ -3,7 +3,7 @@
  * into <app>/vendor/. The app installs it from there, by a path inside itself
  * ("skiplock": "file:vendor/skiplock-0.1.0.tgz"), and commits vendor/ with its lockfile, so a clone
  * of the app (CI, Vercel's build, a teammate's machine) installs the same bytes
- * (README: "Install into your app"; test/unit/next-app.test.ts deploys such a clone).
+ * (README: "Install into your app"; test/e2e/next-app.test.ts deploys such a clone).
  *
  * It prints the install command rather than running it: a first install names the peers (zod,
  * drizzle-orm) in the same command, and the app's package.json and lockfile change only when the

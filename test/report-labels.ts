@@ -2,7 +2,7 @@ import { beforeEach } from 'vitest';
 
 declare module 'vitest' {
   interface TaskMeta {
-    /** The vitest project a test ran in (pg, neon-ws, neon-http, unit, pgbouncer). */
+    /** The vitest project a test ran in (pg, neon-ws, neon-http, unit, e2e, pgbouncer). */
     project?: string;
   }
 }

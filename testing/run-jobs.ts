@@ -1,6 +1,6 @@
 import { ConfigError } from '../base/errors.js';
-import type { InvocationSummary, WorkerOptions } from '../core/worker.js';
-import { createWorker } from '../core/worker.js';
+import type { InvocationSummary, WorkerOptions } from '../core/worker/index.js';
+import { createWorker } from '../core/worker/index.js';
 import type { TestTime } from './time.js';
 
 export interface RunJobsOptions extends WorkerOptions {

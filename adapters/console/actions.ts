@@ -1,7 +1,7 @@
 import { InvalidOptionsError } from '../../base/errors.js';
 import { cancel, moveToDlq, retryNow } from '../../core/admin.js';
 import { resetBreaker } from '../../core/breakers.js';
-import { pause, resume } from '../../core/flow-control.js';
+import { pause, resume } from '../../core/controls.js';
 import { replay } from '../../core/replay.js';
 import { createScheduler, type RuntimeScheduleSpec } from '../../core/runtime-schedules.js';
 import type { SkiplockDb } from '../../db/connect.js';
@@ -336,6 +336,6 @@ export async function handleAction(ctx: ConsoleContext, form: URLSearchParams): 
     title: outcome.title,
     body: html`<h1>Done</h1><div class="notice ${outcome.ok ? 'ok' : 'bad'}" role="status">${outcome.title}</div>
       <ul>${outcome.lines.map((l) => html`<li>${l}</li>`)}</ul>
-      <p><a href="${ctx.base}/">Overview</a> · <a href="${ctx.base}/jobs">Jobs</a> · <a href="${ctx.base}/dlq">Dead letters</a> · <a href="${ctx.base}/flow">Flow control</a></p>`,
+      <p><a href="${ctx.base}/">Overview</a> · <a href="${ctx.base}/jobs">Jobs</a> · <a href="${ctx.base}/dlq">Dead letters</a> · <a href="${ctx.base}/flow">Controls</a></p>`,
   };
 }

@@ -110,7 +110,7 @@ export function layout(page: Page, chrome: Chrome): string {
         'dlq',
         '/dlq',
         'Dead letters',
-      )}${nav('events', '/events', 'Events')}${nav('flow', '/flow', 'Flow control')}${nav('schedules', '/schedules', 'Schedules')}<span class="who">${session.who}${session.readOnly ? ' · read-only' : ''}</span>
+      )}${nav('events', '/events', 'Events')}${nav('flow', '/flow', 'Controls')}${nav('schedules', '/schedules', 'Schedules')}<span class="who">${session.who}${session.readOnly ? ' · read-only' : ''}</span>
       <form method="post" action="${base}/logout"><input type="hidden" name="csrf" value="${session.csrf}"><button>Log out</button></form></header>`
     : html``;
   return html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">

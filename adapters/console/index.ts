@@ -1,14 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { InvalidOptionsError } from '../../base/errors.js';
-import {
-  clientKey,
-  closeConsoleSession,
-  countConsoleLoginAttempt,
-  forgetConsoleLoginAttemptsOf,
-  openConsoleSession,
-  readConsoleSession,
-  tokenId,
-} from '../../core/console-sessions.js';
 import { type JobDefinition, JobRegistry } from '../../core/jobs.js';
 import { errorResponse, HttpError, MIN_SECRET_LENGTH } from '../http.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from '../runtime.js';
@@ -26,8 +17,17 @@ import {
   sessionCookie,
 } from './http.js';
 import { dlqPage, jobPage, jobsPage } from './job-pages.js';
-import { flowPage, overviewPage } from './pages.js';
+import { controlsPage, overviewPage } from './pages.js';
 import { schedulesPage } from './schedule-pages.js';
+import {
+  clientKey,
+  closeConsoleSession,
+  countConsoleLoginAttempt,
+  forgetConsoleLoginAttemptsOf,
+  openConsoleSession,
+  readConsoleSession,
+  tokenId,
+} from './sessions.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
@@ -144,7 +144,7 @@ function loginPage(base: string, status: number, next: string, problem?: string)
 }
 
 /**
- * The operator console: server-rendered pages (overview, jobs, DLQ, a job, flow control) and their
+ * The operator console: server-rendered pages (overview, jobs, DLQ, a job, controls) and their
  * actions, behind a login with SKIPLOCK_ADMIN_TOKEN (or SKIPLOCK_CONSOLE_VIEWER_TOKEN, read-only)
  * that opens a session cookie. Platform-neutral: skiplock/vercel and skiplock/lambda wrap it.
  */
@@ -275,7 +275,7 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     if (path === '/') return overviewPage(ctx, url);
     if (path === '/jobs') return jobsPage(ctx, url);
     if (path === '/dlq') return dlqPage(ctx, url);
-    if (path === '/flow') return flowPage(ctx);
+    if (path === '/flow') return controlsPage(ctx);
     if (path === '/events') return eventsPage(ctx, url);
     const event = /^\/events\/([1-9][0-9]{0,18})$/.exec(path);
     if (event) return eventPage(ctx, event[1] as string);

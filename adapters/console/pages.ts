@@ -1,12 +1,12 @@
 import { activitySeries, type QueueStatsRow, rollUpActivity, stats } from '../../core/admin.js';
 import { breakers } from '../../core/breakers.js';
-import { limits, pauses } from '../../core/flow-control.js';
+import { limits, pauses } from '../../core/controls.js';
 import { rateLimits } from '../../core/rate-limits.js';
 import { errorRateChart, throughputChart } from './charts.js';
 import { type ConsoleContext, csrfField, query, withDb } from './context.js';
 import { formatAge, formatTime, type Html, html, type Page } from './html.js';
 
-/** The overview (depth per queue and kind, throughput and error-rate charts) and the flow-control page. */
+/** The overview (depth per queue and kind, throughput and error-rate charts) and the controls page. */
 
 const HOUR = { bucketSeconds: 60, buckets: 60 };
 const DAY = { bucketSeconds: 3600, buckets: 24 };
@@ -74,8 +74,8 @@ export async function overviewPage(ctx: ConsoleContext, url: URL): Promise<Page>
   };
 }
 
-/** GET /flow: pauses (pause, resume), concurrency limits, circuit breakers (reset), rate limits. */
-export async function flowPage(ctx: ConsoleContext): Promise<Page> {
+/** GET /flow, the controls: pauses (pause, resume), concurrency limits, circuit breakers (reset), rate limits. */
+export async function controlsPage(ctx: ConsoleContext): Promise<Page> {
   const schema = { schema: ctx.schema };
   const [paused, limitRows, health, rates] = await withDb(ctx, (db) =>
     Promise.all([pauses(db, schema), limits(db, schema), breakers(db, schema), rateLimits(db, schema)]),
@@ -116,9 +116,9 @@ export async function flowPage(ctx: ConsoleContext): Promise<Page> {
       ? html`<p class="muted">${empty}</p>`
       : html`<table><thead><tr>${head.map((h) => html`<th>${h}</th>`)}</tr></thead><tbody>${rows}</tbody></table>`;
   return {
-    title: 'Flow control',
+    title: 'Controls',
     section: 'flow',
-    body: html`<h1>Flow control</h1>
+    body: html`<h1>Controls</h1>
       <h2>Pauses</h2>${pauseForm}${table(['Scope', 'Name', 'Since', 'By', 'Reason', ''], pauseRows, 'Nothing is paused.')}
       <h2>Concurrency limits set at run time</h2>${table(['Scope', 'Name', 'Max running', 'Running', 'Busiest key', 'Set by', 'Reason'], limitTable, 'None: the limits in code apply.')}
       <h2>Circuit breakers</h2>${table(['Destination', 'State', 'Failures/calls', 'Opened', 'Next probe', 'Deferred until', 'Trips', ''], breakerRows, 'No destination has been called yet.')}

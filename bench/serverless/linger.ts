@@ -3,7 +3,7 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createNudger } from '../../core/nudge.js';
-import { createWorker, type InvocationSummary } from '../../core/worker.js';
+import { createWorker, type InvocationSummary } from '../../core/worker/index.js';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { percentile, round, sleep } from './figures.js';

@@ -3,7 +3,7 @@ import { loadConfig } from '../../adapters/config.js';
 import { lambdaStarter } from '../../adapters/lambda-invoke.js';
 import type { JobDefinition } from '../../core/jobs.js';
 import type { Logger } from '../../core/logger.js';
-import { createWorker, type InvocationSummary } from '../../core/worker.js';
+import { createWorker, type InvocationSummary } from '../../core/worker/index.js';
 import type { NeonOptions, SkiplockDb } from '../../db/connect.js';
 import { connectLazily } from '../../db/connect-lazy.js';
 

@@ -2,7 +2,7 @@ import * as z from 'zod';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { connect, type Driver, type NeonOptions, type SkiplockDb } from '../../db/connect.js';
 import { captureStatements } from '../../test/helpers/statements.js';
 import type { Classes, RunJob } from './measure.js';

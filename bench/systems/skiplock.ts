@@ -4,7 +4,7 @@ import type { Completion } from '../../base/outcomes.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { connect, type SkiplockDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { waitUntilZero } from '../db.js';

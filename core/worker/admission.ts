@@ -1,4 +1,4 @@
-import { scrubSecrets } from '../../db/execute.js';
+import { scrubSecrets } from '../../base/scrub-secrets.js';
 import { CLAIM_LANES } from '../../db/statements/claim.js';
 import { readBacklog, registerInvocation, unregisterInvocation } from '../../db/statements/invocations.js';
 import type { Deadline } from './deadline.js';

@@ -16,20 +16,11 @@ import { decideFailure } from '../failure.js';
 import { check, describeIssues } from '../issues.js';
 import { type Logger, withFields } from '../logger.js';
 import type { AttemptTrace } from '../tracing.js';
+import { JobAbort } from './abort.js';
 import type { BatchRun } from './batch.js';
 import { type ContextSource, HandlerContext, TransactionalHandlerContext } from './context.js';
 import { handlerTransaction, type Kind, statementNow, type WorkerSettings } from './settings.js';
 import { StepRunner } from './steps.js';
-
-/** Why a job's signal fired. Recorded as the failure class (timeout, invocation_deadline). */
-export class JobAbort extends Error {
-  readonly reason: 'timeout' | 'invocation_deadline' | 'lease_lost';
-  constructor(reason: JobAbort['reason'], message: string) {
-    super(message);
-    this.name = reason;
-    this.reason = reason;
-  }
-}
 
 /** The fields that name a job in every log line. */
 export function jobFields(

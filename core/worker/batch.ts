@@ -11,7 +11,8 @@ import { extendLeases } from '../../db/statements/settle.js';
 import type { BatchContext, BatchJob, BatchOutcome } from '../batches.js';
 import { type Logger, withFields } from '../logger.js';
 import type { AttemptTrace } from '../tracing.js';
-import { Attempt, type AttemptHost, JobAbort } from './attempt.js';
+import { JobAbort } from './abort.js';
+import { Attempt, type AttemptHost } from './attempt.js';
 import type { Watched } from './deadline.js';
 import { type Kind, statementNow } from './settings.js';
 

@@ -1,7 +1,7 @@
 import { ConfigError, InvocationDeadlineError } from '../../base/errors.js';
 import type { Clock } from '../clock.js';
 import type { JobDefinition } from '../jobs.js';
-import { JobAbort } from './attempt.js';
+import { JobAbort } from './abort.js';
 import type { Kind } from './settings.js';
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { InvocationDeadlineError, OutcomeUnknownError } from '../../base/errors.js';
 import type { ClaimedJob } from '../../base/rows.js';
-import { scrubSecrets } from '../../db/execute.js';
+import { scrubSecrets } from '../../base/scrub-secrets.js';
 import { sweepDoomed } from '../../db/statements/bury.js';
 import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
 import { releaseClaim, releaseJobs } from '../../db/statements/settle.js';

@@ -1,5 +1,5 @@
+import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/controls.js';
 import { ConfigError } from '../../base/errors.js';
-import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/flow-control.js';
 import type { Completion } from '../../base/outcomes.js';
 import type { AnyPgDatabase, DrizzleFactory, SkiplockDb } from '../../db/connect.js';
 import type { Clock } from '../clock.js';

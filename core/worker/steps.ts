@@ -13,8 +13,8 @@ import { toBackoff } from '../backoff.js';
 import { decideFailure } from '../failure.js';
 import type { StepOptions } from '../jobs.js';
 import { inOneTransaction, SIGNAL_LIMITS } from '../signals.js';
+import { JobAbort } from './abort.js';
 import type { Attempt } from './attempt.js';
-import { JobAbort } from './attempt.js';
 import { handlerTransaction, NEEDS_DRIZZLE, statementNow, type WorkerSettings } from './settings.js';
 
 /** The longest step name. */

@@ -1,7 +1,7 @@
 import { DatabaseError, SkiplockError } from '../../base/errors.js';
 import type { BreakerMove, BreakerState, SettleReport } from '../../base/outcomes.js';
 import type { ClaimDeadJob, ClaimedJob } from '../../base/rows.js';
-import { scrubSecrets } from '../../db/execute.js';
+import { scrubSecrets } from '../../base/scrub-secrets.js';
 import type { MeteredOutcome } from '../metrics.js';
 import { jobFields, type PendingOutcome, type SuspendedEnd } from './attempt.js';
 import type { WorkerSettings } from './settings.js';

@@ -321,7 +321,7 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
   return result;
 }
 
-/** The claim statement of one shape for a request (exported for db/claim-shapes.ts, which renders them). */
+/** The claim statement of one shape for a request (exported for scripts/claim-shapes.ts, which renders them). */
 export function claimStatement(schema: string, request: ClaimRequest, shape: Shape, leaseToken: string): SQL {
   const limiting = shape === 'limited' || shape === 'rated';
   const rated = shape === 'rated';

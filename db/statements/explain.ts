@@ -1,5 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/flow-control.js';
+import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/controls.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { epochMs, holdsKey, jobsRef, nowExpr } from './common.js';

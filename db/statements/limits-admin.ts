@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { DeclaredLimit, LimitScope } from '../../base/flow-control.js';
+import type { DeclaredLimit, LimitScope } from '../../base/controls.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { epochMs, nowExpr, runningRow, toDate } from './common.js';

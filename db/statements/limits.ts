@@ -1,10 +1,10 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { DeclaredLimit } from '../../base/flow-control.js';
+import type { DeclaredLimit } from '../../base/controls.js';
 import { runningRow } from './common.js';
 import { destinationsNeedLimitedClaimAfter, heldDestinationsFrom } from './destinations.js';
 import { keyRateRoom, rateRoomCtes } from './rate-limits.js';
 
-export type { DeclaredLimit, LimitScope } from '../../base/flow-control.js';
+export type { DeclaredLimit, LimitScope } from '../../base/controls.js';
 
 /** A limit set at run time: it overrides the code's limit of the same scope and name. */
 export interface LimitOverride extends DeclaredLimit {

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { DeclaredRateLimit, RateLimitScope } from '../../base/flow-control.js';
+import type { DeclaredRateLimit, RateLimitScope } from '../../base/controls.js';
 import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
 import { epochMs, nowExpr, toDate } from './common.js';

@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { DeclaredRateLimit } from '../../base/flow-control.js';
+import type { DeclaredRateLimit } from '../../base/controls.js';
 
-export type { DeclaredRateLimit, RateLimitScope } from '../../base/flow-control.js';
+export type { DeclaredRateLimit, RateLimitScope } from '../../base/controls.js';
 
 /** A rate set at run time: it overrides the code's rate of the same scope and name. */
 export interface RateLimitOverride extends DeclaredRateLimit {

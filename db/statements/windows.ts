@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { DeclaredWindow } from '../../base/flow-control.js';
+import type { DeclaredWindow } from '../../base/controls.js';
 
-export type { DeclaredWindow } from '../../base/flow-control.js';
+export type { DeclaredWindow } from '../../base/controls.js';
 
 /**
  * The claim's CTE `closed` (kinds, queues): the declared windows that are shut at `now`, read in

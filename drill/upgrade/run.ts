@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { connect } from '../../db/connect.js';
 import { applyMigrations, migrate } from '../../db/migrate.js';
 import type { Migration } from '../../db/migration-plan.js';

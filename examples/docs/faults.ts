@@ -1,5 +1,5 @@
 // An application's own test of what its enqueue does when the network fails: the local Neon
-// stand-ins lose the answer of the next insert after it committed. test/unit/testing-subpath.test.ts
+// stand-ins lose the answer of the next insert after it committed. test/e2e/testing-subpath.test.ts
 // runs this file as it is.
 
 // #region lost-answer

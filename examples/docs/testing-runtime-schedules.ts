@@ -1,5 +1,5 @@
 // Testing a run-time schedule at a chosen time (docs/testing-your-app.md), run by
-// test/unit/testing-subpath.test.ts as it is shown.
+// test/e2e/testing-subpath.test.ts as it is shown.
 
 // #region runtime-schedule-at
 import { connect, createScheduler, defineJob, migrate, runRuntimeSchedules } from 'skiplock';

@@ -1,5 +1,5 @@
 // An application's own test of a week-long flow of durable steps: runJobs at a TestTime, moved on by
-// days. test/unit/testing-subpath.test.ts runs this file as it is.
+// days. test/e2e/testing-subpath.test.ts runs this file as it is.
 
 // #region test-time
 import { connect, createEnqueuer, defineJob, getJob, migrate, silentLogger } from 'skiplock';

@@ -31,7 +31,7 @@ export const partnerWebhook = defineJob({
 // #endregion signed-delivery
 
 // #region verify
-import { verifyWebhook, WebhookVerificationError } from 'skiplock';
+import { verifyWebhook, WebhookVerificationError } from 'skiplock/webhooks';
 
 /** The receiver's route (a Web Request handler: Next.js, Vercel, Hono…). */
 export async function POST(request: Request): Promise<Response> {

@@ -2,7 +2,7 @@
 // Postgres's locking, not on the driver that carries the statements. It runs once (pg); the
 // statements themselves run on every driver in test/db/pauses.test.ts.
 import { describe, expect, it } from 'vitest';
-import { pause } from '../../core/flow-control.js';
+import { pause } from '../../core/controls.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail } from '../helpers/kinds.js';

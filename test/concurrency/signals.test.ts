@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 
 let t: TestContext;

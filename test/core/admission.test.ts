@@ -4,7 +4,7 @@ import { ConfigError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { LANES_AFTER } from '../../core/worker/admission.js';
-import { createWorker, type InvocationStarter, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type InvocationStarter, type WorkerOptions } from '../../core/worker/index.js';
 import { CLAIM_LANES, LANE_RUN } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

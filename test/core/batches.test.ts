@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { InvalidOptionsError, RetryError } from '../../base/errors.js';
 import { type BatchHandler, type BatchJob, defineBatchJob } from '../../core/batches.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';

@@ -5,7 +5,7 @@ import { ConfigError, DiscardError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { runMaintenance } from '../../core/maintenance.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { settleJobs } from '../../db/statements/settle.js';
 import { ManualClock } from '../../testing/clock.js';

@@ -6,7 +6,7 @@ import { cancel, getJob, moveToDlq } from '../../core/admin.js';
 import { defineJob } from '../../core/jobs.js';
 import { jsonLogger, silentLogger } from '../../core/logger.js';
 import { replay as replayDead } from '../../core/replay.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 

@@ -5,7 +5,7 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import type { Logger } from '../../core/logger.js';
 import { setRateLimit } from '../../core/rate-limits.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 
 let t: TestContext;

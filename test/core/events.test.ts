@@ -5,7 +5,7 @@ import { defineEvent, listSubscriptions, subscribe } from '../../core/events.js'
 import { explain } from '../../core/explain.js';
 import { defineJob, JobRegistry } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 
 let t: TestContext;

@@ -6,7 +6,7 @@ import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { RetryError } from '../../base/errors.js';
 import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 import { maintenanceTick, PullReader } from '../helpers/otel.js';

@@ -4,7 +4,7 @@ import { RetryError } from '../../base/errors.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 
 let t: TestContext;

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ConfigError } from '../../base/errors.js';
 import { defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 import { WatchingClock } from '../helpers/supplied-clock.js';

@@ -4,7 +4,7 @@ import { RetryError } from '../../base/errors.js';
 import { getJob } from '../../core/admin.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { reportProgress, settleOutcomes } from '../../db/statements/settle.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

@@ -1,9 +1,9 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createScheduler } from '../../core/runtime-schedules.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { captureStatements } from '../helpers/statements.js';
 
@@ -12,9 +12,6 @@ import { captureStatements } from '../helpers/statements.js';
 let t: TestContext;
 useTestSchema('runtime-schedules-worker', (ctx) => {
   t = ctx;
-});
-beforeEach(async () => {
-  if (t) await t.admin.query(`truncate "${t.schema}".runtime_schedules`);
 });
 
 const sent: string[] = [];

@@ -5,7 +5,7 @@ import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { runMaintenance } from '../../core/maintenance.js';
 import { replay } from '../../core/replay.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 

@@ -4,7 +4,7 @@ import { getJob } from '../../core/admin.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { defineSchedule } from '../../core/schedules.js';
-import type { WorkerOptions } from '../../core/worker.js';
+import type { WorkerOptions } from '../../core/worker/index.js';
 import { runJobs } from '../../testing/run-jobs.js';
 import { TestTime } from '../../testing/time.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';

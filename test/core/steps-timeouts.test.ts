@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { getJob } from '../../core/admin.js';
 import { defineJob, type JobDefinition } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { buryDoomed } from '../../db/statements/bury.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';

@@ -5,7 +5,7 @@ import { DiscardError } from '../../base/errors.js';
 import { getJob } from '../../core/admin.js';
 import { defineJob, type JobDefinition } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';

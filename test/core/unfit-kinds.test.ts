@@ -4,7 +4,7 @@ import { ConfigError } from '../../base/errors.js';
 import { stats } from '../../core/admin.js';
 import { defineJob } from '../../core/jobs.js';
 import { type Logger, silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';

@@ -5,7 +5,7 @@ import { createVercelMaintenance } from '../../adapters/vercel.js';
 import { stats } from '../../core/admin.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { buryDoomed } from '../../db/statements/bury.js';
 import { ManualClock } from '../../testing/clock.js';
 import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';

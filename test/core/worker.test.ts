@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { CancelError, ConfigError, DiscardError, RetryAfterError } from '../../base/errors.js';
 import { defineJob, type JobContext } from '../../core/jobs.js';
 import { type Logger, silentLogger } from '../../core/logger.js';
-import { createWorker, JobAbort, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, JobAbort, type WorkerOptions } from '../../core/worker/index.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { DatabaseError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { queryRows } from '../../db/execute.js';
 import { migrate } from '../../db/migrate.js';
 import { freePort } from '../../scripts/local-postgres.js';

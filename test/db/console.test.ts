@@ -6,7 +6,7 @@ import {
   openConsoleSession,
   readConsoleSession,
   tokenId,
-} from '../../core/console-sessions.js';
+} from '../../adapters/console/sessions.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { useSuppliedClock } from '../helpers/supplied-clock.js';
 

@@ -9,7 +9,7 @@ import { defineEvent, subscribe } from '../../core/events.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { runMaintenance } from '../../core/maintenance.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { queryRows } from '../../db/execute.js';
 import { ManualClock } from '../../testing/clock.js';
 import { databaseUrl, openDb, setupTestSchema, type TestContext, testDriver } from '../helpers/db.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionsError } from '../../base/errors.js';
-import { clearLimit, limits, setLimit } from '../../core/flow-control.js';
+import { clearLimit, limits, setLimit } from '../../core/controls.js';
 import { clearRateLimit, setRateLimit } from '../../core/rate-limits.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { readBacklog } from '../../db/statements/invocations.js';

@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { pause } from '../../core/controls.js';
 import { createEnqueuer } from '../../core/enqueue.js';
-import { pause } from '../../core/flow-control.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import type { DueWrite } from '../../core/nudge.js';
 import { defineSchedule } from '../../core/schedules.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
+import { useSuppliedClock } from '../helpers/supplied-clock.js';
 
 // An idle invocation says when its worker next has something to do, so that a platform can wake it
 // then instead of querying the database on every tick (the summary's nextDueAt).
@@ -21,16 +22,20 @@ const payload = z.object({ n: z.number() });
 const report = defineJob({ kind: 'report', queue: 'reports', payload, timeoutMs: 5_000, handler: () => {} });
 const other = defineJob({ kind: 'other-kind', queue: 'reports', payload, handler: () => {} });
 const elsewhere = defineJob({ kind: 'elsewhere', queue: 'mail', payload, handler: () => {} });
-const worker = (options: { nextDue?: boolean; schedules?: ReturnType<typeof defineSchedule>[] } = {}) =>
-  createWorker({
+const clock = useSuppliedClock();
+const worker = (options: { nextDue?: boolean; schedules?: ReturnType<typeof defineSchedule>[]; now?: Date } = {}) => {
+  const { now, ...rest } = options;
+  return createWorker({
     db: t.db,
     schema: t.schema,
     jobs: [report],
     queues: ['reports'],
     logger: silentLogger,
     nextDue: true,
-    ...options,
+    ...(now ? { test: { now: () => now } } : {}),
+    ...rest,
   });
+};
 const later = (hours: number) => new Date(Date.now() + hours * 3_600_000);
 
 describe("an idle invocation's nextDueAt", () => {
@@ -65,12 +70,12 @@ describe("an idle invocation's nextDueAt", () => {
 
   it('is in the past when work is ready that it could not take (a paused queue): due at once', async () => {
     await pause(t.db, { queue: 'reports' }, { schema: t.schema, by: 'test' });
-    const before = Date.now();
-    await enqueuerFor(t.schema).enqueueMany(t.db, [report.with({ n: 1 })]);
-    const summary = await worker().runInvocation({ remainingMs: 10_000 });
+    const readyAt = clock.at(0);
+    await enqueuerFor(t.schema).enqueueMany(t.db, [report.with({ n: 1 }, { runAt: readyAt })]);
+    const summary = await worker({ now: clock.at(30_000) }).runInvocation({ remainingMs: 10_000 });
     expect(summary.claimed).toBe(0);
-    expect(summary.nextDueAt).toBeLessThanOrEqual(Date.now());
-    expect(summary.nextDueAt).toBeGreaterThanOrEqual(before - 5_000);
+    // Its run_at, half a minute before the invocation's now.
+    expect(summary.nextDueAt).toBe(readyAt.getTime());
   });
 
   it("is a running job's lease when that is earliest: its invocation may die, and a claim rescues it then", async () => {
@@ -93,17 +98,23 @@ describe("an idle invocation's nextDueAt", () => {
       },
     });
     await enqueuerFor(t.schema).enqueueMany(t.db, [report.with({ n: 1 }), report.with({ n: 2 }, { runAt: later(5) })]);
-    const busy = createWorker({ db: t.db, schema: t.schema, jobs: [blocking], logger: silentLogger, concurrency: 1 });
+    const claimedAt = clock.at(0);
+    const busy = createWorker({
+      db: t.db,
+      schema: t.schema,
+      jobs: [blocking],
+      logger: silentLogger,
+      concurrency: 1,
+      test: { now: () => claimedAt },
+    });
     const first = busy.runInvocation({ remainingMs: 20_000 });
     await running;
-    const claimedAt = Date.now();
-    const idle = await worker().runInvocation({ remainingMs: 10_000 });
+    const idle = await worker({ now: clock.at(1_000) }).runInvocation({ remainingMs: 10_000 });
     release();
     expect((await first).completed).toBe(1);
     expect(idle.claimed).toBe(0);
     // The lease: the kind's timeout (5 s) plus the default grace (5 s) from the claim.
-    expect(idle.nextDueAt).toBeGreaterThan(claimedAt);
-    expect(idle.nextDueAt).toBeLessThanOrEqual(claimedAt + 10_000);
+    expect(idle.nextDueAt).toBe(claimedAt.getTime() + 10_000);
   });
 
   it("is a schedule's next occurrence when that comes first", async () => {

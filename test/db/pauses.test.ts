@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { stats } from '../../core/admin.js';
-import { pause, pauses, resume } from '../../core/flow-control.js';
+import { pause, pauses, resume } from '../../core/controls.js';
 import { type ClaimRequest, claimJobs } from '../../db/statements/claim.js';
 import { readBacklog } from '../../db/statements/invocations.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ConfigError } from '../../base/errors.js';
 import { declaredWindows, defineJob, defineQueue } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { buryDoomed } from '../../db/statements/bury.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { InvalidOptionsError, PayloadValidationError } from '../../base/errors.js';
 import { defineJob } from '../../core/jobs.js';
@@ -23,9 +23,6 @@ import { countStatements } from '../helpers/statements.js';
 let t: TestContext;
 useTestSchema('runtime-schedules', (ctx) => {
   t = ctx;
-});
-beforeEach(async () => {
-  if (t) await t.admin.query(`truncate "${t.schema}".runtime_schedules`);
 });
 
 const digest = defineJob({

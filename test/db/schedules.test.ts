@@ -4,7 +4,7 @@ import { jobInsertRow } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { defineSchedule, listSchedules, runSchedules } from '../../core/schedules.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { fireSchedule, syncSchedules } from '../../db/statements/schedules.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 

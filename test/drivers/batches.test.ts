@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { type BatchJob, defineBatchJob } from '../../core/batches.js';
 import { silentLogger } from '../../core/logger.js';
 import { replay } from '../../core/replay.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 import { captureStatements } from '../helpers/statements.js';

@@ -7,7 +7,7 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { defineEvent, type PublishResult, subscribe, syncSubscriptions } from '../../core/events.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { testDriver } from '../helpers/db.js';
 import { type FaultyContext, useFaultySchema } from '../helpers/faulty.js';
 

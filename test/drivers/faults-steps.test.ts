@@ -5,7 +5,7 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { replay } from '../../core/replay.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { testDriver } from '../helpers/db.js';
 import { type FaultyContext, useFaultySchema } from '../helpers/faulty.js';
 

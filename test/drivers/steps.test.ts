@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { getJob } from '../../core/admin.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker, type WorkerOptions } from '../../core/worker.js';
+import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
 import { runJobs } from '../../testing/run-jobs.js';
 import { TestTime } from '../../testing/time.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

@@ -6,7 +6,7 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createVercelConsole } from '../../adapters/vercel.js';
-import { setLimit } from '../../core/flow-control.js';
+import { setLimit } from '../../core/controls.js';
 import { COOKIE, charge, serveRoute } from '../helpers/console.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor, sendEmail } from '../helpers/kinds.js';

@@ -5,7 +5,7 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { defineEvent, subscribe, syncSubscriptions } from '../../core/events.js';
 import { JobRegistry } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { vercelConsoleClient } from '../helpers/console.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { SECRETS } from '../helpers/vercel-routes.js';

@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createVercelConsole } from '../../adapters/vercel.js';
@@ -15,9 +15,6 @@ import { SECRETS } from '../helpers/vercel-routes.js';
 let t: TestContext;
 useTestSchema('functions-console-schedules', (ctx) => {
   t = ctx;
-});
-beforeEach(async () => {
-  if (t) await t.admin.query(`truncate "${t.schema}".runtime_schedules, "${t.schema}".schedules`);
 });
 afterEach(() => resetSharedRuntime());
 

@@ -4,7 +4,7 @@ import { formatTime } from '../../adapters/console/html.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { vercelConsoleClient } from '../helpers/console.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { ManualClock } from '../../testing/clock.js';
 import { vercelConsoleClient } from '../helpers/console.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

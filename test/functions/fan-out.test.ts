@@ -7,7 +7,7 @@ import { createLambdaWorker, type LambdaContext } from '../../adapters/lambda.js
 import { FAN_OUT_EVENT } from '../../adapters/lambda-invoke.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { defineJob } from '../../core/jobs.js';
-import type { InvocationSummary } from '../../core/worker.js';
+import type { InvocationSummary } from '../../core/worker/index.js';
 import { ManualClock } from '../../testing/clock.js';
 import { scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

@@ -12,7 +12,7 @@ import {
 import { createLambdaNudger } from '../../adapters/lambda-invoke.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createEnqueuer } from '../../core/enqueue.js';
-import type { InvocationSummary } from '../../core/worker.js';
+import type { InvocationSummary } from '../../core/worker/index.js';
 import { lambdaContext, scheduledEvent } from '../../testing/events.js';
 import { type LocalScheduler, startLocalScheduler } from '../../testing/scheduler-endpoint.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

@@ -7,7 +7,7 @@ import { NUDGE_EVENT } from '../../adapters/lambda-invoke.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { createNudger } from '../../core/nudge.js';
-import type { InvocationSummary } from '../../core/worker.js';
+import type { InvocationSummary } from '../../core/worker/index.js';
 import { ManualClock } from '../../testing/clock.js';
 import { httpApiEvent, scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

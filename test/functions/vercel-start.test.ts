@@ -16,7 +16,7 @@ import {
 } from '../../adapters/vercel.js';
 import { START_HEADER } from '../../adapters/vercel-start.js';
 import { defineJob } from '../../core/jobs.js';
-import type { InvocationSummary } from '../../core/worker.js';
+import type { InvocationSummary } from '../../core/worker/index.js';
 import { ManualClock } from '../../testing/clock.js';
 import {
   configureNeonForLocalPostgres,

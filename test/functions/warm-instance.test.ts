@@ -8,7 +8,7 @@ import { createLambdaWorker } from '../../adapters/lambda.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { createVercelWorker } from '../../adapters/vercel.js';
 import { defineJob, type JobDefinition } from '../../core/jobs.js';
-import type { InvocationSummary } from '../../core/worker.js';
+import type { InvocationSummary } from '../../core/worker/index.js';
 import { ManualClock } from '../../testing/clock.js';
 import { scheduledEvent } from '../../testing/events.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';

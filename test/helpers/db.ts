@@ -1,10 +1,13 @@
 import { createHash } from 'node:crypto';
 import { neonConfig } from '@neondatabase/serverless';
+import { getTableName, is } from 'drizzle-orm';
+import { PgTable } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, inject } from 'vitest';
 import { type ConnectOptions, connect, type Driver, type NeonOptions, type SkiplockDb } from '../../db/connect.js';
 import { applyNeonOptions } from '../../db/drivers/neon-config.js';
 import { migrate } from '../../db/migrate.js';
+import * as schemaModule from '../../db/schema.js';
 import { localNeonOptions } from '../../testing/neon-local.js';
 
 /** The driver this test project runs under (vitest projects pg, neon-ws, neon-http). */
@@ -66,6 +69,23 @@ export function openAdminPool(connectionString = databaseUrl(), max = 4): pg.Poo
   return pool;
 }
 
+/**
+ * Every table of skiplock's schema, read from db/schema.ts (not the migration journal, which is not
+ * there): what a test file empties before each test, so a table added to the schema is emptied too.
+ */
+export const TABLES: readonly string[] = [
+  ...new Set(
+    Object.values(schemaModule as Record<string, unknown>)
+      .filter((value): value is PgTable => is(value, PgTable))
+      .map((table) => getTableName(table)),
+  ),
+].sort();
+
+/** Empties every table of `schema` (one statement, so foreign keys between them do not matter). */
+export async function truncateTables(admin: pg.Pool, schema: string): Promise<void> {
+  await admin.query(`truncate ${TABLES.map((table) => `"${schema}"."${table}"`).join(', ')}`);
+}
+
 /** A schema name unique to this test file and driver, so files run in parallel. */
 export function schemaFor(label: string): string {
   // SKIPLOCK_TEST_RUN lets two runs share one database (each gets its own schemas).
@@ -107,7 +127,7 @@ export async function setupTestSchema(label: string): Promise<TestContext> {
 
 /**
  * Registers the usual hooks of a test file: a fresh schema before all tests (handed to
- * `ready`), its removal after, and emptied tables (jobs, pauses, limits…) before each test.
+ * `ready`), its removal after, and every table emptied before each test (TABLES).
  */
 export function useTestSchema(label: string, ready: (t: TestContext) => void): void {
   let ctx: TestContext | undefined;
@@ -117,12 +137,6 @@ export function useTestSchema(label: string, ready: (t: TestContext) => void): v
   });
   afterAll(() => ctx?.close());
   beforeEach(async () => {
-    if (ctx)
-      await ctx.admin.query(
-        `truncate "${ctx.schema}".jobs, "${ctx.schema}".job_steps, "${ctx.schema}".signals, "${ctx.schema}".workers, "${ctx.schema}".completed_counts, "${ctx.schema}".activity_rollups, "${ctx.schema}".invocations,
-          "${ctx.schema}".pauses, "${ctx.schema}".limits, "${ctx.schema}".destinations,
-          "${ctx.schema}".rate_limits, "${ctx.schema}".rate_buckets, "${ctx.schema}".schedules,
-          "${ctx.schema}".console_sessions, "${ctx.schema}".console_logins, "${ctx.schema}".events, "${ctx.schema}".event_deliveries, "${ctx.schema}".subscriptions`,
-      );
+    if (ctx) await truncateTables(ctx.admin, ctx.schema);
   });
 }

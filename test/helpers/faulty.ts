@@ -6,7 +6,7 @@ import { startNeonHttpEndpoint } from '../../testing/neon-http-endpoint.js';
 import { localNeonOptions } from '../../testing/neon-local.js';
 import { startNeonWsProxy } from '../../testing/neon-ws-proxy.js';
 import { startPgProxy } from '../../testing/pg-proxy.js';
-import { databaseUrl, openAdminPool, schemaFor, testDriver } from './db.js';
+import { databaseUrl, openAdminPool, schemaFor, testDriver, truncateTables } from './db.js';
 
 /**
  * The driver under test reaching Postgres through a stand-in of this process that fails on
@@ -71,9 +71,6 @@ export function useFaultySchema(label: string, ready: (t: FaultyContext) => void
   beforeEach(async () => {
     if (!context) return;
     context.faults.clear();
-    const s = `"${context.schema}"`;
-    await context.admin.query(
-      `truncate ${s}.jobs, ${s}.job_steps, ${s}.signals, ${s}.workers, ${s}.completed_counts, ${s}.invocations`,
-    );
+    await truncateTables(context.admin, context.schema);
   });
 }

@@ -106,7 +106,7 @@ export function tableAfter(source: string, header: RegExp): string[][] {
 
 /**
  * The offline `cdk synth` a page documents — the line `VAR=value … npx cdk synth … --flag …` of a
- * shell block — as the variables and flags to run it with (test/unit/cdk-app.test.ts runs exactly
+ * shell block — as the variables and flags to run it with (test/e2e/cdk-app.test.ts runs exactly
  * these). Undefined when the page has no such line.
  */
 export function offlineCdkSynth(source: string): { env: Record<string, string>; flags: string[] } | undefined {

@@ -4,7 +4,7 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { replay } from '../../core/replay.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { connect, type SkiplockDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { openAdminPool, schemaFor } from '../helpers/db.js';

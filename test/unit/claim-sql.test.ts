@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { renderClaimShapes } from '../../db/claim-shapes.js';
+import { renderClaimShapes } from '../../scripts/claim-shapes.js';
 
 const folder = new URL('../../db/statements/sql/', import.meta.url);
 

@@ -8,7 +8,7 @@ import {
 } from '../../adapters/config.js';
 import { ENQUEUE_DEFAULTS } from '../../core/enqueue.js';
 import { MAINTENANCE_DEFAULTS } from '../../core/maintenance.js';
-import { WORKER_DEFAULTS } from '../../core/worker.js';
+import { WORKER_DEFAULTS } from '../../core/worker/index.js';
 import { CONNECT_DEFAULTS } from '../../db/connection-options.js';
 
 describe('configuration from the environment', () => {

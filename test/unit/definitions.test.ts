@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConfigError, InvalidIdentifierError } from '../../base/errors.js';
+import { scrubSecrets } from '../../base/scrub-secrets.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob, JobRegistry } from '../../core/jobs.js';
 import { connect } from '../../db/connect.js';
-import { scrubSecrets } from '../../db/execute.js';
 
 describe('job definitions', () => {
   it('applies documented defaults', () => {

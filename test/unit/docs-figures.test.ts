@@ -2,7 +2,7 @@
 // pages with it, so a figure changed in one place fails here instead of drifting. Bundle sizes come
 // from docs/bundle-sizes.md, which `npm run bundle-report -- --write` writes and this file rebuilds;
 // the install commands from `installCommands()`, which `skiplock init` prints; the number of tables
-// from skiplock/schema (test/unit/drizzle-path.test.ts counts what drizzle-kit generates).
+// from skiplock/schema (test/e2e/drizzle-path.test.ts counts what drizzle-kit generates).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { is } from 'drizzle-orm';
@@ -140,7 +140,7 @@ describe('the files `skiplock init` writes', () => {
 });
 
 describe('cdk synth offline', () => {
-  it('deploy-lambda.md names the settings `cdk synth` runs offline with (test/unit/cdk-app.test.ts runs exactly those)', () => {
+  it('deploy-lambda.md names the settings `cdk synth` runs offline with (test/e2e/cdk-app.test.ts runs exactly those)', () => {
     // Without them the CLI reaches for the network — notices, telemetry, its version check, the EC2
     // instance metadata for a region — and waits on each before it gives up.
     expect(offlineCdkSynth(read('docs/deploy-lambda.md'))).toEqual({

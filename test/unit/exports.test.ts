@@ -29,6 +29,7 @@ describe('package exports', () => {
       './lambda',
       './vercel',
       './otel',
+      './webhooks',
       './testing',
     ]);
     for (const [, target] of entries) {

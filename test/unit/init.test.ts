@@ -1,6 +1,6 @@
 // `skiplock init next` (and `init vercel` in a Next.js app) and `init cdk` on folders laid out as
 // users have them. The packed package's own runs, with `next build` and `cdk synth`, are
-// test/unit/next-app.test.ts and test/unit/cdk-app.test.ts.
+// test/e2e/next-app.test.ts and test/e2e/cdk-app.test.ts.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

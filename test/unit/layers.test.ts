@@ -8,6 +8,8 @@ import { describe, expect, it } from 'vitest';
  * db/ on it, core/ on both; adapters/, cli/ and testing/ on top; the deployable app in functions/
  * and api/ sees skiplock only through its package name, as a user's app does. The rules are read
  * from the import statements of the sources, so a type-only import counts as much as a value one.
+ * Within and across the layers, no modules import one another's values in a circle: a circle makes
+ * the order they evaluate in depend on which one is imported first.
  */
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -61,6 +63,98 @@ function importsOf(source: string): ImportRef[] {
       [...text.matchAll(pattern)].map((m) => ({ specifier: m[2] as string, line: lineAt(text, m.index) })),
     )
     .sort((a, b) => a.line - b.line);
+}
+
+/**
+ * The relative specifiers a source imports for their values: a static import or re-export that
+ * names at least one value (not `import type`, not `{ type A, type B }`) and side-effect imports.
+ * A type-only import is erased at build time and a dynamic `import('…')` runs later, so neither
+ * makes modules evaluate one another in a circle.
+ */
+function valueImportsOf(source: string): ImportRef[] {
+  const text = withoutComments(source);
+  const refs: ImportRef[] = [];
+  for (const m of text.matchAll(/^[ \t]*(?:import|export)\b([^'"`;]*?)\bfrom\s*(['"])([^'"]+)\2/gm)) {
+    const clause = (m[1] as string).trim();
+    if (/^type\b/.test(clause)) continue;
+    const braces = /^\{([\s\S]*)\}$/.exec(clause);
+    const names = braces
+      ? (braces[1] as string)
+          .split(',')
+          .map((n) => n.trim())
+          .filter(Boolean)
+      : [clause];
+    if (names.length > 0 && names.every((n) => /^type\s/.test(n))) continue;
+    refs.push({ specifier: m[3] as string, line: lineAt(text, m.index) });
+  }
+  for (const m of text.matchAll(/^[ \t]*import\s*(['"])([^'"]+)\1/gm))
+    refs.push({ specifier: m[2] as string, line: lineAt(text, m.index) });
+  return refs.filter((r) => r.specifier.startsWith('.')).sort((a, b) => a.line - b.line);
+}
+
+/**
+ * The circles of value imports among `files`, each as its modules in import order from the
+ * first by name, closed by that first (`a.ts → b.ts → a.ts`). Found as the strongly connected
+ * components of the value-import graph (Tarjan), so a circle through many modules is one line.
+ */
+function valueCircles(files: Map<string, string>): string[] {
+  const edges = new Map<string, string[]>();
+  for (const [file, source] of files) {
+    const targets = valueImportsOf(source)
+      .map(({ specifier }) => posix.normalize(posix.join(posix.dirname(file), specifier)).replace(/\.js$/, '.ts'))
+      .filter((target) => files.has(target));
+    edges.set(file, [...new Set(targets)]);
+  }
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const components: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v) as number);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v) as number, low.get(w) as number));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v) as number, index.get(w) as number));
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop() as string;
+        onStack.delete(w);
+        component.push(w);
+      } while (w !== v);
+      if (component.length > 1 || (edges.get(v) ?? []).includes(v)) components.push(component);
+    }
+  };
+  for (const file of [...files.keys()].sort()) if (!index.has(file)) visit(file);
+  // Each component as one walk: from its first module by name, follow value imports that stay in it.
+  return components
+    .map((component) => {
+      const members = new Set(component);
+      const first = [...component].sort()[0] as string;
+      const path = [first];
+      const seen = new Set(path);
+      let at = first;
+      for (;;) {
+        const next = (edges.get(at) ?? []).filter((w) => members.has(w));
+        const fresh = next.find((w) => !seen.has(w));
+        if (fresh === undefined) {
+          path.push(next.includes(first) ? first : (next[0] as string));
+          break;
+        }
+        path.push(fresh);
+        seen.add(fresh);
+        at = fresh;
+      }
+      return path.join(' → ');
+    })
+    .sort();
 }
 
 /** Lines that read the environment: `process.env`, `process['env']`, `{ env } = process`, `env` from node:process. */
@@ -217,5 +311,40 @@ describe('layers', () => {
     expect(specifiers.some((s) => /^functions\/\S+ skiplock\//.test(s))).toBe(true);
 
     expect(layerViolations(files)).toEqual([]);
+  });
+
+  it('finds circles of value imports, not of type-only or dynamic ones', () => {
+    const files = new Map([
+      // The shape core/worker/ had: attempt.ts ran the steps, steps.ts threw attempt.ts's JobAbort.
+      ['core/worker/attempt.ts', "import { StepRunner } from './steps.js';\nexport class JobAbort extends Error {}"],
+      [
+        'core/worker/steps.ts',
+        "import type { Attempt } from './attempt.js';\nimport { JobAbort } from './attempt.js';\nexport class StepRunner {}",
+      ],
+      // The shape cli/ had: commands.ts → rate-commands.ts → flow-commands.ts for values, and back to
+      // commands.ts for a type only: not a value circle. With a value back, one through three modules.
+      ['cli/commands.ts', "import { rateUseTable } from './rate-commands.js';"],
+      ['cli/rate-commands.ts', "import {\n  operator,\n  str,\n} from './flow-commands.js';"],
+      ['cli/flow-commands.ts', "import type { CommandContext } from './commands.js';"],
+      ['db/a.ts', "import { b } from './b.js';"],
+      ['db/b.ts', "import { c } from './c.js';"],
+      ['db/c.ts', "import { type A, a } from './a.js';"],
+      // Not circles: a type-only import back, braces of types only, and a dynamic import.
+      ['core/a.ts', "import { b } from './b.js';"],
+      ['core/b.ts', "import type { A } from './a.js';\nexport { type A2, type A3 } from './a.js';"],
+      ['core/c.ts', "import { d } from './d.js';"],
+      ['core/d.ts', "const c = await import('./c.js');"],
+    ]);
+    expect(valueCircles(files)).toEqual([
+      'core/worker/attempt.ts → core/worker/steps.ts → core/worker/attempt.ts',
+      'db/a.ts → db/b.ts → db/c.ts → db/a.ts',
+    ]);
+  });
+
+  it('no modules import one another for values in a circle, in any layer', () => {
+    const files = readSources([...Object.keys(MAY_IMPORT), 'adapters', 'cli', 'testing']);
+    // The graph was read: the worker's modules import one another's values.
+    expect(valueImportsOf(files.get('core/worker/attempt.ts') ?? '').length).toBeGreaterThan(0);
+    expect(valueCircles(files)).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
+import type { LimitScope } from '../base/controls.js';
 import { InvalidOptionsError } from '../base/errors.js';
-import type { LimitScope } from '../base/flow-control.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { SkiplockDb } from '../db/connect.js';
 import type { LimitOverride } from '../db/statements/limits.js';
@@ -17,14 +17,18 @@ import {
 } from '../db/statements/pauses.js';
 
 /**
- * Flow control an operator changes at run time — the CLI, the control route and the API call these.
+ * The controls an operator changes at run time (pauses and concurrency limits; breakers.ts and
+ * rate-limits.ts hold the others) — the CLI, the control route and the API call these.
  * Every rule is kept in the database and applied by each claim, so it holds for every invocation
  * from its next claim on, whichever process set it.
  */
-export interface FlowControlOptions {
+export interface ControlOptions {
   /** @defaultValue 'skiplock' */
   schema?: string;
 }
+
+/** @deprecated Renamed `ControlOptions` ("flow" now names only job graphs: `enqueueFlow`). */
+export type FlowControlOptions = ControlOptions;
 
 /** A queue or a kind: `{ queue: 'webhooks' }` or `{ kind: 'send-email' }`. */
 export type PauseTarget = { queue: string; kind?: never } | { kind: string; queue?: never };
@@ -44,7 +48,7 @@ function targetOf(target: PauseTarget): { scope: PauseScope; name: string } {
   }
 }
 
-const schemaOf = (options: FlowControlOptions) => assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
+const schemaOf = (options: ControlOptions) => assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
 
 /**
  * Pauses a queue or a kind: from the next claim on, no invocation takes its jobs (nor rescues its
@@ -55,7 +59,7 @@ const schemaOf = (options: FlowControlOptions) => assertSchemaName(options.schem
 export async function pause(
   conn: SkiplockDb,
   target: PauseTarget,
-  options: FlowControlOptions & { by: string; reason?: string },
+  options: ControlOptions & { by: string; reason?: string },
 ): Promise<{ pause: Pause; changed: boolean }> {
   const by = typeof options.by === 'string' ? options.by.trim() : '';
   if (by.length === 0 || by.length > 255) throw new InvalidOptionsError('by must name who pauses (1-255 characters)');
@@ -69,13 +73,13 @@ export async function pause(
 export async function resume(
   conn: SkiplockDb,
   target: PauseTarget,
-  options: FlowControlOptions = {},
+  options: ControlOptions = {},
 ): Promise<Pause | null> {
   return resumeStatement(conn.db, schemaOf(options), targetOf(target));
 }
 
 /** What is paused, since when and by whom, oldest first. */
-export async function pauses(conn: SkiplockDb, options: FlowControlOptions = {}): Promise<Pause[]> {
+export async function pauses(conn: SkiplockDb, options: ControlOptions = {}): Promise<Pause[]> {
   return listPauses(conn.db, schemaOf(options));
 }
 
@@ -105,7 +109,7 @@ export async function setLimit(
   conn: SkiplockDb,
   target: LimitTarget,
   maxRunning: number,
-  options: FlowControlOptions & { by: string; reason?: string },
+  options: ControlOptions & { by: string; reason?: string },
 ): Promise<{ limit: LimitOverride; previous: number | null }> {
   const by = typeof options.by === 'string' ? options.by.trim() : '';
   if (by.length === 0 || by.length > 255)
@@ -128,7 +132,7 @@ export async function setLimit(
 export async function clearLimit(
   conn: SkiplockDb,
   target: LimitTarget,
-  options: FlowControlOptions = {},
+  options: ControlOptions = {},
 ): Promise<LimitOverride | null> {
   return clearLimitStatement(conn.db, schemaOf(options), limitTargetOf(target));
 }
@@ -139,7 +143,7 @@ export async function clearLimit(
  */
 export async function limits(
   conn: SkiplockDb,
-  options: FlowControlOptions = {},
+  options: ControlOptions = {},
 ): Promise<(LimitOverride & { running: number; busiestKey: string | null })[]> {
   return listLimits(conn.db, schemaOf(options));
 }

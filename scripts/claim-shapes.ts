@@ -1,6 +1,6 @@
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type { Outcome } from '../base/outcomes.js';
-import { type ClaimRequest, type ClaimShape, claimStatement } from './statements/claim.js';
+import { type ClaimRequest, type ClaimShape, claimStatement } from '../db/statements/claim.js';
 
 /**
  * The claim statement as the database receives it, for each shape the worker sends: written to

@@ -1,5 +1,5 @@
 // `npm run vendor` without a build: what it refuses, and the steps it prints for each state of the
-// app's package.json and package-lock.json (test/unit/next-app.test.ts runs the whole script and
+// app's package.json and package-lock.json (test/e2e/next-app.test.ts runs the whole script and
 // deploys the result). Then npm's side of an upgrade under the same file name, which those steps
 // describe: offline, a package with no dependencies and npm caches of its own.
 import { execFile } from 'node:child_process';

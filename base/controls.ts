@@ -1,5 +1,5 @@
 /**
- * The vocabulary of flow control — the rules a claim obeys besides priority and run_at — as the code
+ * The vocabulary of the controls — the rules a claim obeys besides priority and run_at — as the code
  * declares them. Shared by the core (which reads them from queue and kind definitions) and db/
  * (whose claim enforces them); the run-time overrides live with their statements.
  */

@@ -6,7 +6,7 @@ import { EXIT } from '../../cli/run.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob, type JobDefinition } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
-import { createWorker } from '../../core/worker.js';
+import { createWorker } from '../../core/worker/index.js';
 import { connect } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { ManualClock } from '../../testing/clock.js';

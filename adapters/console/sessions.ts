@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
-import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import type { SkiplockDb } from '../db/connect.js';
+import { assertSchemaName, DEFAULT_SCHEMA } from '../../base/identifiers.js';
+import type { SkiplockDb } from '../../db/connect.js';
 import {
   type ConsoleSessionRow,
   deleteConsoleSession,
@@ -10,7 +10,7 @@ import {
   insertConsoleSession,
   type LoginThrottle,
   recordConsoleLoginAttempt,
-} from '../db/statements/console.js';
+} from '../../db/statements/console.js';
 
 /**
  * Sessions of the operator console, kept in the database so that every instance of the function

@@ -1,4 +1,4 @@
-// Flow-control commands: pause and resume queues and kinds, set and clear concurrency limits,
+// Control commands (the run-time controls): pause and resume queues and kinds, set and clear concurrency limits,
 // through the same core functions as the API.
 
 import { breakers, type DestinationHealth, resetBreaker } from '../core/breakers.js';
@@ -12,23 +12,17 @@ import {
   pauses,
   resume,
   setLimit,
-} from '../core/flow-control.js';
+} from '../core/controls.js';
 import { declaredLimits } from '../core/jobs.js';
-import type { CommandContext } from './commands.js';
-import { age, table } from './format.js';
+import { type CommandContext, operator, str } from './command-context.js';
+import { age, table, when } from './format.js';
 import { EXIT, UsageError } from './io.js';
-
-export const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 function target(scope: 'queue' | 'kind', rest: readonly string[]): PauseTarget {
   const [name, extra] = rest;
   if (!name || extra !== undefined) throw new UsageError(`needs exactly one ${scope} name`);
   return scope === 'queue' ? { queue: name } : { kind: name };
 }
-
-/** Who pauses, when --by is not given: the operator's login, as replay records it. */
-export const operator = (ctx: CommandContext) =>
-  str(ctx.o.by) ?? `cli:${ctx.io.env.USER ?? ctx.io.env.USERNAME ?? 'unknown'}`;
 
 const sinceText = (p: Pause) => `${p.pausedAt.toISOString()} (${age((Date.now() - p.pausedAt.getTime()) / 1000)} ago)`;
 
@@ -118,7 +112,7 @@ function unlimitCommand(scope: 'queue' | 'kind') {
   };
 }
 
-export const FLOW_COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
+export const CONTROL_COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
   'queues limit': limitCommand('queue'),
   'queues unlimit': unlimitCommand('queue'),
   'kinds limit': limitCommand('kind'),
@@ -165,12 +159,6 @@ export const FLOW_COMMANDS: Record<string, (ctx: CommandContext) => Promise<numb
   },
 };
 
-/** A moment and how far it is from now: `… (3m 2s ago)`, `… (40s from now)`. */
-export const when = (d: Date | null) =>
-  d
-    ? `${d.toISOString()} (${age(Math.abs(Date.now() - d.getTime()) / 1000)}${d.getTime() > Date.now() ? ' from now' : ' ago'})`
-    : '';
-
 /** The breakers as a table, for `breakers` and `stats`. */
 export function breakersTable(rows: readonly DestinationHealth[]): string {
   if (rows.length === 0) return 'no destinations recorded (kinds name them with the `destination` option)';
@@ -188,13 +176,13 @@ export function breakersTable(rows: readonly DestinationHealth[]): string {
   );
 }
 
-FLOW_COMMANDS.breakers = async ({ conn, schema, emit }) => {
+CONTROL_COMMANDS.breakers = async ({ conn, schema, emit }) => {
   const rows = await breakers(conn, { schema });
   emit(breakersTable(rows), rows);
   return EXIT.ok;
 };
 
-FLOW_COMMANDS['breakers reset'] = async (ctx) => {
+CONTROL_COMMANDS['breakers reset'] = async (ctx) => {
   const [destination, extra] = ctx.rest;
   if (!destination || extra !== undefined) throw new UsageError('needs exactly one destination');
   const { previous } = await resetBreaker(ctx.conn, destination, { schema: ctx.schema, by: operator(ctx) });
@@ -207,4 +195,4 @@ FLOW_COMMANDS['breakers reset'] = async (ctx) => {
   return previous === null ? EXIT.refused : EXIT.ok;
 };
 
-export const FLOW_SUBCOMMANDS = ['queues', 'kinds', 'breakers'];
+export const CONTROL_SUBCOMMANDS = ['queues', 'kinds', 'breakers'];

@@ -130,6 +130,7 @@ import { jobs, skiplockSchema } from 'skiplock/schema';
 import { createLambdaWorker, loadConfig, type LambdaContext } from 'skiplock/lambda';
 import { createVercelWorker, type RouteHandler } from 'skiplock/vercel';
 import { ManualClock, runJobs, startLocalNeon } from 'skiplock/testing';
+import { verifyWebhook } from 'skiplock/webhooks';
 import { z } from 'zod';
 
 const ping = defineJob({ kind: 'ping', payload: z.object({ n: z.number() }), handler: async () => {} });
@@ -138,7 +139,7 @@ export const result: Promise<EnqueueResult> = enqueue(db, ping, { n: 1 });
 export const lambda = createLambdaWorker([ping]);
 export const route: RouteHandler = createVercelWorker([ping]);
 export const context: LambdaContext = { getRemainingTimeInMillis: () => 1000 };
-export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplockSchema, startLocalNeon };
+export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplockSchema, startLocalNeon, verifyWebhook };
 `,
     );
     writeFileSync(
@@ -179,6 +180,26 @@ export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplock
     const inputs = Object.keys(result.metafile.inputs);
     expect(inputs.some((i) => i.includes('node_modules/skiplock/dist/core/enqueue.js'))).toBe(true);
     expect(inputs.filter((i) => /@aws-sdk|@vercel|skiplock\/dist\/adapters\//.test(i))).toEqual([]);
+  });
+
+  it('a webhook receiver importing skiplock/webhooks bundles neither Drizzle nor a database driver', async () => {
+    writeFileSync(
+      join(app, 'receiver.ts'),
+      `import { verifyWebhook } from 'skiplock/webhooks';\nexport const v = verifyWebhook;\n`,
+    );
+    const result = await build({
+      entryPoints: [join(app, 'receiver.ts')],
+      absWorkingDir: app,
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      write: false,
+      metafile: true,
+      logLevel: 'silent',
+    });
+    const inputs = Object.keys(result.metafile.inputs);
+    expect(inputs.some((i) => i.includes('node_modules/skiplock/dist/core/webhooks.js'))).toBe(true);
+    expect(inputs.filter((i) => /drizzle-orm|node_modules\/pg\/|@neondatabase|zod/.test(i))).toEqual([]);
   });
 
   it('`serverless package` bundles the init output unchanged, and its worker runs a job on Postgres', async () => {
