@@ -62,7 +62,14 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
   it('ships dist with declarations and the deploy templates; no source maps, sources or tests', async () => {
     const { stdout } = await run('tar', ['tzf', tarball]);
     const files = stdout.split('\n').filter(Boolean);
-    for (const entry of ['core/index', 'db/schema', 'adapters/lambda', 'adapters/vercel', 'testing/index']) {
+    for (const entry of [
+      'core/index',
+      'db/schema',
+      'adapters/lambda',
+      'adapters/vercel',
+      'adapters/cloudflare',
+      'testing/index',
+    ]) {
       expect(files).toContain(`package/dist/${entry}.js`);
       expect(files).toContain(`package/dist/${entry}.d.ts`);
     }
@@ -129,6 +136,7 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
 import { jobs, skiplockSchema } from 'skiplock/schema';
 import { createLambdaWorker, loadConfig, type LambdaContext } from 'skiplock/lambda';
 import { createVercelWorker, type RouteHandler } from 'skiplock/vercel';
+import { type CloudflareWorker, createCloudflareWorker } from 'skiplock/cloudflare';
 import { ManualClock, runJobs, startLocalNeon } from 'skiplock/testing';
 import { z } from 'zod';
 
@@ -138,6 +146,7 @@ export const result: Promise<EnqueueResult> = enqueue(db, ping, { n: 1 });
 export const lambda = createLambdaWorker([ping]);
 export const route: RouteHandler = createVercelWorker([ping]);
 export const context: LambdaContext = { getRemainingTimeInMillis: () => 1000 };
+export const worker: CloudflareWorker = createCloudflareWorker([ping]);
 export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplockSchema, startLocalNeon };
 `,
     );
