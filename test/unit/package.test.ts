@@ -68,6 +68,7 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
       'adapters/lambda',
       'adapters/vercel',
       'adapters/cloudflare',
+      'adapters/deno',
       'testing/index',
     ]) {
       expect(files).toContain(`package/dist/${entry}.js`);
@@ -137,6 +138,7 @@ import { jobs, skiplockSchema } from 'skiplock/schema';
 import { createLambdaWorker, loadConfig, type LambdaContext } from 'skiplock/lambda';
 import { createVercelWorker, type RouteHandler } from 'skiplock/vercel';
 import { type CloudflareWorker, createCloudflareWorker } from 'skiplock/cloudflare';
+import { createDenoApp, type PlatformApp } from 'skiplock/deno';
 import { ManualClock, runJobs, startLocalNeon } from 'skiplock/testing';
 import { z } from 'zod';
 
@@ -147,6 +149,7 @@ export const lambda = createLambdaWorker([ping]);
 export const route: RouteHandler = createVercelWorker([ping]);
 export const context: LambdaContext = { getRemainingTimeInMillis: () => 1000 };
 export const worker: CloudflareWorker = createCloudflareWorker([ping]);
+export const denoApp: PlatformApp = createDenoApp([ping], { env: {} });
 export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplockSchema, startLocalNeon };
 `,
     );
