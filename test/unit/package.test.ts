@@ -69,6 +69,7 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
       'adapters/vercel',
       'adapters/cloudflare',
       'adapters/deno',
+      'adapters/netlify',
       'testing/index',
     ]) {
       expect(files).toContain(`package/dist/${entry}.js`);
@@ -139,6 +140,7 @@ import { createLambdaWorker, loadConfig, type LambdaContext } from 'skiplock/lam
 import { createVercelWorker, type RouteHandler } from 'skiplock/vercel';
 import { type CloudflareWorker, createCloudflareWorker } from 'skiplock/cloudflare';
 import { createDenoApp, type PlatformApp } from 'skiplock/deno';
+import { createNetlifyRoutes, type NetlifyFunction } from 'skiplock/netlify';
 import { ManualClock, runJobs, startLocalNeon } from 'skiplock/testing';
 import { z } from 'zod';
 
@@ -150,6 +152,7 @@ export const route: RouteHandler = createVercelWorker([ping]);
 export const context: LambdaContext = { getRemainingTimeInMillis: () => 1000 };
 export const worker: CloudflareWorker = createCloudflareWorker([ping]);
 export const denoApp: PlatformApp = createDenoApp([ping], { env: {} });
+export const netlify: NetlifyFunction = createNetlifyRoutes([ping], { env: {} });
 export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplockSchema, startLocalNeon };
 `,
     );
