@@ -28,6 +28,9 @@ describe('package exports', () => {
       './schema',
       './lambda',
       './vercel',
+      './cloudflare',
+      './deno',
+      './netlify',
       './otel',
       './testing',
     ]);
