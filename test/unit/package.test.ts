@@ -84,7 +84,12 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
     // expected schema as a module): no migration folder, drizzle snapshots or SQL files.
     expect(files).toContain('package/dist/db/migrations.generated.js');
     expect(files).toContain('package/dist/db/schema-sql.generated.js');
-    expect(files.filter((f) => f.startsWith('package/db/') || f.endsWith('.sql'))).toEqual([]);
+    // (A deploy template may be SQL: templates/supabase/skiplock-cron.sql, the pg_cron schedule.)
+    expect(
+      files.filter((f) => f.startsWith('package/db/') || (f.endsWith('.sql') && !f.startsWith('package/templates/'))),
+    ).toEqual([]);
+    expect(files).toContain('package/templates/supabase/skiplock-cron.sql');
+    expect(files).toContain('package/templates/cloudflare/wrangler.jsonc');
     expect(
       files.filter((f) => /^package\/(core|db|adapters|base|cli|testing|test|bench|chaos)\/.*\.ts$/.test(f)),
     ).toEqual([]);
