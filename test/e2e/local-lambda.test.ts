@@ -194,7 +194,10 @@ describe('the local Lambda emulator over the packaged app', () => {
 
     const next = await invoke(fixture, STALL, {});
     expect(next.FunctionError).toBeUndefined();
-    expect(payloadOf(next)).toMatchObject({ claimed: 0, stoppedBecause: 'drained' });
+    // It claims nothing while the lease holds: it finds the queue empty, or (a cold start on a loaded
+    // machine taking most of the 2 s, as above) has no time left for the kind.
+    expect(payloadOf(next)).toMatchObject({ claimed: 0 });
+    expect(['drained', 'no_kind_fits']).toContain((payloadOf(next) as { stoppedBecause: string }).stoppedBecause);
     expect(fixture.invocations.at(-1)).toMatchObject({ coldStart: true });
     expect(fixture.invocations.at(-1)?.pid).not.toBe(killedRecord?.pid);
 

@@ -62,7 +62,16 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
   it('ships dist with declarations and the deploy templates; no source maps, sources or tests', async () => {
     const { stdout } = await run('tar', ['tzf', tarball]);
     const files = stdout.split('\n').filter(Boolean);
-    for (const entry of ['core/index', 'db/schema', 'adapters/lambda', 'adapters/vercel', 'testing/index']) {
+    for (const entry of [
+      'core/index',
+      'db/schema',
+      'adapters/lambda',
+      'adapters/vercel',
+      'adapters/cloudflare',
+      'adapters/deno',
+      'adapters/netlify',
+      'testing/index',
+    ]) {
       expect(files).toContain(`package/dist/${entry}.js`);
       expect(files).toContain(`package/dist/${entry}.d.ts`);
     }
@@ -75,7 +84,12 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
     // expected schema as a module): no migration folder, drizzle snapshots or SQL files.
     expect(files).toContain('package/dist/db/migrations.generated.js');
     expect(files).toContain('package/dist/db/schema-sql.generated.js');
-    expect(files.filter((f) => f.startsWith('package/db/') || f.endsWith('.sql'))).toEqual([]);
+    // (A deploy template may be SQL: templates/supabase/skiplock-cron.sql, the pg_cron schedule.)
+    expect(
+      files.filter((f) => f.startsWith('package/db/') || (f.endsWith('.sql') && !f.startsWith('package/templates/'))),
+    ).toEqual([]);
+    expect(files).toContain('package/templates/supabase/skiplock-cron.sql');
+    expect(files).toContain('package/templates/cloudflare/wrangler.jsonc');
     expect(
       files.filter((f) => /^package\/(core|db|adapters|base|cli|testing|test|bench|chaos)\/.*\.ts$/.test(f)),
     ).toEqual([]);
@@ -129,6 +143,9 @@ console.log([typeof defineJob, typeof createWorker, typeof createLambdaWorker, t
 import { jobs, skiplockSchema } from 'skiplock/schema';
 import { createLambdaWorker, loadConfig, type LambdaContext } from 'skiplock/lambda';
 import { createVercelWorker, type RouteHandler } from 'skiplock/vercel';
+import { type CloudflareWorker, createCloudflareWorker } from 'skiplock/cloudflare';
+import { createDenoApp, type PlatformApp } from 'skiplock/deno';
+import { createNetlifyRoutes, type NetlifyFunction } from 'skiplock/netlify';
 import { ManualClock, runJobs, startLocalNeon } from 'skiplock/testing';
 import { verifyWebhook } from 'skiplock/webhooks';
 import { z } from 'zod';
@@ -139,6 +156,9 @@ export const result: Promise<EnqueueResult> = enqueue(db, ping, { n: 1 });
 export const lambda = createLambdaWorker([ping]);
 export const route: RouteHandler = createVercelWorker([ping]);
 export const context: LambdaContext = { getRemainingTimeInMillis: () => 1000 };
+export const worker: CloudflareWorker = createCloudflareWorker([ping]);
+export const denoApp: PlatformApp = createDenoApp([ping], { env: {} });
+export const netlify: NetlifyFunction = createNetlifyRoutes([ping], { env: {} });
 export { createWorker, jobs, loadConfig, ManualClock, migrate, runJobs, skiplockSchema, startLocalNeon, verifyWebhook };
 `,
     );

@@ -1,0 +1,105 @@
+import { ConfigError } from '../base/errors.js';
+import type { JobDefinition } from '../core/jobs.js';
+import { EnvironmentSettings } from './config.js';
+import { createPlatformApp, type PlatformApp, type PlatformAppOptions } from './platform-routes.js';
+import type { WaitUntil } from './vercel-start.js';
+import { refuseUnfitKinds } from './worker-fit.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+type Kinds = readonly JobDefinition<any, any>[];
+type Env = Record<string, string | undefined>;
+
+/** What skiplock uses of the `Deno` global (read from globalThis: this module also loads in Node). */
+interface DenoLike {
+  env: { toObject(): Record<string, string> };
+  serve?: (options: { port?: number; hostname?: string }, handler: (request: Request) => Promise<Response>) => unknown;
+  cron?: (name: string, schedule: string, handler: () => Promise<void>) => Promise<void>;
+}
+/** Supabase Edge Runtime's global: keeps the function alive after its response. */
+interface EdgeRuntimeLike {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+/**
+ * Supabase Edge Functions' limits (supabase.com/docs/guides/functions/limits): 150 s of wall time
+ * per request on the Free plan, 400 s on paid plans; 2 s of CPU time per request.
+ */
+export const SUPABASE_LIMITS = { wallMs: 150_000, cpuMs: 2_000 } as const;
+
+export interface DenoAppOptions extends Omit<PlatformAppOptions, 'env' | 'budgetMs' | 'waitUntil'> {
+  /** @defaultValue Deno.env.toObject() */
+  env?: Env;
+  /**
+   * Each worker and maintenance invocation's budget in ms. @defaultValue SKIPLOCK_MAX_DURATION_MS,
+   * capped on Supabase at its wall-time limit (SUPABASE_LIMITS.wallMs)
+   */
+  budgetMs?: number;
+  /** @defaultValue EdgeRuntime.waitUntil on Supabase; elsewhere the promise runs on in the process */
+  waitUntil?: WaitUntil;
+}
+
+export interface DenoServeOptions extends DenoAppOptions {
+  /**
+   * The schedule Deno.cron runs the worker on (Deno Deploy; the CLI needs `--unstable-cron`);
+   * `false`: none, as on Supabase, where a pg_cron schedule requests the worker route
+   * (docs/deploy-deno.md). @defaultValue '* * * * *' where Deno.cron exists, else none
+   */
+  cron?: string | false;
+  /** @defaultValue Deno.serve's (8000, or the platform's) */
+  port?: number;
+  /** @defaultValue Deno.serve's */
+  hostname?: string;
+}
+
+function denoGlobal(): DenoLike | undefined {
+  return (globalThis as { Deno?: DenoLike }).Deno;
+}
+
+function edgeRuntime(): EdgeRuntimeLike | undefined {
+  return (globalThis as { EdgeRuntime?: EdgeRuntimeLike }).EdgeRuntime;
+}
+
+/**
+ * skiplock's routes for Deno, Deno Deploy and Supabase Edge Functions (PLATFORM_ROUTES, below
+ * `basePath`): `app.fetch` for `Deno.serve`, `app.tick('worker')` for a scheduler.
+ */
+export function createDenoApp(jobs: Kinds, options: DenoAppOptions = {}): PlatformApp {
+  const env = options.env ?? denoGlobal()?.env.toObject() ?? {};
+  const edge = edgeRuntime();
+  const configured = (() => {
+    const settings = new EnvironmentSettings(env);
+    return settings.problems('worker').length > 0 ? undefined : settings.require('worker').maxDurationMs;
+  })();
+  let budgetMs = options.budgetMs ?? configured ?? SUPABASE_LIMITS.wallMs;
+  if (edge) budgetMs = Math.min(budgetMs, SUPABASE_LIMITS.wallMs);
+  refuseUnfitKinds(jobs, env, options, () => budgetMs);
+  const waitUntil: WaitUntil =
+    options.waitUntil ??
+    (edge
+      ? (promise) => edge.waitUntil(promise)
+      : (promise) => {
+          promise.catch(() => {});
+        });
+  return createPlatformApp(jobs, { ...options, env, budgetMs, waitUntil });
+}
+
+/**
+ * Serves skiplock's routes with `Deno.serve`, and runs the worker every minute with `Deno.cron`
+ * where it exists (`cron: false` on Supabase: schedule the worker route with pg_cron instead).
+ */
+export function serveDeno(jobs: Kinds, options: DenoServeOptions = {}): PlatformApp {
+  const deno = denoGlobal();
+  if (!deno?.serve) throw new ConfigError('serveDeno runs in Deno (Deno.serve); elsewhere use createDenoApp');
+  const app = createDenoApp(jobs, options);
+  const schedule = options.cron ?? (deno.cron ? '* * * * *' : false);
+  if (schedule !== false) {
+    if (!deno.cron) throw new ConfigError('Deno.cron is not available: run with --unstable-cron, or set cron: false');
+    void deno.cron('skiplock worker', schedule, async () => {
+      await (await app.tick('worker')).body?.cancel();
+    });
+  }
+  deno.serve({ port: options.port, hostname: options.hostname }, (request) => app.fetch(request));
+  return app;
+}
+
+export { PLATFORM_ROUTES, type PlatformApp, type PlatformRoute } from './platform-routes.js';

@@ -1,0 +1,89 @@
+import type { JobDefinition } from '../core/jobs.js';
+import { createPlatformApp, PLATFORM_ROUTES, type PlatformApp, type PlatformAppOptions } from './platform-routes.js';
+import { START_HEADER, type WaitUntil } from './vercel-start.js';
+import { refuseUnfitKinds } from './worker-fit.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
+type Kinds = readonly JobDefinition<any, any>[];
+type Env = Record<string, string | undefined>;
+
+/** What skiplock uses of a Netlify Function's `context`. */
+export interface NetlifyContext {
+  waitUntil?(promise: Promise<unknown>): void;
+}
+/** A Netlify Function (v2): `export default createNetlify…(jobs)`. */
+export type NetlifyFunction = (request: Request, context?: NetlifyContext) => Promise<Response>;
+
+/**
+ * Netlify's execution limits (docs.netlify.com/build/functions): a scheduled function runs for at
+ * most 30 s, a background function (a file named `…-background`) for 15 min; a synchronous
+ * function's default is 10 s (configurable per site).
+ */
+export const NETLIFY_LIMITS = { scheduledMs: 30_000, backgroundMs: 900_000, synchronousMs: 10_000 } as const;
+
+export interface NetlifyOptions extends Omit<PlatformAppOptions, 'env' | 'budgetMs' | 'waitUntil'> {
+  /** @defaultValue process.env */
+  env?: Env;
+  /** This function's invocation budget in ms. @defaultValue its kind's limit in NETLIFY_LIMITS */
+  budgetMs?: number;
+}
+
+/** One app per function module and environment; `context.waitUntil` of the request being served. */
+function appOf(jobs: Kinds, options: NetlifyOptions, limitMs: number) {
+  const env = options.env ?? process.env;
+  const budgetMs = options.budgetMs ?? limitMs;
+  refuseUnfitKinds(jobs, env, options, () => budgetMs);
+  let current: NetlifyContext | undefined;
+  const waitUntil: WaitUntil = (promise) => {
+    if (current?.waitUntil) current.waitUntil(promise);
+    else promise.catch(() => {});
+  };
+  const app: PlatformApp = createPlatformApp(jobs, { ...options, env, budgetMs, waitUntil });
+  return {
+    app,
+    serve: async (context: NetlifyContext | undefined, handle: () => Promise<Response>) => {
+      // A Netlify Function instance serves one request at a time: the context is this request's.
+      current = context;
+      return handle();
+    },
+  };
+}
+
+/**
+ * netlify/functions/skiplock.ts, every route of PLATFORM_ROUTES (`export const config = { path:
+ * ['/skiplock/*', '/admin', '/admin/*'] }`). Nudges request the background worker
+ * (SKIPLOCK_NUDGE_ROUTES=*=/.netlify/functions/skiplock-worker-background).
+ */
+export function createNetlifyRoutes(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
+  const { app, serve } = appOf(jobs, options, NETLIFY_LIMITS.synchronousMs);
+  return (request, context) => serve(context, () => app.fetch(request));
+}
+
+/**
+ * netlify/functions/skiplock-worker.ts with `export const config = { schedule: '* * * * *' }`: each
+ * scheduled run is a worker tick within the scheduled functions' 30 s. Netlify invokes it itself (a
+ * scheduled function has no public URL); the tick carries CRON_SECRET to the worker route.
+ */
+export function createNetlifyScheduledWorker(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
+  const { app, serve } = appOf(jobs, options, NETLIFY_LIMITS.scheduledMs);
+  return (_request, context) => serve(context, () => app.tick('worker'));
+}
+
+/**
+ * netlify/functions/skiplock-worker-background.ts: what nudges and fan-out request. Netlify answers
+ * them 202 itself and runs the function for up to 15 min, so the invocation runs in the function's
+ * own time (the start header dropped): the route's bearer CRON_SECRET is checked as on the worker route.
+ */
+export function createNetlifyBackgroundWorker(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
+  const { app, serve } = appOf(jobs, options, NETLIFY_LIMITS.backgroundMs);
+  const path = options.routes?.worker || PLATFORM_ROUTES.worker;
+  return (request, context) =>
+    serve(context, () => {
+      const headers = new Headers(request.headers);
+      headers.delete(START_HEADER);
+      const url = new URL(`${(options.basePath ?? '').replace(/\/+$/, '')}${path}`, request.url);
+      return app.fetch(new Request(url, { headers }));
+    });
+}
+
+export { PLATFORM_ROUTES, type PlatformApp, type PlatformRoute } from './platform-routes.js';

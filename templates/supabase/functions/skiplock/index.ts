@@ -1,0 +1,9 @@
+// skiplock as a Supabase Edge Function (docs/deploy-deno.md), served at /functions/v1/skiplock.
+// A pg_cron schedule requests its worker route each minute (supabase/skiplock-cron.sql).
+// Secrets (`supabase secrets set`): DATABASE_URL, SKIPLOCK_DRIVER=neon-http or pg, CRON_SECRET,
+// SKIPLOCK_ENQUEUE_TOKEN, SKIPLOCK_ADMIN_TOKEN, SKIPLOCK_SIGNAL_SECRET, SKIPLOCK_BASE_URL
+// (https://<project>.supabase.co/functions/v1) and SKIPLOCK_NUDGE_ROUTES=*=/skiplock/skiplock/worker.
+import { serveDeno } from 'npm:skiplock/deno';
+import { jobs, schedules } from '../_shared/jobs.ts';
+
+serveDeno(jobs, { schedules, basePath: '/skiplock', cron: false });

@@ -1,0 +1,230 @@
+import { Miniflare } from 'miniflare';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createCloudflareWorker } from '../../adapters/cloudflare.js';
+import { ConfigError } from '../../base/errors.js';
+import { createSignalToken } from '../../core/signal-tokens.js';
+import { bundleWorker, type PlatformBundle } from '../../scripts/platforms/bundle.js';
+import { platformJobs } from '../fixtures/platforms/jobs.js';
+import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
+import { jobRow, PLATFORM_SECRETS, waitForOutcome } from '../helpers/platforms.js';
+
+// skiplock/cloudflare inside workerd (Miniflare, from npm), against the local Postgres through the
+// local stand-in of Neon's HTTP API: the Worker reaches Postgres by fetch only, as on Cloudflare.
+let t: TestContext;
+useTestSchema('platform-cloudflare', (ctx) => {
+  t = ctx;
+});
+
+const NAME = 'skiplock-app';
+/** Workers' limit on a Worker's size after compression: 3 MiB on the Free plan (10 MiB on Paid). */
+const FREE_PLAN_GZIP_LIMIT = 3 * 1024 * 1024;
+let bundle: PlatformBundle;
+let mf: Miniflare;
+
+const bindings = (extra: Record<string, string> = {}) => ({
+  DATABASE_URL: databaseUrl(),
+  SKIPLOCK_SCHEMA: t.schema,
+  SKIPLOCK_LOG_LEVEL: 'error',
+  SKIPLOCK_NEON_FETCH_ENDPOINT: inject('neonHttpUrl'),
+  SKIPLOCK_NUDGE_ROUTES: '*=/skiplock/worker',
+  ...PLATFORM_SECRETS,
+  ...extra,
+});
+
+function start(extra: Record<string, string> = {}, stderr?: (text: string) => void) {
+  return new Miniflare({
+    handleRuntimeStdio: stderr
+      ? (_out: NodeJS.ReadableStream, err: NodeJS.ReadableStream) => {
+          err.on('data', (chunk: Buffer) => stderr(chunk.toString()));
+        }
+      : undefined,
+    name: NAME,
+    modules: true,
+    script: bundle.code,
+    compatibilityDate: '2025-09-01',
+    compatibilityFlags: ['nodejs_compat'],
+    bindings: bindings(extra),
+    // The Worker's own service binding: how nudges reach its worker route.
+    serviceBindings: { SKIPLOCK_SELF: NAME },
+  });
+}
+
+beforeAll(async () => {
+  bundle = await bundleWorker('test/fixtures/platforms/wrangler.jsonc');
+  await t.admin.query(
+    `create table if not exists "${t.schema}".platform_orders (id serial primary key, n int not null)`,
+  );
+  mf = start();
+  await mf.ready;
+}, 120_000);
+
+afterAll(async () => {
+  await mf?.dispose();
+});
+
+/** The Worker's `scheduled` entry, as a Cron Trigger calls it. */
+const scheduler = async () =>
+  (await mf.getWorker()) as unknown as { scheduled(options: { cron: string }): Promise<{ outcome: string }> };
+
+const post = (path: string, token: string | undefined, body: unknown, headers: Record<string, string> = {}) =>
+  mf.dispatchFetch(`http://localhost${path}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...headers,
+    },
+    body: JSON.stringify(body),
+  });
+
+const enqueue = async (kind: string, payload: unknown) => {
+  const response = await post('/skiplock/enqueue', PLATFORM_SECRETS.SKIPLOCK_ENQUEUE_TOKEN, { kind, payload });
+  expect(response.status).toBe(200);
+  const { results } = (await response.json()) as { results: { id: string }[] };
+  return results[0]?.id as string;
+};
+
+const settled = (id: string, states = ['completed', 'dead']) =>
+  waitForOutcome(
+    () => jobRow(t.admin, t.schema, id),
+    (row) => row !== undefined && states.includes(row.state),
+  );
+
+describe('skiplock/cloudflare in workerd (Miniflare)', () => {
+  it('bundles within Workers’ size limit', () => {
+    expect(bundle.gzipBytes).toBeLessThan(FREE_PLAN_GZIP_LIMIT);
+  });
+
+  it('a job enqueued in the app’s transaction (a neon-http batch) runs on a Cron Trigger', async () => {
+    const placed = await post('/orders', undefined, { n: 21 });
+    expect(placed.status).toBe(200);
+    const { job } = (await placed.json()) as { job: { id: string; outcome: string } };
+    expect(job.outcome).toBe('inserted');
+    // Not nudged (the app's own route enqueued it): queued until the scheduler's tick.
+    expect((await jobRow(t.admin, t.schema, job.id))?.state).toBe('queued');
+    const worker = await scheduler();
+    await worker.scheduled({ cron: '* * * * *' });
+    expect(await jobRow(t.admin, t.schema, job.id)).toMatchObject({ state: 'completed', result: { doubled: 42 } });
+  });
+
+  it('a failed batch writes neither the order nor its job', async () => {
+    const before = await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`);
+    const placed = await post('/orders', undefined, { n: 1, fail: true });
+    expect(placed.status).toBe(500);
+    const after = await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`);
+    expect(after.rows[0].n).toBe(before.rows[0].n);
+  });
+
+  it('an enqueue through the route nudges the worker through the service binding: it runs at once', async () => {
+    const started = Date.now();
+    const id = await enqueue('platform-ping', { n: 5 });
+    expect(await settled(id)).toMatchObject({ state: 'completed', result: { doubled: 10 } });
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('a dead job is replayed through the replay route and runs again (nudged)', async () => {
+    const id = await enqueue('platform-fails', { why: 'no such customer' });
+    expect(await settled(id)).toMatchObject({ state: 'dead', attempt: 1 });
+    const replay = await post('/skiplock/replay', PLATFORM_SECRETS.SKIPLOCK_ADMIN_TOKEN, { ids: [id] });
+    expect(replay.status).toBe(200);
+    expect(((await replay.json()) as { replayed: { id: string }[] }).replayed.map((j) => j.id)).toEqual([id]);
+    // It ran again (nudged), and failed again: dead once more, after its replay put it back in the queue.
+    const row = await waitForOutcome(
+      () => jobRow(t.admin, t.schema, id),
+      (r) => r?.state === 'dead',
+    );
+    expect(row).toMatchObject({ state: 'dead', attempt: 1 });
+  });
+
+  it('a signal through the signal route wakes a waiting job, which completes', async () => {
+    const id = await enqueue('platform-approval', { order: 'cf-1' });
+    await waitForOutcome(
+      async () =>
+        (await t.admin.query(`select count(*)::int as n from "${t.schema}".job_steps where job_id = $1`, [id])).rows[0]
+          .n as number,
+      (n) => n > 0,
+    );
+    const token = createSignalToken(PLATFORM_SECRETS.SKIPLOCK_SIGNAL_SECRET, 'approve:cf-1');
+    const signal = await post(`/skiplock/signal?token=${encodeURIComponent(token)}`, undefined, { approved: true });
+    expect(signal.status).toBe(200);
+    expect(await settled(id)).toMatchObject({ state: 'completed', result: { approved: true } });
+  });
+
+  it('the console logs in with the admin token, counted by the client address Cloudflare sets', async () => {
+    const form = new URLSearchParams({ token: PLATFORM_SECRETS.SKIPLOCK_ADMIN_TOKEN, name: 'ada', next: '/admin/' });
+    const login = await mf.dispatchFetch('http://localhost/admin/login', {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'cf-connecting-ip': '203.0.113.7',
+      },
+      body: form.toString(),
+    });
+    expect(login.status, await login.clone().text()).toBe(303);
+    const cookie = login.headers.get('set-cookie') ?? '';
+    expect(cookie).toMatch(/HttpOnly/i);
+    const page = await mf.dispatchFetch('http://localhost/admin/', { headers: { cookie: cookie.split(';')[0] ?? '' } });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('Error rate per minute'); // the overview, logged in
+    const { rows } = await t.admin.query(`select count(*)::int as n from "${t.schema}".console_sessions`);
+    expect(rows[0].n).toBe(1);
+    // A wrong token is counted under the address Cloudflare's edge set, not one the client sent.
+    const wrong = await mf.dispatchFetch('http://localhost/admin/login', {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'cf-connecting-ip': '203.0.113.9',
+        'x-forwarded-for': '198.51.100.1',
+      },
+      body: new URLSearchParams({ token: 'not-the-token-0123456789abcdef', name: 'eve', next: '/admin/' }).toString(),
+    });
+    expect(wrong.status).toBe(401);
+    const logins = await t.admin.query(`select client from "${t.schema}".console_logins`);
+    const clients = logins.rows.map((r) => r.client as string);
+    expect(clients).toContain('ip:203.0.113.9');
+    expect(clients).not.toContain('ip:198.51.100.1');
+  });
+
+  it('maintenance runs on its own Cron Trigger', async () => {
+    const worker = await scheduler();
+    // A failed tick throws (a failed Cron Trigger); this one answers.
+    await expect(worker.scheduled({ cron: '*/5 * * * *' })).resolves.toMatchObject({ outcome: 'ok' });
+  });
+
+  it.each([
+    ['pg', /node-postgres keeps a TCP pool across requests/],
+    ['neon-ws', /neon-ws keeps a WebSocket pool across requests/],
+  ])('SKIPLOCK_DRIVER=%s is refused as the Worker loads, before any statement', async (driver, message) => {
+    let log = '';
+    const refused = start({ SKIPLOCK_DRIVER: driver }, (text) => {
+      log += text;
+    });
+    try {
+      await expect(refused.ready).rejects.toThrow(/failed to start/);
+      expect(log).toMatch(message);
+    } finally {
+      await refused.dispose().catch(() => {});
+    }
+  });
+});
+
+describe('createCloudflareWorker (configuration)', () => {
+  it('refuses a CPU limit too small to run a worker (the Free plan’s 10 ms)', () => {
+    expect(() => createCloudflareWorker(platformJobs, { cpuMs: 10 })).toThrow(ConfigError);
+  });
+
+  it('refuses a kind whose timeout cannot fit the 30 s a started run gets', () => {
+    const env = { DATABASE_URL: 'postgres://x/y', SKIPLOCK_DRIVER: 'neon-http' };
+    const slow = { ...platformJobs[0], kind: 'slow', timeoutMs: 60_000 } as (typeof platformJobs)[number];
+    const saved = process.env.DATABASE_URL;
+    process.env.DATABASE_URL = env.DATABASE_URL;
+    try {
+      expect(() => createCloudflareWorker([slow], { cpuMs: 300_000 })).toThrow(/slow/);
+    } finally {
+      if (saved === undefined) delete process.env.DATABASE_URL;
+      else process.env.DATABASE_URL = saved;
+    }
+  });
+});

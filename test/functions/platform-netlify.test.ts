@@ -1,0 +1,140 @@
+import type { Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createNetlifyBackgroundWorker,
+  createNetlifyRoutes,
+  createNetlifyScheduledWorker,
+  type NetlifyContext,
+  type NetlifyFunction,
+} from '../../adapters/netlify.js';
+import { resetSharedRuntime } from '../../adapters/runtime.js';
+import { platformJobs } from '../fixtures/platforms/jobs.js';
+import { serveRoute } from '../helpers/console.js';
+import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { jobRow, PLATFORM_SECRETS, waitForOutcome } from '../helpers/platforms.js';
+
+// skiplock/netlify's three functions (test/fixtures/platforms/netlify/functions/ holds them as an app
+// writes them), called as Netlify's Node runtime calls a v2 function: a Web Request and a context
+// with waitUntil. A background function is answered 202 by Netlify before it runs; here too.
+// Not Netlify's own local tooling: @netlify/dev and zip-it-and-ship-it load typescript-estree, which
+// breaks on this repository's TypeScript 7 (docs/deploy-netlify.md).
+let t: TestContext;
+useTestSchema('platform-netlify', (ctx) => {
+  t = ctx;
+});
+
+let server: Server;
+let origin: string;
+let scheduled: NetlifyFunction;
+const pending: Promise<unknown>[] = [];
+const context: NetlifyContext = { waitUntil: (promise) => void pending.push(promise) };
+
+beforeAll(async () => {
+  let routes: NetlifyFunction | undefined;
+  let background: NetlifyFunction | undefined;
+  const served = await serveRoute(async (request) => {
+    const { pathname } = new URL(request.url);
+    if (pathname === '/.netlify/functions/skiplock-worker-background') {
+      pending.push((background as NetlifyFunction)(request, context));
+      return new Response(null, { status: 202 });
+    }
+    return (routes as NetlifyFunction)(request, context);
+  });
+  server = served.server;
+  origin = served.origin;
+  const env = {
+    DATABASE_URL: databaseUrl(),
+    SKIPLOCK_DRIVER: testDriver(),
+    SKIPLOCK_SCHEMA: t.schema,
+    SKIPLOCK_LOG_LEVEL: 'error',
+    SKIPLOCK_BASE_URL: origin,
+    SKIPLOCK_NUDGE_ROUTES: 'nudged=/.netlify/functions/skiplock-worker-background',
+    ...PLATFORM_SECRETS,
+  };
+  routes = createNetlifyRoutes(platformJobs, { env });
+  background = createNetlifyBackgroundWorker(platformJobs, { env });
+  scheduled = createNetlifyScheduledWorker(platformJobs, { env });
+});
+
+afterAll(async () => {
+  await Promise.allSettled(pending);
+  server?.close();
+  await resetSharedRuntime();
+});
+
+const post = (path: string, token: string | undefined, body: unknown) =>
+  fetch(`${origin}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  });
+const enqueue = async (kind: string, payload: unknown, queue?: string) => {
+  const response = await post('/skiplock/enqueue', PLATFORM_SECRETS.SKIPLOCK_ENQUEUE_TOKEN, {
+    kind,
+    payload,
+    ...(queue ? { options: { queue } } : {}),
+  });
+  expect(response.status).toBe(200);
+  return ((await response.json()) as { results: { id: string }[] }).results[0]?.id as string;
+};
+/** Netlify's scheduler calls a scheduled function with a POST whose body says the next run. */
+const tick = () =>
+  scheduled(
+    new Request('https://site.netlify.app/.netlify/functions/skiplock-worker', {
+      method: 'POST',
+      body: JSON.stringify({ next_run: new Date().toISOString() }),
+    }),
+    context,
+  );
+
+describe(`skiplock/netlify (${testDriver()})`, () => {
+  it('the scheduled function runs an enqueued job', async () => {
+    const id = await enqueue('platform-ping', { n: 3 });
+    expect((await jobRow(t.admin, t.schema, id))?.state).toBe('queued');
+    const response = await tick();
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ claimed: 1 });
+    expect(await jobRow(t.admin, t.schema, id)).toMatchObject({ state: 'completed', result: { doubled: 6 } });
+  });
+
+  it('an enqueue nudges the background function, which runs the job at once', async () => {
+    const id = await enqueue('platform-ping', { n: 8 }, 'nudged');
+    const row = await waitForOutcome(
+      () => jobRow(t.admin, t.schema, id),
+      (r) => r?.state === 'completed',
+    );
+    expect(row).toMatchObject({ state: 'completed', result: { doubled: 16 } });
+  });
+
+  it('the background function refuses a request without CRON_SECRET', async () => {
+    const response = await createNetlifyBackgroundWorker(platformJobs, {
+      env: { DATABASE_URL: databaseUrl(), SKIPLOCK_SCHEMA: t.schema, ...PLATFORM_SECRETS },
+    })(new Request(`${origin}/.netlify/functions/skiplock-worker-background`), context);
+    expect(response.status).toBe(401);
+  });
+
+  it('a dead job is replayed through the routes function and runs again on the next tick', async () => {
+    const id = await enqueue('platform-fails', { why: 'no such customer' });
+    await tick();
+    expect((await jobRow(t.admin, t.schema, id))?.state).toBe('dead');
+    const replay = await post('/skiplock/replay', PLATFORM_SECRETS.SKIPLOCK_ADMIN_TOKEN, { ids: [id] });
+    expect(replay.status).toBe(200);
+    expect((await jobRow(t.admin, t.schema, id))?.state).toBe('queued');
+    expect(await (await tick()).json()).toMatchObject({ claimed: 1 });
+    expect((await jobRow(t.admin, t.schema, id))?.state).toBe('dead');
+  });
+
+  it('the console logs in with the admin token', async () => {
+    const login = await fetch(`${origin}/admin/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin },
+      body: new URLSearchParams({
+        token: PLATFORM_SECRETS.SKIPLOCK_ADMIN_TOKEN,
+        name: 'ada',
+        next: '/admin/',
+      }).toString(),
+    });
+    expect(login.status).toBe(303);
+  });
+});
