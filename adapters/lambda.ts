@@ -8,7 +8,7 @@ import type { ConsoleOptions } from './console/index.js';
 import { createLambdaNudger, lambdaStarter } from './lambda-invoke.js';
 import { instanceWakes, wakeAfterMaintenance, wakeAfterWorker } from './lambda-wake-plan.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
-import type { HttpResponse } from './web/http.js';
+import { errorResponse, HttpError, type HttpResponse, jsonResponse } from './web/http.js';
 import { DeployedWorker, runMaintenanceTick } from './web/operations.js';
 import type { Env, Kinds, NudgeChoices, WorkerChoices } from './web/options.js';
 import {
@@ -186,12 +186,7 @@ export function requestOf(event: HttpApiEvent): Request {
   const cookies = [...(event.cookies ?? []), ...(headers.has('cookie') ? [headers.get('cookie') as string] : [])];
   if (cookies.length > 0) headers.set('cookie', cookies.join('; '));
   const host = headers.get('host') ?? event.requestContext.domainName ?? 'localhost';
-  const query =
-    event.rawQueryString !== undefined
-      ? event.rawQueryString
-      : new URLSearchParams(
-          Object.entries(event.queryStringParameters ?? {}).filter((e): e is [string, string] => e[1] !== undefined),
-        ).toString();
+  const query = event.rawQueryString;
   const method = event.requestContext.http.method.toUpperCase();
   const raw = event.body ?? '';
   const body =
@@ -201,16 +196,26 @@ export function requestOf(event: HttpApiEvent): Request {
   return new Request(`https://${host}${event.rawPath ?? '/'}${query ? `?${query}` : ''}`, { method, headers, body });
 }
 
-/** A route's Response as an HTTP API result (JSON). An event no Request can hold is a 400. */
+/** A route's JSON Response as an HTTP API result. */
+const resultOf = async (response: Response): Promise<HttpApiResult> => ({
+  statusCode: response.status,
+  headers: { 'content-type': 'application/json' },
+  body: await response.text(),
+});
+
+/** An error the routes never saw, answered as they answer theirs. */
+const refused = (code: string, message: string) =>
+  resultOf(jsonResponse(errorResponse(new HttpError(400, code, message))));
+
+/** An HTTP API event through a route. An event no Request can hold is a 400. */
 async function serveEvent(route: WebRoute, event: HttpApiEvent): Promise<HttpApiResult> {
-  let response: Response;
+  let request: Request;
   try {
-    response = await route(requestOf(event));
+    request = requestOf(event);
   } catch {
-    const body = { error: { code: 'bad_request', message: 'the request cannot be read' } };
-    return { statusCode: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+    return refused('bad_request', 'the request cannot be read');
   }
-  return { statusCode: response.status, headers: { 'content-type': 'application/json' }, body: await response.text() };
+  return resultOf(await route(request));
 }
 
 /** A direct invoke's answer: `{ status, ...body }`. */
@@ -314,8 +319,7 @@ export function createLambdaSignal(options: LambdaSignalOptions = {}) {
   const route = signalRoute(nudgingLambdaPlatform(options));
   return async (event: unknown): Promise<HttpApiResult> => {
     if (isHttpEvent(event)) return serveEvent(route, event);
-    const body = { error: { code: 'not_http', message: 'the signal function takes HTTP API events' } };
-    return { statusCode: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+    return refused('not_http', 'the signal function takes HTTP API events');
   };
 }
 

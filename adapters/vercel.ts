@@ -19,6 +19,7 @@ import {
   signalRoute,
   type TickPlatform,
   type WebPlatform,
+  type WorkerPlatform,
   workerRoute,
 } from './web/routes.js';
 import { refuseUnfitKinds } from './worker-fit.js';
@@ -74,22 +75,14 @@ function idleHintsOf(option: IdleHintStore | false | undefined, idle: boolean, e
   });
 }
 
-/** Vercel's crons: CRON_SECRET, the function's maxDuration, waitUntil, the Runtime Cache's hints. */
-function vercelTicks(options: {
-  env?: Env;
-  maxDurationMs?: number;
-  waitUntil?: WaitUntil;
-  idleHints?: IdleHintStore | false;
-}): TickPlatform {
+/** Vercel's crons: CRON_SECRET, the function's maxDuration, the Runtime Cache's hints. */
+function vercelTicks(options: { env?: Env; maxDurationMs?: number; idleHints?: IdleHintStore | false }): TickPlatform {
   const env = () => options.env ?? process.env;
   return {
     env,
     secret: 'CRON_SECRET',
     budgetMs: (config) => options.maxDurationMs ?? config.maxDurationMs,
     idleHints: (runtime, idle) => idleHintsOf(options.idleHints, idle, env(), runtime),
-    waitUntil: () => options.waitUntil ?? loadWaitUntil(),
-    routeStarter: (url, secret, runtime) =>
-      vercelRouteStarter(url, { secret, reason: 'fan-out', logger: runtime.logger, waitUntil: options.waitUntil }),
   };
 }
 
@@ -109,7 +102,13 @@ export function createVercelWorker(jobs: Kinds, options: VercelWorkerOptions = {
     options,
     (config) => options.maxDurationMs ?? config.maxDurationMs,
   );
-  return workerRoute(jobs, vercelTicks(options), options).fetch;
+  const platform: WorkerPlatform = {
+    ...vercelTicks(options),
+    waitUntil: () => options.waitUntil ?? loadWaitUntil(),
+    routeStarter: (url, secret, runtime) =>
+      vercelRouteStarter(url, { secret, reason: 'fan-out', logger: runtime.logger, waitUntil: options.waitUntil }),
+  };
+  return workerRoute(jobs, platform, options).fetch;
 }
 
 export interface VercelMaintenanceOptions {

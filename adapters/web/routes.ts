@@ -287,7 +287,7 @@ export function nameOfRoute(pathname: string): string | undefined {
 
 const isoOf = (ms: number) => new Date(ms).toISOString();
 
-/** What a platform whose worker and maintenance run on requests (or a scheduled event) plugs in. */
+/** What a platform whose maintenance and worker run on requests (or a scheduled event) plugs in. */
 export interface TickPlatform {
   /** The environment a request reads (secrets included), read again on each request. */
   env(): Env;
@@ -297,6 +297,10 @@ export interface TickPlatform {
   budgetMs(config: SkiplockConfig): number;
   /** The idle hints of this schema, or undefined: every tick queries the database. */
   idleHints?(runtime: FunctionRuntime, idle: boolean): IdleHints | undefined;
+}
+
+/** …and a worker's: how it keeps running after a started request's answer, how it fans out. */
+export interface WorkerPlatform extends TickPlatform {
   /** Keeps the function alive after a started request's 202 while its invocation runs. */
   waitUntil(): WaitUntil | Promise<WaitUntil>;
   /**
@@ -350,7 +354,7 @@ export interface WorkerRouteOptions extends Omit<WorkerChoices, 'env'> {
  * HTTP). With idle hints, a scheduler's tick with nothing due answers without the database. The
  * worker is made once per warm instance and kept across the requests it serves.
  */
-export function workerRoute(jobs: Kinds, platform: TickPlatform, options: WorkerRouteOptions): TickEntries {
+export function workerRoute(jobs: Kinds, platform: WorkerPlatform, options: WorkerRouteOptions): TickEntries {
   const worker = new DeployedWorker(jobs);
   const ownStarter = perInstance<InvocationStarter | undefined>();
   const fanOutOf = (runtime: FunctionRuntime, url: URL | undefined, secret: string | undefined) => {
