@@ -149,29 +149,21 @@ export function enqueueRoute(jobs: Kinds, platform: WebPlatform, options: { trac
  */
 export function replayRoute(jobs: Kinds, platform: WebPlatform): JsonOperation {
   const registry = new JobRegistry(jobs);
-  const secret = 'SKIPLOCK_ADMIN_TOKEN';
-  return {
-    platform,
-    secret,
-    purpose: 'replay',
-    by: platform.by('replay'),
-    perform: async (runtime, body, from) => {
-      await markWritten(platform, runtime, 'replay');
-      const result = await replayFromBody(runtime, registry, body, from.by);
-      const queues = [...new Set(result.replayed.map((job) => job.queue))];
-      if (!result.dryRun && queues.length > 0) {
-        const nudger = await nudgerOrNone(platform, runtime, from.url);
-        await nudger?.noteDue?.(queues.map((queue) => ({ queue, at: null })));
-        await nudger?.nudge(queues);
-      }
-      runtime.logger.info('replay', {
-        replayed: result.replayed.length,
-        refused: result.refused.length,
-        dryRun: result.dryRun,
-      });
-      return { status: 200, body: { ...result } };
-    },
-  };
+  return adminOperation(platform, 'replay', async (runtime, body, from) => {
+    const result = await replayFromBody(runtime, registry, body, from.by);
+    const queues = [...new Set(result.replayed.map((job) => job.queue))];
+    if (!result.dryRun && queues.length > 0) {
+      const nudger = await nudgerOrNone(platform, runtime, from.url);
+      await nudger?.noteDue?.(queues.map((queue) => ({ queue, at: null })));
+      await nudger?.nudge(queues);
+    }
+    runtime.logger.info('replay', {
+      replayed: result.replayed.length,
+      refused: result.refused.length,
+      dryRun: result.dryRun,
+    });
+    return { status: 200, body: { ...result } };
+  });
 }
 
 /**
@@ -179,16 +171,30 @@ export function replayRoute(jobs: Kinds, platform: WebPlatform): JsonOperation {
  * (`{ action, queue | kind, reason?, by? }`).
  */
 export function controlRoute(platform: WebPlatform): JsonOperation {
-  const secret = 'SKIPLOCK_ADMIN_TOKEN';
+  return adminOperation(platform, 'control', async (runtime, body, from) => ({
+    status: 200,
+    body: { ...(await controlFromBody(runtime, body, from.by)) },
+  }));
+}
+
+/**
+ * An operator's operation: bearer SKIPLOCK_ADMIN_TOKEN, the replay settings' body limit, and the
+ * schema marked written first (a replay or a resume frees work; a pause or a list costs at most a
+ * tick or two of queries).
+ */
+function adminOperation(
+  platform: WebPlatform,
+  route: 'replay' | 'control',
+  perform: JsonOperation['perform'],
+): JsonOperation {
   return {
     platform,
-    secret,
+    secret: 'SKIPLOCK_ADMIN_TOKEN',
     purpose: 'replay',
-    by: platform.by('control'),
-    perform: async (runtime, body, from) => {
-      // A resume frees held work; a pause or a list costs at most a tick or two of queries.
+    by: platform.by(route),
+    async perform(runtime, body, from) {
       await markWritten(platform, runtime, 'replay');
-      return { status: 200, body: { ...(await controlFromBody(runtime, body, from.by)) } };
+      return perform(runtime, body, from);
     },
   };
 }
