@@ -5,10 +5,10 @@ import type { JobDefinition } from '../core/jobs.js';
 import { createNudger, type Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker/index.js';
 import { EnvironmentSettings } from './config.js';
-import { MIN_SECRET_LENGTH } from './http.js';
 import { createPlatformApp, PLATFORM_ROUTES, type PlatformApp, type PlatformAppOptions } from './platform-routes.js';
 import { sharedRuntime } from './runtime.js';
 import { START_HEADER, type WaitUntil } from './vercel-start.js';
+import { MIN_SECRET_LENGTH } from './web/http.js';
 import { refuseUnfitKinds } from './worker-fit.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.

@@ -1,8 +1,8 @@
 import { ConfigError } from '../base/errors.js';
+import type { InvocationStarter } from '../base/starter.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
 import { createNudger, describeError, type Nudger } from '../core/nudge.js';
-import type { InvocationStarter } from '../core/worker/index.js';
 import { functionArnNear, type LambdaWakeOptions, LambdaWakes, wakeMinute } from './lambda-wake.js';
 import { importOptionalPeer } from './optional-peer.js';
 

@@ -1,36 +1,39 @@
 import { ConfigError } from '../base/errors.js';
+import type { InvocationStarter } from '../base/starter.js';
 import type { Clock } from '../core/clock.js';
-import type { JobDefinition } from '../core/jobs.js';
-import { JobRegistry } from '../core/jobs.js';
-import type { JobMetrics, QueueMetrics } from '../core/metrics.js';
+import type { QueueMetrics } from '../core/metrics.js';
 import type { Nudger } from '../core/nudge.js';
-import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
-import type { InvocationStarter } from '../core/worker/index.js';
-import type { DrizzleFactory } from '../db/connection-options.js';
 import type { ConsoleOptions } from './console/index.js';
-import {
-  type ConsoleHttpEvent,
-  type ConsoleHttpResult,
-  createLambdaConsole as consoleHandler,
-} from './console/platforms.js';
-import { controlFromBody } from './control.js';
-import {
-  decodeUtf8,
-  errorResponse,
-  HttpError,
-  type HttpRequest,
-  type HttpResponse,
-  readJson,
-  readOptionalJson,
-  requireBearer,
-  tooLarge,
-} from './http.js';
 import { createLambdaNudger, lambdaStarter } from './lambda-invoke.js';
 import { instanceWakes, wakeAfterMaintenance, wakeAfterWorker } from './lambda-wake-plan.js';
-import { DeployedWorker, enqueueFromBody, replayFromBody, runMaintenanceTick, signalFromToken } from './operations.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from './runtime.js';
+import { errorResponse, HttpError, type HttpResponse, jsonResponse } from './web/http.js';
+import { DeployedWorker, runMaintenanceTick } from './web/operations.js';
+import type { Env, Kinds, NudgeChoices, WorkerChoices } from './web/options.js';
+import {
+  consoleRoute,
+  controlRoute,
+  enqueueRoute,
+  invoke,
+  type JsonOperation,
+  perInstance,
+  replayRoute,
+  serve,
+  signalRoute,
+  type WebPlatform,
+  type WebRoute,
+} from './web/routes.js';
 import { refuseUnfitKinds } from './worker-fit.js';
+
+/**
+ * skiplock/lambda: the web core's routes (adapters/web/routes.ts) behind Lambda's events. An API
+ * Gateway HTTP API (payload 2.0) or function URL event becomes the Request the routes serve, and
+ * their Response the event's result; a direct invoke (IAM) calls the same operation with the event
+ * as its body; an EventBridge schedule (or a nudge's or fan-out's asynchronous Invoke) runs the
+ * worker or maintenance for the time the context has left. Nudges and fan-out are asynchronous
+ * Invokes; an idle app's wake-ups are one-off EventBridge Scheduler schedules.
+ */
 
 /** The parts of the Lambda context skiplock uses. */
 export interface LambdaContext {
@@ -45,11 +48,14 @@ export interface LambdaContext {
 export interface HttpApiEvent {
   version?: string;
   rawPath?: string;
+  rawQueryString?: string;
   headers?: Record<string, string | undefined>;
+  /** Payload 2.0 puts the request's cookies here, not in a cookie header. */
+  cookies?: string[];
   body?: string | null;
   isBase64Encoded?: boolean;
   queryStringParameters?: Record<string, string | undefined>;
-  requestContext: { http: { method: string } };
+  requestContext: { http: { method: string; sourceIp?: string }; domainName?: string };
 }
 
 export interface HttpApiResult {
@@ -57,10 +63,6 @@ export interface HttpApiResult {
   headers: Record<string, string>;
   body: string;
 }
-
-// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
-type Kinds = readonly JobDefinition<any, any>[];
-type Env = Record<string, string | undefined>;
 
 /** Turns a failure to even load the configuration into a logged line and a result, never a stack. */
 function runtimeOrFailure(env: Env): FunctionRuntime | { error: string } {
@@ -73,15 +75,7 @@ function runtimeOrFailure(env: Env): FunctionRuntime | { error: string } {
   }
 }
 
-export interface LambdaWorkerOptions {
-  /** @defaultValue process.env */
-  env?: Env;
-  /** Only these queues; wins over SKIPLOCK_QUEUES. @defaultValue SKIPLOCK_QUEUES, else all */
-  queues?: readonly string[];
-  /** Only these kinds; wins over SKIPLOCK_KINDS. @defaultValue SKIPLOCK_KINDS, else all of `jobs` */
-  kinds?: readonly string[];
-  /** The invocation's clock (tests). @defaultValue the system clock */
-  clock?: Clock;
+export interface LambdaWorkerOptions extends WorkerChoices {
   /**
    * The function's timeout in ms (serverless.yml's `timeout` × 1000). Given, a kind of this worker's
    * queues whose timeoutMs + SKIPLOCK_SAFETY_MARGIN_MS exceeds it would never run, and is refused
@@ -91,55 +85,6 @@ export interface LambdaWorkerOptions {
    * `'no_kind_fits'` when none does, and the stats and `jobs why` flag their jobs
    */
   invocationMs?: number;
-  /**
-   * How more invocations start when SKIPLOCK_MAX_INVOCATIONS is set and the backlog needs them:
-   * `false` turns fan-out off (the cap still holds). @defaultValue asynchronous Invokes of this
-   * function (its name from the Lambda context)
-   */
-  fanOut?: InvocationStarter | false;
-  /**
-   * Recurring schedules (defineSchedule) this worker ticks as each invocation starts — the
-   * scheduler's minute tick drives them, no extra cron needed. @defaultValue none
-   */
-  schedules?: readonly ScheduleDefinition[];
-  /**
-   * Spans for each claim and attempt, linked to the enqueue's (OpenTelemetry: `otelTracing()` from
-   * `skiplock/otel`). @defaultValue none
-   */
-  tracing?: Tracing;
-  /**
-   * Counters and durations of attempts, rate waits, breakers and invocations (OpenTelemetry:
-   * `otelMetrics()` from `skiplock/otel`). @defaultValue none
-   */
-  metrics?: JobMetrics;
-  /**
-   * Makes the Drizzle transaction a transactional kind's handler (`ctx.tx`) or a transactional step
-   * gets: `drizzle` from 'drizzle-orm/node-postgres', or `({ client }) => drizzle({ client, schema })`.
-   * Needed on pg only for those: the function's pool runs skiplock's statements without a Drizzle
-   * database, which keeps Drizzle's query builders out of the bundle. @defaultValue none
-   */
-  drizzle?: DrizzleFactory;
-  /**
-   * Tests: the time the database judges the worker's claims at (as WorkerOptions.test.now), also
-   * the wall time its wake-ups are armed for — a simulated day runs in milliseconds. @defaultValue unset
-   */
-  test?: { now?: () => Date };
-}
-
-/**
- * How the worker fans out: the option, else asynchronous Invokes of this function — one starter
- * per function name, so that the instance's worker is built once (see DeployedWorker).
- */
-function fanOutStarters(option: InvocationStarter | false | undefined) {
-  let own: { functionName: string; starter: InvocationStarter } | undefined;
-  return (context: LambdaContext): InvocationStarter | undefined => {
-    if (option === false) return undefined;
-    if (option) return option;
-    const functionName = context.functionName ?? process.env.AWS_LAMBDA_FUNCTION_NAME;
-    if (!functionName) return undefined;
-    if (own?.functionName !== functionName) own = { functionName, starter: lambdaStarter(functionName) };
-    return own.starter;
-  };
 }
 
 /**
@@ -157,24 +102,32 @@ export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {
   }
   refuseUnfitKinds(jobs, options.env ?? process.env, options, () => invocationMs);
   const worker = new DeployedWorker(jobs);
-  const fanOutOf = fanOutStarters(options.fanOut);
+  // Fan-out: the option, else asynchronous Invokes of this function, one starter per function name
+  // so that the instance's worker is built once (see DeployedWorker).
+  const ownStarter = perInstance<InvocationStarter>();
+  const fanOutOf = (context: LambdaContext): InvocationStarter | undefined => {
+    if (options.fanOut !== undefined) return options.fanOut || undefined;
+    const functionName = context.functionName ?? process.env.AWS_LAMBDA_FUNCTION_NAME;
+    return functionName ? ownStarter([functionName], () => lambdaStarter(functionName)) : undefined;
+  };
   const wakesOf = instanceWakes(options.test?.now);
   return async (_event: unknown, context: LambdaContext) => {
     const runtime = runtimeOrFailure(options.env ?? process.env);
     if ('error' in runtime) return { ok: false, error: runtime.error };
     try {
+      const { queues, kinds, clock, schedules, tracing, metrics, drizzle, test } = options;
       const summary = await worker.run(runtime, {
         remainingMs: context.getRemainingTimeInMillis(),
         invocationId: context.awsRequestId,
-        queues: options.queues,
-        kinds: options.kinds,
-        clock: options.clock,
+        queues,
+        kinds,
+        clock,
         fanOut: fanOutOf(context),
-        schedules: options.schedules,
-        tracing: options.tracing,
-        metrics: options.metrics,
-        drizzle: options.drizzle,
-        test: options.test,
+        schedules,
+        tracing,
+        metrics,
+        drizzle,
+        test,
       });
       await wakeAfterWorker(runtime, wakesOf, context, summary);
       return summary;
@@ -223,27 +176,101 @@ function isHttpEvent(event: unknown): event is HttpApiEvent {
   );
 }
 
-function fromHttpApiEvent(event: HttpApiEvent): HttpRequest {
-  const headers = Object.fromEntries(Object.entries(event.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+/**
+ * The converter: an HTTP API event as the Web Request the routes serve (its path, query, headers,
+ * payload 2.0's cookies, the body's bytes as sent; the routes decode and limit it).
+ */
+export function requestOf(event: HttpApiEvent): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(event.headers ?? {})) if (value !== undefined) headers.set(name, value);
+  const cookies = [...(event.cookies ?? []), ...(headers.has('cookie') ? [headers.get('cookie') as string] : [])];
+  if (cookies.length > 0) headers.set('cookie', cookies.join('; '));
+  const host = headers.get('host') ?? event.requestContext.domainName ?? 'localhost';
+  const query = event.rawQueryString;
+  const method = event.requestContext.http.method.toUpperCase();
+  const raw = event.body ?? '';
+  const body =
+    method === 'GET' || method === 'HEAD' || raw === ''
+      ? null
+      : Buffer.from(raw, event.isBase64Encoded ? 'base64' : 'utf8');
+  return new Request(`https://${host}${event.rawPath ?? '/'}${query ? `?${query}` : ''}`, { method, headers, body });
+}
+
+/** A route's JSON Response as an HTTP API result. */
+const resultOf = async (response: Response): Promise<HttpApiResult> => ({
+  statusCode: response.status,
+  headers: { 'content-type': 'application/json' },
+  body: await response.text(),
+});
+
+/** An error the routes never saw, answered as they answer theirs. */
+const refused = (code: string, message: string) =>
+  resultOf(jsonResponse(errorResponse(new HttpError(400, code, message))));
+
+/** An HTTP API event through a route. An event no Request can hold is a 400. */
+async function serveEvent(route: WebRoute, event: HttpApiEvent): Promise<HttpApiResult> {
+  let request: Request;
+  try {
+    request = requestOf(event);
+  } catch {
+    return refused('bad_request', 'the request cannot be read');
+  }
+  return resultOf(await route(request));
+}
+
+/** A direct invoke's answer: `{ status, ...body }`. */
+const invokeResult = (response: HttpResponse) => ({ status: response.status, ...response.body });
+
+/** Lambda's side of the routes: the environment, and who a change over HTTP is recorded as. */
+function lambdaPlatform(options: { env?: Env }): WebPlatform {
+  return { env: () => options.env ?? process.env, by: (route) => `lambda:${route}-http` };
+}
+
+/**
+ * …and of the routes that write: the instance's nudger (options.nudger, else asynchronous Invokes
+ * of the functions SKIPLOCK_NUDGE_FUNCTIONS names, one per instance so that nudges coalesce across
+ * warm invocations; on an idle app each write also arms its worker's wake-up). Kept apart so that a
+ * function that never nudges (control) bundles no Lambda client.
+ */
+function nudgingLambdaPlatform(options: { env?: Env; nudger?: Nudger; clock?: Clock }): WebPlatform {
+  const nudgerFor = perInstance<Nudger>();
   return {
-    method: event.requestContext.http.method.toUpperCase(),
-    header: (name) => headers[name.toLowerCase()],
-    readBody: async (maxBytes) => {
-      const raw = event.body ?? '';
-      const bytes = event.isBase64Encoded ? Buffer.from(raw, 'base64') : Buffer.from(raw, 'utf8');
-      if (bytes.length > maxBytes) throw tooLarge(maxBytes);
-      return decodeUtf8(bytes);
+    ...lambdaPlatform(options),
+    nudger(runtime) {
+      if (options.nudger) return options.nudger;
+      const { nudgeFunctions: functions, idle, wakeRoleArn, wakeGroup } = runtime.settings.require('enqueue');
+      if (!functions) return undefined;
+      // An idle app's writes also arm their worker's wake-up (docs/deploy-lambda.md).
+      const wake = idle && wakeRoleArn ? { roleArn: wakeRoleArn, group: wakeGroup } : undefined;
+      return nudgerFor([functions, wake ?? null], () =>
+        createLambdaNudger(functions, { logger: runtime.logger, clock: options.clock, wake }),
+      );
+    },
+    nudgedQueues: (runtime) => {
+      const functions = runtime.settings.require('enqueue').nudgeFunctions;
+      return functions && Object.keys(functions);
     },
   };
 }
 
-function toHttpApiResult(response: HttpResponse): HttpApiResult {
-  return {
-    statusCode: response.status,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(response.body),
-  };
+/**
+ * A function taken by direct invoke (IAM: the event is the body) or over an HTTP API route with a
+ * bearer token. Answers an invoke with `{ status, ...body }`, an HTTP event with an HTTP API result.
+ */
+function invokeOrHttp(operation: JsonOperation, by?: (context: LambdaContext | undefined) => string) {
+  const route = serve(operation);
+  return async (event: unknown, context?: LambdaContext): Promise<HttpApiResult | Record<string, unknown>> =>
+    isHttpEvent(event) ? serveEvent(route, event) : invokeResult(await invoke(operation, event, by?.(context)));
 }
+
+/** The enqueue function's options. */
+export interface LambdaEnqueueOptions extends NudgeChoices {
+  /** A producer span around each enqueue, its context stored with the jobs (`otelTracing()`). @defaultValue none */
+  tracing?: Tracing;
+}
+
+/** The signal function's options. */
+export type LambdaSignalOptions = NudgeChoices;
 
 /**
  * Enqueue: over HTTP (API Gateway HTTP API / function URL, bearer SKIPLOCK_ENQUEUE_TOKEN)
@@ -251,93 +278,8 @@ function toHttpApiResult(response: HttpResponse): HttpApiResult {
  * options? }`, `{ jobs: [...] }` or `{ flow: { step: job } }`. Answers `{ results: [{ id, outcome }] }`
  * (a flow: `{ flow: { step: { id, outcome } } }`).
  */
-export interface LambdaEnqueueOptions {
-  /** @defaultValue process.env */
-  env?: Env;
-  /**
-   * Starts the workers of the enqueued jobs' queues after each enqueue. @defaultValue
-   * asynchronous Invokes of the functions SKIPLOCK_NUDGE_FUNCTIONS names (none when unset)
-   */
-  nudger?: Nudger;
-  /** The nudges' clock (tests: the coalescing window). @defaultValue the system clock */
-  clock?: Clock;
-  /** A producer span around each enqueue, its context stored with the jobs (`otelTracing()`). @defaultValue none */
-  tracing?: Tracing;
-}
-
-export interface LambdaSignalOptions {
-  /** @defaultValue process.env */
-  env?: Env;
-  /**
-   * Starts the workers of the jobs a signal woke. @defaultValue asynchronous Invokes of the
-   * functions SKIPLOCK_NUDGE_FUNCTIONS names (none when unset)
-   */
-  nudger?: Nudger;
-  /** The nudges' clock (tests: the coalescing window). @defaultValue the system clock */
-  clock?: Clock;
-}
-
 export function createLambdaEnqueue(jobs: Kinds, options: LambdaEnqueueOptions = {}) {
-  const registry = new JobRegistry(jobs);
-  const nudgerOf = lambdaNudgers(options);
-  return invokeOrHttp(options.env, 'SKIPLOCK_ENQUEUE_TOKEN', 'enqueue', async (runtime, body) => ({
-    status: 200,
-    body: await enqueueFromBody(runtime, registry, body, nudgerOf(runtime), options.tracing),
-  }));
-}
-
-/**
- * The nudger of a function's container (options.nudger, else asynchronous Invokes of the functions
- * SKIPLOCK_NUDGE_FUNCTIONS names): one per container, so that nudges coalesce across warm invocations.
- */
-function lambdaNudgers(options: { nudger?: Nudger; clock?: Clock }): (runtime: FunctionRuntime) => Nudger | undefined {
-  let nudgerFor: { key: string; nudger: Nudger } | undefined;
-  return (runtime) => {
-    if (options.nudger) return options.nudger;
-    const { nudgeFunctions: functions, idle, wakeRoleArn, wakeGroup } = runtime.settings.require('enqueue');
-    if (!functions) return undefined;
-    // An idle app's writes also arm their worker's wake-up (docs/deploy-lambda.md).
-    const wake = idle && wakeRoleArn ? { roleArn: wakeRoleArn, group: wakeGroup } : undefined;
-    const key = JSON.stringify([functions, wake ?? null]);
-    if (nudgerFor?.key !== key) {
-      nudgerFor = {
-        key,
-        nudger: createLambdaNudger(functions, { logger: runtime.logger, clock: options.clock, wake }),
-      };
-    }
-    return nudgerFor.nudger;
-  };
-}
-
-/**
- * A function taken by direct invoke (IAM) or over an HTTP API route with a bearer token: the event
- * is the body, or the request's JSON once the token is checked. Answers an invoke with
- * `{ status, ...body }`, an HTTP event with an HTTP API result.
- */
-function invokeOrHttp(
-  envOption: Env | undefined,
-  tokenName: 'SKIPLOCK_ENQUEUE_TOKEN' | 'SKIPLOCK_ADMIN_TOKEN',
-  purpose: 'enqueue' | 'replay',
-  handle: (runtime: FunctionRuntime, body: unknown, http: boolean, context?: LambdaContext) => Promise<HttpResponse>,
-) {
-  return async (event: unknown, context?: LambdaContext): Promise<HttpApiResult | Record<string, unknown>> => {
-    const http = isHttpEvent(event);
-    const respond = (response: HttpResponse) =>
-      http ? toHttpApiResult(response) : { status: response.status, ...response.body };
-    try {
-      const env = envOption ?? process.env;
-      let body: unknown = event;
-      if (http) {
-        // Authenticate before anything else: no configuration detail reaches an anonymous caller.
-        const request = fromHttpApiEvent(event);
-        requireBearer(request, env[tokenName], tokenName);
-        body = await readJson(request, sharedRuntime(env).settings.require(purpose).maxBodyBytes);
-      }
-      return respond(await handle(sharedRuntime(env), body, http, context));
-    } catch (err) {
-      return respond(errorResponse(err));
-    }
-  };
+  return invokeOrHttp(enqueueRoute(jobs, nudgingLambdaPlatform(options), options));
 }
 
 /**
@@ -345,33 +287,13 @@ function invokeOrHttp(
  * refused). Body: ids or a filter, limit, dryRun, resetAttempts, override, by. Starts the workers of
  * the replayed jobs' queues as the enqueue function does (SKIPLOCK_NUDGE_FUNCTIONS).
  */
-export function createLambdaReplay(jobs: Kinds, options: { env?: Env; nudger?: Nudger; clock?: Clock } = {}) {
-  const registry = new JobRegistry(jobs);
-  const nudgerOf = lambdaNudgers(options);
+export function createLambdaReplay(jobs: Kinds, options: NudgeChoices = {}) {
+  const route = replayRoute(jobs, nudgingLambdaPlatform(options));
   return async (event: unknown, context?: LambdaContext): Promise<Record<string, unknown>> => {
     if (isHttpEvent(event)) {
       return { status: 404, error: { code: 'not_found', message: 'replay is invoke-only' } };
     }
-    try {
-      const runtime = sharedRuntime(options.env ?? process.env);
-      const result = await replayFromBody(runtime, registry, event, `lambda:${context?.functionName ?? 'replay'}`);
-      // Replayed jobs are due now: start (and, on an idle app, wake) the workers of their queues.
-      const queues = [...new Set(result.replayed.map((job) => job.queue))];
-      if (!result.dryRun && queues.length > 0) {
-        const nudger = nudgerOf(runtime);
-        await nudger?.noteDue?.(queues.map((queue) => ({ queue, at: null })));
-        await nudger?.nudge(queues);
-      }
-      runtime.logger.info('replay', {
-        replayed: result.replayed.length,
-        refused: result.refused.length,
-        dryRun: result.dryRun,
-      });
-      return { status: 200, ...result };
-    } catch (err) {
-      const response = errorResponse(err);
-      return { status: response.status, ...response.body };
-    }
+    return invokeResult(await invoke(route, event, `lambda:${context?.functionName ?? 'replay'}`));
   };
 }
 
@@ -381,10 +303,10 @@ export function createLambdaReplay(jobs: Kinds, options: { env?: Env; nudger?: N
  * $SKIPLOCK_ADMIN_TOKEN` (refused while the token is unset or shorter than 16 characters).
  */
 export function createLambdaControl(options: { env?: Env } = {}) {
-  return invokeOrHttp(options.env, 'SKIPLOCK_ADMIN_TOKEN', 'replay', async (runtime, body, http, context) => {
-    const by = http ? 'lambda:control-http' : `lambda:${context?.functionName ?? 'control'}`;
-    return { status: 200, body: { ...(await controlFromBody(runtime, body, by)) } };
-  });
+  return invokeOrHttp(
+    controlRoute(lambdaPlatform(options)),
+    (context) => `lambda:${context?.functionName ?? 'control'}`,
+  );
 }
 
 /**
@@ -394,28 +316,26 @@ export function createLambdaControl(options: { env?: Env } = {}) {
  * the workers of the woken jobs' queues as the enqueue function does (SKIPLOCK_NUDGE_FUNCTIONS).
  */
 export function createLambdaSignal(options: LambdaSignalOptions = {}) {
-  const nudgerOf = lambdaNudgers(options);
+  const route = signalRoute(nudgingLambdaPlatform(options));
   return async (event: unknown): Promise<HttpApiResult> => {
-    try {
-      if (!isHttpEvent(event)) throw new HttpError(400, 'not_http', 'the signal function takes HTTP API events');
-      const env = options.env ?? process.env;
-      const request = fromHttpApiEvent(event);
-      const token = event.queryStringParameters?.token;
-      const read = (maxBytes: number) => readOptionalJson(request, maxBytes);
-      const runtime = sharedRuntime(env);
-      return toHttpApiResult({
-        status: 200,
-        body: await signalFromToken(runtime, env.SKIPLOCK_SIGNAL_SECRET, token, read, nudgerOf(runtime)),
-      });
-    } catch (err) {
-      return toHttpApiResult(errorResponse(err));
-    }
+    if (isHttpEvent(event)) return serveEvent(route, event);
+    return refused('not_http', 'the signal function takes HTTP API events');
   };
 }
 
 export { CONFIG_VARIABLES, FUNCTION_DEFAULTS, loadConfig, type SkiplockConfig } from './config.js';
 export { CONSOLE_LOGIN_THROTTLE, type ConsoleOptions } from './console/index.js';
-export type { ConsoleHttpEvent, ConsoleHttpResult } from './console/platforms.js';
+
+/** API Gateway HTTP API (payload 2.0) and function URL events, as far as the console reads them. */
+export type ConsoleHttpEvent = HttpApiEvent;
+
+export interface ConsoleHttpResult {
+  statusCode: number;
+  headers: Record<string, string>;
+  /** Payload 2.0 sets each as its own Set-Cookie header. */
+  cookies: string[];
+  body: string;
+}
 
 export interface LambdaConsoleOptions extends ConsoleOptions {
   /**
@@ -430,25 +350,30 @@ export interface LambdaConsoleOptions extends ConsoleOptions {
 
 /**
  * The operator console (`export const handler = createLambdaConsole(jobs)`) behind HTTP API routes
- * or a function URL. An action that went through nudges every worker SKIPLOCK_NUDGE_FUNCTIONS names.
+ * `GET /admin`, `ANY /admin/{proxy+}` (or a function URL). The client address is the event's
+ * sourceIp. An action that went through nudges every worker SKIPLOCK_NUDGE_FUNCTIONS names.
  */
 export function createLambdaConsole(jobs: Kinds, options: LambdaConsoleOptions = {}) {
-  const handle = consoleHandler(jobs, options);
-  const nudgerOf = lambdaNudgers(options);
+  // The client is the event's sourceIp: proxy headers are never read on Lambda.
+  const serve = consoleRoute(jobs, nudgingLambdaPlatform(options), { ...options, trustProxyHeaders: false });
   return async (event: ConsoleHttpEvent): Promise<ConsoleHttpResult> => {
-    const result = await handle(event);
-    const method = event.requestContext?.http?.method?.toUpperCase();
-    if (method === 'POST' && result.statusCode < 400 && (event.rawPath ?? '').endsWith('/actions')) {
-      try {
-        const runtime = sharedRuntime(options.env ?? process.env);
-        const functions = runtime.settings.require('enqueue').nudgeFunctions;
-        const nudger = nudgerOf(runtime);
-        await nudger?.nudge(functions ? Object.keys(functions) : ['*']);
-      } catch {
-        // A setting the nudges need that is wrong never fails the action: the next tick runs the jobs.
-      }
+    let request: Request;
+    try {
+      request = requestOf(event);
+    } catch {
+      return { statusCode: 400, headers: { 'content-type': 'text/plain' }, cookies: [], body: 'bad request' };
     }
-    return result;
+    const response = await serve(request, event.requestContext.http.sourceIp ?? 'unknown');
+    const headers: Record<string, string> = {};
+    response.headers.forEach((value, name) => {
+      if (name !== 'set-cookie') headers[name] = value;
+    });
+    return {
+      statusCode: response.status,
+      headers,
+      cookies: response.headers.getSetCookie(),
+      body: await response.text(),
+    };
   };
 }
 export {

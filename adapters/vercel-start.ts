@@ -1,24 +1,17 @@
-import { AsyncResource } from 'node:async_hooks';
 import { ConfigError } from '../base/errors.js';
-import { type Clock, systemClock } from '../core/clock.js';
+import type { InvocationStarter } from '../base/starter.js';
+import type { Clock } from '../core/clock.js';
 import { type Logger, silentLogger } from '../core/logger.js';
-import { createNudger, type Nudger } from '../core/nudge.js';
-import type { InvocationStarter } from '../core/worker/index.js';
-import { MIN_SECRET_LENGTH } from './http.js';
+import type { Nudger } from '../core/nudge.js';
 import { importOptionalPeer } from './optional-peer.js';
-import { defaultIdleHints, type IdleHintStore, IdleHints } from './vercel-idle.js';
+import { defaultIdleHints } from './vercel-idle.js';
+import { type IdleHintStore, IdleHints } from './web/idle.js';
+import { ROUTE_START_DEFAULTS, routeNudger, routeStarter, type StartReason, type WaitUntil } from './web/start.js';
 
 /**
- * The header a started worker request carries (`nudge` or `fan-out`): with it, the worker route
- * accepts at once (202) and runs its invocation after the response, kept alive with `waitUntil`,
- * as Lambda runs an asynchronous Invoke. Without it (a cron) the route answers when it is done.
+ * Vercel's side of starting worker routes (adapters/web/start.ts): `waitUntil` from
+ * `@vercel/functions`, the Deployment Protection bypass, the Runtime Cache marks of `noteDue`.
  */
-export const START_HEADER = 'x-skiplock-start';
-export const START_REASONS = ['nudge', 'fan-out'] as const;
-export type StartReason = (typeof START_REASONS)[number];
-
-/** What `start` waits for at most: the started route's 202, not its run. @defaultValue 10 s */
-export const VERCEL_START_DEFAULTS = { acceptTimeoutMs: 10_000 } as const;
 
 /** Nudges or fan-out were asked for, but `@vercel/functions` cannot be loaded. */
 export class MissingVercelFunctionsError extends ConfigError {
@@ -30,11 +23,8 @@ export class MissingVercelFunctionsError extends ConfigError {
   }
 }
 
-/**
- * Keeps the function running after its response until the promise settles: `waitUntil` of
- * `@vercel/functions`, or `after` of `next/server` in a Next.js app.
- */
-export type WaitUntil = (promise: Promise<unknown>) => void;
+/** What `start` waits for at most: the started route's 202, not its run. @defaultValue 10 s */
+export const VERCEL_START_DEFAULTS = ROUTE_START_DEFAULTS;
 let loading: Promise<WaitUntil> | undefined;
 /** Once loaded, starts hand their requests to waitUntil in the caller's own turn (no await first). */
 let loaded: WaitUntil | undefined;
@@ -63,17 +53,6 @@ export function loadWaitUntil(): Promise<WaitUntil> {
   return loading;
 }
 
-/** Loopback hosts may be requested over plain http (local development); any other needs https. */
-const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
-
-/**
- * The URL a route is requested at: `target` when it is absolute, else `target` (a path such as
- * `/api/worker`) on `origin` (SKIPLOCK_BASE_URL, else the origin of the request being handled).
- */
-export function routeUrl(target: string, origin: string): URL {
-  return new URL(target, origin);
-}
-
 export interface VercelStarterOptions {
   /** The worker route's bearer secret (CRON_SECRET); unset: every start fails, and is logged. */
   secret: string | undefined;
@@ -93,62 +72,17 @@ export interface VercelStarterOptions {
 }
 
 /**
- * Starts invocations of a Vercel worker route by requesting it (GET, `Authorization: Bearer
- * $CRON_SECRET`, START_HEADER). `start` only sends: each request is handed to `waitUntil`, so the
- * calling function answers its own caller at once and stays alive only until the started route
- * accepted (202, within `acceptTimeoutMs`) — never for the started invocation's whole run. A
- * refused or failed start is logged (status or error code, never the secret); the cron tick stays
- * the safety net.
+ * Starts invocations of a Vercel worker route by requesting it (routeStarter: GET, `Authorization:
+ * Bearer $CRON_SECRET`, START_HEADER), each request kept alive by `waitUntil` until the route
+ * accepted; behind Deployment Protection with its bypass header.
  */
 export function vercelRouteStarter(url: URL, options: VercelStarterOptions): InvocationStarter {
-  const logger = options.logger ?? silentLogger;
-  const acceptTimeoutMs = options.acceptTimeoutMs ?? VERCEL_START_DEFAULTS.acceptTimeoutMs;
   const bypass = options.protectionBypass ?? process.env.VERCEL_AUTOMATION_BYPASS_SECRET;
-  const failure = options.reason === 'nudge' ? 'nudge_failed' : 'fan_out_failed';
-  // Where, without the query (it could hold anything): enough to find the route in the logs.
-  const target = `${url.origin}${url.pathname}`;
-
-  const deliver = async (headers: Record<string, string>): Promise<void> => {
-    try {
-      const response = await fetch(url, {
-        headers,
-        // A redirect would carry the secret elsewhere: a worker route never redirects.
-        redirect: 'manual',
-        signal: AbortSignal.timeout(acceptTimeoutMs),
-      });
-      let code: string | undefined;
-      if (!response.ok) {
-        const body = (await response.json().catch(() => undefined)) as { error?: { code?: unknown } } | undefined;
-        code = typeof body?.error?.code === 'string' ? body.error.code : undefined;
-      }
-      // An accepted start's body is worth nothing; let the connection go.
-      await response.body?.cancel().catch(() => {});
-      if (!response.ok) logger.warn(failure, { route: target, status: response.status, code });
-    } catch (err) {
-      // Connection refused, DNS, timeout: the error's name and code, never the request's headers.
-      const cause = (err as { cause?: { code?: unknown } }).cause;
-      const code = typeof cause?.code === 'string' ? cause.code : undefined;
-      logger.warn(failure, { route: target, error: (err as Error).name ?? 'Error', code });
-    }
-  };
-
-  return {
-    async start(count) {
-      if (!options.secret || options.secret.length < MIN_SECRET_LENGTH) {
-        throw new Error(`CRON_SECRET must be set (at least ${MIN_SECRET_LENGTH} characters) to start ${target}`);
-      }
-      if (url.protocol !== 'https:' && !(url.protocol === 'http:' && LOOPBACK.has(url.hostname))) {
-        throw new Error(`refusing to send CRON_SECRET to ${target}: use https (plain http only to localhost)`);
-      }
-      const waitUntil = options.waitUntil ?? loaded ?? (await loadWaitUntil());
-      const headers: Record<string, string> = {
-        authorization: `Bearer ${options.secret}`,
-        [START_HEADER]: options.reason,
-      };
-      if (bypass) headers['x-vercel-protection-bypass'] = bypass;
-      for (let i = 0; i < count; i++) waitUntil(deliver(headers));
-    },
-  };
+  return routeStarter(url, {
+    ...options,
+    headers: bypass ? { 'x-vercel-protection-bypass': bypass } : undefined,
+    waitUntil: () => options.waitUntil ?? loaded ?? loadWaitUntil(),
+  });
 }
 
 /**
@@ -183,37 +117,6 @@ export interface VercelNudgerOptions {
 }
 
 /**
- * A clock whose timers keep the current request alive until they fire (through `waitUntil`), and
- * fire in that request's context: the nudger's one more start at the end of its window must not
- * wait for a frozen function, and its request is kept alive by the same request.
- */
-function keepingAlive(clock: Clock, waitUntil: WaitUntil): Clock {
-  return {
-    now: () => clock.now(),
-    setTimer(fn, ms) {
-      let fired!: () => void;
-      waitUntil(
-        new Promise<void>((resolve) => {
-          fired = resolve;
-        }),
-      );
-      const inRequest = AsyncResource.bind(fn);
-      const cancel = clock.setTimer(() => {
-        try {
-          inRequest(); // a start hands its request to waitUntil before returning
-        } finally {
-          fired();
-        }
-      }, ms);
-      return () => {
-        cancel();
-        fired();
-      };
-    },
-  };
-}
-
-/**
  * A nudger that requests the worker route of each queue, coalesced per route (one start at once,
  * one more when the window ends). Load `waitUntil` first (`await loadWaitUntil()`): the window's
  * timer keeps the function alive with it; `start` fails, logged, while it cannot be loaded.
@@ -222,37 +125,18 @@ export function createVercelNudger(
   routes: NudgeRoutes,
   options: VercelNudgerOptions & { waitUntil?: WaitUntil },
 ): Nudger {
-  const starters = new Map<string, InvocationStarter>();
-  const { origin, secret, logger, acceptTimeoutMs, protectionBypass } = options;
-  const clock = options.clock ?? systemClock;
-  const nudger = createNudger({
-    coalesceMs: options.coalesceMs,
-    logger,
-    clock: options.waitUntil ? keepingAlive(clock, options.waitUntil) : clock,
-    workerFor: (queue) => {
-      const route = routes[queue] ?? routes['*'];
-      if (!route) return undefined;
-      const url = routeUrl(route, origin);
-      let starter = starters.get(url.href);
-      if (!starter) {
-        starter = vercelRouteStarter(url, {
-          secret,
-          reason: 'nudge',
-          logger,
-          acceptTimeoutMs,
-          protectionBypass,
-          waitUntil: options.waitUntil,
-        });
-        starters.set(url.href, starter);
-      }
-      return starter;
-    },
+  const { protectionBypass, ...rest } = options;
+  const bypass = protectionBypass ?? process.env.VERCEL_AUTOMATION_BYPASS_SECRET;
+  const nudger = routeNudger(routes, {
+    ...rest,
+    headers: bypass ? { 'x-vercel-protection-bypass': bypass } : undefined,
+    loadWaitUntil: () => loaded ?? loadWaitUntil(),
   });
   const store = options.idleHints === undefined ? defaultIdleHints(process.env) : options.idleHints;
   if (!store) return nudger;
   const hints = new IdleHints(store, {
     schema: options.schema ?? process.env.SKIPLOCK_SCHEMA ?? 'skiplock',
-    logger: logger ?? silentLogger,
+    logger: options.logger ?? silentLogger,
   });
   const now = () => options.test?.now?.().getTime() ?? Date.now();
   return {
@@ -262,3 +146,5 @@ export function createVercelNudger(
     noteDue: () => hints.touch(now()),
   };
 }
+
+export { routeUrl, START_HEADER, type StartReason, type WaitUntil } from './web/start.js';

@@ -12,6 +12,9 @@ const LABEL = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/;
 
 export const DEFAULT_SCHEMA = 'skiplock';
 
+/** Whether `name` is a label: a queue, kind, worker, schedule or event name. */
+export const isLabel = (name: unknown): name is string => typeof name === 'string' && LABEL.test(name);
+
 export function assertSchemaName(name: string): string {
   if (typeof name !== 'string' || !SCHEMA_NAME.test(name)) {
     throw new InvalidIdentifierError(

@@ -1,6 +1,6 @@
+import type { InvocationStarter } from '../base/starter.js';
 import { type Clock, systemClock } from './clock.js';
 import { type Logger, silentLogger } from './logger.js';
-import type { InvocationStarter } from './worker/index.js';
 
 /**
  * Starts a worker for some queues right after their jobs committed, instead of waiting for the

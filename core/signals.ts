@@ -1,8 +1,7 @@
 import type { SQL } from 'drizzle-orm';
 import { InvalidOptionsError, PayloadTooLargeError, SignalTokenError } from '../base/errors.js';
 import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
-import { queryRows, toSkiplockError } from '../db/execute.js';
-import { type SendSignalRow, sendSignalStatement, signalLock } from '../db/statements/signals.js';
+import { queryUnderSignalLock, type SendSignalRow, sendSignalStatement, signalLock } from '../db/statements/signals.js';
 
 /** The longest signal key. */
 export const SIGNAL_LIMITS = { keyLength: 500 } as const;
@@ -86,10 +85,9 @@ export async function sendSignal(
   via: { tokenId?: string; id?: string } = {},
 ): Promise<SignalResult> {
   const p = signalParameters(key, payload, maxPayloadBytes);
-  const lock = signalLock(schema, p.key);
   const statement = sendSignalStatement(schema, p.key, p.payloadJson, storedTokenId(via));
   const db = 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
-  const rows = await inOneTransaction<SendSignalRow>(db, schema, lock, statement);
+  const rows = await queryUnderSignalLock<SendSignalRow>(db, schema, p.key, statement);
   if (via.tokenId !== undefined && !rows[0]?.sent) {
     throw new SignalTokenError('signal_token_used', 'the signal token was already used');
   }
@@ -112,27 +110,6 @@ export function prepareSignal(
       return toResult(last?.rows?.[0]);
     },
   };
-}
-
-/**
- * Runs `lock` then `statement` in one transaction and returns the statement's rows: a transaction
- * (a savepoint inside the caller's) on pg and neon-ws, a batch on neon-http (the only driver
- * whose Drizzle database has `batch`).
- */
-export async function inOneTransaction<T>(db: AnyPgDatabase, schema: string, lock: SQL, statement: SQL): Promise<T[]> {
-  const batching = db as unknown as { batch?: (queries: unknown[]) => Promise<unknown[]> };
-  try {
-    if (typeof batching.batch !== 'function') {
-      return await db.transaction(async (tx) => {
-        await queryRows(tx, lock, schema);
-        return queryRows<T>(tx, statement, schema);
-      });
-    }
-    const results = await batching.batch([db.execute(lock), db.execute(statement)]);
-    return ((results[1] as { rows?: T[] } | undefined)?.rows ?? []) as T[];
-  } catch (err) {
-    throw toSkiplockError(err, schema);
-  }
 }
 
 function toResult(row: SendSignalRow | undefined): SignalResult {

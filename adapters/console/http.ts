@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { type Chrome, layout, type Page } from './html.js';
 
-/** A console request, from a Web Request (Vercel, the dev server) or an HTTP API event (Lambda). */
+/** A console request, made from a Web Request by the web core (consoleRoute) on every platform. */
 export interface ConsoleRequest {
   method: string;
   url: URL;

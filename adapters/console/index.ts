@@ -1,8 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { InvalidOptionsError } from '../../base/errors.js';
 import { type JobDefinition, JobRegistry } from '../../core/jobs.js';
-import { errorResponse, HttpError, MIN_SECRET_LENGTH } from '../http.js';
 import { type FunctionRuntime, publicMessage, sharedRuntime } from '../runtime.js';
+import { errorResponse, HttpError, MIN_SECRET_LENGTH } from '../web/http.js';
 import { handleAction } from './actions.js';
 import type { ConsoleContext } from './context.js';
 import { eventPage, eventsPage } from './event-pages.js';
@@ -146,9 +146,15 @@ function loginPage(base: string, status: number, next: string, problem?: string)
 /**
  * The operator console: server-rendered pages (overview, jobs, DLQ, a job, controls) and their
  * actions, behind a login with SKIPLOCK_ADMIN_TOKEN (or SKIPLOCK_CONSOLE_VIEWER_TOKEN, read-only)
- * that opens a session cookie. Platform-neutral: skiplock/vercel and skiplock/lambda wrap it.
+ * that opens a session cookie. Platform-neutral: the web core's consoleRoute (adapters/web/routes.ts)
+ * serves it from a Web Request, on every platform.
  */
-export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
+export function createConsole(
+  jobs: Kinds,
+  options: ConsoleOptions = {},
+  /** The environment of a request: the platform's. */
+  envOf: () => Env = () => options.env ?? process.env,
+) {
   const registry = new JobRegistry(jobs);
   const base = `/${(options.basePath ?? '/admin').replace(/^\/+|\/+$/g, '')}`.replace(/^\/$/, '');
   return async (request: ConsoleRequest): Promise<ConsoleResponse> => {
@@ -163,7 +169,7 @@ export function createConsole(jobs: Kinds, options: ConsoleOptions = {}) {
     const { pathname } = request.url;
     if (pathname !== base && !pathname.startsWith(`${base}/`)) throw new HttpError(404, 'not_found', 'no such page');
     const path = pathname.slice(base.length) || '/';
-    const env = options.env ?? process.env;
+    const env = envOf();
     const adminToken = env.SKIPLOCK_ADMIN_TOKEN ?? '';
     if (adminToken.length < MIN_SECRET_LENGTH) {
       throw new HttpError(

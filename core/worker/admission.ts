@@ -1,18 +1,11 @@
 import { scrubSecrets } from '../../base/scrub-secrets.js';
+import type { InvocationStarter } from '../../base/starter.js';
 import { CLAIM_LANES } from '../../db/statements/claim.js';
 import { readBacklog, registerInvocation, unregisterInvocation } from '../../db/statements/invocations.js';
 import type { Deadline } from './deadline.js';
 import { statementNow, type WorkerSettings } from './settings.js';
 
-/**
- * Starts more invocations of this worker: the platform's own scaling, e.g. an asynchronous
- * Lambda Invoke of the worker function, or a request to the worker route on Vercel. Starting is
- * only ever a hint: an invocation that finds every slot held returns at once, and the cron tick
- * stays the safety net, so a start that is lost or doubled costs latency, never a job.
- */
-export interface InvocationStarter {
-  start(count: number): Promise<void>;
-}
+export type { InvocationStarter } from '../../base/starter.js';
 
 /**
  * With more than this many invocations of a worker running, theirs claim from lanes (see

@@ -1,6 +1,6 @@
 import { DiscardError, StepError, StepSuspension } from '../../base/errors.js';
 import type { AnyPgDatabase } from '../../db/connect.js';
-import { signalLock, type WaitRow, waitStatement } from '../../db/statements/signals.js';
+import { queryUnderSignalLock, type WaitRow, waitStatement } from '../../db/statements/signals.js';
 import {
   readSteps,
   recordStep,
@@ -12,7 +12,7 @@ import {
 import { toBackoff } from '../backoff.js';
 import { decideFailure } from '../failure.js';
 import type { StepOptions } from '../jobs.js';
-import { inOneTransaction, SIGNAL_LIMITS } from '../signals.js';
+import { SIGNAL_LIMITS } from '../signals.js';
 import { JobAbort } from './abort.js';
 import type { Attempt } from './attempt.js';
 import { handlerTransaction, NEEDS_DRIZZLE, statementNow, type WorkerSettings } from './settings.js';
@@ -184,10 +184,10 @@ export class StepRunner {
     if (timeoutMs === undefined) throw new StepError('invalid_step', `wait "${name}": timeoutMs is required`);
     const { settings, attempt } = this.#host;
     this.#stillRunning();
-    const rows = await inOneTransaction<WaitRow>(
+    const rows = await queryUnderSignalLock<WaitRow>(
       settings.db.db,
       settings.schema,
-      signalLock(settings.schema, key),
+      key,
       waitStatement(settings.schema, attempt.job, { name, position, key, timeoutMs }, statementNow(settings)),
     );
     const decided = rows[0];

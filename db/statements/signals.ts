@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { AnyPgDatabase } from '../connect.js';
-import { queryRows } from '../execute.js';
+import { queryRows, toSkiplockError } from '../execute.js';
 import { epochMs, jobsRef, nowExpr } from './common.js';
 
 /**
@@ -21,6 +21,33 @@ const stepsRef = (schema: string): SQL => sql`${sql.identifier(schema)}.job_step
  */
 export function signalLock(schema: string, key: string): SQL {
   return sql`select true as locked from pg_advisory_xact_lock(hashtextextended(${`skiplock.signal:${schema}:${key}`}, 0))`;
+}
+
+/**
+ * Runs signalLock on `key`, then `statement`, in one transaction and returns the statement's rows:
+ * a transaction (a savepoint inside the caller's) on pg and neon-ws, a batch on neon-http (the only
+ * driver whose Drizzle database has `batch`). A send and a wait both go through it.
+ */
+export async function queryUnderSignalLock<T>(
+  db: AnyPgDatabase,
+  schema: string,
+  key: string,
+  statement: SQL,
+): Promise<T[]> {
+  const lock = signalLock(schema, key);
+  const batching = db as unknown as { batch?: (queries: unknown[]) => Promise<unknown[]> };
+  try {
+    if (typeof batching.batch !== 'function') {
+      return await db.transaction(async (tx) => {
+        await queryRows(tx, lock, schema);
+        return queryRows<T>(tx, statement, schema);
+      });
+    }
+    const results = await batching.batch([db.execute(lock), db.execute(statement)]);
+    return ((results[1] as { rows?: T[] } | undefined)?.rows ?? []) as T[];
+  } catch (err) {
+    throw toSkiplockError(err, schema);
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import * as z from 'zod/mini';
-import { type BreakerState, breakers, type DestinationHealth, resetBreaker } from '../core/breakers.js';
+import { type BreakerState, breakers, type DestinationHealth, resetBreaker } from '../../core/breakers.js';
 import {
   clearLimit,
   type LimitOverride,
@@ -10,8 +10,8 @@ import {
   pauses,
   resume,
   setLimit,
-} from '../core/controls.js';
-import { check, describeIssues } from '../core/issues.js';
+} from '../../core/controls.js';
+import { check, describeIssues } from '../../core/issues.js';
 import {
   clearRateLimit,
   type RateLimitOverride,
@@ -19,9 +19,9 @@ import {
   type RateUse,
   rateLimits,
   setRateLimit,
-} from '../core/rate-limits.js';
+} from '../../core/rate-limits.js';
+import type { FunctionRuntime } from '../runtime.js';
 import { HttpError } from './http.js';
-import type { FunctionRuntime } from './runtime.js';
 
 /**
  * The control function's body: flow control an operator changes on a deployed app — pauses,

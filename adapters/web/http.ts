@@ -1,18 +1,24 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { DatabaseError, SkiplockError } from '../base/errors.js';
+import { DatabaseError, SkiplockError } from '../../base/errors.js';
 
-/** A platform-neutral view of an HTTP request (API Gateway event or Web Request). */
-export interface HttpRequest {
-  method: string;
-  header(name: string): string | undefined;
-  /** Reads the body, refusing (HttpError 413) past `maxBytes` before anything is parsed. */
-  readBody(maxBytes: number): Promise<string>;
-}
+/**
+ * The web core's HTTP edges, written once against Web `Request` / `Response`: bearer checks, body
+ * limits and strict decoding, errors → status. Every platform reaches them through its converter.
+ */
 
+/** A JSON answer before it becomes a Response (or a Lambda invoke's `{ status, ...body }`). */
 export interface HttpResponse {
   status: number;
   body: Record<string, unknown>;
 }
+
+/** The JSON Response of an answer. */
+export function jsonResponse(response: HttpResponse): Response {
+  return Response.json(response.body, { status: response.status });
+}
+
+const header = (request: Request, name: string) => request.headers.get(name) ?? undefined;
+const methodOf = (request: Request) => request.method.toUpperCase();
 
 /** An error with the HTTP status it maps to and a message safe to return. */
 export class HttpError extends Error {
@@ -36,7 +42,7 @@ const reportedWeakSecrets = new Set<string>();
  * does one shorter than MIN_SECRET_LENGTH (logged once per container, the value never echoed):
  * a bad secret disables only the endpoint that uses it.
  */
-export function requireBearer(request: HttpRequest, secret: string | undefined, secretName: string): void {
+export function requireBearer(request: Request, secret: string | undefined, secretName: string): void {
   if (!secret) {
     throw new HttpError(401, 'unauthorized', `this endpoint is disabled until ${secretName} is set`);
   }
@@ -48,8 +54,7 @@ export function requireBearer(request: HttpRequest, secret: string | undefined, 
     }
     throw new HttpError(401, 'unauthorized', message);
   }
-  const header = request.header('authorization') ?? '';
-  const match = /^Bearer (.+)$/.exec(header);
+  const match = /^Bearer (.+)$/.exec(header(request, 'authorization') ?? '');
   const presented = createHash('sha256')
     .update(match?.[1] ?? '')
     .digest();
@@ -59,15 +64,15 @@ export function requireBearer(request: HttpRequest, secret: string | undefined, 
 }
 
 /** Checks method and content type, reads the body under the limit, parses JSON. */
-export async function readJson(request: HttpRequest, maxBytes: number): Promise<unknown> {
-  if (request.method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'use POST');
-  const contentType = request.header('content-type') ?? '';
+export async function readJson(request: Request, maxBytes: number): Promise<unknown> {
+  if (methodOf(request) !== 'POST') throw new HttpError(405, 'method_not_allowed', 'use POST');
+  const contentType = header(request, 'content-type') ?? '';
   if (!/^application\/json\s*(;|$)/i.test(contentType)) {
     throw new HttpError(400, 'unsupported_content_type', 'content-type must be application/json');
   }
-  const declared = Number(request.header('content-length'));
+  const declared = Number(header(request, 'content-length'));
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
-  const text = await request.readBody(maxBytes);
+  const text = await readBody(request, maxBytes);
   if (text.trim() === '') throw new HttpError(400, 'empty_body', 'the request body is empty; send a JSON object');
   return parseStorableJson(text);
 }
@@ -75,7 +80,7 @@ export async function readJson(request: HttpRequest, maxBytes: number): Promise<
 /**
  * JSON that can be stored exactly as sent: a key `__proto__` would be dropped on the way (an
  * object's prototype, not its key, once a schema copies it), so it is refused, as a body that is
- * not UTF-8 is where it is read (readWebBody, the Lambda event's body).
+ * not UTF-8 is where it is read (readBody).
  */
 function parseStorableJson(text: string): unknown {
   let parsed: unknown;
@@ -109,20 +114,23 @@ export function decodeUtf8(bytes: Uint8Array): string {
 }
 
 /** As readJson, but an empty body is allowed: it reads as null (a signal without a payload). */
-export async function readOptionalJson(request: HttpRequest, maxBytes: number): Promise<unknown> {
-  if (request.method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'use POST');
-  const declared = Number(request.header('content-length'));
+export async function readOptionalJson(request: Request, maxBytes: number): Promise<unknown> {
+  if (methodOf(request) !== 'POST') throw new HttpError(405, 'method_not_allowed', 'use POST');
+  const declared = Number(header(request, 'content-length'));
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
-  const text = await request.readBody(maxBytes);
+  const text = await readBody(request, maxBytes);
   if (text.trim() === '') return null;
-  if (!/^application\/json\s*(;|$)/i.test(request.header('content-type') ?? '')) {
+  if (!/^application\/json\s*(;|$)/i.test(header(request, 'content-type') ?? '')) {
     throw new HttpError(400, 'unsupported_content_type', 'content-type must be application/json');
   }
   return parseStorableJson(text);
 }
 
-/** A Web Request's body as text, refused (HttpError 413) as soon as it passes `maxBytes`. */
-export async function readWebBody(request: Request, maxBytes: number): Promise<string> {
+/**
+ * A Request's body as UTF-8 text, refused (HttpError 413) as soon as it passes `maxBytes`, and
+ * (400 invalid_utf8) when it is not UTF-8: the one body reader of every route and the console.
+ */
+export async function readBody(request: Request, maxBytes: number): Promise<string> {
   if (!request.body) return '';
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -137,7 +145,7 @@ export async function readWebBody(request: Request, maxBytes: number): Promise<s
     }
     chunks.push(value);
   }
-  return decodeUtf8(Buffer.concat(chunks));
+  return decodeUtf8(new Uint8Array(await new Blob(chunks).arrayBuffer()));
 }
 
 export function tooLarge(maxBytes: number): HttpError {

@@ -1,31 +1,30 @@
 import * as z from 'zod/mini';
-import type { ReplayResult } from '../base/outcomes.js';
-import { type Clock, systemClock } from '../core/clock.js';
-import { createEnqueuer, type EnqueueResult } from '../core/enqueue.js';
-import type { EnqueueOptions } from '../core/enqueue-options.js';
-import { check, describeIssues } from '../core/issues.js';
-import type { JobDefinition, JobRegistry, JobRequest } from '../core/jobs.js';
-import { type MaintenanceReport, runMaintenance } from '../core/maintenance.js';
-import type { JobMetrics, QueueMetrics } from '../core/metrics.js';
-import type { Nudger } from '../core/nudge.js';
-import { replay } from '../core/replay.js';
-import type { ScheduleDefinition } from '../core/schedules.js';
-import { readSignalToken, SIGNAL_SECRET_MIN_LENGTH } from '../core/signal-tokens.js';
-import { type SignalResult, sendSignal } from '../core/signals.js';
-import type { Tracing } from '../core/tracing.js';
+import type { ReplayResult } from '../../base/outcomes.js';
+import { systemClock } from '../../core/clock.js';
+import { createEnqueuer, type EnqueueResult } from '../../core/enqueue.js';
+import type { EnqueueOptions } from '../../core/enqueue-options.js';
+import { check, describeIssues } from '../../core/issues.js';
+import type { JobDefinition, JobRegistry, JobRequest } from '../../core/jobs.js';
+import { type MaintenanceReport, runMaintenance } from '../../core/maintenance.js';
+import type { QueueMetrics } from '../../core/metrics.js';
+import type { Nudger } from '../../core/nudge.js';
+import { replay } from '../../core/replay.js';
+import { readSignalToken, SIGNAL_SECRET_MIN_LENGTH } from '../../core/signal-tokens.js';
+import { type SignalResult, sendSignal } from '../../core/signals.js';
+import type { Tracing } from '../../core/tracing.js';
 import {
   createWorker,
   type InvocationStarter,
   type InvocationSummary,
   type Worker,
   type WorkerOptions,
-} from '../core/worker/index.js';
-import type { SkiplockDb } from '../db/connect.js';
-import type { DrizzleFactory } from '../db/connection-options.js';
-import { migrate } from '../db/migrate.js';
-import type { SkiplockConfig } from './config.js';
+} from '../../core/worker/index.js';
+import type { SkiplockDb } from '../../db/connect.js';
+import { migrate } from '../../db/migrate.js';
+import type { SkiplockConfig } from '../config.js';
+import { type FunctionRuntime, isAuthFailure } from '../runtime.js';
 import { HttpError } from './http.js';
-import { type FunctionRuntime, isAuthFailure } from './runtime.js';
+import type { WorkerChoices } from './options.js';
 
 /**
  * The request bodies' schemas, built on first use rather than at import: only the enqueue and
@@ -198,28 +197,15 @@ export async function replayFromBody(
   );
 }
 
-export interface WorkerRun {
+/** One invocation of a deployed worker: the worker's options (WorkerChoices) and its own time and id. */
+export interface WorkerRun extends Omit<WorkerChoices, 'env' | 'fanOut' | 'test'> {
   /** Milliseconds this invocation may run. */
   remainingMs: number;
   invocationId?: string;
-  /** Only these queues; wins over SKIPLOCK_QUEUES. @defaultValue SKIPLOCK_QUEUES, else all */
-  queues?: readonly string[];
-  /** Only these kinds (of `jobs`); wins over SKIPLOCK_KINDS. @defaultValue SKIPLOCK_KINDS, else all */
-  kinds?: readonly string[];
-  /** The invocation's clock (tests). @defaultValue the system clock */
-  clock?: Clock;
   /** Starts more invocations of this worker, used when SKIPLOCK_MAX_INVOCATIONS is set. @defaultValue none */
   fanOut?: InvocationStarter;
   /** What the invocations are counted under; wins over SKIPLOCK_WORKER_NAME. @defaultValue the configured name */
   name?: string;
-  /** Recurring schedules the invocation ticks as it starts. @defaultValue none */
-  schedules?: readonly ScheduleDefinition[];
-  /** Spans for claims and attempts. @defaultValue none */
-  tracing?: Tracing;
-  /** Counters and durations of attempts and invocations. @defaultValue none */
-  metrics?: JobMetrics;
-  /** Makes handlers' Drizzle transactions (transactional kinds and steps). @defaultValue none */
-  drizzle?: DrizzleFactory;
   /** An idle invocation reads when something is next due (WorkerOptions.nextDue). @defaultValue false */
   nextDue?: boolean;
   /** The time the statements use instead of the database's clock (WorkerOptions.test; tests only). */
