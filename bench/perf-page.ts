@@ -87,7 +87,7 @@ function fullRunBlock({ bench: r }: Results): string {
     row(`publish an event to ${events.subscribers} subscribers, events/s`, events.per_second),
     row('WAL per job, bytes (fewer is better)', wal, r.wal_raw_bytes_per_job as number),
     '',
-    `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due a worker's sweep carries it (${ms(tick.idle_sweep_ms)}, ${ms(tick.idle_sweep_with_probe_ms)} with the probe).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.` : ''}`,
+    `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due, a worker's sweep carries the check (${ms(tick.idle_sweep_with_probe_ms)} with it, ${ms(tick.idle_sweep_ms)} without).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.` : ''}`,
     `- **Batch handlers** (concurrency ${batch.concurrency}; not measured for the peers): a batch of ${batch.batchSize} against one job per call, no-op jobs ${fmt(batch.noop.batch)} against ${fmt(batch.noop.single)} jobs/s (${batch.noop.ratio}×); calling a bulk API of ${batch.bulkApi.fixedMs} ms + ${batch.bulkApi.perItemMs} ms an item, ${fmt(batch.bulk_api.batch)} against ${fmt(batch.bulk_api.single)} jobs/s (${batch.bulk_api.ratio}×).`,
     `- **A deployed worker** (K = 1 on the default pool of 5 connections, so a batch's settle runs beside the next claim): ${fmt(r.skiplock_default_pool_k1 as number)} jobs/s, ${ratio(r.skiplock_default_pool_k1 as number, sys('process_k1')['graphile-worker'])} graphile-worker. pg-boss with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s at K = 4 (the table's 500 is its better setting here).`,
     `- **Per claim**: ${trips['100']} statements per job at batches of 100 (${trips['1']} at 1); claim p50 / p99 ${latency.empty.p50} / ${ms(latency.empty.p99)} on an empty table, ${latency.finished.p50} / ${ms(latency.finished.p99)} beside ${fmt(r.params.finishedRows)} finished jobs. WAL deleting completed rows: ${fmt(del.wal_bytes_per_job)} bytes a job. The worker bundle imports in ${ms(cold.worker)} (a bare handler: ${ms(cold.bare)}).`,
@@ -125,7 +125,7 @@ function serverlessBlock({ serverless: s }: Results): string {
   const nudged = linger('nudge, no linger');
   const longest = [...s.linger].sort((a, b) => b.lingerMs - a.lingerMs)[0];
   return [
-    `\`npm run bench:serverless\`, ${s.date} (${fmt(s.durationS)} s), on the machine of the full run: the app enqueues and nudges through the real AWS SDK to a local Invoke endpoint that runs the worker handler; the burst's floor is ${s.burstParams.maxInvocations} loops of raw SQL started at once, with no tick, fan-out or registration.`,
+    `\`npm run bench:serverless\`, ${s.date} (${fmt(s.durationS)} s), on the machine of the full run on another day (compare within a table): the app enqueues and nudges through the real AWS SDK to a local Invoke endpoint that runs the worker handler; the burst's floor is ${s.burstParams.maxInvocations} loops of raw SQL started at once, with no tick, fan-out or registration.`,
     '',
     '| | skiplock | floor | ideal |',
     '| --- | ---: | ---: | ---: |',
@@ -161,7 +161,7 @@ function stepsBlock({ steps: s }: Results): string {
     `| --- | ${steps.map(() => '---:').join(' | ')} | ---: |`,
     ...[...series].map(([name, rows]) => {
       const at = (n: number) => rows.find((r) => r.steps === n);
-      return `| ${name} | ${steps.map((n) => (at(n) ? ms(Number(at(n)?.msPerStep.toFixed(3))) : '–')).join(' | ')} | ${at(most)?.statementsPerStep.toFixed(2) ?? '–'} |`;
+      return `| ${name} | ${steps.map((n) => (at(n) ? `${at(n)?.msPerStep.toFixed(3)} ms` : '–')).join(' | ')} | ${at(most)?.statementsPerStep.toFixed(2) ?? '–'} |`;
     }),
   ].join('\n');
 }
@@ -238,7 +238,7 @@ export interface FoundBlock {
   start: number;
   end: number;
 }
-const OPENING = /^<!-- ([a-z][a-z0-9-]*): (\S+) -->$/;
+const OPENING = /^<!-- ([a-z][a-z0-9-]*): (.+) -->$/;
 
 export function blocksOf(source: string): FoundBlock[] {
   const lines = source.split('\n');
@@ -256,16 +256,20 @@ export function blocksOf(source: string): FoundBlock[] {
 
 /** The page with each of its known blocks rendered again from `results`. */
 export function renderBlocks(page: string, source: string, results: Results): string {
-  let out = source;
-  for (const block of blocksOf(source)) {
+  const lines = source.split('\n');
+  // From the last block up, so that the lines of those above stay where they are.
+  for (const block of blocksOf(source).reverse()) {
     const known = DOC_BLOCKS[block.name];
     if (!known || known.page !== page) continue;
-    out = out.replace(
-      `<!-- ${block.name}: ${block.from} -->\n${block.body}\n<!-- /${block.name} -->`,
-      () => `<!-- ${block.name}: ${known.from} -->\n${known.render(results)}\n<!-- /${block.name} -->`,
+    lines.splice(
+      block.start - 1,
+      block.end - block.start + 1,
+      `<!-- ${block.name}: ${known.from} -->`,
+      known.render(results),
+      `<!-- /${block.name} -->`,
     );
   }
-  return out;
+  return lines.join('\n');
 }
 
 /** bench/RESULTS*.md, each rendered whole from its JSON. */
