@@ -1,20 +1,28 @@
 // docs/cost.md's per-day and per-month tables, computed from measured figures and published prices;
 // test/unit/docs-figures.test.ts checks the page against costTables(). Change an input here (a new
-// bench run, a new price), run `npx tsx bench/cost-model.ts`, and paste its output into the page.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+// price), or commit a new bench/RESULTS.serverless.json, then run `npx tsx bench/perf-page.ts --write`.
 import type { IdleResults } from './idle/table.js';
+import type { ServerlessReport } from './serverless/report.js';
 
-/** From bench/RESULTS.serverless.md (run 2026-11-26). */
-export const MEASURED = {
-  /** A nudged job's invocation time beyond its handler (linger table, "nudge, no linger"). */
-  nudgedJobOverheadMs: 5.2,
-  /** Jobs a second one invocation ran at concurrency 10 with 100 ms jobs, against an ideal 100 (burst, pg). */
-  burstJobsPerSecond: 91.6,
-  /** The burst's job: a 100 ms wait. A longer handler runs proportionally fewer jobs a second. */
-  burstJobMs: 100,
-  /** Statements per job in that burst (batched claims and settles). */
-  statementsPerJob: 0.2,
+/** The figures the model takes from `npm run bench:serverless` (bench/RESULTS.serverless.json). */
+export function measured(serverless: ServerlessReport) {
+  const burst = serverless.bursts.find((b) => b.label === 'pg');
+  const nudged = serverless.linger.find((l) => l.label === 'nudge, no linger');
+  if (!burst || !nudged) throw new Error('bench/RESULTS.serverless.json has no pg burst or no "nudge, no linger" row');
+  return {
+    /** A nudged job's invocation time beyond its handler (linger table, "nudge, no linger"). */
+    nudgedJobOverheadMs: nudged.functionMsPerJob,
+    /** Jobs a second one invocation ran at its concurrency with the burst's jobs (burst, pg). */
+    burstJobsPerSecond: burst.perInvocationRate,
+    /** The burst's job: a wait of this long. A longer handler runs proportionally fewer jobs a second. */
+    burstJobMs: serverless.burstParams.jobMs,
+    /** Statements per job in that burst (batched claims and settles). */
+    statementsPerJob: burst.statementsPerJob,
+  };
+}
+
+/** Measured apart from the benches. */
+const COUNTED = {
   /** Statements of a worker invocation that ran one job: sweep, claim, settle, next-due. */
   statementsPerNudgedJob: 5,
   /** Statements of one idle worker tick and one idle maintenance tick before idle ticks (measured). */
@@ -54,7 +62,8 @@ export const APPS = {
 const n = (x: number) => Math.round(x).toLocaleString('en-US');
 const usd = (x: number) => `$${x.toFixed(2)}`;
 
-export function costTables(idle: IdleResults): { days: string; peers: string } {
+export function costTables(idle: IdleResults, serverless: ServerlessReport): { days: string; peers: string } {
+  const MEASURED = { ...measured(serverless), ...COUNTED };
   const sum = (hours: IdleResults['idle_day']['lambda'], key: 'statements' | 'invocations') =>
     hours.reduce((t, h) => t + h[key], 0);
   const idleStatements = {
@@ -117,10 +126,4 @@ export function costTables(idle: IdleResults): { days: string; peers: string } {
     days: [...perDay, '', `A month (30 days) at the prices published on ${PRICES.date}:`, '', ...monthly].join('\n'),
     peers: peers.join('\n'),
   };
-}
-
-if (process.argv[1]?.endsWith('cost-model.ts')) {
-  const idle = JSON.parse(readFileSync(join(import.meta.dirname, 'RESULTS.idle.json'), 'utf8')) as IdleResults;
-  const { days, peers } = costTables(idle);
-  console.log(`${days}\n\n${peers}`);
 }

@@ -1,33 +1,67 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { CONNECT_DEFAULTS } from '../db/connection-options.js';
 import { type BatchHandlerFigures, batchHandlerSection } from './batch-handler.js';
 import { eventsSection } from './events.js';
 import { type BySystem, DELETE_MODE, figure, fmt, ratio } from './report-format.js';
 import { issue25Section } from './report-issue25.js';
+import { RESULT_FILES, resultPath, writeResult } from './results.js';
 import { type ScheduleTickResult, scheduleTickSection } from './schedule-tick.js';
 import type { SoakResult } from './soak.js';
 
-interface ReportInput {
-  results: Record<string, unknown>;
-  params: Record<string, number>;
-  machine: Record<string, unknown>;
-  settings: Record<string, unknown>;
+/**
+ * What `npm run bench` records in bench/RESULTS.json (and prints with `--json`): the run's date,
+ * machine, parameters and each system's settings, beside the figures of every phase under their
+ * own keys (`process_k4`, `flow_k4`, `events_publish`, …). RESULTS.md is rendered from it.
+ */
+export interface BenchRecord extends Record<string, unknown> {
+  /** YYYY-MM-DD (UTC). */
+  date: string;
+  duration_s: number;
   quick: boolean;
-  durationS: number;
+  machine: { cores: number; memoryGiB: number; postgres: string; node: string };
+  /** The peers' versions, as installed for the run. */
+  versions: Record<string, string>;
+  params: Record<string, number>;
+  settings: Record<string, unknown>;
 }
+/** The keys of a record that describe the run rather than measure it. */
+const RUN_KEYS = ['date', 'duration_s', 'quick', 'machine', 'versions', 'params', 'settings'] as const;
 
 /** Claim latency in ms, as run.ts's phase 4 records it under `claim_latency_ms`. */
 type Latency = { p50: number; p99: number };
 type ClaimLatencies = { empty: Latency; finished: Latency; queued: Latency };
 const SYSTEMS = ['skiplock', 'graphile-worker', 'pg-boss'] as const;
-/** Hand-written: what was changed in the engine and measured on the way (appended to RESULTS.md). */
-const HISTORY = 'bench/history.md';
-/** Written by `npm run bench:steps` (its own harness: DBOS runs in a long-lived process of its own). */
-const STEPS = 'bench/RESULTS.steps.md';
 
-/** bench/RESULTS.md (tables with absolute figures and ratios) and bench/process.svg (phase 2). */
-export function renderReport(input: ReportInput): void {
-  const r = input.results;
+/**
+ * Writes a run: bench/RESULTS.json, the page rendered from it (bench/RESULTS.md) and the chart of
+ * phase 2 (bench/process.svg); a soak measured in the run also goes to bench/RESULTS.soak.json. A
+ * `--quick` run writes the `.quick` siblings, which are not committed.
+ */
+export function writeReport(record: BenchRecord): string[] {
+  const suffix = record.quick ? '.quick' : '';
+  const written = [resultPath('bench', record.quick), `bench/RESULTS${suffix}.md`, `bench/process${suffix}.svg`];
+  writeResult(written[0] as string, record);
+  writeFileSync(written[1] as string, renderResultsPage(record));
+  writeFileSync(written[2] as string, chart(record));
+  if (record.soak) {
+    const soak = resultPath('soak', record.quick);
+    writeResult(soak, soakRecord(record));
+    written.push(soak);
+  }
+  return written;
+}
+
+/** bench/RESULTS.soak.json: the soak of a run, with the run's date and machine. */
+export function soakRecord(record: Pick<BenchRecord, 'date' | 'machine' | 'quick'> & { soak?: unknown }) {
+  return { date: record.date, quick: record.quick, machine: record.machine, ...(record.soak as object) };
+}
+
+/** bench/RESULTS.md: tables with absolute figures and ratios, rendered from the run's record. */
+export function renderResultsPage(record: BenchRecord): string {
+  const r: Record<string, unknown> = Object.fromEntries(
+    Object.entries(record).filter(([key]) => !(RUN_KEYS as readonly string[]).includes(key)),
+  );
+  const input = { ...record, durationS: record.duration_s };
   const rows = (key: string, label: string, unit = 'jobs/s') => {
     const v = r[key] as BySystem;
     return `| ${label} | ${SYSTEMS.map((s) => fmt(v?.[s])).join(' | ')} | ${ratio(v?.skiplock, v?.['graphile-worker'])} | ${ratio(v?.skiplock, v?.['pg-boss'])} | ${unit} |`;
@@ -71,11 +105,14 @@ export function renderReport(input: ReportInput): void {
     `| ≤ 2 round trips per batch, constant in the batch size | statements per job ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} at batch 1 / 10 / 100 | ${yes((rt?.['100'] ?? 1) * 100 <= 2 && (rt?.['1'] ?? 9) <= 2)} |`,
     `| claim p99 with ${fmt(input.params.finishedRows)} finished rows ≤ 1.5× empty | ${scale?.finished.p99} vs ${scale?.empty.p99} ms | ${yes((scale?.finished.p99 ?? 0) <= 1.5 * (scale?.empty.p99 ?? 0))} |`,
   ].join('\n');
-  const history = existsSync(HISTORY) ? `\n${readFileSync(HISTORY, 'utf8')}` : '';
-  const md = `# Benchmark results
+  return `# Benchmark results
 
-Run: ${new Date().toISOString().slice(0, 10)}${input.quick ? ' (`--quick`)' : ''}, ${input.durationS} s.
+Written by \`npm run bench\` from [RESULTS.json](RESULTS.json), which holds every figure below.
+Run: ${input.date}${input.quick ? ' (`--quick`)' : ''}, ${input.durationS} s.
 Machine: ${input.machine.cores} cores, ${input.machine.memoryGiB} GiB, PostgreSQL ${input.machine.postgres}, Node ${input.machine.node}; client and server on the same machine.
+Peers: ${Object.entries(input.versions)
+    .map(([name, version]) => `${name} ${version}`)
+    .join(', ')}.
 Each figure is the median of ${input.params.reps} repetitions, systems alternating; every system gets a fresh database, vacuumed and analysed before processing.
 Parameters: ${Object.entries(input.params)
     .map(([k, v]) => `${k}=${v}`)
@@ -99,7 +136,7 @@ pg-boss at K = 4 with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs
 
 Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its default completion mode): ${ratio(k4, floor)}. The same minimal SQL on skiplock's own table (its indexes and CHECKs, the columns skiplock writes, the completion fenced on the token): ${fmt(schemaFloor)} jobs/s, ${ratio(schemaFloor, floor)} of the bare floor (what the schema costs); skiplock runs at ${ratio(k4, schemaFloor)} of it (what the library's statement shape and Node cost). The UPDATE floor at K = 16: ${fmt(floor16)} jobs/s (${ratio(floor16, floor)} of its K = 4) — what 16 independent SKIP LOCKED claimers cost with no library at all.
 
-${flowSection(r)}${eventsSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : ''}${r.batch_handler ? batchHandlerSection(r.batch_handler as BatchHandlerFigures) : ''}${stepsSection()}${r.schedule_tick ? scheduleTickSection(r.schedule_tick as ScheduleTickResult) : ''}
+${flowSection(r)}${eventsSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : ''}${r.batch_handler ? batchHandlerSection(r.batch_handler as BatchHandlerFigures) : ''}${r.schedule_tick ? scheduleTickSection(r.schedule_tick as ScheduleTickResult) : ''}
 ## Round trips, scale, WAL, cold start
 
 - Statements per job at batch sizes 1 / 10 / 100 (counted at the driver): ${rt?.['1']} / ${rt?.['10']} / ${rt?.['100']} — one claim-and-settle statement per batch in steady state (above 128 outcomes the settle goes first in a statement of its own: two per batch).
@@ -124,11 +161,9 @@ ${issue25Section(r)}
 \`\`\`json
 ${JSON.stringify(input.settings, null, 2)}
 \`\`\`
-${history}`;
-  // A quick run never replaces the full run's figures.
-  const suffix = input.quick ? '.quick' : '';
-  writeFileSync(`bench/RESULTS${suffix}.md`, md);
-  writeFileSync(`bench/process${suffix}.svg`, chart(r));
+
+Elsewhere: durable steps beside DBOS Transact in [RESULTS.steps.md](RESULTS.steps.md) (\`npm run bench:steps\`); nudges, bursts and K = 1..32 in [RESULTS.serverless.md](RESULTS.serverless.md) (\`npm run bench:serverless\`); the claims while VACUUM lags of the last run with \`--soak\` in [${RESULT_FILES.soak.replace('bench/', '')}](${RESULT_FILES.soak.replace('bench/', '')}); what was changed in the engine and measured on the way, run by run, in [history.md](history.md).
+`;
 }
 
 /** Phase 8 (issue 12): ordering keys and a per-key limit beside each peer's nearest mechanism. */
@@ -221,26 +256,5 @@ A steady load (enqueue at a fixed rate, two claim-and-settle loops, batches of 1
 | mode | s | vacuum | claims | claim p50, ms | lease-index entries per claim | jobs |
 | --- | --- | --- | --- | --- | --- | --- |
 ${rows}
-`;
-}
-
-/**
- * The durable-steps table of the latest `npm run bench:steps` (bench/RESULTS.steps.md), repeated
- * here so that one page holds every figure; empty when that file is missing.
- */
-export function stepsSection(): string {
-  if (!existsSync(STEPS)) return '';
-  const lines = readFileSync(STEPS, 'utf8').split('\n');
-  const run = lines.find((l) => l.startsWith('Run: '))?.match(/^Run: (\S+)/)?.[1] ?? '?';
-  const start = lines.findIndex((l) => l.startsWith('| system'));
-  if (start < 0) return '';
-  const end = lines.findIndex((l, i) => i > start && !l.startsWith('|'));
-  const table = lines.slice(start, end < 0 ? undefined : end).join('\n');
-  return `## Durable steps
-
-What a step costs beside DBOS Transact's \`runStep\` on the same Postgres: the table of \`npm run bench:steps\` (run ${run}; method and the statements by kind in [RESULTS.steps.md](RESULTS.steps.md)).
-
-${table}
-
 `;
 }

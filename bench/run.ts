@@ -1,16 +1,18 @@
 /**
  * `npm run bench [-- --quick] [-- --json] [-- --soak]`: skiplock, graphile-worker and pg-boss side
- * by side on the same Postgres, plus the raw-SQL floor. Writes bench/RESULTS.md and
- * bench/process.svg (a --quick run: bench/RESULTS.quick.md and bench/process.quick.svg, not
- * committed). `--soak` adds the soak phase (bench/soak.ts: claims while VACUUM lags, both
- * completion modes; 24 min, or 4 min with --quick); `--soak-only` runs just that phase and prints it.
+ * by side on the same Postgres, plus the raw-SQL floor. Writes bench/RESULTS.json (every figure,
+ * the source the docs quote), bench/RESULTS.md rendered from it and bench/process.svg (a --quick
+ * run: the `.quick` siblings, not committed); `--json` also prints the record on stdout. `--soak`
+ * adds the soak phase (bench/soak.ts: claims while VACUUM lags, both completion modes; 24 min, or
+ * 4 min with --quick), also written to bench/RESULTS.soak.json; `--soak-only` runs just that phase,
+ * prints it and writes that file.
  * `--batch-only` runs just the batch_handler phase (bench/batch-handler.ts) and prints it;
  * `--events-only` just the events_publish phase (bench/events.ts).
  * Phase 12 (`schedule_tick`, bench/schedule-tick.ts): 1,000,000 run-time schedules, 1,000 due;
  * `--schedule-tick-only` runs just that phase and prints it.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -26,7 +28,8 @@ import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { type BatchHandlerFigures, batchHandlerSection, runBatchHandlerBench } from './batch-handler.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
 import { eventsPublishPhase } from './events.js';
-import { renderReport, soakSection } from './report.js';
+import { type BenchRecord, soakRecord, soakSection, writeReport } from './report.js';
+import { resultPath, today, writeResult } from './results.js';
 import { runScheduleTick, SCHEDULE_TICK_FULL, SCHEDULE_TICK_QUICK } from './schedule-tick.js';
 import { runSoak, SOAK_FULL, SOAK_QUICK, type SoakResult } from './soak.js';
 import { graphileSystem } from './systems/graphile.js';
@@ -133,6 +136,12 @@ const serverVersion = await withClient(server, async (c) =>
 );
 const results: Record<string, unknown> = {};
 const started = Date.now();
+const machine = {
+  cores: cpus().length,
+  memoryGiB: Math.round(totalmem() / 2 ** 30),
+  postgres: serverVersion,
+  node: process.version,
+};
 
 /** Phase 9: the soak (bench/soak.ts), keep and delete mode, on a fresh database. */
 async function soakPhase(): Promise<Record<Completion, SoakResult>> {
@@ -146,6 +155,9 @@ async function soakPhase(): Promise<Record<Completion, SoakResult>> {
 if (args.includes('--soak-only')) {
   results.soak = await soakPhase();
   log(soakSection(results.soak as Record<Completion, SoakResult>));
+  const file = resultPath('soak', quick);
+  writeResult(file, soakRecord({ date: today(), quick, machine, soak: results.soak }));
+  log(`wrote ${file}`);
   if (asJson) console.log(JSON.stringify({ soak: results.soak }));
   await dropDatabase(server, DB);
   await database.stop();
@@ -438,20 +450,30 @@ log(`  worker bundle ${results.bundle_bytes} bytes; cold import ${JSON.stringify
 await dropDatabase(server, DB);
 await database.stop();
 
-const machine = {
-  cores: cpus().length,
-  memoryGiB: Math.round(totalmem() / 2 ** 30),
-  postgres: serverVersion,
-  node: process.version,
-};
+/** The peers as installed (npm ci from package-lock.json), read from their own package.json. */
+const versions = Object.fromEntries(
+  ['graphile-worker', 'pg-boss'].map((name) => [
+    name,
+    (JSON.parse(readFileSync(join('node_modules', name, 'package.json'), 'utf8')) as { version: string }).version,
+  ]),
+);
 const settings = Object.fromEntries(
   [...Object.entries(processMakers), ['raw', () => rawSystem(SKIPLOCK_BATCH)] as const].map(([n, make]) => [
     n,
     make().settings,
   ]),
 );
-const durationS = Math.round((Date.now() - started) / 1000);
-renderReport({ results, params: PARAMS, machine, settings, quick, durationS });
-if (asJson) console.log(JSON.stringify(results));
-else log(`done in ${durationS} s: bench/RESULTS${quick ? '.quick' : ''}.md, bench/process${quick ? '.quick' : ''}.svg`);
+const run: BenchRecord = {
+  date: today(),
+  duration_s: Math.round((Date.now() - started) / 1000),
+  quick,
+  machine,
+  versions,
+  params: PARAMS,
+  settings,
+  ...results,
+};
+const written = writeReport(run);
+if (asJson) console.log(JSON.stringify(run));
+log(`done in ${run.duration_s} s: ${written.join(', ')}`);
 process.exit(0);

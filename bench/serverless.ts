@@ -1,14 +1,16 @@
 /**
  * `npm run bench:serverless [-- --quick] [-- --json]`: the serverless benchmark of issue 11 — how
  * soon a nudged job starts, how fast fan-out drains a burst under the invocation cap, and how K
- * concurrent invocations share the head of the queue. Writes bench/RESULTS.serverless.md (a
- * --quick run: bench/RESULTS.serverless.quick.md, not committed), with the hand-written notes of
- * bench/serverless/NOTES.md appended; with --json, prints one JSON object on stdout.
+ * concurrent invocations share the head of the queue. Writes bench/RESULTS.serverless.json (every
+ * figure, the source the docs quote) and bench/RESULTS.serverless.md rendered from it, with the
+ * hand-written notes of bench/serverless/NOTES.md appended (a --quick run: the `.quick` siblings,
+ * not committed); with --json, also prints a summary as one JSON object on stdout.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { dropDatabase, freshDatabase, withClient } from './db.js';
+import { today } from './results.js';
 import { type BurstParams, type BurstResult, type BurstVariant, measureBurstDrain } from './serverless/burst.js';
 import { measureBurstFloor } from './serverless/burst-floor.js';
 import { workerColdImportMs } from './serverless/cold-start.js';
@@ -126,6 +128,7 @@ try {
   const durationS = Math.round((Date.now() - started) / 1000);
   const path = writeServerlessReport(
     {
+      date: today(),
       quick,
       durationS,
       machine: {

@@ -5,7 +5,10 @@
  * 'skiplock/testing') and DBOS Transact's `DBOS.runStep` (installed apart, in DBOS_DIR, default
  * /tmp/dbos-bench), each against the same job with the step bodies called directly. The overhead
  * is the median over pairs of the difference: time inside the handler (workflow function),
- * statements counted at the client over the whole invocation (workflow call).
+ * statements counted at the client over the whole invocation (workflow call). Writes
+ * bench/RESULTS.steps.json and bench/RESULTS.steps.md rendered from it; `--json` also prints the
+ * record. Without DBOS installed in DBOS_DIR the run has no DBOS rows, and says so with the command
+ * that installs it.
  */
 import { writeFileSync } from 'node:fs';
 import { connect, DRIVERS } from '../db/connect.js';
@@ -13,14 +16,16 @@ import { migrate } from '../db/migrate.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { startLocalNeon } from '../testing/neon-local.js';
 import { dropDatabase, freshDatabase, withClient } from './db.js';
-import { DBOS_CLASSES, dbosRunner } from './steps/dbos.js';
-import { measureSteps, type Row, renderBreakdown, renderTable } from './steps/measure.js';
+import { resultPath, today, writeResult } from './results.js';
+import { DBOS_CLASSES, DBOS_DIR_DEFAULT, DbosNotInstalled, dbosRunner } from './steps/dbos.js';
+import { measureSteps, type Row } from './steps/measure.js';
+import { renderStepsPage, type StepsRecord } from './steps/report.js';
 import { SKIPLOCK_CLASSES, skiplockRunner } from './steps/skiplock.js';
 
 const args = process.argv.slice(2);
 const asJson = args.includes('--json');
 const reps = Number(args.find((a) => a.startsWith('--reps='))?.slice(7) ?? 25);
-const dbosDir = process.env.DBOS_DIR ?? '/tmp/dbos-bench';
+const dbosDir = process.env.DBOS_DIR ?? DBOS_DIR_DEFAULT;
 const STEPS = [1, 10, 100];
 const options = { reps, warmup: 3 };
 const log = (line: string) => (asJson ? process.stderr : process.stdout).write(`${line}\n`);
@@ -60,30 +65,19 @@ try {
   }
   await runner.close();
 } catch (err) {
-  dbos = { error: (err as Error).message };
+  dbos = { error: err instanceof DbosNotInstalled ? err.short : (err as Error).message };
+  // Said at once and again at the end, where it is not scrolled away.
+  if (err instanceof DbosNotInstalled) log(err.message);
 }
 
-const report = [
-  '# Durable steps: what a step costs',
-  '',
-  `Run: ${new Date().toISOString().slice(0, 10)} by \`npm run bench:steps\`. Postgres ${serverVersion}, Node ${process.version}, client and server on the same 2-core machine; ${reps} pairs per line. ms = the median over pairs of (durable − direct) time inside the handler (DBOS: the workflow function); statements counted at the client. neon-ws and neon-http run through the local stand-ins of 'skiplock/testing': compare the drivers with each other, not with Neon's latency.`,
-  '',
-  `DBOS Transact: ${dbos.version ?? `not run: ${dbos.error}`} (DBOS.runStep in a long-lived process, on the same Postgres).`,
-  '',
-  renderTable(rows),
-  '',
-  'Extra statements per 100-step job, by kind:',
-  '',
-  renderBreakdown(rows),
-  '',
-].join('\n');
-if (asJson) {
-  console.log(JSON.stringify({ serverVersion, node: process.version, reps, dbos, rows }, null, 2));
-} else {
-  log(`\n${report}`);
-  writeFileSync('bench/RESULTS.steps.md', report);
-  log('wrote bench/RESULTS.steps.md');
-}
+const record: StepsRecord = { date: today(), serverVersion, node: process.version, reps, dbos, rows };
+const report = renderStepsPage(record);
+writeResult(resultPath('steps'), record);
+writeFileSync('bench/RESULTS.steps.md', report);
+if (asJson) console.log(JSON.stringify(record, null, 2));
+else log(`\n${report}`);
+log('wrote bench/RESULTS.steps.json and bench/RESULTS.steps.md');
+if (dbos.error) log(`\nDBOS Transact did not run: ${dbos.error}. DBOS's rows are missing from this run.`);
 
 await admin.close();
 await neon.close();

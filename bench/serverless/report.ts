@@ -1,11 +1,15 @@
 import { writeFileSync } from 'node:fs';
+import { resultPath, writeResult } from '../results.js';
 import type { BurstParams, BurstResult } from './burst.js';
 import type { BurstFloor } from './burst-floor.js';
 import type { LingerParams, LingerResult } from './linger.js';
 import type { NudgeParams, NudgeResult } from './nudge.js';
 import type { ProcessRow } from './process.js';
 
+/** What `npm run bench:serverless` records in bench/RESULTS.serverless.json; RESULTS.serverless.md is rendered from it. */
 export interface ServerlessReport {
+  /** YYYY-MM-DD (UTC). */
+  date: string;
   quick: boolean;
   durationS: number;
   machine: {
@@ -111,8 +115,8 @@ export function renderServerlessReport(report: ServerlessReport): string {
   const bp = report.burstParams;
   return `# Serverless benchmark results (issue 11)
 
-Written by \`npm run bench:serverless\` (bench/serverless.ts; \`--json\` prints the figures as one object).
-Run: ${new Date().toISOString().slice(0, 10)}${report.quick ? ' (`--quick`)' : ''}, ${report.durationS} s.
+Written by \`npm run bench:serverless\` (bench/serverless.ts) from [RESULTS.serverless.json](RESULTS.serverless.json), which holds every figure below (\`--json\` prints a summary as one object).
+Run: ${report.date}${report.quick ? ' (`--quick`)' : ''}, ${report.durationS} s.
 Machine: ${machine.cores} cores, ${machine.memoryGiB} GiB, PostgreSQL ${machine.postgres}, Node ${machine.node}; client, server, the Invoke endpoint and every invocation in one process on the same machine. Load average (1 min) ${machine.loadBefore[0]?.toFixed(2)} before, ${machine.loadAfter[0]?.toFixed(2)} after.
 
 ${(machine.loadBefore[0] ?? 0) >= 1 ? '> The machine was busy when this run began (load average 1 or more): take these figures as a smoke test of the harness; final figures come from a quiet machine.\n\n' : ''}## 1. Enqueue commit → handler start
@@ -173,8 +177,15 @@ ${JSON.stringify(report.processSettings, null, 2)}
 `;
 }
 
+/** The page: the report, then the hand-written notes of bench/serverless/NOTES.md. */
+export function renderServerlessPage(report: ServerlessReport, notes: string): string {
+  return renderServerlessReport(report) + (notes ? `\n${notes}` : '');
+}
+
+/** Writes bench/RESULTS.serverless.json and the page rendered from it; returns the page's path. */
 export function writeServerlessReport(report: ServerlessReport, notes: string): string {
   const path = reportPath(report.quick);
-  writeFileSync(path, renderServerlessReport(report) + (notes ? `\n${notes}` : ''));
+  writeResult(resultPath('serverless', report.quick), report);
+  writeFileSync(path, renderServerlessPage(report, notes));
   return path;
 }

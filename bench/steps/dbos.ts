@@ -25,9 +25,30 @@ interface Dbos {
 }
 type QueryProto = { query: (...args: unknown[]) => unknown };
 
+/** Where `npm run bench:steps` looks for DBOS Transact unless DBOS_DIR says otherwise. */
+export const DBOS_DIR_DEFAULT = '/tmp/dbos-bench';
+
+/** The command that installs DBOS Transact in `dir`, where `npm run bench:steps` looks for it (not a dependency of this repository). */
+export const dbosInstallCommand = (dir: string) =>
+  `mkdir -p ${dir} && cd ${dir} && npm init -y && npm install @dbos-inc/dbos-sdk@5`;
+
+/** DBOS Transact is not installed where the bench looks: the run goes on without DBOS's rows, and says so. */
+export class DbosNotInstalled extends Error {
+  /** The reason as the report states it. */
+  readonly short: string;
+  constructor(dir: string) {
+    const install = dbosInstallCommand(dir);
+    super(
+      `DBOS Transact is not installed in ${dir}, so this run has no DBOS rows to compare with. Install it (outside this repository) with\n  ${install}\nthen run npm run bench:steps again (DBOS_DIR=<folder> to use another folder).`,
+    );
+    this.name = 'DbosNotInstalled';
+    this.short = `not installed in ${dir} (install: ${install})`;
+  }
+}
+
 /**
  * DBOS Transact from its own install in `dir` (`npm install @dbos-inc/dbos-sdk` there; not a
- * dependency of this repo), launched once in this process, its system database at `url`. Two
+ * dependency of this repo; else DbosNotInstalled), launched once in this process, its system database at `url`. Two
  * workflows: N steps through DBOS.runStep, and the same bodies called directly.
  * Statements are counted on the node-postgres copy DBOS loads (its Client.prototype.query).
  */
@@ -36,11 +57,7 @@ export async function dbosRunner(
   url: string,
 ): Promise<{ run: RunJob; version: string; close(): Promise<void> }> {
   const installed = join(dir, 'node_modules/@dbos-inc/dbos-sdk');
-  if (!existsSync(installed)) {
-    throw new Error(
-      `@dbos-inc/dbos-sdk is not installed in ${dir} (cd ${dir} && npm init -y && npm install @dbos-inc/dbos-sdk)`,
-    );
-  }
+  if (!existsSync(installed)) throw new DbosNotInstalled(dir);
   const require = createRequire(join(dir, 'package.json'));
   const { DBOS } = require('@dbos-inc/dbos-sdk') as { DBOS: Dbos };
   const { version } = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { version: string };

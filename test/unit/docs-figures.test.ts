@@ -10,6 +10,7 @@ import { PgTable } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
 import { costTables } from '../../bench/cost-model.js';
 import { type IdleResults, idleDayTable } from '../../bench/idle/table.js';
+import type { ServerlessReport } from '../../bench/serverless/report.js';
 import { installCommands, nextStepsOf, TEMPLATES } from '../../cli/init.js';
 import {
   BUNDLE_REPORT_WRITE,
@@ -173,12 +174,13 @@ describe("docs/cost.md's simulated idle day", () => {
 });
 
 describe("docs/cost.md's tables per day, per month and against the peers", () => {
-  it('are what bench/cost-model.ts makes from its inputs and bench/RESULTS.idle.json', () => {
+  it('are what bench/cost-model.ts makes from its inputs, bench/RESULTS.idle.json and bench/RESULTS.serverless.json', () => {
     const results = JSON.parse(read('bench/RESULTS.idle.json')) as IdleResults;
+    const serverless = JSON.parse(read('bench/RESULTS.serverless.json')) as ServerlessReport;
     const page = read('docs/cost.md');
     const block = (name: string) =>
       new RegExp(`<!-- ${name}: bench/cost-model\\.ts -->\\n([\\s\\S]*?)\\n<!-- /${name} -->`).exec(page)?.[1];
-    const { days, peers } = costTables(results);
+    const { days, peers } = costTables(results, serverless);
     expect(block('cost-model')).toBe(days);
     expect(block('cost-peers')).toBe(peers);
   });
