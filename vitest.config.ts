@@ -34,6 +34,12 @@ export default defineConfig({
     reporters: process.env.SKIPLOCK_TEST_REPORT ? ['default', 'json'] : ['default'],
     outputFile: process.env.SKIPLOCK_TEST_REPORT ? { json: process.env.SKIPLOCK_TEST_REPORT } : undefined,
     globalSetup: ['test/global-setup.ts'],
+    // Under Bun (test/e2e/bun-drivers.test.ts runs test/drivers there) every module namespace answers
+    // `'__esModule' in ns` with true (oven-sh/bun#39888 would make it false, as on Node), so vitest's
+    // default-export interop takes zod's `default` (the namespace of its internals) for the whole
+    // module, and `import { z } from 'zod'` is undefined. Bun's own import already gives a CommonJS
+    // package its named exports and its default, which is all that interop adds on Node.
+    deps: { interopDefault: !process.versions.bun },
     // Labels each test with its project in the JSON report (.ci/run reads it).
     setupFiles: ['test/report-labels.ts'],
     // Vitest's default on 2 cores is one worker (CPUs - 1), but most of a test file's time is spent

@@ -29,7 +29,9 @@ describe(`pause under concurrency (${testDriver()})`, () => {
       Array.from({ length: 2_400 }, (_, i) => sendEmail.with(email(i), { queue: i % 2 ? 'webhooks' : 'emails' })),
     );
     const claimers = Array.from({ length: 8 }, () => openDb({ max: 1 }));
-    let pausedAt = Number.POSITIVE_INFINITY;
+    // Set once pause() has returned. One thread runs every claimer, so a claim reads it as it is
+    // sent: before or after the pause, never both (no clock's resolution to tie on).
+    let paused = false;
     const violations: string[] = [];
     let webhooksBefore = 0;
     try {
@@ -37,17 +39,17 @@ describe(`pause under concurrency (${testDriver()})`, () => {
         // Let the claimers take some of both queues first.
         while (webhooksBefore < 40) await new Promise((resolve) => setImmediate(resolve));
         await pause(t.db, { queue: 'webhooks' }, opts());
-        pausedAt = performance.now();
+        paused = true;
       })();
       await Promise.all(
         claimers.map(async (conn, c) => {
           while (true) {
-            const sentAt = performance.now();
+            const sentAfterPause = paused;
             const { jobs } = await claimJobs(conn.db, t.schema, { leases: LEASES, limit: 5, invocationId: `c${c}` });
-            if (jobs.length === 0 && pausedAt !== Number.POSITIVE_INFINITY) return;
+            if (jobs.length === 0 && paused) return;
             for (const job of jobs) {
               if (job.queue !== 'webhooks') continue;
-              if (sentAt > pausedAt) violations.push(job.id);
+              if (sentAfterPause) violations.push(job.id);
               else webhooksBefore++;
             }
           }

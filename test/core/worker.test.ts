@@ -341,12 +341,23 @@ describe(`the invocation loop (${testDriver()})`, () => {
   });
 
   it('aborts a handler at its timeout and retries it with class timeout; a handler that ignores the signal does not hold the loop', async () => {
-    const definition = kind(() => new Promise(() => {}), { timeoutMs: 150 });
+    const clock = new ManualClock();
+    let aborted: unknown;
+    const definition = kind(
+      async (_p, ctx) => {
+        await null; // the attempt's timer is set once its handler has started
+        clock.advance(150); // the job's timeout passes on the invocation's clock
+        aborted = ctx.signal.reason;
+        await new Promise(() => {}); // and it ignores its signal
+      },
+      { timeoutMs: 150 },
+    );
     const { id } = await q.enqueue(t.db, definition, { n: 1 });
     // A loop held by the handler would run into its deadline: 'drained' says it went on and found
     // the queue empty (the retry waits out its backoff).
-    const summary = await worker(definition, { safetyMarginMs: 200 }).runInvocation({ remainingMs: 30_000 });
+    const summary = await worker(definition, { clock, safetyMarginMs: 200 }).runInvocation({ remainingMs: 30_000 });
     expect(summary).toMatchObject({ claimed: 1, retried: 1, stoppedBecause: 'drained' });
+    expect((aborted as Error).message).toMatch(/timed out after 150 ms/);
     expect((await job(id)).last_error).toMatchObject({ class: 'timeout' });
   });
 

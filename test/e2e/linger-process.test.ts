@@ -22,6 +22,8 @@ describe('a lingering invocation alone in its process', () => {
     expect(run.status, run.stderr).toBe(0);
     const summary = JSON.parse(run.stdout.trim().split('\n').pop() as string);
     expect(summary).toMatchObject({ claimed: 1, completed: 1, stoppedBecause: 'drained' });
-    expect(summary.elapsedMs).toBeGreaterThanOrEqual(300);
+    // It lingered its whole 300 ms, on its clock: three looks 100 ms apart, each wait kept alive.
+    expect([summary.clockMs, summary.durationMs]).toEqual([300, 300]);
+    expect(summary.fired).toEqual([100, 100, 100].map((ms) => ({ ms, keepAlive: true })));
   });
 });

@@ -116,10 +116,10 @@ describe('skiplock/cloudflare in workerd (Miniflare)', () => {
   });
 
   it('an enqueue through the route nudges the worker through the service binding: it runs at once', async () => {
-    const started = Date.now();
+    // No Cron Trigger fires here (Miniflare calls `scheduled` only when a test does, as the first
+    // test's job, left queued until then, shows): only the nudge can have run it.
     const id = await enqueue('platform-ping', { n: 5 });
-    expect(await settled(id)).toMatchObject({ state: 'completed', result: { doubled: 10 } });
-    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(await settled(id)).toMatchObject({ state: 'completed', attempt: 1, result: { doubled: 10 } });
   });
 
   it('a dead job is replayed through the replay route and runs again (nudged)', async () => {
