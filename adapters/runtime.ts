@@ -4,6 +4,7 @@ import type { SkiplockDb } from '../db/connect.js';
 import { connectLazily } from '../db/connect-lazy.js';
 import { EnvironmentSettings, type SkiplockConfig } from './config.js';
 import { emfMetrics, type MetricsSink } from './metrics.js';
+import { RequestConnections } from './request-connections.js';
 import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from './secrets.js';
 
 /** SQLSTATEs of a refused login: the password may have rotated. */
@@ -16,7 +17,8 @@ export function isAuthFailure(codeOrError: unknown): boolean {
 
 /**
  * What a deployed function keeps between warm invocations: its configuration, the
- * database URL source (with its secret cache) and one connection pool.
+ * database URL source (with its secret cache) and one connection pool — or, where sockets belong
+ * to one request (Cloudflare Workers), a pool per request (RequestConnections).
  */
 export class FunctionRuntime {
   /** The environment as read; each function asks for the settings it needs (settings.require). */
@@ -82,9 +84,22 @@ export class FunctionRuntime {
   }
 
   #connect(url: string): Promise<SkiplockDb> {
+    // A platform whose sockets belong to one request (Cloudflare Workers): a pool for that request.
+    const request = RequestConnections.current();
+    if (request) return request.pool(this, url, () => this.#open(url));
     if (this.#connection?.url === url) return this.#connection.db;
     const previous = this.#connection;
-    const db = connectLazily({
+    const db = this.#open(url);
+    this.#connection = { url, db };
+    db.catch(() => {
+      if (this.#connection?.db === db) this.#connection = undefined;
+    });
+    previous?.db.then((old) => old.close()).catch(() => {});
+    return db;
+  }
+
+  #open(url: string): Promise<SkiplockDb> {
+    return connectLazily({
       connectionString: url,
       driver: this.config.driver,
       max: this.config.poolMax,
@@ -93,12 +108,6 @@ export class FunctionRuntime {
       preparedStatements: this.config.preparedStatements,
       neon: this.config.neon,
     });
-    this.#connection = { url, db };
-    db.catch(() => {
-      if (this.#connection?.db === db) this.#connection = undefined;
-    });
-    previous?.db.then((old) => old.close()).catch(() => {});
-    return db;
   }
 }
 
