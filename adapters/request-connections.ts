@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { SkiplockDb } from '../db/connection-options.js';
+import { type RequestPools, scopeConnectionsToRequests } from './runtime.js';
 
 const current = new AsyncLocalStorage<RequestConnections>();
 
@@ -9,8 +10,10 @@ const current = new AsyncLocalStorage<RequestConnections>();
  * `cloudflare:sockets`, Hyperdrive) or a WebSocket (Neon's Pool) cannot be used by another request —
  * workerd cancels the request that tries, as hung. Inside `run`, a FunctionRuntime opens its pool for
  * this request alone (FunctionRuntime.db); `close()` ends them once the request's work is done.
+ * Loading this module is what scopes the runtimes' pools (scopeConnectionsToRequests): only the
+ * Cloudflare adapter does, and the other platforms' bundles leave it out.
  */
-export class RequestConnections {
+export class RequestConnections implements RequestPools {
   /** Per runtime, its pool for each database URL this request used. */
   readonly #pools = new Map<object, Map<string, Promise<SkiplockDb>>>();
   #closed = false;
@@ -50,3 +53,5 @@ export class RequestConnections {
     await Promise.all(opened.map(async (db) => (await db.catch(() => undefined))?.close().catch(() => {})));
   }
 }
+
+scopeConnectionsToRequests(RequestConnections.current);

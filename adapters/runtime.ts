@@ -4,8 +4,23 @@ import type { SkiplockDb } from '../db/connect.js';
 import { connectLazily } from '../db/connect-lazy.js';
 import { EnvironmentSettings, type SkiplockConfig } from './config.js';
 import { emfMetrics, type MetricsSink } from './metrics.js';
-import { RequestConnections } from './request-connections.js';
 import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from './secrets.js';
+
+/** The pools of the request being served, on a platform whose sockets belong to one request. */
+export interface RequestPools {
+  /** `owner`'s pool on `url` for this request, opened by `open` on first use. */
+  pool(owner: object, url: string, open: () => Promise<SkiplockDb>): Promise<SkiplockDb>;
+}
+let requestPools: (() => RequestPools | undefined) | undefined;
+
+/**
+ * Set by an adapter whose platform ties a socket to the request that opened it (Cloudflare Workers:
+ * adapters/request-connections.ts): inside a request that has pools of its own, each runtime opens
+ * its pool there; elsewhere one pool per runtime is kept across requests.
+ */
+export function scopeConnectionsToRequests(current: () => RequestPools | undefined): void {
+  requestPools = current;
+}
 
 /** SQLSTATEs of a refused login: the password may have rotated. */
 const AUTH_FAILURES = new Set(['28P01', '28000']);
@@ -18,7 +33,7 @@ export function isAuthFailure(codeOrError: unknown): boolean {
 /**
  * What a deployed function keeps between warm invocations: its configuration, the
  * database URL source (with its secret cache) and one connection pool — or, where sockets belong
- * to one request (Cloudflare Workers), a pool per request (RequestConnections).
+ * to one request (Cloudflare Workers), a pool per request (scopeConnectionsToRequests).
  */
 export class FunctionRuntime {
   /** The environment as read; each function asks for the settings it needs (settings.require). */
@@ -85,7 +100,7 @@ export class FunctionRuntime {
 
   #connect(url: string): Promise<SkiplockDb> {
     // A platform whose sockets belong to one request (Cloudflare Workers): a pool for that request.
-    const request = RequestConnections.current();
+    const request = requestPools?.();
     if (request) return request.pool(this, url, () => this.#open(url));
     if (this.#connection?.url === url) return this.#connection.db;
     const previous = this.#connection;

@@ -40,7 +40,7 @@ export const PLATFORM_SECRETS = {
 } as const;
 
 /** What the tests call on a Worker running in Miniflare. */
-interface WorkerdApp {
+export interface WorkerdApp {
   dispatchFetch(
     url: string,
     init: { method: string; headers: Record<string, string>; body: string },
