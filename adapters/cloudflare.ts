@@ -4,6 +4,13 @@ import { type Clock, systemClock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { createNudger, type Nudger } from '../core/nudge.js';
 import type { InvocationStarter } from '../core/worker/index.js';
+import {
+  assertCloudflareDriver,
+  CLOUDFLARE_DRIVERS,
+  CloudflareRequest,
+  cloudflareDatabase,
+  opensSockets,
+} from './cloudflare-drivers.js';
 import { EnvironmentSettings } from './config.js';
 import { createPlatformApp, PLATFORM_ROUTES, type PlatformApp, type PlatformAppOptions } from './platform-routes.js';
 import { sharedRuntime } from './runtime.js';
@@ -39,17 +46,7 @@ export type CloudflareEnv = Record<string, unknown>;
  */
 export const CLOUDFLARE_LIMITS = { cpuMs: 30_000, waitUntilMs: 30_000, minCpuMs: 1_000 } as const;
 
-/** The drivers that hold on Workers, and why the others are refused. */
-export const CLOUDFLARE_DRIVERS = {
-  'neon-http': undefined,
-  'neon-ws':
-    'neon-ws keeps a WebSocket pool across requests, and Workers forbid one request to use I/O ' +
-    'objects another request opened: set SKIPLOCK_DRIVER=neon-http (Neon HTTP, or Hyperdrive is not ' +
-    'needed: one fetch per statement)',
-  pg:
-    'node-postgres keeps a TCP pool across requests, and Workers forbid one request to use sockets ' +
-    'another request opened (cloudflare:sockets, Hyperdrive): set SKIPLOCK_DRIVER=neon-http',
-} as const satisfies Record<string, string | undefined>;
+export { assertCloudflareDriver, CLOUDFLARE_DRIVERS };
 
 export interface CloudflareWorkerOptions
   extends Omit<PlatformAppOptions, 'env' | 'budgetMs' | 'waitUntil' | 'nudger' | 'fanOut'> {
@@ -71,6 +68,12 @@ export interface CloudflareWorkerOptions
    * @defaultValue the binding SKIPLOCK_SELF when there is one, else requests at SKIPLOCK_BASE_URL
    */
   selfBinding?: string;
+  /**
+   * The Hyperdrive binding skiplock connects through (wrangler's `hyperdrive`): its connection
+   * string is the database and pg the driver; `false` ignores any, to connect with DATABASE_URL.
+   * @defaultValue the binding HYPERDRIVE when there is one, else none
+   */
+  hyperdrive?: string | false;
 }
 
 /** The Worker's module: `export default createCloudflareWorker(jobs, { schedules })`. */
@@ -79,20 +82,15 @@ export interface CloudflareWorker {
   scheduled(controller: CloudflareScheduledController, env: CloudflareEnv, ctx: CloudflareContext): Promise<void>;
 }
 
-/** The Worker's text variables and secrets; the driver defaults to neon-http, the only one that holds. */
-function textEnv(env: CloudflareEnv): Record<string, string | undefined> {
+/**
+ * The Worker's text variables and secrets, and its database (cloudflareDatabase: a Hyperdrive
+ * binding, else DATABASE_URL; the driver defaults to the bundle's, else neon-http).
+ */
+function textEnv(env: CloudflareEnv, hyperdrive: string | false | undefined) {
   const text: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(env)) if (typeof value === 'string') text[name] = value;
-  text.SKIPLOCK_DRIVER ??= 'neon-http';
-  return text;
-}
-
-/** A driver that cannot hold on Workers is a ConfigError before any statement is sent. */
-export function assertCloudflareDriver(env: Record<string, string | undefined>): void {
-  const driver = env.SKIPLOCK_DRIVER ?? 'neon-http';
-  const refusal = (CLOUDFLARE_DRIVERS as Record<string, string | undefined>)[driver];
-  if (refusal !== undefined)
-    throw new ConfigError(`SKIPLOCK_DRIVER=${driver} cannot run on Cloudflare Workers: ${refusal}`);
+  const through = cloudflareDatabase(text, env, hyperdrive);
+  return { text, hyperdrive: through };
 }
 
 /**
@@ -163,10 +161,11 @@ function keptAlive(clock: Clock = systemClock, waitUntil: WaitUntil): Clock {
  * A Cloudflare Worker serving skiplock: `fetch` serves every route (PLATFORM_ROUTES: the worker,
  * maintenance, enqueue, replay, control, signal and the console at /admin) and `scheduled` runs the
  * worker on each Cron Trigger (maintenance on `maintenanceCron`'s). Nudges and fan-out request the
- * worker route through the SKIPLOCK_SELF service binding, kept alive with `ctx.waitUntil`. Only the
- * neon-http driver holds on Workers (CLOUDFLARE_DRIVERS): another is refused with a ConfigError as
- * the Worker's module loads when its variables are in `process.env` (nodejs_compat, compatibility
- * date 2025-04-01 or later), else at the first event, before any statement.
+ * worker route through the SKIPLOCK_SELF service binding, kept alive with `ctx.waitUntil`. Every
+ * driver holds (CLOUDFLARE_DRIVERS): pg and neon-ws open their pool for each request and close it
+ * once the request's work is done. A driver that cannot hold as configured (assertCloudflareDriver)
+ * is refused with a ConfigError as the Worker's module loads when its variables are in `process.env`
+ * (nodejs_compat, compatibility date 2025-04-01 or later), else at the first event, before any statement.
  */
 export function createCloudflareWorker(jobs: Kinds, options: CloudflareWorkerOptions = {}): CloudflareWorker {
   const cpuMs = options.cpuMs ?? CLOUDFLARE_LIMITS.cpuMs;
@@ -178,27 +177,32 @@ export function createCloudflareWorker(jobs: Kinds, options: CloudflareWorkerOpt
   }
   const budgetMs = Math.min(cpuMs, CLOUDFLARE_LIMITS.waitUntilMs);
   const selfName = options.selfBinding ?? 'SKIPLOCK_SELF';
-  const refuse = (env: Record<string, string | undefined>) => {
-    assertCloudflareDriver(env);
+  const refuse = (env: Record<string, string | undefined>, hyperdrive?: string) => {
+    assertCloudflareDriver(env, hyperdrive);
     refuseUnfitKinds(jobs, env, options, () => budgetMs);
   };
-  // Variables known as the module loads (process.env populated by nodejs_compat): refuse now.
+  // Variables known as the module loads (process.env populated by nodejs_compat): refuse now. Its
+  // bindings (a Hyperdrive's) come with the first event.
   const early = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
-  if (early?.DATABASE_URL !== undefined) refuse({ SKIPLOCK_DRIVER: 'neon-http', ...early });
+  if (early?.DATABASE_URL !== undefined) {
+    const text = { ...early };
+    cloudflareDatabase(text, {}, false);
+    refuse(text);
+  }
 
-  // The request whose `ctx` keeps the work it started alive.
-  const current = new AsyncLocalStorage<CloudflareContext>();
+  // The request whose `ctx` keeps the work it started alive (and closes its sockets after it).
+  const current = new AsyncLocalStorage<CloudflareRequest>();
   const waitUntil: WaitUntil = (promise) => {
     const ctx = current.getStore();
     if (ctx) ctx.waitUntil(promise);
     else promise.catch(() => {});
   };
-  let built: { key: string; app: PlatformApp } | undefined;
-  const appFor = (env: CloudflareEnv): PlatformApp => {
-    const text = textEnv(env);
+  let built: { key: string; app: PlatformApp; sockets: boolean } | undefined;
+  const appFor = (env: CloudflareEnv): { app: PlatformApp; sockets: boolean } => {
+    const { text, hyperdrive } = textEnv(env, options.hyperdrive);
     const key = JSON.stringify(text);
-    if (built?.key === key) return built.app;
-    refuse(text);
+    if (built?.key === key) return built;
+    refuse(text, hyperdrive);
     const self = env[selfName] as CloudflareServiceBinding | undefined;
     let nudger: Nudger | undefined;
     let fanOut: InvocationStarter | undefined;
@@ -223,15 +227,17 @@ export function createCloudflareWorker(jobs: Kinds, options: CloudflareWorkerOpt
       fanOut,
       console: { trustProxyHeaders: true, ...options.console },
     });
-    built = { key, app };
-    return app;
+    built = { key, app, sockets: opensSockets(text.SKIPLOCK_DRIVER) };
+    return built;
   };
 
   return {
     fetch(request, env, ctx) {
-      return current.run(ctx, async () => {
+      const served = new CloudflareRequest(ctx);
+      return current.run(served, async () => {
         try {
-          return await appFor(env).fetch(consoleClient(request));
+          const { app, sockets } = appFor(env);
+          return await served.run(sockets, () => app.fetch(consoleClient(request)));
         } catch (err) {
           const message = err instanceof ConfigError ? err.message : 'internal error';
           return Response.json({ error: { code: 'config', message } }, { status: 500 });
@@ -239,9 +245,11 @@ export function createCloudflareWorker(jobs: Kinds, options: CloudflareWorkerOpt
       });
     },
     scheduled(controller, env, ctx) {
-      return current.run(ctx, async () => {
+      const served = new CloudflareRequest(ctx);
+      return current.run(served, async () => {
         const route = controller.cron === options.maintenanceCron ? 'maintenance' : 'worker';
-        const response = await appFor(env).tick(route);
+        const { app, sockets } = appFor(env);
+        const response = await served.run(sockets, () => app.tick(route));
         // A failed tick is a failed Cron Trigger in the dashboard (its summary is in the logs).
         if (response.status >= 500) throw new Error(`skiplock ${route} tick failed: ${await response.text()}`);
       });

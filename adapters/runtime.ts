@@ -6,6 +6,22 @@ import { EnvironmentSettings, type SkiplockConfig } from './config.js';
 import { emfMetrics, type MetricsSink } from './metrics.js';
 import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from './secrets.js';
 
+/** The pools of the request being served, on a platform whose sockets belong to one request. */
+export interface RequestPools {
+  /** `owner`'s pool on `url` for this request, opened by `open` on first use. */
+  pool(owner: object, url: string, open: () => Promise<SkiplockDb>): Promise<SkiplockDb>;
+}
+let requestPools: (() => RequestPools | undefined) | undefined;
+
+/**
+ * Set by an adapter whose platform ties a socket to the request that opened it (Cloudflare Workers:
+ * adapters/request-connections.ts): inside a request that has pools of its own, each runtime opens
+ * its pool there; elsewhere one pool per runtime is kept across requests.
+ */
+export function scopeConnectionsToRequests(current: () => RequestPools | undefined): void {
+  requestPools = current;
+}
+
 /** SQLSTATEs of a refused login: the password may have rotated. */
 const AUTH_FAILURES = new Set(['28P01', '28000']);
 
@@ -16,7 +32,8 @@ export function isAuthFailure(codeOrError: unknown): boolean {
 
 /**
  * What a deployed function keeps between warm invocations: its configuration, the
- * database URL source (with its secret cache) and one connection pool.
+ * database URL source (with its secret cache) and one connection pool — or, where sockets belong
+ * to one request (Cloudflare Workers), a pool per request (scopeConnectionsToRequests).
  */
 export class FunctionRuntime {
   /** The environment as read; each function asks for the settings it needs (settings.require). */
@@ -82,9 +99,22 @@ export class FunctionRuntime {
   }
 
   #connect(url: string): Promise<SkiplockDb> {
+    // A platform whose sockets belong to one request (Cloudflare Workers): a pool for that request.
+    const request = requestPools?.();
+    if (request) return request.pool(this, url, () => this.#open(url));
     if (this.#connection?.url === url) return this.#connection.db;
     const previous = this.#connection;
-    const db = connectLazily({
+    const db = this.#open(url);
+    this.#connection = { url, db };
+    db.catch(() => {
+      if (this.#connection?.db === db) this.#connection = undefined;
+    });
+    previous?.db.then((old) => old.close()).catch(() => {});
+    return db;
+  }
+
+  #open(url: string): Promise<SkiplockDb> {
+    return connectLazily({
       connectionString: url,
       driver: this.config.driver,
       max: this.config.poolMax,
@@ -93,12 +123,6 @@ export class FunctionRuntime {
       preparedStatements: this.config.preparedStatements,
       neon: this.config.neon,
     });
-    this.#connection = { url, db };
-    db.catch(() => {
-      if (this.#connection?.db === db) this.#connection = undefined;
-    });
-    previous?.db.then((old) => old.close()).catch(() => {});
-    return db;
   }
 }
 

@@ -130,6 +130,22 @@ export const CONNECT_DEFAULTS = {
   preparedStatements: true,
 } as const satisfies Omit<Required<ConnectOptions>, 'connectionString' | 'neon'>;
 
+let timersUnref: boolean | undefined;
+/**
+ * Whether timers are Node's, which `unref()` (Node, Bun, Deno's Node layer): the pools' allowExitOnIdle
+ * lets the process exit past idle connections by unref'ing their timers. Where a timer is a number
+ * (workerd: a Worker has no process to exit) pg-pool's release calls unref() on it, throws, and the
+ * query that released its client never answers.
+ */
+function unrefTimers(): boolean {
+  if (timersUnref === undefined) {
+    const probe: unknown = setTimeout(() => {}, 0);
+    clearTimeout(probe as ReturnType<typeof setTimeout>);
+    timersUnref = typeof (probe as { unref?: unknown } | null)?.unref === 'function';
+  }
+  return timersUnref;
+}
+
 /** Validates the options (never echoing the connection string) and turns them into pool settings. */
 export function poolSettings(options: ConnectOptions): { driver: Driver; settings: PoolSettings } {
   const opts = { ...CONNECT_DEFAULTS, ...options };
@@ -159,7 +175,7 @@ export function poolSettings(options: ConnectOptions): { driver: Driver; setting
       keepAlive: true,
       connectionTimeoutMillis: opts.connectionTimeoutMs,
       idleTimeoutMillis: opts.idleTimeoutMs,
-      allowExitOnIdle: true,
+      allowExitOnIdle: unrefTimers(),
       neon: opts.neon,
       jit: opts.jit === true,
       preparedStatements: opts.preparedStatements !== false,

@@ -6,7 +6,14 @@ import { createSignalToken } from '../../core/signal-tokens.js';
 import { bundleWorker, type PlatformBundle } from '../../scripts/platforms/bundle.js';
 import { platformJobs } from '../fixtures/platforms/jobs.js';
 import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
-import { jobRow, PLATFORM_SECRETS, waitForOutcome } from '../helpers/platforms.js';
+import {
+  PLATFORM_SECRETS,
+  settledJob,
+  WORKERS_FREE_PLAN_GZIP_LIMIT,
+  waitForOutcome,
+  workerdChecks,
+  workerdRequests,
+} from '../helpers/platforms.js';
 
 // skiplock/cloudflare inside workerd (Miniflare, from npm), against the local Postgres through the
 // local stand-in of Neon's HTTP API: the Worker reaches Postgres by fetch only, as on Cloudflare.
@@ -16,8 +23,6 @@ useTestSchema('platform-cloudflare', (ctx) => {
 });
 
 const NAME = 'skiplock-app';
-/** Workers' limit on a Worker's size after compression: 3 MiB on the Free plan (10 MiB on Paid). */
-const FREE_PLAN_GZIP_LIMIT = 3 * 1024 * 1024;
 let bundle: PlatformBundle;
 let mf: Miniflare;
 
@@ -62,78 +67,30 @@ afterAll(async () => {
   await mf?.dispose();
 });
 
-/** The Worker's `scheduled` entry, as a Cron Trigger calls it. */
-const scheduler = async () =>
-  (await mf.getWorker()) as unknown as { scheduled(options: { cron: string }): Promise<{ outcome: string }> };
-
-const post = (path: string, token: string | undefined, body: unknown, headers: Record<string, string> = {}) =>
-  mf.dispatchFetch(`http://localhost${path}`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      ...(token ? { authorization: `Bearer ${token}` } : {}),
-      ...headers,
-    },
-    body: JSON.stringify(body),
-  });
-
-const enqueue = async (kind: string, payload: unknown) => {
-  const response = await post('/skiplock/enqueue', PLATFORM_SECRETS.SKIPLOCK_ENQUEUE_TOKEN, { kind, payload });
-  expect(response.status).toBe(200);
-  const { results } = (await response.json()) as { results: { id: string }[] };
-  return results[0]?.id as string;
-};
-
-const settled = (id: string, states = ['completed', 'dead']) =>
-  waitForOutcome(
-    () => jobRow(t.admin, t.schema, id),
-    (row) => row !== undefined && states.includes(row.state),
-  );
+const requests = workerdRequests(() => mf);
+const { post, enqueue, scheduler } = requests;
+const settled = (id: string) => settledJob(t.admin, t.schema, id);
+const checks = workerdChecks(requests, () => t);
 
 describe('skiplock/cloudflare in workerd (Miniflare)', () => {
   it('bundles within Workers’ size limit', () => {
-    expect(bundle.gzipBytes).toBeLessThan(FREE_PLAN_GZIP_LIMIT);
+    expect(bundle.gzipBytes).toBeLessThan(WORKERS_FREE_PLAN_GZIP_LIMIT);
   });
 
   it('a job enqueued in the app’s transaction (a neon-http batch) runs on a Cron Trigger', async () => {
-    const placed = await post('/orders', undefined, { n: 21 });
-    expect(placed.status).toBe(200);
-    const { job } = (await placed.json()) as { job: { id: string; outcome: string } };
-    expect(job.outcome).toBe('inserted');
-    // Not nudged (the app's own route enqueued it): queued until the scheduler's tick.
-    expect((await jobRow(t.admin, t.schema, job.id))?.state).toBe('queued');
-    const worker = await scheduler();
-    await worker.scheduled({ cron: '* * * * *' });
-    expect(await jobRow(t.admin, t.schema, job.id)).toMatchObject({ state: 'completed', result: { doubled: 42 } });
+    await checks.placedOrderRunsOnCronTrigger();
   });
 
   it('a failed batch writes neither the order nor its job', async () => {
-    const before = await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`);
-    const placed = await post('/orders', undefined, { n: 1, fail: true });
-    expect(placed.status).toBe(500);
-    const after = await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs`);
-    expect(after.rows[0].n).toBe(before.rows[0].n);
+    await checks.failedOrderWritesNothing();
   });
 
   it('an enqueue through the route nudges the worker through the service binding: it runs at once', async () => {
-    // No Cron Trigger fires here (Miniflare calls `scheduled` only when a test does, as the first
-    // test's job, left queued until then, shows): only the nudge can have run it.
-    const id = await enqueue('platform-ping', { n: 5 });
-    expect(await settled(id)).toMatchObject({ state: 'completed', attempt: 1, result: { doubled: 10 } });
+    await checks.nudgedEnqueueRunsAtOnce();
   });
 
   it('a dead job is replayed through the replay route and runs again (nudged)', async () => {
-    const id = await enqueue('platform-fails', { why: 'no such customer' });
-    expect(await settled(id)).toMatchObject({ state: 'dead', attempt: 1 });
-    const replay = await post('/skiplock/replay', PLATFORM_SECRETS.SKIPLOCK_ADMIN_TOKEN, { ids: [id] });
-    expect(replay.status).toBe(200);
-    expect(((await replay.json()) as { replayed: { id: string }[] }).replayed.map((j) => j.id)).toEqual([id]);
-    // It ran again (nudged), and failed again: dead once more, after its replay put it back in the queue.
-    const row = await waitForOutcome(
-      () => jobRow(t.admin, t.schema, id),
-      (r) => r?.state === 'dead',
-    );
-    expect(row).toMatchObject({ state: 'dead', attempt: 1 });
+    await checks.replayedJobRunsAgain();
   });
 
   it('a signal through the signal route wakes a waiting job, which completes', async () => {
@@ -193,21 +150,22 @@ describe('skiplock/cloudflare in workerd (Miniflare)', () => {
     await expect(worker.scheduled({ cron: '*/5 * * * *' })).resolves.toMatchObject({ outcome: 'ok' });
   });
 
-  it.each([
-    ['pg', /node-postgres keeps a TCP pool across requests/],
-    ['neon-ws', /neon-ws keeps a WebSocket pool across requests/],
-  ])('SKIPLOCK_DRIVER=%s is refused as the Worker loads, before any statement', async (driver, message) => {
-    let log = '';
-    const refused = start({ SKIPLOCK_DRIVER: driver }, (text) => {
-      log += text;
-    });
-    try {
-      await expect(refused.ready).rejects.toThrow(/failed to start/);
-      expect(log).toMatch(message);
-    } finally {
-      await refused.dispose().catch(() => {});
-    }
-  });
+  it.each(['pg', 'neon-ws'])(
+    'SKIPLOCK_DRIVER=%s is refused as a Worker bundled for neon-http alone loads, before any statement',
+    async (driver) => {
+      const message = new RegExp(`SKIPLOCK_DRIVER=${driver} .*bundled for neon-http alone`);
+      let log = '';
+      const refused = start({ SKIPLOCK_DRIVER: driver }, (text) => {
+        log += text;
+      });
+      try {
+        await expect(refused.ready).rejects.toThrow(/failed to start/);
+        expect(log).toMatch(message);
+      } finally {
+        await refused.dispose().catch(() => {});
+      }
+    },
+  );
 });
 
 describe('createCloudflareWorker (configuration)', () => {
