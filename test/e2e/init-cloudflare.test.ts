@@ -11,9 +11,6 @@ import { gzipSync } from 'node:zlib';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { unstable_readConfig } from 'wrangler';
-import { createEnqueuer } from '../../core/enqueue.js';
-import { connect, type SkiplockDb } from '../../db/connect.js';
-import { jobs } from '../../functions/jobs.js';
 import { EXAMPLE_JOBS, type InitApp, initApp, repo, SECRETS } from '../helpers/init-app.js';
 import { jobRow, waitForOutcome } from '../helpers/platforms.js';
 
@@ -25,7 +22,6 @@ let app: InitApp;
 let bundle: string;
 let mf: Miniflare;
 let config: ReturnType<typeof unstable_readConfig>;
-let db: SkiplockDb;
 
 beforeAll(async () => {
   app = await initApp('init-cloudflare', ['cloudflare']);
@@ -66,12 +62,10 @@ beforeAll(async () => {
     ),
   });
   await mf.ready;
-  db = connect({ connectionString: app.databaseUrl });
 }, 300_000);
 
 afterAll(async () => {
   await mf?.dispose();
-  await db?.close();
   await app?.remove();
 });
 
@@ -93,9 +87,6 @@ const enqueue = async (job: { kind: string; payload: unknown }) => {
   expect(response.status).toBe(200);
   return ((await response.json()) as { results: { id: string }[] }).results[0]?.id as string;
 };
-/** An e-mail enqueued by the app's own code (functions/jobs.ts's kind), not a route: nothing nudges it. */
-const enqueueUnnudged = async () =>
-  (await createEnqueuer({ schema: app.schema }).enqueue(db, jobs[0], EXAMPLE_JOBS.completes.payload)).id;
 const settled = (id: string, state: string) =>
   waitForOutcome(
     () => row(id),
@@ -116,7 +107,7 @@ describe('skiplock init cloudflare: the Worker wrangler bundles, in workerd', ()
   });
 
   it("a job nothing nudged waits for the minute's Cron Trigger, which runs it", async () => {
-    const id = await enqueueUnnudged();
+    const id = await app.enqueueDirect();
     expect((await row(id))?.state).toBe('queued');
     await expect(trigger(crons()[0] as string)).resolves.toMatchObject({ outcome: 'ok' });
     expect(await row(id)).toMatchObject({ kind: 'send-email', state: 'completed' });
@@ -133,7 +124,7 @@ describe('skiplock init cloudflare: the Worker wrangler bundles, in workerd', ()
   });
 
   it('the maintenance Cron Trigger runs maintenance, not the worker; the console logs in', async () => {
-    const id = await enqueueUnnudged();
+    const id = await app.enqueueDirect();
     await expect(trigger(crons()[1] as string)).resolves.toMatchObject({ outcome: 'ok' });
     expect((await row(id))?.state).toBe('queued');
     await trigger(crons()[0] as string);

@@ -9,6 +9,9 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { inject } from 'vitest';
 import { installCommands } from '../../cli/init.js';
+import { createEnqueuer } from '../../core/enqueue.js';
+import { connect, type SkiplockDb } from '../../db/connect.js';
+import { jobs } from '../../functions/jobs.js';
 import { openAdminPool } from './db.js';
 import { npm, packedTarball } from './packed.js';
 
@@ -27,6 +30,11 @@ export interface InitApp {
   /** The database the app's variables name, and a pool to read its rows with. */
   databaseUrl: string;
   admin: ReturnType<typeof openAdminPool>;
+  /**
+   * Enqueues EXAMPLE_JOBS.completes from the app's own code, as a transaction of the app's would
+   * (functions/jobs.ts's send-email, the file init wrote): no route, so nothing nudges it.
+   */
+  enqueueDirect(): Promise<string>;
   remove(): Promise<void>;
 }
 
@@ -56,13 +64,17 @@ export async function initApp(label: string, platforms: readonly string[]): Prom
     cwd: dir,
     env: { ...process.env, DATABASE_URL: databaseUrl, SKIPLOCK_SCHEMA: schema },
   });
+  const db: SkiplockDb = connect({ connectionString: databaseUrl });
   return {
     dir,
     schema,
     printed,
     databaseUrl,
     admin,
+    enqueueDirect: async () =>
+      (await createEnqueuer({ schema }).enqueue(db, jobs[0], EXAMPLE_JOBS.completes.payload)).id,
     remove: async () => {
+      await db.close();
       await admin.query(`drop schema if exists "${schema}" cascade`).catch(() => {});
       await admin.end();
       rmSync(root, { recursive: true, force: true });
