@@ -12,7 +12,7 @@ import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { unstable_readConfig } from 'wrangler';
 import { EXAMPLE_JOBS, type InitApp, initApp, repo, SECRETS } from '../helpers/init-app.js';
-import { jobRow, waitForOutcome } from '../helpers/platforms.js';
+import { waitForOutcome } from '../helpers/platforms.js';
 
 const run = promisify(execFile);
 /** Workers' limit on a Worker's size after compression on the Free plan (10 MiB on Paid). */
@@ -69,7 +69,7 @@ afterAll(async () => {
   await app?.remove();
 });
 
-const row = (id: string) => jobRow(app.admin, app.schema, id);
+const row = (id: string) => app.row(id);
 const crons = () => config.triggers.crons ?? [];
 /** The Worker's `scheduled` entry, as a Cron Trigger calls it. */
 const trigger = async (cron: string) =>

@@ -19,7 +19,7 @@ import {
   type Served,
   startServer,
 } from '../helpers/init-app.js';
-import { jobRow, waitForOutcome } from '../helpers/platforms.js';
+import { waitForOutcome } from '../helpers/platforms.js';
 
 let app: InitApp;
 let deno: Served;
@@ -37,11 +37,7 @@ async function serveDeno(args: string[], env: Record<string, string>): Promise<S
       // Deno.serve's address without touching the app's code (Deno Deploy and Supabase pick their own).
       DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
       DENO_NO_UPDATE_CHECK: '1',
-      DATABASE_URL: app.databaseUrl,
-      SKIPLOCK_SCHEMA: app.schema,
-      SKIPLOCK_LOG_LEVEL: 'error',
-      SKIPLOCK_BASE_URL: origin,
-      ...SECRETS,
+      ...app.variables(origin),
       ...env,
     },
   });
@@ -78,7 +74,7 @@ afterAll(async () => {
   await app?.remove();
 });
 
-const row = (id: string) => jobRow(app.admin, app.schema, id);
+const row = (id: string) => app.row(id);
 const settled = (id: string) =>
   waitForOutcome(
     () => row(id),

@@ -7,17 +7,9 @@
 // The tools are installed apart, with their own TypeScript 5 (test/helpers/netlify-tools.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../scripts/local-postgres.js';
-import {
-  EXAMPLE_JOBS,
-  type InitApp,
-  initApp,
-  routesOf,
-  SECRETS,
-  type Served,
-  startServer,
-} from '../helpers/init-app.js';
+import { EXAMPLE_JOBS, type InitApp, initApp, routesOf, type Served, startServer } from '../helpers/init-app.js';
 import { netlifyTools } from '../helpers/netlify-tools.js';
-import { jobRow, waitForOutcome } from '../helpers/platforms.js';
+import { waitForOutcome } from '../helpers/platforms.js';
 
 let app: InitApp;
 let netlify: Served;
@@ -37,15 +29,7 @@ beforeAll(async () => {
     cwd: app.dir,
     origin,
     timeoutMs: 120_000,
-    env: {
-      DATABASE_URL: app.databaseUrl,
-      SKIPLOCK_DRIVER: 'pg',
-      SKIPLOCK_SCHEMA: app.schema,
-      SKIPLOCK_LOG_LEVEL: 'error',
-      SKIPLOCK_BASE_URL: origin,
-      SKIPLOCK_NUDGE_ROUTES: nudgeRoutes,
-      ...SECRETS,
-    },
+    env: { ...app.variables(origin), SKIPLOCK_DRIVER: 'pg', SKIPLOCK_NUDGE_ROUTES: nudgeRoutes },
   });
   // The tooling builds a function on its first request: build all four now, each answering as
   // Netlify would (nothing is queued yet; the background function's 401 is inside its 202).
@@ -63,7 +47,7 @@ afterAll(async () => {
   await app?.remove();
 });
 
-const row = (id: string) => jobRow(app.admin, app.schema, id);
+const row = (id: string) => app.row(id);
 /** A nudged run goes through the tooling's background emulation: a worker thread started per request. */
 const settled = (id: string, state: string) =>
   waitForOutcome(

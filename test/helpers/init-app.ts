@@ -14,6 +14,7 @@ import { connect, type SkiplockDb } from '../../db/connect.js';
 import { jobs } from '../../functions/jobs.js';
 import { openAdminPool } from './db.js';
 import { npm, packedTarball } from './packed.js';
+import { type JobRow, jobRow } from './platforms.js';
 
 const run = promisify(execFile);
 export const repo = resolve(import.meta.dirname, '../..');
@@ -35,6 +36,10 @@ export interface InitApp {
    * (functions/jobs.ts's send-email, the file init wrote): no route, so nothing nudges it.
    */
   enqueueDirect(): Promise<string>;
+  /** One job's row, read outside the app. */
+  row(id: string): Promise<JobRow | undefined>;
+  /** The variables every platform's app is given here, served at `origin`: the database, the secrets. */
+  variables(origin: string): Record<string, string>;
   remove(): Promise<void>;
 }
 
@@ -73,6 +78,14 @@ export async function initApp(label: string, platforms: readonly string[]): Prom
     admin,
     enqueueDirect: async () =>
       (await createEnqueuer({ schema }).enqueue(db, jobs[0], EXAMPLE_JOBS.completes.payload)).id,
+    row: (id) => jobRow(admin, schema, id),
+    variables: (origin) => ({
+      DATABASE_URL: databaseUrl,
+      SKIPLOCK_SCHEMA: schema,
+      SKIPLOCK_LOG_LEVEL: 'error',
+      SKIPLOCK_BASE_URL: origin,
+      ...SECRETS,
+    }),
     remove: async () => {
       await db.close();
       await admin.query(`drop schema if exists "${schema}" cascade`).catch(() => {});
