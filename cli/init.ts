@@ -3,13 +3,15 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * `skiplock init lambda|cdk|vercel|next`: the deployable app of this repository, copied into a
- * user's project. The package ships these very files (package.json "files"), so what `init` writes
- * is what this repository packages and tests in CI. Lambda and Vercel's files are this
- * repository's own app, written to the same paths; templates/<platform>/ holds the rest, written
- * without that prefix: the AWS CDK app beside the Lambda functions, and Next.js's route handlers
- * (its `app/` folder, `functions/idle-hints.ts` that they share, and a vercel.json of crons only:
- * maxDuration is each route's segment config).
+ * `skiplock init lambda|cdk|vercel|next|cloudflare|deno|supabase|netlify`: the deployable app of
+ * this repository, copied into a user's project. The package ships these very files (package.json
+ * "files"), so what `init` writes is what this repository packages and tests in CI. Lambda and
+ * Vercel's files are this repository's own app, written to the same paths; templates/<platform>/
+ * holds the rest, written without that prefix: the AWS CDK app beside the Lambda functions,
+ * Next.js's route handlers (its `app/` folder, `functions/idle-hints.ts` that they share, and a
+ * vercel.json of crons only: maxDuration is each route's segment config), a Cloudflare Worker and
+ * its wrangler.jsonc, a Deno app, Netlify's functions and netlify.toml. Every platform shares the
+ * example kinds of functions/jobs.ts; Supabase's files go under supabase/ (SUPABASE_TARGETS).
  */
 /** The Lambda functions and their jobs module: deployed by serverless.yml or by the CDK app. */
 const LAMBDA_FUNCTIONS = [
@@ -56,7 +58,39 @@ export const TEMPLATES = {
     'templates/next/app/api/maintenance/route.ts',
     'templates/next/app/admin/[[...path]]/route.ts',
   ],
+  cloudflare: [
+    'templates/cloudflare/wrangler.jsonc',
+    'templates/cloudflare/src/skiplock.ts',
+    'templates/cloudflare/src/unused-peers.ts',
+    'functions/jobs.ts',
+  ],
+  deno: ['templates/deno/deno.json', 'templates/deno/main.ts', 'functions/jobs.ts'],
+  supabase: [
+    'templates/supabase/functions/skiplock/index.ts',
+    'templates/supabase/functions/skiplock/deno.json',
+    'functions/jobs.ts',
+    'templates/supabase/skiplock-cron.sql',
+  ],
+  netlify: [
+    'templates/netlify/netlify.toml',
+    'templates/netlify/netlify/functions/skiplock.ts',
+    'templates/netlify/netlify/functions/skiplock-worker.ts',
+    'templates/netlify/netlify/functions/skiplock-worker-background.ts',
+    'templates/netlify/netlify/functions/skiplock-maintenance.ts',
+    'functions/jobs.ts',
+  ],
 } as const;
+
+/**
+ * Where Supabase's files go: the CLI deploys supabase/functions/<name>/, and functions share code
+ * from supabase/functions/_shared/ (the function's deno.json maps the packages its imports name).
+ */
+const SUPABASE_TARGETS: Record<(typeof TEMPLATES.supabase)[number], string> = {
+  'templates/supabase/functions/skiplock/index.ts': 'supabase/functions/skiplock/index.ts',
+  'templates/supabase/functions/skiplock/deno.json': 'supabase/functions/skiplock/deno.json',
+  'functions/jobs.ts': 'supabase/functions/_shared/jobs.ts',
+  'templates/supabase/skiplock-cron.sql': 'supabase/skiplock-cron.sql',
+};
 
 export type Platform = keyof typeof TEMPLATES;
 
@@ -141,6 +175,56 @@ const NEXT_STEPS: Record<Platform, string> = {
   4. DATABASE_URL=postgres://… npx skiplock migrate
      DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
   5. vercel deploy`,
+  cloudflare: `next steps:
+  {install}
+     npm install -D wrangler
+  2. replace the example kinds in functions/jobs.ts with your own (src/skiplock.ts imports them); each
+     kind's timeoutMs must fit the Worker's 30 s (limits.cpu_ms, cpuMs) less the safety margin: the
+     Worker refuses to load otherwise
+  3. the database: Neon, or any Postgres behind Neon's HTTP API (the Worker reaches it by fetch); set
+     the secrets, once each: npx wrangler secret put DATABASE_URL, then the same for CRON_SECRET,
+     SKIPLOCK_ENQUEUE_TOKEN, SKIPLOCK_ADMIN_TOKEN (16+ characters each) and SKIPLOCK_SIGNAL_SECRET (32+)
+  4. DATABASE_URL=postgres://… npx skiplock migrate
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+  5. npx wrangler deploy --dry-run --outdir .wrangler/dry-run   # bundles offline, no Cloudflare account needed
+     npx wrangler deploy          # the Worker, its routes and its Cron Triggers (wrangler.jsonc)`,
+  deno: `next steps:
+  {install}
+  2. replace the example kinds in functions/jobs.ts with your own (main.ts imports them; deno.json
+     resolves skiplock from node_modules)
+  3. set the variables (Deno Deploy: the app's environment variables): DATABASE_URL, SKIPLOCK_DRIVER
+     (neon-http, or pg), CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN, SKIPLOCK_ADMIN_TOKEN (16+ characters each),
+     SKIPLOCK_SIGNAL_SECRET (32+), and for nudges SKIPLOCK_BASE_URL (the app's URL) and
+     SKIPLOCK_NUDGE_ROUTES='*=/skiplock/worker'
+  4. DATABASE_URL=postgres://… npx skiplock migrate
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+  5. deno task start              # every route on :8000; Deno.cron runs the worker and maintenance
+     deno deploy                  # Deno Deploy`,
+  supabase: `next steps:
+  {install}
+  2. replace the example kinds in supabase/functions/_shared/jobs.ts with your own (the function
+     imports them; its deno.json resolves skiplock from node_modules)
+  3. set the secrets: supabase secrets set DATABASE_URL='postgres://…' SKIPLOCK_DRIVER=pg CRON_SECRET=…
+     SKIPLOCK_ENQUEUE_TOKEN=… SKIPLOCK_ADMIN_TOKEN=… (16+ characters each) SKIPLOCK_SIGNAL_SECRET=… (32+)
+     SKIPLOCK_BASE_URL=https://<project>.supabase.co/functions/v1 SKIPLOCK_NUDGE_ROUTES='*=/skiplock/skiplock/worker'
+  4. DATABASE_URL=postgres://… npx skiplock migrate
+     DATABASE_URL=postgres://… npx skiplock sync --jobs supabase/functions/_shared/jobs.ts   # subscribers' subscriptions (events)
+  5. supabase functions deploy skiplock --no-verify-jwt   # its routes check skiplock's own secrets
+     then run supabase/skiplock-cron.sql in the SQL editor (CRON_SECRET in Vault first, <project> replaced):
+     pg_cron requests the worker each minute and maintenance every 5`,
+  netlify: `next steps:
+  {install}
+     npm install -D netlify-cli
+  2. replace the example kinds in functions/jobs.ts with your own (netlify/functions/ imports them);
+     each kind's timeoutMs must fit the scheduled worker's 30 s less the safety margin: the function
+     refuses to load otherwise
+  3. set the variables, once each: npx netlify env:set DATABASE_URL 'postgres://…', then SKIPLOCK_DRIVER
+     (pg), CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN, SKIPLOCK_ADMIN_TOKEN (16+ characters each),
+     SKIPLOCK_SIGNAL_SECRET (32+), SKIPLOCK_BASE_URL (the site's URL) and
+     SKIPLOCK_NUDGE_ROUTES='*=/.netlify/functions/skiplock-worker-background'
+  4. DATABASE_URL=postgres://… npx skiplock migrate
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+  5. npx netlify deploy --build --prod   # the functions; Netlify runs the scheduled ones on their schedules`,
 };
 
 /** What `init` prints after writing the platform's files. */
@@ -187,14 +271,21 @@ export function isNextApp(dir: string): boolean {
 }
 
 /**
- * Where a template file goes in the user's project: out of templates/<platform>/, and for Next.js
- * under src/ when the app keeps its `app` folder there (vercel.json stays at the root).
+ * Where a template file goes in the user's project: out of templates/<platform>/, for Supabase
+ * under supabase/, and for Next.js under src/ when the app keeps its `app` folder there
+ * (vercel.json stays at the root).
  */
 function targetOf(platform: Platform, file: string, targetDir: string): string {
+  if (platform === 'supabase') return SUPABASE_TARGETS[file as keyof typeof SUPABASE_TARGETS];
   const path = file.replace(/^templates\/[a-z]+\//, '');
   if (platform !== 'next' || path === 'vercel.json') return path;
   const srcLayout = existsSync(join(targetDir, 'src/app')) && !existsSync(join(targetDir, 'app'));
   return srcLayout ? `src/${path}` : path;
+}
+
+/** Each file `init` writes for the platform: its path in the package, and in the project. */
+export function filesOf(platform: Platform, targetDir = '.'): { from: string; to: string }[] {
+  return TEMPLATES[platform].map((from) => ({ from, to: targetOf(platform, from, targetDir) }));
 }
 
 interface VercelJson {
@@ -273,7 +364,7 @@ export function initProject(platform: Platform, targetDir: string, options: { pl
     const text = readFileSync(join(root, from), 'utf8');
     return from.endsWith('vercel.json') ? forPlan(text, plan) : text;
   };
-  const files = TEMPLATES[platform].map((from) => ({ from, to: targetOf(platform, from, targetDir) }));
+  const files = filesOf(platform, targetDir);
   const merges = new Map<string, string>();
   const existing: string[] = [];
   for (const { from, to } of files) {

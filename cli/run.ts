@@ -21,7 +21,7 @@ import { COMMANDS } from './commands.js';
 import { CONTROL_COMMANDS, CONTROL_SUBCOMMANDS } from './control-commands.js';
 import { runCrons } from './crons.js';
 import { EVENT_COMMANDS, EVENT_SUBCOMMANDS } from './event-commands.js';
-import { initProject, isNextApp, isPlatform, PRO_CRONS, VERCEL_PLANS, type VercelPlan } from './init.js';
+import { initProject, isNextApp, isPlatform, PRO_CRONS, TEMPLATES, VERCEL_PLANS, type VercelPlan } from './init.js';
 import { type CliIo, EXIT, UsageError } from './io.js';
 import { loadJobsModule } from './jobs-module.js';
 import { RATE_COMMANDS, RATE_SUBCOMMANDS } from './rate-commands.js';
@@ -34,13 +34,16 @@ const HELP = `skiplock — operate a skiplock queue
 usage: skiplock <command> [options]
 
 commands:
-  init lambda|cdk|vercel|next [--dir path] [--plan hobby|pro]
+  init lambda|cdk|vercel|next|cloudflare|deno|supabase|netlify [--dir path] [--plan hobby|pro]
                                         write a deployable app into your project (default: the current
-                                        folder): job kinds, handlers, serverless.yml, an AWS CDK app or
+                                        folder): job kinds, handlers, serverless.yml, an AWS CDK app,
                                         vercel.json (next: App Router routes; vercel in a Next.js app
-                                        does the same); refuses to overwrite existing files. --plan:
-                                        the Vercel plan's crons (hobby: 2 daily; pro: every minute),
-                                        asked on a terminal, else hobby (it deploys on every plan)
+                                        does the same), a Worker and wrangler.jsonc, a Deno app, a
+                                        Supabase Edge Function and its pg_cron SQL, or Netlify
+                                        Functions and netlify.toml; refuses to overwrite existing
+                                        files. --plan: the Vercel plan's crons (hobby: 2 daily; pro:
+                                        every minute), asked on a terminal, else hobby (it deploys on
+                                        every plan)
   crons [--url http://localhost:3000] [--file vercel.json] [--once]
                                         for \`next dev\`: request vercel.json's crons on their schedules
                                         (UTC) with Bearer $CRON_SECRET, as Vercel does; --once: each
@@ -371,7 +374,7 @@ async function init(
   json: boolean,
 ): Promise<number> {
   const [asked, extra] = rest;
-  const usage = 'usage: skiplock init lambda|cdk|vercel|next [--dir path] [--plan hobby|pro]';
+  const usage = `usage: skiplock init ${Object.keys(TEMPLATES).join('|')} [--dir path] [--plan hobby|pro]`;
   if (!isPlatform(asked) || extra !== undefined) {
     io.err(`${usage}\nrun \`skiplock --help\` for usage`);
     return EXIT.usage;

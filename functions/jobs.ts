@@ -103,7 +103,9 @@ export function createAppJobs(settings: AppJobSettings = {}) {
     queue: 'reports',
     payload: z.object({ reportId: z.string().check(z.minLength(1)), sections: z.int().check(z.gte(1), z.lte(100)) }),
     maxAttempts: 3,
-    timeoutMs: 30_000,
+    // Within the 30 s of a Cloudflare Worker's or a Netlify scheduled function's invocation, less
+    // the safety margin (`skiplock init cloudflare|netlify` writes this file too).
+    timeoutMs: 20_000,
     backoff,
     handler: async (report, ctx) => {
       for (let section = 1; section <= report.sections; section++) {

@@ -16,8 +16,8 @@ import { jobRow, PLATFORM_SECRETS, waitForOutcome } from '../helpers/platforms.j
 // skiplock/netlify's three functions (test/fixtures/platforms/netlify/functions/ holds them as an app
 // writes them), called as Netlify's Node runtime calls a v2 function: a Web Request and a context
 // with waitUntil. A background function is answered 202 by Netlify before it runs; here too.
-// Not Netlify's own local tooling: @netlify/dev and zip-it-and-ship-it load typescript-estree, which
-// breaks on this repository's TypeScript 7 (docs/deploy-netlify.md).
+// Netlify's own local tooling builds and invokes the functions `skiplock init netlify` writes in
+// test/e2e/init-netlify.test.ts (installed apart, with TypeScript 5: test/helpers/netlify-tools.ts).
 let t: TestContext;
 useTestSchema('platform-netlify', (ctx) => {
   t = ctx;

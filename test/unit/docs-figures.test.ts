@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { costTables } from '../../bench/cost-model.js';
 import { type IdleResults, idleDayTable } from '../../bench/idle/table.js';
 import type { ServerlessReport } from '../../bench/serverless/report.js';
-import { installCommands, nextStepsOf, TEMPLATES } from '../../cli/init.js';
+import { filesOf, installCommands, nextStepsOf, TEMPLATES } from '../../cli/init.js';
 import {
   BUNDLE_REPORT_WRITE,
   BUNDLE_SIZES_PAGE,
@@ -134,9 +134,13 @@ describe('the files `skiplock init` writes', () => {
   it.each([
     ['lambda', 'docs/deploy-lambda.md'],
     ['vercel', 'docs/deploy-vercel.md'],
-  ] as const)('every file `init %s` writes is named in %s', (platform, page) => {
-    const named = new Set([...read(page).matchAll(/`([\w./-]+\.(?:ts|json|yml))`/g)].map((m) => m[1]));
-    expect(TEMPLATES[platform].filter((file) => !named.has(file))).toEqual([]);
+    ['cloudflare', 'docs/deploy-cloudflare.md'],
+    ['deno', 'docs/deploy-deno.md'],
+    ['supabase', 'docs/deploy-deno.md'],
+    ['netlify', 'docs/deploy-netlify.md'],
+  ] as const)('every file `init %s` writes is named in %s, at its place in the project', (platform, page) => {
+    const named = new Set([...read(page).matchAll(/`([\w./-]+\.(?:ts|json|jsonc|yml|toml|sql))`/g)].map((m) => m[1]));
+    expect(filesOf(platform).filter(({ to }) => !named.has(to))).toEqual([]);
   });
 });
 

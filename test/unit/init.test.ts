@@ -1,11 +1,21 @@
-// `skiplock init next` (and `init vercel` in a Next.js app) and `init cdk` on folders laid out as
-// users have them. The packed package's own runs, with `next build` and `cdk synth`, are
-// test/e2e/next-app.test.ts and test/e2e/cdk-app.test.ts.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// `skiplock init next` (and `init vercel` in a Next.js app), `init cdk`, and the Workers, Deno,
+// Supabase and Netlify apps, on folders laid out as users have them. The packed package's own runs
+// are test/e2e/next-app.test.ts (`next build`), test/e2e/cdk-app.test.ts (`cdk synth`),
+// test/e2e/init-deno.test.ts (Deno), init-cloudflare.test.ts (wrangler, workerd) and
+// init-netlify.test.ts (Netlify's own local tooling).
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HOBBY_CRONS, hobbyCronProblems, initProject, isNextApp, PRO_CRONS, TEMPLATES } from '../../cli/init.js';
+import {
+  filesOf,
+  HOBBY_CRONS,
+  hobbyCronProblems,
+  initProject,
+  isNextApp,
+  PRO_CRONS,
+  TEMPLATES,
+} from '../../cli/init.js';
 import { runCli } from '../../cli/run.js';
 
 const dirs: string[] = [];
@@ -207,5 +217,121 @@ describe('skiplock init next', () => {
       readFileSync('templates/cdk/cdk/skiplock-stack.ts', 'utf8'),
     );
     expect(existsSync(join(dir, 'templates'))).toBe(false);
+  });
+});
+
+/** Every file under `dir`, relative to it. */
+const filesIn = (dir: string): string[] =>
+  readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(dir, join(entry.parentPath, entry.name)))
+    .sort();
+
+const EDGE_PLATFORMS = ['cloudflare', 'deno', 'supabase', 'netlify'] as const;
+
+describe('skiplock init cloudflare|deno|supabase|netlify', () => {
+  it.each([
+    [
+      'cloudflare',
+      ['functions/jobs.ts', 'src/skiplock.ts', 'src/unused-peers.ts', 'wrangler.jsonc'],
+      'npx wrangler deploy',
+    ],
+    ['deno', ['deno.json', 'functions/jobs.ts', 'main.ts'], 'deno task start'],
+    [
+      'supabase',
+      [
+        'supabase/functions/_shared/jobs.ts',
+        'supabase/functions/skiplock/deno.json',
+        'supabase/functions/skiplock/index.ts',
+        'supabase/skiplock-cron.sql',
+      ],
+      'supabase functions deploy skiplock --no-verify-jwt',
+    ],
+    [
+      'netlify',
+      [
+        'functions/jobs.ts',
+        'netlify.toml',
+        'netlify/functions/skiplock-maintenance.ts',
+        'netlify/functions/skiplock-worker-background.ts',
+        'netlify/functions/skiplock-worker.ts',
+        'netlify/functions/skiplock.ts',
+      ],
+      'npx netlify deploy --build --prod',
+    ],
+  ] as const)(
+    'init %s writes exactly its files, each as the package ships it, and prints the next steps',
+    async (platform, expected, deploy) => {
+      const dir = folder();
+      const { code, out } = await cli([platform, '--dir', dir]);
+      expect(code).toBe(0);
+      expect(filesIn(dir)).toEqual(expected);
+      for (const { from, to } of filesOf(platform)) {
+        expect(readFileSync(join(dir, to), 'utf8'), to).toBe(readFileSync(from, 'utf8'));
+      }
+      expect(out).toMatch(
+        new RegExp(
+          `^wrote ${filesOf(platform)
+            .map((f) => f.to.replaceAll('.', '\\.'))
+            .join(', ')} in `,
+        ),
+      );
+      const jobs = filesOf(platform).find((f) => f.from === 'functions/jobs.ts')?.to;
+      expect(out).toContain(`npx skiplock migrate`);
+      expect(out).toContain(`npx skiplock sync --jobs ${jobs}`);
+      expect(out).toContain(deploy);
+    },
+  );
+
+  it.each(EDGE_PLATFORMS)(
+    'init %s refuses to overwrite: one file there already, and nothing is written',
+    async (platform) => {
+      const dir = folder();
+      const taken = filesOf(platform).at(-1)?.to as string;
+      mkdirSync(dirname(join(dir, taken)), { recursive: true });
+      writeFileSync(join(dir, taken), '// mine');
+      const { code, err } = await cli([platform, '--dir', dir]);
+      expect(code).toBe(1);
+      expect(err).toBe(`refusing to overwrite existing files in ${dir}: ${taken}; nothing was written`);
+      expect(filesIn(dir)).toEqual([taken]);
+      expect(readFileSync(join(dir, taken), 'utf8')).toBe('// mine');
+    },
+  );
+
+  it.each(EDGE_PLATFORMS)(
+    'init %s: every relative import names a written file, every package import one the app installs (or deno.json maps)',
+    (platform) => {
+      const dir = folder();
+      expect(initProject(platform, dir).written.length).toBe(TEMPLATES[platform].length);
+      const denoJson = filesOf(platform).find((f) => f.to.endsWith('deno.json'))?.to;
+      const mapped = denoJson
+        ? Object.keys((JSON.parse(readFileSync(join(dir, denoJson), 'utf8')) as { imports: object }).imports)
+        : undefined;
+      const problems: string[] = [];
+      for (const { to } of filesOf(platform).filter((f) => f.to.endsWith('.ts'))) {
+        for (const [, specifier = ''] of readFileSync(join(dir, to), 'utf8').matchAll(
+          /^(?:import|export)\b[^'\n]*from '([^']+)'/gm,
+        )) {
+          if (specifier.startsWith('.')) {
+            const file = join(dirname(join(dir, to)), specifier.replace(/\.js$/, '.ts'));
+            if (!existsSync(file)) problems.push(`${to}: ${specifier} is not written`);
+          } else if (!/^(skiplock(\/[a-z]+)?|zod\/mini)$/.test(specifier)) {
+            problems.push(`${to}: ${specifier} is not a package the app installs`);
+          } else if (
+            mapped &&
+            !mapped.some((key) => key === specifier || (key.endsWith('/') && specifier.startsWith(key)))
+          ) {
+            problems.push(`${to}: ${specifier} is not in ${denoJson}'s imports`);
+          }
+        }
+      }
+      expect(problems).toEqual([]);
+    },
+  );
+
+  it('an unknown platform is a usage error naming every platform', async () => {
+    const { code, err } = await cli(['heroku', '--dir', folder()]);
+    expect(code).toBe(2);
+    expect(err).toMatch(/^usage: skiplock init lambda\|vercel\|cdk\|next\|cloudflare\|deno\|supabase\|netlify /);
   });
 });

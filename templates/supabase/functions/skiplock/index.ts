@@ -3,7 +3,7 @@
 // Secrets (`supabase secrets set`): DATABASE_URL, SKIPLOCK_DRIVER=neon-http or pg, CRON_SECRET,
 // SKIPLOCK_ENQUEUE_TOKEN, SKIPLOCK_ADMIN_TOKEN, SKIPLOCK_SIGNAL_SECRET, SKIPLOCK_BASE_URL
 // (https://<project>.supabase.co/functions/v1) and SKIPLOCK_NUDGE_ROUTES=*=/skiplock/skiplock/worker.
-import { serveDeno } from 'npm:skiplock/deno';
+import { serveDeno } from 'skiplock/deno';
 import { jobs, schedules } from '../_shared/jobs.ts';
 
 serveDeno(jobs, { schedules, basePath: '/skiplock', cron: false });

@@ -1,0 +1,178 @@
+// `skiplock init deno` and `init supabase` from the packed package, and the files they write run by
+// the Deno binary from npm as written: deno.json's start task (main.ts, Deno Deploy's app) and the
+// Supabase Edge Function (supabase/functions/skiplock/, its deno.json and the jobs in _shared/),
+// each resolving skiplock from the app's node_modules. Deno Deploy's app reaches Postgres over
+// Neon's HTTP API (the local stand-in), the Supabase function over TCP (pg). The test is the
+// scheduler: it requests the worker route as Deno.cron's tick or supabase/skiplock-cron.sql's
+// pg_cron job does (pg_cron itself is not on this machine's Postgres: docs/deploy-deno.md).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../../scripts/local-postgres.js';
+import {
+  EXAMPLE_JOBS,
+  type InitApp,
+  initApp,
+  repo,
+  routesOf,
+  SECRETS,
+  type Served,
+  startServer,
+} from '../helpers/init-app.js';
+import { waitForOutcome } from '../helpers/platforms.js';
+
+let app: InitApp;
+let deno: Served;
+let supabase: Served;
+
+/** The Deno binary from npm running `args` in the app's folder, serving on a port of its own. */
+async function serveDeno(args: string[], env: Record<string, string>): Promise<Served> {
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  return startServer(join(repo, 'node_modules/.bin/deno'), args, {
+    cwd: app.dir,
+    origin,
+    timeoutMs: 90_000,
+    env: {
+      // Deno.serve's address without touching the app's code (Deno Deploy and Supabase pick their own).
+      DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
+      DENO_NO_UPDATE_CHECK: '1',
+      ...app.variables(origin),
+      ...env,
+    },
+  });
+}
+
+/** deno.json's start task, as `deno task start` runs it. */
+function startTask(): string[] {
+  const { tasks } = JSON.parse(readFileSync(join(app.dir, 'deno.json'), 'utf8')) as { tasks: { start: string } };
+  return tasks.start.split(' ').slice(1);
+}
+
+beforeAll(async () => {
+  app = await initApp('init-deno', ['deno', 'supabase']);
+  // Without --unstable-cron: no Deno.cron, so no tick of its own races the test's (the template's
+  // crons are `Deno.cron?.(…)` and serveDeno's default, both off without it).
+  const args = startTask().filter((arg) => arg !== '--unstable-cron');
+  [deno, supabase] = await Promise.all([
+    serveDeno(args, {
+      SKIPLOCK_DRIVER: 'neon-http',
+      SKIPLOCK_NEON_FETCH_ENDPOINT: inject('neonHttpUrl'),
+      SKIPLOCK_NUDGE_ROUTES: 'reports=/skiplock/worker',
+    }),
+    // The function as Supabase's edge runtime serves it: run with the permissions an Edge Function has.
+    serveDeno(['run', '--allow-net', '--allow-env', 'supabase/functions/skiplock/index.ts'], {
+      SKIPLOCK_DRIVER: 'pg',
+      SKIPLOCK_NUDGE_ROUTES: 'reports=/skiplock/skiplock/worker',
+    }),
+  ]);
+}, 300_000);
+
+afterAll(async () => {
+  await deno?.stop();
+  await supabase?.stop();
+  await app?.remove();
+});
+
+const row = (id: string) => app.row(id);
+const settled = (id: string) =>
+  waitForOutcome(
+    () => row(id),
+    (r) => r?.state === 'completed' || r?.state === 'dead',
+  );
+
+describe('skiplock init deno: main.ts in Deno, started as deno.json’s start task', () => {
+  it('init printed the task; a job enqueued through the route waits for the tick, and the tick runs it', async () => {
+    expect(app.printed.deno).toContain('deno task start');
+    expect(startTask()).toEqual(['run', '--allow-net', '--allow-env', '--unstable-cron', 'main.ts']);
+    const routes = routesOf(deno.origin);
+    const id = await routes.enqueue(EXAMPLE_JOBS.completes);
+    expect((await row(id))?.state).toBe('queued');
+    const tick = await routes.cron('/skiplock/worker');
+    expect(tick.status).toBe(200);
+    expect(await tick.json()).toMatchObject({ claimed: 1, completed: 1 });
+    expect(await row(id)).toMatchObject({ kind: 'send-email', state: 'completed' });
+  });
+
+  it('a job on a nudged queue runs at once, without a tick', async () => {
+    const id = await routesOf(deno.origin).enqueue(EXAMPLE_JOBS.report);
+    expect(await settled(id)).toMatchObject({ kind: 'build-report', state: 'completed' });
+  });
+
+  it('a dead job is replayed through the replay route and runs again on the next tick', async () => {
+    const routes = routesOf(deno.origin);
+    const id = await routes.enqueue(EXAMPLE_JOBS.dies);
+    await routes.cron('/skiplock/worker');
+    expect(await row(id)).toMatchObject({ state: 'dead', attempt: 1 });
+    expect((await routes.replay([id])).status).toBe(200);
+    expect((await row(id))?.state).toBe('queued');
+    expect(await (await routes.cron('/skiplock/worker')).json()).toMatchObject({ claimed: 1, dead: 1 });
+    expect((await row(id))?.state).toBe('dead');
+  });
+
+  it('maintenance answers its cron request; the console logs in with the admin token', async () => {
+    const routes = routesOf(deno.origin);
+    expect((await routes.cron('/skiplock/maintenance')).status).toBe(200);
+    const admin = await routes.console();
+    expect(admin).toMatchObject({ login: 303, overview: 200 });
+    expect(admin.page).toContain('Error rate per minute');
+  });
+});
+
+describe('skiplock init supabase: the Edge Function in Deno, requested as supabase/skiplock-cron.sql does', () => {
+  const sql = () => readFileSync(join(app.dir, 'supabase/skiplock-cron.sql'), 'utf8');
+  /** A path the SQL requests, as the function sees it (Supabase serves /functions/v1/skiplock as /skiplock). */
+  const pathOf = (route: string) => {
+    const url = new RegExp(`url := 'https://<project>\\.supabase\\.co/functions/v1(/skiplock/skiplock/${route})'`).exec(
+      sql(),
+    );
+    if (!url?.[1]) throw new Error(`supabase/skiplock-cron.sql requests no ${route} route`);
+    return url[1];
+  };
+  /** The worker's pg_cron request: the bearer CRON_SECRET and the start header the SQL sends. */
+  const pgCronTick = () => {
+    expect(sql()).toContain("'x-skiplock-start', 'nudge'");
+    return fetch(`${supabase.origin}${pathOf('worker')}`, {
+      headers: { authorization: `Bearer ${SECRETS.CRON_SECRET}`, 'x-skiplock-start': 'nudge' },
+    });
+  };
+
+  it('init printed the deploy; the pg_cron request is accepted at once (202) and its run completes the job', async () => {
+    expect(app.printed.supabase).toContain('supabase functions deploy skiplock --no-verify-jwt');
+    const id = await routesOf(supabase.origin, '/skiplock').enqueue(EXAMPLE_JOBS.completes);
+    expect((await row(id))?.state).toBe('queued');
+    expect((await pgCronTick()).status).toBe(202);
+    expect(await settled(id)).toMatchObject({ kind: 'send-email', state: 'completed' });
+  });
+
+  it('a job on a nudged queue runs at once, without a pg_cron request', async () => {
+    const id = await routesOf(supabase.origin, '/skiplock').enqueue(EXAMPLE_JOBS.report);
+    expect(await settled(id)).toMatchObject({ kind: 'build-report', state: 'completed' });
+  });
+
+  it('a dead job is replayed through the replay route and runs again on the next pg_cron request', async () => {
+    const routes = routesOf(supabase.origin, '/skiplock');
+    const id = await routes.enqueue(EXAMPLE_JOBS.dies);
+    await pgCronTick();
+    expect(await settled(id)).toMatchObject({ state: 'dead', attempt: 1 });
+    expect((await routes.replay([id])).status).toBe(200);
+    expect((await row(id))?.state).toBe('queued');
+    await pgCronTick();
+    expect(
+      await waitForOutcome(
+        () => row(id),
+        (r) => r?.state === 'dead',
+      ),
+    ).toMatchObject({ state: 'dead' });
+  });
+
+  it('maintenance answers the request of its pg_cron job; the console logs in at /skiplock/admin', async () => {
+    const maintenance = await fetch(`${supabase.origin}${pathOf('maintenance')}`, {
+      headers: { authorization: `Bearer ${SECRETS.CRON_SECRET}` },
+    });
+    expect(maintenance.status).toBe(200);
+    const admin = await routesOf(supabase.origin, '/skiplock').console();
+    expect(admin).toMatchObject({ login: 303, overview: 200 });
+    expect(admin.page).toContain('Error rate per minute');
+  });
+});
