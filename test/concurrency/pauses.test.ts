@@ -43,7 +43,11 @@ describe(`pause under concurrency (${testDriver()})`, () => {
         claimers.map(async (conn, c) => {
           while (true) {
             const sentAt = performance.now();
-            const { jobs } = await claimJobs(conn.db, t.schema, { leases: LEASES, limit: 5, invocationId: `c${c}` });
+            const { jobs } = await claimJobs(conn.executor, t.schema, {
+              leases: LEASES,
+              limit: 5,
+              invocationId: `c${c}`,
+            });
             if (jobs.length === 0 && pausedAt !== Number.POSITIVE_INFINITY) return;
             for (const job of jobs) {
               if (job.queue !== 'webhooks') continue;
