@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { SkiplockDb } from '../db/connection-options.js';
+import type { SkiplockConnection } from '../db/connection-options.js';
 import { type RequestPools, scopeConnectionsToRequests } from './runtime.js';
 
 const current = new AsyncLocalStorage<RequestConnections>();
@@ -15,7 +15,7 @@ const current = new AsyncLocalStorage<RequestConnections>();
  */
 export class RequestConnections implements RequestPools {
   /** Per runtime, its pool for each database URL this request used. */
-  readonly #pools = new Map<object, Map<string, Promise<SkiplockDb>>>();
+  readonly #pools = new Map<object, Map<string, Promise<SkiplockConnection>>>();
   #closed = false;
 
   /** The connections of the request being served, if its platform scopes them to it. */
@@ -29,7 +29,7 @@ export class RequestConnections implements RequestPools {
   }
 
   /** `owner`'s pool on `url` for this request: opened by `open` on first use. */
-  pool(owner: object, url: string, open: () => Promise<SkiplockDb>): Promise<SkiplockDb> {
+  pool(owner: object, url: string, open: () => Promise<SkiplockConnection>): Promise<SkiplockConnection> {
     // Something the request left running past its end (not handed to waitUntil) gets no new socket.
     if (this.#closed) return Promise.reject(new Error('the request has ended: its database connections are closed'));
     let pools = this.#pools.get(owner);

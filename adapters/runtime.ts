@@ -1,6 +1,6 @@
 import { DatabaseError, SkiplockError } from '../base/errors.js';
 import { jsonLogger, type Logger } from '../core/logger.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import { connectLazily } from '../db/connect-lazy.js';
 import { EnvironmentSettings, type SkiplockConfig } from './config.js';
 import { emfMetrics, type MetricsSink } from './metrics.js';
@@ -9,7 +9,7 @@ import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDa
 /** The pools of the request being served, on a platform whose sockets belong to one request. */
 export interface RequestPools {
   /** `owner`'s pool on `url` for this request, opened by `open` on first use. */
-  pool(owner: object, url: string, open: () => Promise<SkiplockDb>): Promise<SkiplockDb>;
+  pool(owner: object, url: string, open: () => Promise<SkiplockConnection>): Promise<SkiplockConnection>;
 }
 let requestPools: (() => RequestPools | undefined) | undefined;
 
@@ -44,7 +44,7 @@ export class FunctionRuntime {
   /** Set when SKIPLOCK_METRICS=emf. */
   readonly metrics: MetricsSink | undefined;
   readonly #source: DatabaseUrlSource;
-  #connection: { url: string; db: Promise<SkiplockDb> } | undefined;
+  #connection: { url: string; db: Promise<SkiplockConnection> } | undefined;
 
   constructor(settings: EnvironmentSettings, options: { fetchSecret?: SecretFetcher; logger?: Logger } = {}) {
     this.settings = settings;
@@ -61,7 +61,7 @@ export class FunctionRuntime {
   }
 
   /** The pool for the current URL; a new one when a refreshed secret changed the URL. */
-  async db(): Promise<SkiplockDb> {
+  async db(): Promise<SkiplockConnection> {
     return this.#connect(await this.#source.get());
   }
 
@@ -70,7 +70,10 @@ export class FunctionRuntime {
    * secret, fetches the secret once more, reconnects, and tries `fn` once again.
    * `failedLogin` lets callers whose errors are returned rather than thrown say so.
    */
-  async withDb<T>(fn: (db: SkiplockDb) => Promise<T>, failedLogin: (result: T) => boolean = () => false): Promise<T> {
+  async withDb<T>(
+    fn: (db: SkiplockConnection) => Promise<T>,
+    failedLogin: (result: T) => boolean = () => false,
+  ): Promise<T> {
     const attempt = async () => fn(await this.db());
     let result: T;
     try {
@@ -98,7 +101,7 @@ export class FunctionRuntime {
     await this.#source.refresh();
   }
 
-  #connect(url: string): Promise<SkiplockDb> {
+  #connect(url: string): Promise<SkiplockConnection> {
     // A platform whose sockets belong to one request (Cloudflare Workers): a pool for that request.
     const request = requestPools?.();
     if (request) return request.pool(this, url, () => this.#open(url));
@@ -113,7 +116,7 @@ export class FunctionRuntime {
     return db;
   }
 
-  #open(url: string): Promise<SkiplockDb> {
+  #open(url: string): Promise<SkiplockConnection> {
     return connectLazily({
       connectionString: url,
       driver: this.config.driver,

@@ -11,6 +11,7 @@ import * as z from 'zod';
 import { createEnqueuer } from '../core/enqueue.js';
 import { defineJob } from '../core/jobs.js';
 import { connect } from '../db/connect.js';
+import { executorOf } from '../db/executor-of.js';
 import { migrate } from '../db/migrate.js';
 import { claimJobs } from '../db/statements/claim.js';
 import { freshDatabase, vacuumAnalyze } from './db.js';
@@ -27,7 +28,7 @@ for (let i = 0; i < 20; i++)
   );
 await vacuumAnalyze(url);
 const leases = [{ kind: 'noop', leaseMs: 60_000 }];
-const first = await claimJobs(db.db, 'skiplock', { leases, limit: 500, invocationId: 'probe' });
+const first = await claimJobs(db.executor, 'skiplock', { leases, limit: 500, invocationId: 'probe' });
 
 // The statement as the driver receives it.
 const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
@@ -42,7 +43,7 @@ proto.query = function (this: unknown, ...args: unknown[]) {
 const settle = first.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' as const }));
 await db.db
   .transaction(async (tx) => {
-    await claimJobs(tx, 'skiplock', { leases, limit: 500, invocationId: 'probe', settle });
+    await claimJobs(executorOf(tx), 'skiplock', { leases, limit: 500, invocationId: 'probe', settle });
     tx.rollback();
   })
   .catch(() => {});

@@ -52,7 +52,7 @@ if (process.env.RAW) {
   }
 } else {
   for (let i = 0; i < rounds; i++) {
-    const claim = await claimJobs(db.db, 'skiplock', { leases, limit: batch, invocationId: 'probe', settle });
+    const claim = await claimJobs(db.executor, 'skiplock', { leases, limit: batch, invocationId: 'probe', settle });
     settle = claim.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' }));
   }
 }

@@ -62,7 +62,7 @@ const limits =
     : mode === 'plain'
       ? []
       : [{ scope: 'key' as const, name: 'default', maxRunning: 5 }];
-const first = await claimJobs(db.db, 'skiplock', {
+const first = await claimJobs(db.executor, 'skiplock', {
   leases,
   limit: mode === 'ordering' ? 500 : 100,
   invocationId: 'probe',

@@ -35,9 +35,9 @@ proto.query = function (this: unknown, ...args: unknown[]) {
     captured.push({ text: q.text, values: q.values ?? (args[1] as unknown[]) ?? [] });
   return original.apply(this, args);
 };
-const first = await claimJobs(db.db, 'skiplock', { leases, limit: 10, invocationId: 'probe' });
+const first = await claimJobs(db.executor, 'skiplock', { leases, limit: 10, invocationId: 'probe' });
 const settle = first.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' as const }));
-await claimJobs(db.db, 'skiplock', { leases, limit: 10, invocationId: 'probe', settle });
+await claimJobs(db.executor, 'skiplock', { leases, limit: 10, invocationId: 'probe', settle });
 proto.query = original;
 const client = new pg.Client({ connectionString: url });
 await client.connect();

@@ -42,7 +42,7 @@ try {
     });
     const now = new Date(t0 + 500);
     let at = performance.now();
-    const claim = await claimDueRuntimeSchedules(db.db, 'skiplock', { limit: 1000, leaseMs: 30_000, now });
+    const claim = await claimDueRuntimeSchedules(db.executor, 'skiplock', { limit: 1000, leaseMs: 30_000, now });
     const claimMs = performance.now() - at;
     at = performance.now();
     const plan = planRuntimeTick(claim.rows, claim.now, silentLogger);
@@ -50,8 +50,8 @@ try {
     at = performance.now();
     const fired =
       process.env.MOVES_ONLY === '1'
-        ? await fireRuntimeSchedules(db.db, 'skiplock', { ...plan, rows: [], scheduleOf: [] })
-        : await fireRuntimeSchedules(db.db, 'skiplock', plan);
+        ? await fireRuntimeSchedules(db.executor, 'skiplock', { ...plan, rows: [], scheduleOf: [] })
+        : await fireRuntimeSchedules(db.executor, 'skiplock', plan);
     const fireMs = performance.now() - at;
     console.log(
       `claim ${claimMs.toFixed(1)} ms (${claim.rows.length} rows), plan ${planMs.toFixed(1)} ms (${plan.rows.length} jobs), fire ${fireMs.toFixed(1)} ms (${fired.moved.size} moved)`,

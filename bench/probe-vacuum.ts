@@ -41,7 +41,7 @@ async function drain(batch: number, now?: Date): Promise<number[]> {
   let settle: { id: string; leaseToken: string; outcome: 'completed' }[] = [];
   while (true) {
     const started = performance.now();
-    const result = await claimJobs(db.db, schema, {
+    const result = await claimJobs(db.executor, schema, {
       leases,
       limit: batch,
       invocationId: randomUUID(),

@@ -350,7 +350,7 @@ async function claimLatencies(prefill: (url: string) => Promise<void>): Promise<
     let settle: { id: string; leaseToken: string; outcome: 'completed' }[] = [];
     for (let i = 0; i < PARAMS.claims; i++) {
       const t = performance.now();
-      const claim = await claimJobs(db.db, 'skiplock', {
+      const claim = await claimJobs(db.executor, 'skiplock', {
         leases: [{ kind: 'noop', leaseMs: 30_000 }],
         limit: 10,
         invocationId: 'bench',

@@ -108,7 +108,7 @@ export async function runScheduleTick(
       const times: number[] = [];
       for (let rep = 0; rep < params.reps * 4; rep++) {
         const started = performance.now();
-        await sweepDoomed(db.db, 'skiplock', {
+        await sweepDoomed(db.executor, 'skiplock', {
           kinds: ['digest'],
           limit: 1000,
           now: new Date(t0 - 10_000),

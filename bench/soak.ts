@@ -85,7 +85,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       let settle: { id: string; leaseToken: string; outcome: 'completed' }[] = [];
       while (!stop) {
         const started = performance.now();
-        const result = await claimJobs(db.db, schema, {
+        const result = await claimJobs(db.executor, schema, {
           leases: [{ kind: 'noop', leaseMs: LEASE_MS }],
           limit: 10,
           invocationId: randomUUID(),

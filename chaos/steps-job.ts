@@ -4,6 +4,7 @@ import { DiscardError, RetryError } from '../base/errors.js';
 import { defineJob } from '../core/jobs.js';
 import type { AnyPgDatabase } from '../db/connect.js';
 import { queryRows } from '../db/execute.js';
+import { executorOf } from '../db/executor-of.js';
 import { CHAOS_TIMEOUT_MS } from './job.js';
 
 /** The kind of the stepped jobs (a sixteenth of a run's jobs by default); half of them wait for a signal. */
@@ -103,7 +104,7 @@ export function chaosSteppedJob(schema: string, hooks: StepHooks, options: { tra
         const name = STEPS[index] as string;
         const before = await hooks.recordStep(ctx.id, name, ctx.leaseToken);
         const [row] = await queryRows<{ id: string }>(
-          tx,
+          executorOf(tx),
           sql`insert into ${effects} (job_id, step, lease_token, pid)
             values (${ctx.id}, ${name}, ${ctx.leaseToken}, ${process.pid}) returning id::text as id`,
           schema,

@@ -59,7 +59,7 @@ const summaryRow = (job: JobRecord) => ({
 export const COMMANDS: Record<string, (ctx: CommandContext) => Promise<number>> = {
   async migrate({ conn, schema, emit, o, io }) {
     if (o.check) {
-      const drift = await checkSchema(conn.db, schema);
+      const drift = await checkSchema(conn.executor, schema);
       emit(describeDrift(schema, drift), { schema, drift, ok: !hasDrift(drift) });
       return hasDrift(drift) ? EXIT.refused : EXIT.ok;
     }

@@ -2,7 +2,7 @@ import { InvalidOptionsError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { CancelOutcome, RetryNowOutcome } from '../base/outcomes.js';
 import { JOB_STATES, type JobRecord, type ParentJob, type QueueActivityRow, type QueueStatsRow } from '../base/rows.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import { buryJobs, cancelJobs, retryNow as retryNowStatement } from '../db/statements/commands.js';
 import { getJobs, type JobFilter, listJobs as listJobsStatement } from '../db/statements/jobs-read.js';
 import { expireDeadlines as expireDeadlinesStatement } from '../db/statements/maintenance.js';
@@ -43,20 +43,20 @@ const schemaOf = (options: SchemaOption) => assertSchemaName(options.schema ?? D
 
 /** Cancels queued or running jobs; finished ones are reported with their state, unchanged. */
 export async function cancel(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   ids: readonly string[],
   options: SchemaOption = {},
 ): Promise<CancelOutcome[]> {
-  return cancelJobs(conn.db, schemaOf(options), checkIds(ids));
+  return cancelJobs(conn.executor, schemaOf(options), checkIds(ids));
 }
 
 /** Makes waiting jobs (scheduled or retry-waiting) due now; other states are reported, unchanged. */
 export async function retryNow(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   ids: readonly string[],
   options: SchemaOption = {},
 ): Promise<RetryNowOutcome[]> {
-  return retryNowStatement(conn.db, schemaOf(options), checkIds(ids));
+  return retryNowStatement(conn.executor, schemaOf(options), checkIds(ids));
 }
 
 /** What moveToDlq did to one id. */
@@ -72,7 +72,7 @@ export interface MoveToDlqOutcome {
  * error record naming `by`. Replay brings them back. Finished ones are reported, unchanged.
  */
 export async function moveToDlq(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   ids: readonly string[],
   options: SchemaOption & { reason?: string; by?: string } = {},
 ): Promise<MoveToDlqOutcome[]> {
@@ -82,7 +82,7 @@ export async function moveToDlq(
   }
   const by = options.by ?? 'unknown';
   if (by.length === 0 || by.length > 255) throw new InvalidOptionsError('by must be 1 to 255 characters');
-  const outcomes = await buryJobs(conn.db, schemaOf(options), checkIds(ids), { reason, by });
+  const outcomes = await buryJobs(conn.executor, schemaOf(options), checkIds(ids), { reason, by });
   return outcomes.map((o) => ({ id: o.id, previousState: o.previousState, moved: o.buried }));
 }
 
@@ -91,14 +91,14 @@ export async function moveToDlq(
  * its jobs at) is when a sleep is judged to be over. @defaultValue now: the database's clock
  */
 export async function getJob(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   id: string,
   options: SchemaOption & { now?: Date } = {},
 ): Promise<JobRecord | null> {
   const schema = schemaOf(options);
-  const [job] = await getJobs(conn.db, schema, checkIds([id]));
+  const [job] = await getJobs(conn.executor, schema, checkIds([id]));
   if (!job) return null;
-  return { ...job, steps: await listSteps(conn.db, schema, id, options.now) };
+  return { ...job, steps: await listSteps(conn.executor, schema, id, options.now) };
 }
 
 /**
@@ -108,7 +108,7 @@ export async function getJob(
 export interface ListJobsOptions extends SchemaOption, JobFilter {}
 
 /** Lists jobs newest first, filtered by state, queue, kind, DLQ reason and time. */
-export async function listJobs(conn: SkiplockDb, options: ListJobsOptions = {}): Promise<JobRecord[]> {
+export async function listJobs(conn: SkiplockConnection, options: ListJobsOptions = {}): Promise<JobRecord[]> {
   const limit = options.limit ?? 50;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
     throw new InvalidOptionsError('limit must be an integer from 1 to 1000');
@@ -123,13 +123,13 @@ export async function listJobs(conn: SkiplockDb, options: ListJobsOptions = {}):
   } catch (err) {
     throw new InvalidOptionsError((err as Error).message);
   }
-  return listJobsStatement(conn.db, schemaOf(options), { ...options, limit });
+  return listJobsStatement(conn.executor, schemaOf(options), { ...options, limit });
 }
 
 /** Depth per queue and kind (ready, scheduled, retry-waiting, running, expired leases, dead, …). */
-export async function stats(conn: SkiplockDb, options: SchemaOption = {}): Promise<QueueStatsRow[]> {
+export async function stats(conn: SkiplockConnection, options: SchemaOption = {}): Promise<QueueStatsRow[]> {
   const schema = schemaOf(options);
-  const [rows, paused] = await Promise.all([queueStats(conn.db, schema), listPauses(conn.db, schema)]);
+  const [rows, paused] = await Promise.all([queueStats(conn.executor, schema), listPauses(conn.executor, schema)]);
   const find = (scope: 'queue' | 'kind', name: string) => paused.find((p) => p.scope === scope && p.name === name);
   return rows.map((row) => {
     const p = find('queue', row.queue) ?? find('kind', row.kind);
@@ -139,10 +139,10 @@ export async function stats(conn: SkiplockDb, options: SchemaOption = {}): Promi
 
 /** Throughput and error rate per queue and kind over the last `windowSeconds` (default 300). */
 export async function activity(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   options: SchemaOption & { windowSeconds?: number } = {},
 ): Promise<QueueActivityRow[]> {
-  return queueActivity(conn.db, schemaOf(options), options.windowSeconds ?? 300);
+  return queueActivity(conn.executor, schemaOf(options), options.windowSeconds ?? 300);
 }
 
 /**
@@ -150,7 +150,7 @@ export async function activity(
  * by hour, … `buckets` 1..1440, `bucketSeconds` 1..86400.
  */
 export async function activitySeries(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   options: SchemaOption & { bucketSeconds: number; buckets: number; queue?: string; now?: Date },
 ): Promise<ActivityBucket[]> {
   const { bucketSeconds, buckets, queue } = options;
@@ -167,7 +167,7 @@ export async function activitySeries(
       throw new InvalidOptionsError((err as Error).message);
     }
   }
-  return activitySeriesStatement(conn.db, schemaOf(options), { bucketSeconds, buckets, queue, now: options.now });
+  return activitySeriesStatement(conn.executor, schemaOf(options), { bucketSeconds, buckets, queue, now: options.now });
 }
 
 /**
@@ -175,16 +175,19 @@ export async function activitySeries(
  * charts read instead of the finished rows. Maintenance runs it every tick; the console before its
  * charts. Returns the rows written (0 when another caller is rolling up at that moment).
  */
-export async function rollUpActivity(conn: SkiplockDb, options: SchemaOption & { now?: Date } = {}): Promise<number> {
-  return rollUpActivityStatement(conn.db, schemaOf(options), { now: options.now });
+export async function rollUpActivity(
+  conn: SkiplockConnection,
+  options: SchemaOption & { now?: Date } = {},
+): Promise<number> {
+  return rollUpActivityStatement(conn.executor, schemaOf(options), { now: options.now });
 }
 
 /** Moves queued jobs past their deadline to the DLQ (`deadline_exceeded`). Returns their ids. */
 export async function expireDeadlines(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   options: SchemaOption & { limit?: number } = {},
 ): Promise<string[]> {
-  return expireDeadlinesStatement(conn.db, schemaOf(options), options.limit ?? 1000);
+  return expireDeadlinesStatement(conn.executor, schemaOf(options), options.limit ?? 1000);
 }
 
 export type { ActivityBucket, CancelOutcome, JobRecord, ParentJob, QueueActivityRow, QueueStatsRow, RetryNowOutcome };

@@ -1,6 +1,6 @@
 import { InvalidOptionsError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import {
   type BreakerState,
   type DestinationHealth,
@@ -15,8 +15,8 @@ import { MAX_DESTINATION_LENGTH } from './destinations.js';
  * rolling window, since when it is open, when the next probe may go, a Retry-After deferral. Open
  * and half-open ones first.
  */
-export async function breakers(conn: SkiplockDb, options: ControlOptions = {}): Promise<DestinationHealth[]> {
-  return listDestinations(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA));
+export async function breakers(conn: SkiplockConnection, options: ControlOptions = {}): Promise<DestinationHealth[]> {
+  return listDestinations(conn.executor, assertSchemaName(options.schema ?? DEFAULT_SCHEMA));
 }
 
 /**
@@ -26,7 +26,7 @@ export async function breakers(conn: SkiplockDb, options: ControlOptions = {}): 
  * of the destination).
  */
 export async function resetBreaker(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   destination: string,
   options: ControlOptions & { by: string },
 ): Promise<{ previous: BreakerState | null }> {
@@ -38,7 +38,7 @@ export async function resetBreaker(
     throw new InvalidOptionsError('by must name who resets the breaker (1-255 characters)');
   }
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
-  return { previous: await resetDestination(conn.db, schema, { name: destination, by }) };
+  return { previous: await resetDestination(conn.executor, schema, { name: destination, by }) };
 }
 
 export type { BreakerState, DestinationHealth };

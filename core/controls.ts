@@ -1,7 +1,7 @@
 import type { LimitScope } from '../base/controls.js';
 import { InvalidOptionsError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import type { LimitOverride } from '../db/statements/limits.js';
 import {
   clearLimit as clearLimitStatement,
@@ -57,7 +57,7 @@ const schemaOf = (options: ControlOptions) => assertSchemaName(options.schema ??
  * deadline still goes to the DLQ.
  */
 export async function pause(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   target: PauseTarget,
   options: ControlOptions & { by: string; reason?: string },
 ): Promise<{ pause: Pause; changed: boolean }> {
@@ -66,21 +66,21 @@ export async function pause(
   if (options.reason !== undefined && (typeof options.reason !== 'string' || options.reason.length > 1000)) {
     throw new InvalidOptionsError('reason must be a string of at most 1000 characters');
   }
-  return pauseStatement(conn.db, schemaOf(options), { ...targetOf(target), by, reason: options.reason });
+  return pauseStatement(conn.executor, schemaOf(options), { ...targetOf(target), by, reason: options.reason });
 }
 
 /** Resumes a paused queue or kind: its jobs are claimable at the next claim. Returns the pause it ended, or null. */
 export async function resume(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   target: PauseTarget,
   options: ControlOptions = {},
 ): Promise<Pause | null> {
-  return resumeStatement(conn.db, schemaOf(options), targetOf(target));
+  return resumeStatement(conn.executor, schemaOf(options), targetOf(target));
 }
 
 /** What is paused, since when and by whom, oldest first. */
-export async function pauses(conn: SkiplockDb, options: ControlOptions = {}): Promise<Pause[]> {
-  return listPauses(conn.db, schemaOf(options));
+export async function pauses(conn: SkiplockConnection, options: ControlOptions = {}): Promise<Pause[]> {
+  return listPauses(conn.executor, schemaOf(options));
 }
 
 /**
@@ -106,7 +106,7 @@ function limitTargetOf(target: LimitTarget): { scope: LimitScope; name: string }
  * override it replaced (null when there was none).
  */
 export async function setLimit(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   target: LimitTarget,
   maxRunning: number,
   options: ControlOptions & { by: string; reason?: string },
@@ -120,7 +120,7 @@ export async function setLimit(
   if (options.reason !== undefined && (typeof options.reason !== 'string' || options.reason.length > 1000)) {
     throw new InvalidOptionsError('reason must be a string of at most 1000 characters');
   }
-  return setLimitStatement(conn.db, schemaOf(options), {
+  return setLimitStatement(conn.executor, schemaOf(options), {
     ...limitTargetOf(target),
     maxRunning,
     by,
@@ -130,11 +130,11 @@ export async function setLimit(
 
 /** Removes a run-time limit: the code's limit for the target, if any, applies again from the next claim. */
 export async function clearLimit(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   target: LimitTarget,
   options: ControlOptions = {},
 ): Promise<LimitOverride | null> {
-  return clearLimitStatement(conn.db, schemaOf(options), limitTargetOf(target));
+  return clearLimitStatement(conn.executor, schemaOf(options), limitTargetOf(target));
 }
 
 /**
@@ -142,10 +142,10 @@ export async function clearLimit(
  * busiest key and its count). Limits declared only in code are not stored: the worker applies them.
  */
 export async function limits(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   options: ControlOptions = {},
 ): Promise<(LimitOverride & { running: number; busiestKey: string | null })[]> {
-  return listLimits(conn.db, schemaOf(options));
+  return listLimits(conn.executor, schemaOf(options));
 }
 
 export type { LimitOverride, LimitScope, Pause, PauseScope };

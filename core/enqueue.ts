@@ -8,8 +8,9 @@ import {
 } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
-import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
 import { queryRows } from '../db/execute.js';
+import type { Executor } from '../db/executor.js';
+import { type ExecutorSource, executorOf } from '../db/executor-of.js';
 import {
   findDedupeHolders,
   type InsertRow,
@@ -75,8 +76,11 @@ export interface PreparedEnqueue {
   read(results: readonly unknown[]): { id: string | null; outcome: EnqueueResult['outcome'] }[];
 }
 
-/** Where enqueue writes: any Drizzle Postgres database or transaction, or a SkiplockDb. */
-export type EnqueueTarget = AnyPgDatabase | SkiplockDb;
+/**
+ * Where enqueue writes: a connection from connect(), any Drizzle Postgres database or transaction, or
+ * a queryExecutor over any other client (db/executor-of.ts).
+ */
+export type EnqueueTarget = ExecutorSource;
 
 export interface Enqueuer {
   /** Enqueues one job, in `db`'s transaction when `db` is one. */
@@ -199,10 +203,10 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
       ? await tracing.enqueue(
           rows,
           (carrier) =>
-            insertRows(databaseOf(target), carrier ? rows.map((row) => ({ ...row, trace_context: carrier })) : rows),
+            insertRows(executorOf(target), carrier ? rows.map((row) => ({ ...row, trace_context: carrier })) : rows),
           (written) => written.map((r) => r.id),
         )
-      : await insertRows(databaseOf(target), rows);
+      : await insertRows(executorOf(target), rows);
     await noteDue(requests, rows);
     if (nudged.length > 0) await config.nudger?.nudge(nudged);
     return results;
@@ -222,7 +226,7 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
   };
 
   /** Writes the rows (a second pass for dedupe holders it could not see), one result per row. */
-  const insertRows = async (db: AnyPgDatabase, rows: JobInsertRow[]): Promise<EnqueueResult[]> => {
+  const insertRows = async (db: Executor, rows: JobInsertRow[]): Promise<EnqueueResult[]> => {
     const results: (EnqueueResult | undefined)[] = new Array(rows.length);
     const supersededBy = supersededReplaceRows(rows);
 
@@ -305,7 +309,7 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     if (options.nudge === true && !config.nudger) {
       throw new InvalidOptionsError('nudge: true needs a nudger: createEnqueuer({ nudger })');
     }
-    const db = databaseOf(target);
+    const db = executorOf(target);
     const write = async (traceContext: Record<string, string> | null) =>
       readPublishRows(
         await queryRows<PublishRow>(
@@ -460,11 +464,6 @@ function withParentIds(row: JobInsertRow, results: readonly (EnqueueResult | und
   if (!row.after_ords) return row;
   const ids = row.after_ords.map((ord) => results[ord]?.id).filter((id): id is string => id !== undefined);
   return { ...row, after_ids: [...new Set([...(row.after_ids ?? []), ...ids])], after_ords: null };
-}
-
-/** The Drizzle database of an enqueue target. */
-export function databaseOf(target: EnqueueTarget): AnyPgDatabase {
-  return 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
 }
 
 /** What writing `row` did: a row that was not inserted replaced or was deduplicated, by its mode. */

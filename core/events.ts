@@ -7,7 +7,7 @@ import {
   PayloadValidationError,
 } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import {
   type Delivered,
   type EventDelivery,
@@ -238,35 +238,35 @@ export interface EventsAdminOptions {
  * the app). Returns the kinds written and retired.
  */
 export async function syncSubscriptions(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   registry: JobRegistry,
   options: EventsAdminOptions & { prune?: boolean } = {},
 ): Promise<{ written: string[]; retired: string[]; subscriptions: number }> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const specs = subscriptionsOf(registry.all());
-  const written = await syncSubscriptionsStatement(conn.db, schema, specs, options.now);
+  const written = await syncSubscriptionsStatement(conn.executor, schema, specs, options.now);
   const retired = options.prune
-    ? await retireSubscriptionsStatement(conn.db, schema, { except: specs.map((s) => s.kind) }, options.now)
+    ? await retireSubscriptionsStatement(conn.executor, schema, { except: specs.map((s) => s.kind) }, options.now)
     : [];
   return { written, retired, subscriptions: specs.length };
 }
 
 /** Retires subscriptions by kind: publishes stop writing their jobs; the rows stay (retired_at). */
 export async function retireSubscriptions(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   kinds: readonly string[],
   options: EventsAdminOptions = {},
 ): Promise<string[]> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
-  return retireSubscriptionsStatement(conn.db, schema, { kinds }, options.now);
+  return retireSubscriptionsStatement(conn.executor, schema, { kinds }, options.now);
 }
 
 /** Every subscription in the database, active and retired. */
 export async function listSubscriptions(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   options: EventsAdminOptions = {},
 ): Promise<SubscriptionRecord[]> {
-  return listSubscriptionRecords(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA));
+  return listSubscriptionRecords(conn.executor, assertSchemaName(options.schema ?? DEFAULT_SCHEMA));
 }
 
 export interface ListEventsOptions extends EventsAdminOptions {
@@ -280,13 +280,13 @@ export interface ListEventsOptions extends EventsAdminOptions {
 }
 
 /** Events by name and time range, newest first. */
-export async function listEvents(conn: SkiplockDb, options: ListEventsOptions = {}): Promise<EventRecord[]> {
+export async function listEvents(conn: SkiplockConnection, options: ListEventsOptions = {}): Promise<EventRecord[]> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const limit = options.limit ?? 100;
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
     throw new InvalidOptionsError('limit must be an integer from 1 to 10000');
   }
-  return listEventRecords(conn.db, schema, { ...options, limit });
+  return listEventRecords(conn.executor, schema, { ...options, limit });
 }
 
 /**
@@ -294,21 +294,21 @@ export async function listEvents(conn: SkiplockDb, options: ListEventsOptions = 
  * by name: flagged by `skiplock stats` and the maintenance report, like a queue no worker serves.
  */
 export async function unsubscribedEvents(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   options: EventsAdminOptions & { withinMs?: number } = {},
 ): Promise<{ name: string; count: number; lastPublishedAt: Date }[]> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const now = options.now?.getTime() ?? Date.now();
-  return unsubscribedEventCounts(conn.db, schema, new Date(now - (options.withinMs ?? 3_600_000)));
+  return unsubscribedEventCounts(conn.executor, schema, new Date(now - (options.withinMs ?? 3_600_000)));
 }
 
 /** An event with its subscribers' jobs and their states, or null. */
 export async function getEvent(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   id: string,
   options: EventsAdminOptions = {},
 ): Promise<(EventRecord & { jobs: EventDelivery[] }) | null> {
-  return getEventRecord(conn.db, assertSchemaName(options.schema ?? DEFAULT_SCHEMA), id);
+  return getEventRecord(conn.executor, assertSchemaName(options.schema ?? DEFAULT_SCHEMA), id);
 }
 
 export interface ReplayEventsOptions extends EventsAdminOptions {
@@ -326,7 +326,7 @@ export interface ReplayEventsOptions extends EventsAdminOptions {
  * Gives a subscriber the events of its name it has no job for, published in [from, to): a job each,
  * in one statement. Idempotent: a second replay, or a reconcile beside it, writes no job twice.
  */
-export async function replayEvents(conn: SkiplockDb, options: ReplayEventsOptions): Promise<Delivered[]> {
+export async function replayEvents(conn: SkiplockConnection, options: ReplayEventsOptions): Promise<Delivered[]> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const limit = options.limit ?? 1_000;
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
@@ -341,10 +341,10 @@ export async function replayEvents(conn: SkiplockDb, options: ReplayEventsOption
     throw new InvalidOptionsError('replayEvents needs from < to');
   }
   const subscription = assertLabel('kind', options.subscription);
-  const delivered = await replayEventsStatement(conn.db, schema, { subscription, from: options.from, to, limit });
+  const delivered = await replayEventsStatement(conn.executor, schema, { subscription, from: options.from, to, limit });
   if (delivered.length > 0) return delivered;
   // Nothing written: say so when the name is wrong, rather than look like a replay with nothing missing.
-  const found = (await listSubscriptionRecords(conn.db, schema)).find((s) => s.kind === subscription);
+  const found = (await listSubscriptionRecords(conn.executor, schema)).find((s) => s.kind === subscription);
   if (!found) {
     throw new InvalidOptionsError(`no subscription ${subscription} (skiplock events subscriptions lists them)`);
   }

@@ -1,6 +1,6 @@
 import { InvalidOptionsError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import { eventOfJob } from '../db/statements/events.js';
 import { type ExplainEvidence, explainJob } from '../db/statements/explain.js';
 import { getJobs } from '../db/statements/jobs-read.js';
@@ -69,24 +69,24 @@ export interface ExplainOptions {
  * it ends — or that it is ready, and how many ready jobs are ahead of it. Null for an unknown id.
  */
 export async function explain(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   id: string,
   options: ExplainOptions = {},
 ): Promise<JobExplanation | null> {
   if (!/^[1-9][0-9]{0,18}$/.test(id)) throw new InvalidOptionsError('a job id is a positive integer');
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
-  const [row] = await getJobs(conn.db, schema, [id]);
+  const [row] = await getJobs(conn.executor, schema, [id]);
   if (!row) return null;
   const jobs = options.jobs ?? [];
   const evidence = await explainJob(
-    conn.db,
+    conn.executor,
     schema,
     { id, kind: row.kind },
     { limits: declaredLimits(jobs), rateLimits: declaredRateLimits(jobs), windows: declaredWindows(jobs) },
     options.now,
   );
   if (!evidence.job) return null;
-  const origin = await eventOfJob(conn.db, schema, id);
+  const origin = await eventOfJob(conn.executor, schema, id);
   return { ...explanationOf(evidence, jobs.find((j) => j.kind === row.kind)?.timeoutMs), origin };
 }
 

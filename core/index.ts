@@ -14,9 +14,11 @@ export {
   DRIVERS,
   type Driver,
   type DrizzleFactory,
+  type SkiplockConnection,
   type SkiplockDb,
 } from '../db/connect.js';
 export { toSkiplockError } from '../db/execute.js';
+export type { Executor, HotStatementHint } from '../db/executor.js';
 export { type MigrateOptions, type MigrateResult, migrate } from '../db/migrate.js';
 export { type QueryFunction, queryExecutor } from '../db/query-executor.js';
 export { JOB_STATES, type JobState, jobs, jobsTableFor } from '../db/schema.js';

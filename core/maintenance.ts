@@ -1,7 +1,7 @@
 import { ConfigError, DatabaseError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { QueueStatsRow } from '../base/rows.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import { pruneEvents, reconcileDeliveries, unsubscribedEventCounts } from '../db/statements/events.js';
 import { compactCompletedCounts, expireDeadlines, pruneFinished } from '../db/statements/maintenance.js';
 import { releaseParked } from '../db/statements/ordering.js';
@@ -96,7 +96,10 @@ const RECONCILE_HORIZON_MS = 24 * 3_600_000;
  * up (before pruning: a pruned row is counted first), prune finished jobs past their retention in
  * bounded batches, and read the queue stats (for `metrics` too, with the breakers when it takes them).
  */
-export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptions = {}): Promise<MaintenanceReport> {
+export async function runMaintenance(
+  conn: SkiplockConnection,
+  options: MaintenanceOptions = {},
+): Promise<MaintenanceReport> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
   const o = { ...MAINTENANCE_DEFAULTS, ...options };
   if (
@@ -110,43 +113,43 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
   const stopAt = clock.now() + o.maxDurationMs;
   let expiredDeadlines = 0;
   while (clock.now() < stopAt) {
-    const expired = await expireDeadlines(conn.db, schema, o.pruneBatchSize);
+    const expired = await expireDeadlines(conn.executor, schema, o.pruneBatchSize);
     expiredDeadlines += expired.length;
     if (expired.length < o.pruneBatchSize) break;
   }
   const prune = async (state: 'completed' | 'dead' | 'cancelled', retentionMs: number) => {
     let total = 0;
     while (clock.now() < stopAt) {
-      const n = await pruneFinished(conn.db, schema, state, retentionMs, o.pruneBatchSize);
+      const n = await pruneFinished(conn.executor, schema, state, retentionMs, o.pruneBatchSize);
       total += n;
       if (n < o.pruneBatchSize) return { total, done: true };
     }
     return { total, done: false };
   };
-  const rolledUp = await rollUpActivity(conn.db, schema);
-  await pruneRollups(conn.db, schema, o.rollupRetentionMs);
+  const rolledUp = await rollUpActivity(conn.executor, schema);
+  await pruneRollups(conn.executor, schema, o.rollupRetentionMs);
   const completed = await prune('completed', o.completedRetentionMs);
   const cancelled = await prune('cancelled', o.completedRetentionMs);
   const dead = await prune('dead', o.deadRetentionMs);
   // Completion counts (workers that delete completed jobs) live as long as completed rows
   // would, and at least the hour the stats read; finished minutes are rolled up.
-  await compactCompletedCounts(conn.db, schema, Math.max(o.completedRetentionMs, 3_600_000));
+  await compactCompletedCounts(conn.executor, schema, Math.max(o.completedRetentionMs, 3_600_000));
   // Jobs deleted on completion (completedJobs: 'delete') leave their steps behind; pruning takes its own.
   let prunedSteps = 0;
   while (clock.now() < stopAt) {
-    const n = await pruneOrphanSteps(conn.db, schema, o.pruneBatchSize);
+    const n = await pruneOrphanSteps(conn.executor, schema, o.pruneBatchSize);
     prunedSteps += n;
     if (n < o.pruneBatchSize) break;
   }
   const now = Date.now();
   const prunedSignals = await pruneSignals(
-    conn.db,
+    conn.executor,
     schema,
     new Date(now - o.signalRetentionMs),
     new Date(now - o.deadRetentionMs),
     o.pruneBatchSize,
   );
-  const reconciled = await reconcileDeliveries(conn.db, schema, {
+  const reconciled = await reconcileDeliveries(conn.executor, schema, {
     marginMs: o.eventReconcileMarginMs,
     horizonMs: RECONCILE_HORIZON_MS,
     limit: o.pruneBatchSize,
@@ -157,7 +160,7 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
   });
   let prunedEvents = 0;
   while (clock.now() < stopAt) {
-    const n = await pruneEvents(conn.db, schema, {
+    const n = await pruneEvents(conn.executor, schema, {
       before: new Date(now - o.eventRetentionMs),
       limit: o.pruneBatchSize,
     });
@@ -165,9 +168,9 @@ export async function runMaintenance(conn: SkiplockDb, options: MaintenanceOptio
     if (n < o.pruneBatchSize) break;
   }
   // After pruning: a dead job that held its key and aged out of retention no longer holds it.
-  const released = await releaseParked(conn.db, schema, { limit: 10_000 });
-  const stats = await queueStats(conn.db, schema);
-  const unsubscribedEvents = await unsubscribedEventCounts(conn.db, schema, new Date(now - 24 * 3_600_000));
+  const released = await releaseParked(conn.executor, schema, { limit: 10_000 });
+  const stats = await queueStats(conn.executor, schema);
+  const unsubscribedEvents = await unsubscribedEventCounts(conn.executor, schema, new Date(now - 24 * 3_600_000));
   options.metrics?.queues(stats);
   if (options.metrics?.breakers) {
     const health = await breakers(conn, { schema });

@@ -1,7 +1,7 @@
 import type { DeclaredRateLimit, RateLimitScope } from '../base/controls.js';
 import { ConfigError, InvalidOptionsError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import type { RateLimitOverride } from '../db/statements/rate-limits.js';
 import {
   clearRateLimit as clearStatement,
@@ -117,7 +117,7 @@ const schemaOf = (options: RateLimitOptions) => assertSchemaName(options.schema 
  * declares for the same target until clearRateLimit(). Returns it and the override it replaced.
  */
 export async function setRateLimit(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   target: RateLimitTarget,
   rate: RateLimit,
   options: RateLimitOptions & { by: string; reason?: string },
@@ -131,16 +131,16 @@ export async function setRateLimit(
   }
   const r = rateLimitOption('rate limit', 'rate', rate ?? null, InvalidOptionsError);
   if (r === undefined) throw new InvalidOptionsError('rate limit: rate must be { limit, periodMs }');
-  return setStatement(conn.db, schemaOf(options), { ...rateTargetOf(target), ...r, by, reason: options.reason });
+  return setStatement(conn.executor, schemaOf(options), { ...rateTargetOf(target), ...r, by, reason: options.reason });
 }
 
 /** Removes a run-time rate: the code's rate for the target, if any, applies again from the next claim. */
 export async function clearRateLimit(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   target: RateLimitTarget,
   options: RateLimitOptions = {},
 ): Promise<RateLimitOverride | null> {
-  return clearStatement(conn.db, schemaOf(options), rateTargetOf(target));
+  return clearStatement(conn.executor, schemaOf(options), rateTargetOf(target));
 }
 
 /**
@@ -148,10 +148,10 @@ export async function clearRateLimit(
  * how many, and when the next token comes back. Rates declared only in code are not stored.
  */
 export async function rateLimits(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   options: RateLimitOptions = {},
 ): Promise<{ rateLimits: RateLimitOverride[]; use: RateUse[] }> {
-  return listRateLimits(conn.db, schemaOf(options));
+  return listRateLimits(conn.executor, schemaOf(options));
 }
 
 export type { DeclaredRateLimit, RateLimitOverride, RateLimitScope, RateUse };

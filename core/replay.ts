@@ -2,7 +2,7 @@ import * as z from 'zod/mini';
 import { InvalidOptionsError, PayloadValidationError, type SkiplockError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { ReplayResult } from '../base/outcomes.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import { replayDead } from '../db/statements/replay.js';
 import { check, describeIssues, issuesOf } from './issues.js';
 import type { JobRegistry } from './jobs.js';
@@ -60,7 +60,7 @@ const optionsSchema = z.object({
  * Replays dead jobs by ids or by filter. Idempotent: a replayed job is no longer dead, so
  * the same call made twice replays nothing the second time and never makes a second live job.
  */
-export async function replay(conn: SkiplockDb, options: ReplayOptions): Promise<ReplayResult> {
+export async function replay(conn: SkiplockConnection, options: ReplayOptions): Promise<ReplayResult> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
   if (options.restart && options.fromStep !== undefined) {
     throw new InvalidOptionsError('invalid replay: give restart or fromStep, not both');
@@ -109,7 +109,7 @@ export async function replay(conn: SkiplockDb, options: ReplayOptions): Promise<
     }
     payload = parsed.data;
   }
-  return replayDead(conn.db, schema, {
+  return replayDead(conn.executor, schema, {
     filter: {
       ids: options.ids,
       kind: options.kind,

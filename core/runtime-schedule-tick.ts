@@ -1,14 +1,14 @@
 import { Cron } from 'croner';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
-import type { SkiplockDb } from '../db/connect.js';
+import { executorOf } from '../db/executor-of.js';
 import {
   claimDueRuntimeSchedules,
   fireRuntimeSchedules,
   type RuntimeScheduleMove,
   type RuntimeScheduleRecord,
 } from '../db/statements/runtime-schedules.js';
-import { databaseOf, type EnqueueTarget } from './enqueue.js';
+import type { EnqueueTarget } from './enqueue.js';
 import { type Logger, silentLogger } from './logger.js';
 import { cronZone, dueOccurrences, type MissedPolicy } from './schedules.js';
 
@@ -91,11 +91,11 @@ export interface RuntimeTickResult {
  * schedules; safe beside any number of concurrent ticks, on every driver, with no transaction.
  */
 export async function runRuntimeSchedules(
-  conn: SkiplockDb | EnqueueTarget,
+  conn: EnqueueTarget,
   options: RuntimeTickOptions = {},
 ): Promise<RuntimeTickResult> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
-  const db = databaseOf(conn as EnqueueTarget);
+  const db = executorOf(conn);
   const logger = options.logger ?? silentLogger;
   const limit = options.limit ?? RUNTIME_TICK_DEFAULTS.limit;
   const leaseMs = options.leaseMs ?? RUNTIME_TICK_DEFAULTS.leaseMs;

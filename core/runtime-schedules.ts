@@ -2,8 +2,8 @@ import { Cron } from 'croner';
 import type { SQL } from 'drizzle-orm';
 import { InvalidOptionsError } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA, isTimeZone } from '../base/identifiers.js';
-import type { SkiplockDb } from '../db/connect.js';
 import { queryRows } from '../db/execute.js';
+import { executorOf } from '../db/executor-of.js';
 import {
   deleteRuntimeSchedulesStatement,
   getRuntimeSchedulesStatement,
@@ -18,7 +18,7 @@ import {
   type StoredJobOptions,
   writeRuntimeSchedulesStatement,
 } from '../db/statements/runtime-schedules.js';
-import { databaseOf, ENQUEUE_DEFAULTS, type EnqueueTarget, jobInsertRow } from './enqueue.js';
+import { ENQUEUE_DEFAULTS, type EnqueueTarget, jobInsertRow } from './enqueue.js';
 import type { EnqueueOptions } from './enqueue-options.js';
 import type { PayloadInput, PayloadSchema } from './issues.js';
 import type { JobDefinition } from './jobs.js';
@@ -352,7 +352,7 @@ export function createScheduler(config: SchedulerConfig = {}): Scheduler {
   };
 
   const run = async <T>(target: EnqueueTarget, prepared: PreparedScheduleChange<T>): Promise<T> => {
-    const db = databaseOf(target);
+    const db = executorOf(target);
     const raw: unknown[] = [];
     for (const statement of prepared.statements) raw.push(await queryRows(db, statement, schema));
     return prepared.read(raw);
@@ -383,7 +383,7 @@ export function createScheduler(config: SchedulerConfig = {}): Scheduler {
     deleteSchedule: (db, key) => run(db, prepare.deleteSchedule(key)),
     getSchedule: async (db, key) =>
       readRuntimeScheduleRecords(
-        await queryRows(databaseOf(db), getRuntimeSchedulesStatement(schema, [checkKey('schedule key', key)]), schema),
+        await queryRows(executorOf(db), getRuntimeSchedulesStatement(schema, [checkKey('schedule key', key)]), schema),
       )[0] ?? null,
     applySchedules: async (db, setId, specs, options) => run(db, prepare.applySchedules(setId, specs, options)),
     prepare,
@@ -410,11 +410,11 @@ export const applySchedules = defaultScheduler.applySchedules;
 
 /** A page of run-time schedules by key (the CLI and the console; listSchedules merges them with the code's). */
 export async function listRuntimeSchedules(
-  conn: SkiplockDb | EnqueueTarget,
+  conn: EnqueueTarget,
   options: { schema?: string; prefix?: string; after?: string; limit?: number } = {},
 ): Promise<RuntimeScheduleRecord[]> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
-  return listRuntimeScheduleRecords(databaseOf(conn as EnqueueTarget), schema, {
+  return listRuntimeScheduleRecords(executorOf(conn), schema, {
     prefix: options.prefix,
     after: options.after,
     limit: Math.min(Math.max(options.limit ?? 100, 1), 10_000),

@@ -2,7 +2,7 @@ import { Cron } from 'croner';
 import { ConfigError } from '../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA, isTimeZone } from '../base/identifiers.js';
 import type { JobInsertRow } from '../base/rows.js';
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import { listRuntimeScheduleRecords } from '../db/statements/runtime-schedules.js';
 import { fireSchedule, listScheduleRecords, type ScheduleRecord, syncSchedules } from '../db/statements/schedules.js';
 import { ENQUEUE_DEFAULTS, jobInsertRow } from './enqueue.js';
@@ -181,7 +181,7 @@ export interface ScheduleTickResult {
  * clock. Safe to run from any number of invocations at once: each occurrence is enqueued once.
  */
 export async function runSchedules(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   schedules: readonly ScheduleDefinition[],
   options: ScheduleTickOptions = {},
 ): Promise<ScheduleTickResult> {
@@ -191,7 +191,7 @@ export async function runSchedules(
   const logger = options.logger ?? silentLogger;
   const maxPayloadBytes = options.maxPayloadBytes ?? ENQUEUE_DEFAULTS.maxPayloadBytes;
   const { now, last } = await syncSchedules(
-    conn.db,
+    conn.executor,
     schema,
     schedules.map((s) => ({ name: s.name, cron: s.cron, timezone: s.timezone, kind: s.job.kind })),
     options.now,
@@ -220,7 +220,7 @@ export async function runSchedules(
       logger.error('schedule_failed', { schedule: def.name, error });
       continue;
     }
-    const fired = await fireSchedule(conn.db, schema, { name: def.name, expected, last: through, rows });
+    const fired = await fireSchedule(conn.executor, schema, { name: def.name, expected, last: through, rows });
     if (!fired.fired) continue; // another tick moved it first
     enqueue.forEach((occurrence, i) => {
       const jobId = fired.ids[i] ?? null;
@@ -270,7 +270,7 @@ export interface ScheduleStatus {
  * first `runtimeLimit` by key, or those whose key starts with `prefix`).
  */
 export async function listSchedules(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   options: {
     schema?: string;
     defined?: readonly ScheduleDefinition[];
@@ -282,8 +282,8 @@ export async function listSchedules(
   } = {},
 ): Promise<ScheduleStatus[]> {
   const schema = assertSchemaName(options.schema ?? DEFAULT_SCHEMA);
-  const records = await listScheduleRecords(conn.db, schema);
-  const runtime = await listRuntimeScheduleRecords(conn.db, schema, {
+  const records = await listScheduleRecords(conn.executor, schema);
+  const runtime = await listRuntimeScheduleRecords(conn.executor, schema, {
     prefix: options.prefix,
     limit: Math.min(Math.max(options.runtimeLimit ?? 1000, 1), 100_000),
   });

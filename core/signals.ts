@@ -1,6 +1,6 @@
 import type { SQL } from 'drizzle-orm';
 import { InvalidOptionsError, PayloadTooLargeError, SignalTokenError } from '../base/errors.js';
-import type { AnyPgDatabase, SkiplockDb } from '../db/connect.js';
+import { type ExecutorSource, executorOf } from '../db/executor-of.js';
 import { queryUnderSignalLock, type SendSignalRow, sendSignalStatement, signalLock } from '../db/statements/signals.js';
 
 /** The longest signal key. */
@@ -77,7 +77,7 @@ function storedTokenId(via: { tokenId?: string; id?: unknown }): string | undefi
  * `via.id`: the sender's own id (a second send is deduplicated).
  */
 export async function sendSignal(
-  target: AnyPgDatabase | SkiplockDb,
+  target: ExecutorSource,
   schema: string,
   key: unknown,
   payload: unknown,
@@ -86,8 +86,7 @@ export async function sendSignal(
 ): Promise<SignalResult> {
   const p = signalParameters(key, payload, maxPayloadBytes);
   const statement = sendSignalStatement(schema, p.key, p.payloadJson, storedTokenId(via));
-  const db = 'driver' in target && 'interactiveTransactions' in target ? target.db : (target as AnyPgDatabase);
-  const rows = await queryUnderSignalLock<SendSignalRow>(db, schema, p.key, statement);
+  const rows = await queryUnderSignalLock<SendSignalRow>(executorOf(target), schema, p.key, statement);
   if (via.tokenId !== undefined && !rows[0]?.sent) {
     throw new SignalTokenError('signal_token_used', 'the signal token was already used');
   }

@@ -1,5 +1,5 @@
 import { ConfigError } from '../base/errors.js';
-import { type ConnectOptions, poolSettings, type SkiplockDb } from './connection-options.js';
+import { type ConnectOptions, poolSettings, type SkiplockConnection } from './connection-options.js';
 
 /**
  * connect() for the deployed functions, loading only the chosen driver; on pg, without a Drizzle
@@ -7,7 +7,7 @@ import { type ConnectOptions, poolSettings, type SkiplockDb } from './connection
  * `process.env.SKIPLOCK_BUNDLE_DRIVER` at build time (esbuild `define`): the branches of the
  * other drivers then fold away and their packages are not bundled at all.
  */
-export async function connectLazily(options: ConnectOptions): Promise<SkiplockDb> {
+export async function connectLazily(options: ConnectOptions): Promise<SkiplockConnection> {
   const { driver, settings } = poolSettings(options);
   if (process.env.SKIPLOCK_BUNDLE_DRIVER === undefined || process.env.SKIPLOCK_BUNDLE_DRIVER === 'pg') {
     // Without a Drizzle database: what these functions send is skiplock's own statements; a

@@ -14,6 +14,7 @@ export {
   type NeonOptions,
   type PoolSettings,
   poolSettings,
+  type SkiplockConnection,
   type SkiplockDb,
 } from './connection-options.js';
 

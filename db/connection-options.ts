@@ -1,6 +1,7 @@
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { ConfigError } from '../base/errors.js';
 import { DRIVERS, type Driver } from './drivers/names.js';
+import type { Executor } from './executor.js';
 
 export { DRIVERS, type Driver };
 
@@ -83,23 +84,34 @@ export type DrizzleFactory = (config: { client: any }) => {
   transaction<T>(work: (tx: AnyPgDatabase) => Promise<T>): Promise<T>;
 };
 
-/** A Drizzle database plus what skiplock needs to know about how it talks to Postgres. */
-export interface SkiplockDb {
+/**
+ * What skiplock's functions take: a connection pool (or neon-http's client) through one driver, and
+ * what skiplock needs to know about how it talks to Postgres. connect() returns one with a Drizzle
+ * database (SkiplockDb); the deployed functions' pg pool has none (see `drizzleTransaction`).
+ */
+export interface SkiplockConnection {
   readonly driver: Driver;
-  /**
-   * What skiplock's statements run on: a Drizzle database, except in the deployed functions on pg,
-   * whose pool runs them without one (see `drizzleTransaction`).
-   */
-  readonly db: AnyPgDatabase;
-  /** Whether `db.transaction()` works (false on neon-http). */
+  /** What skiplock's own statements run on (db/executor.ts). */
+  readonly executor: Executor;
+  /** Whether a Drizzle database over it can run `transaction()` (false on neon-http). */
   readonly interactiveTransactions: boolean;
   /**
-   * Set when `db` is not a Drizzle database (the deployed functions' pg pool, which keeps Drizzle's
+   * Set when it has no Drizzle database (the deployed functions' pg pool, which keeps Drizzle's
    * query builders out of their bundles): a transaction handed to a handler must then be made by
    * `drizzle` over one of the pool's connections. Unset: `db.transaction()` gives one.
    */
   readonly drizzleTransaction?: <T>(drizzle: DrizzleFactory, work: (tx: AnyPgDatabase) => Promise<T>) => Promise<T>;
   close(): Promise<void>;
+}
+
+/** What connect() returns: a connection and the Drizzle database over the same pool, for your own queries. */
+export interface SkiplockDb extends SkiplockConnection {
+  readonly db: AnyPgDatabase;
+}
+
+/** Whether `conn` carries a Drizzle database (connect()'s do; the deployed functions' pg pool does not). */
+export function hasDrizzleDatabase(conn: SkiplockConnection): conn is SkiplockDb {
+  return 'db' in conn;
 }
 
 /** Pool settings in the shape node-postgres and Neon's Pool take. */

@@ -9,54 +9,26 @@ import {
 } from '../base/errors.js';
 import { DEFAULT_SCHEMA } from '../base/identifiers.js';
 import { scrubSecrets } from '../base/scrub-secrets.js';
-import type { AnyPgDatabase } from './connect.js';
+import type { Executor, HotStatementHint } from './executor.js';
 
 /** Runs one statement and returns its rows, turning driver failures into named errors. */
-export async function queryRows<T>(db: AnyPgDatabase, query: SQL, schema: string): Promise<T[]> {
+export async function queryRows<T>(executor: Executor, query: SQL, schema: string): Promise<T[]> {
   try {
-    const result = (await db.execute(query)) as unknown as { rows: T[] };
-    return result.rows;
+    return (await executor.query(query)) as T[];
   } catch (err) {
     throw toSkiplockError(err, schema);
   }
 }
 
-/**
- * Runs a hot statement the driver's own way: pg, as a named prepared statement on the connection it
- * lands on (parsed and planned once per connection; db/drivers/pg-pool.ts); neon-http, behind `SET
- * LOCAL jit = off` in the same request unless the statement is `cheap` (db/drivers/neon-http.ts).
- */
-export type NamedRunner = (query: SQL, hint: HotStatementHint) => Promise<unknown[]>;
-
-/**
- * `cheap`: its plan's estimated cost stays far below jit_above_cost whatever the backlog (the plain
- * claim walks an index under LIMIT, ~160 with 200,000 ready jobs; a settle finds its rows by id), so
- * no driver needs to keep it from being JIT-compiled. The keyed, limited and rated claims are not:
- * their walk over keys grows with the backlog.
- */
-export interface HotStatementHint {
-  cheap: boolean;
-}
-const namedRunners = new WeakMap<object, NamedRunner>();
-
-export function registerNamedRunner(db: object, run: NamedRunner): void {
-  namedRunners.set(db, run);
-}
-
-/**
- * queryRows for the hot statements (the claim, the settle): named where the driver registered a
- * runner for `db`, else as queryRows does.
- */
-export async function queryRowsNamed<T>(
-  db: AnyPgDatabase,
+/** queryRows for the hot statements (the claim, the settle): sent the driver's own way (Executor.hot). */
+export async function queryHotRows<T>(
+  executor: Executor,
   query: SQL,
   schema: string,
   hint: HotStatementHint = { cheap: false },
 ): Promise<T[]> {
-  const run = namedRunners.get(db);
-  if (!run) return queryRows<T>(db, query, schema);
   try {
-    return (await run(query, hint)) as T[];
+    return (await executor.hot(query, hint)) as T[];
   } catch (err) {
     throw toSkiplockError(err, schema);
   }

@@ -1,5 +1,4 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { NeonHttpDatabase } from 'drizzle-orm/neon-http';
 import {
   DatabaseError,
   MigrationFailedError,
@@ -8,8 +7,9 @@ import {
   UnjournaledSchemaError,
 } from '../base/errors.js';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../base/identifiers.js';
-import type { AnyPgDatabase, SkiplockDb } from './connect.js';
+import type { SkiplockConnection } from './connection-options.js';
 import { driverFailure, isConnectionFailure, queryRows, sqlStateOf, toSkiplockError } from './execute.js';
+import type { Executor } from './executor.js';
 import {
   bootstrapStatements,
   type JournalEntry,
@@ -94,13 +94,13 @@ interface Settings {
  * (MigrationFailedError). Every run ends by building again any index of this version's schema that
  * an interrupted build left INVALID.
  */
-export async function migrate(conn: SkiplockDb, options: MigrateOptions = {}): Promise<MigrateResult> {
+export async function migrate(conn: SkiplockConnection, options: MigrateOptions = {}): Promise<MigrateResult> {
   return applyMigrations(conn, MIGRATIONS, options);
 }
 
 /** migrate() with another list of migrations: the tests and the upgrade drill bring their own. */
 export async function applyMigrations(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   migrations: readonly Migration[],
   options: MigrateOptions = {},
 ): Promise<MigrateResult> {
@@ -117,13 +117,13 @@ export async function applyMigrations(
   const same = migrations.length === MIGRATIONS.length && migrations.every((m, i) => m.hash === MIGRATIONS[i]?.hash);
   const expected = same ? expectedSchema() : undefined;
   try {
-    const state = await readJournalState(conn.db, settings.schema, tablesOf(expectedSchema()));
+    const state = await readJournalState(conn.executor, settings.schema, tablesOf(expectedSchema()));
     const journal = state.entries ?? [];
     refuseLegacyJournal(journal, settings.schema);
     const unjournaled = journal.length === 0 && state.holdsTables;
     const recorded = unjournaled ? await recordExistingSchema(conn, migrations, expected, settings) : [];
     const applied = unjournaled ? [] : await migrateSteps(conn, journal, migrations, settings);
-    const rebuiltIndexes = expected ? await rebuildInvalidIndexes(conn.db, expected, settings) : [];
+    const rebuiltIndexes = expected ? await rebuildInvalidIndexes(conn.executor, expected, settings) : [];
     return { schema: settings.schema, applied, recorded, rebuiltIndexes };
   } catch (err) {
     throw toSkiplockError(err, settings.schema);
@@ -138,13 +138,13 @@ export async function applyMigrations(
  * INVALID index (built again below) do not stand in the way.
  */
 async function recordExistingSchema(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   migrations: readonly Migration[],
   expected: Map<string, string> | undefined,
   s: Settings,
 ): Promise<string[]> {
   if (!expected) throw new UnjournaledSchemaError(s.schema, ['these migrations have no schema to compare it with']);
-  const drift = schemaDrift(await dumpSchema(conn.db, s.schema), expected);
+  const drift = schemaDrift(await dumpSchema(conn.executor, s.schema), expected);
   const differences = [
     ...drift.details.map(describeDriftDetail),
     ...drift.unvalidatedConstraints.map((name) => `constraint not validated: ${name}`),
@@ -165,7 +165,7 @@ async function recordExistingSchema(
  * other migrator did the step meanwhile; a concurrent index build is a single statement of its own.
  */
 async function migrateSteps(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   journal: readonly JournalEntry[],
   migrations: readonly Migration[],
   s: Settings,
@@ -181,7 +181,7 @@ async function migrateSteps(
       s.onProgress({ type: 'step', tag: migration.tag, step: k + 1, of: steps.length, kind: step.kind });
       try {
         if (step.kind === 'alone') {
-          await buildAlone(conn.db, migration.tag, step, s);
+          await buildAlone(conn.executor, migration.tag, step, s);
           finished = await inTransaction(conn, s, [record], done);
         } else {
           const statements = step.statements.map((statement) => sql.raw(renderStatement(statement, s.schema)));
@@ -218,7 +218,7 @@ function stepFailure(err: unknown, schema: string, where: { tag: string; step: n
  * existing objects and rolls back, and the journal, read again, says it is done.
  */
 async function inTransaction(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   s: Settings,
   statements: SQL[],
   done: { migration: Migration; step: number } | undefined,
@@ -229,26 +229,26 @@ async function inTransaction(
     sql`select set_config('statement_timeout', ${String(s.statementTimeoutMs)}, true)`,
   ];
   const setup = [...timeouts, ...bootstrapStatements(s.schema)];
-  if (conn.interactiveTransactions) {
-    return conn.db.transaction(async (tx) => {
-      await tx.execute(lock);
-      for (const statement of setup) await tx.execute(statement);
+  const { transaction } = conn.executor;
+  if (transaction) {
+    return transaction(async (tx) => {
+      await tx.query(lock);
+      for (const statement of setup) await tx.query(statement);
       if (done && (await stepDone(tx, s.schema, done))) return false;
-      for (const statement of statements) await tx.execute(statement);
+      for (const statement of statements) await tx.query(statement);
       return true;
     });
   }
-  const db = conn.db as unknown as NeonHttpDatabase;
   try {
-    await db.batch([db.execute(lock), ...[...setup, ...statements].map((statement) => db.execute(statement))]);
+    await conn.executor.batch([lock, ...setup, ...statements]);
     return true;
   } catch (err) {
-    if (done && (await stepDone(conn.db, s.schema, done))) return false;
+    if (done && (await stepDone(conn.executor, s.schema, done))) return false;
     throw err;
   }
 }
 
-async function stepDone(db: AnyPgDatabase, schema: string, done: { migration: Migration; step: number }) {
+async function stepDone(db: Executor, schema: string, done: { migration: Migration; step: number }) {
   const { entries } = await readJournalState(db, schema, []);
   const entry = entries?.find((e) => e.tag === done.migration.tag);
   return entry !== undefined && (entry.steps_done === null || entry.steps_done > done.step);
@@ -262,7 +262,7 @@ async function stepDone(db: AnyPgDatabase, schema: string, done: { migration: Mi
  * again. It ends when the index is valid; true when it dropped an INVALID one on the way.
  */
 async function buildAlone(
-  db: AnyPgDatabase,
+  db: Executor,
   tag: string | null,
   step: Step & { kind: 'alone' },
   s: Settings,
@@ -290,11 +290,11 @@ async function buildAlone(
     }
     try {
       if (now === 'invalid') {
-        await db.execute(sql.raw(`drop index concurrently if exists "${s.schema}"."${index}"`));
+        await db.query(sql.raw(`drop index concurrently if exists "${s.schema}"."${index}"`));
         dropped = true;
         s.onProgress({ type: 'invalid_index_dropped', tag, index: index as string });
       }
-      await db.execute(sql.raw(renderStatement(step.statement, s.schema)));
+      await db.query(sql.raw(renderStatement(step.statement, s.schema)));
     } catch (err) {
       // Another migrator's build of the same index started at the same instant: its name is taken,
       // the two builds deadlocked (each waits for the other's snapshot) and this one was chosen to
@@ -316,7 +316,7 @@ async function buildAlone(
  * migration's index step does (buildAlone): concurrently, with locks that let enqueues and claims
  * pass. An INVALID index this version does not define is not skiplock's to drop (--check names it).
  */
-async function rebuildInvalidIndexes(db: AnyPgDatabase, expected: Map<string, string>, s: Settings): Promise<string[]> {
+async function rebuildInvalidIndexes(db: Executor, expected: Map<string, string>, s: Settings): Promise<string[]> {
   const invalid = await queryRows<{ name: string }>(
     db,
     sql`select i.relname as name from pg_index x join pg_class i on i.oid = x.indexrelid

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { LegacyMigrationsError, MigratedByNewerVersionError, MigrationMismatchError } from '../base/errors.js';
-import type { AnyPgDatabase } from './connect.js';
 import { queryRows } from './execute.js';
+import type { Executor } from './executor.js';
 import type { Migration } from './migration-plan.js';
 
 /**
@@ -59,11 +59,7 @@ export interface JournalState {
  * The journal of `schema`, read without creating anything, and whether the schema holds any of
  * `tables`: a schema with skiplock's tables and an empty or no journal was made without migrate().
  */
-export async function readJournalState(
-  db: AnyPgDatabase,
-  schema: string,
-  tables: readonly string[],
-): Promise<JournalState> {
+export async function readJournalState(db: Executor, schema: string, tables: readonly string[]): Promise<JournalState> {
   const [state] = await queryRows<{ journal: boolean; holds_tables: boolean }>(
     db,
     sql`select to_regclass(${`"${schema}"."${JOURNAL}"`}) is not null as journal,
@@ -77,7 +73,7 @@ export async function readJournalState(
 }
 
 /** The journal's entries (the schema has one). */
-export function readJournal(db: AnyPgDatabase, schema: string): Promise<JournalEntry[]> {
+export function readJournal(db: Executor, schema: string): Promise<JournalEntry[]> {
   // steps_done read through to_jsonb: a journal written before steps were tracked lacks the column,
   // and reading must not change it (bootstrapStatements adds it with the next step).
   return queryRows<JournalEntry>(

@@ -1,6 +1,6 @@
-import type { SQL } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
-import type { AnyPgDatabase } from './connection-options.js';
+import { batchInSequence, type Executor } from './executor.js';
+import { renderSql } from './render.js';
+import { observed } from './statement-listeners.js';
 
 /**
  * Runs one statement of skiplock's, given as SQL text with `$1…` parameters, on the caller's
@@ -18,17 +18,12 @@ export type QueryFunction = (
  * `sql.begin` transaction, a Kysely transaction, a Prisma interactive transaction). The statements
  * a send of signals needs run one after another through `run`, in that same transaction.
  */
-export function queryExecutor(run: QueryFunction): AnyPgDatabase {
-  const dialect = new PgDialect();
-  const execute = async (query: SQL) => {
-    const { sql, params } = dialect.sqlToQuery(query);
+export function queryExecutor(run: QueryFunction): Executor {
+  const query: Executor['query'] = async (statement) => {
+    const { sql, params } = renderSql(statement);
     const result = await run(sql, params);
-    return { rows: Array.isArray(result) ? result : (result as { rows: readonly unknown[] }).rows };
+    return [...('rows' in result ? result.rows : result)];
   };
-  const executor = {
-    execute,
-    // Already inside the caller's transaction (or its single connection): run the work there.
-    transaction: <T>(work: (tx: unknown) => Promise<T>) => work(executor),
-  };
-  return executor as unknown as AnyPgDatabase;
+  // Already inside the caller's transaction (or on its single connection): none of its own to open.
+  return observed({ query, hot: query, batch: batchInSequence(query), transaction: undefined }, undefined);
 }

@@ -1,5 +1,5 @@
 import { assertSchemaName } from '../base/identifiers.js';
-import type { AnyPgDatabase } from './connect.js';
+import type { Executor } from './executor.js';
 import { readJournalState } from './migration-journal.js';
 import { MIGRATIONS } from './migrations.generated.js';
 import { dumpSchema, expectedSchema, type SchemaDump, tablesOf } from './schema-dump.js';
@@ -195,7 +195,7 @@ export interface SchemaCheck extends SchemaDrift {
 }
 
 /** How `schema` differs from db/schema.sql, and what its journal says (`skiplock migrate --check`). */
-export async function checkSchema(db: AnyPgDatabase, schema: string): Promise<SchemaCheck> {
+export async function checkSchema(db: Executor, schema: string): Promise<SchemaCheck> {
   const expected = expectedSchema();
   const [dump, journal] = await Promise.all([
     dumpSchema(db, schema),

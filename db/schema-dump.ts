@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { assertSchemaName } from '../base/identifiers.js';
-import type { AnyPgDatabase } from './connect.js';
 import { queryRows } from './execute.js';
+import type { Executor } from './executor.js';
 import { SCHEMA_SQL } from './schema-sql.generated.js';
 
 /**
@@ -73,7 +73,7 @@ interface ColumnRow {
   identity: string;
 }
 
-export async function dumpSchema(db: AnyPgDatabase, schemaName: string): Promise<SchemaDump> {
+export async function dumpSchema(db: Executor, schemaName: string): Promise<SchemaDump> {
   const schema = assertSchemaName(schemaName);
   const [tables, columns, constraints, indexes, views, functions, triggers] = await Promise.all([
     queryRows<{ name: string; options: string[] | null }>(

@@ -138,7 +138,7 @@ try {
   };
   say('running worker invocations:');
   const invocations = await drain('worker');
-  const before = await kindOutcomes(admin.db, schema);
+  const before = await kindOutcomes(admin.executor, schema);
   say('');
   printTable(before);
 
@@ -150,7 +150,7 @@ try {
   };
   say(`\nreplayed ${replayed.replayed.length} dead jobs through the replay function; running the worker again:`);
   const replayInvocations = await drain('replay');
-  const after = await kindOutcomes(admin.db, schema);
+  const after = await kindOutcomes(admin.executor, schema);
   say('');
   printTable(after);
 

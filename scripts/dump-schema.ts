@@ -26,7 +26,7 @@ const db = connect({ connectionString: database.url, driver: 'pg' });
 try {
   await admin.query(`drop schema if exists "${schema}" cascade`);
   await migrate(db, { schema });
-  const dump = await dumpSchema(db.db, schema);
+  const dump = await dumpSchema(db.executor, schema);
   const text = `${SCHEMA_SQL_HEADER}\n${dump.text}`;
   writeFileSync(fileURLToPath(new URL('../db/schema.sql', import.meta.url)), text);
   // The same text as a module, for `skiplock migrate --check` wherever it runs (a bundle has no db/).

@@ -1,4 +1,4 @@
-import type { SkiplockDb } from '../db/connect.js';
+import type { SkiplockConnection } from '../db/connect.js';
 import { readDatabaseNow } from '../db/statements/clock.js';
 
 /** A span of time: milliseconds, or days, hours, minutes, seconds and milliseconds added up. */
@@ -54,8 +54,8 @@ export class TestTime {
     return this.now();
   }
 
-  async catchUp(db: SkiplockDb, options: { schema?: string } = {}): Promise<Date> {
-    const databaseNow = await readDatabaseNow(db.db, options.schema ?? 'skiplock');
+  async catchUp(db: SkiplockConnection, options: { schema?: string } = {}): Promise<Date> {
+    const databaseNow = await readDatabaseNow(db.executor, options.schema ?? 'skiplock');
     this.#at = Math.max(this.#at, databaseNow.getTime());
     return this.now();
   }

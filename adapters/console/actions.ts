@@ -4,7 +4,7 @@ import { resetBreaker } from '../../core/breakers.js';
 import { pause, resume } from '../../core/controls.js';
 import { replay } from '../../core/replay.js';
 import { createScheduler, type RuntimeScheduleSpec } from '../../core/runtime-schedules.js';
-import type { SkiplockDb } from '../../db/connect.js';
+import type { SkiplockConnection } from '../../db/connect.js';
 import { type ConsoleContext, csrfField, withDb } from './context.js';
 import { type Html, html, type Page } from './html.js';
 import { filtersOf, readJobs } from './job-pages.js';
@@ -284,7 +284,7 @@ function scheduleSpecOf(ctx: ConsoleContext, form: URLSearchParams): RuntimeSche
 function onSchedule(
   verb: string,
   note: string,
-  call: (scheduler: ReturnType<typeof createScheduler>, db: SkiplockDb, key: string) => Promise<boolean>,
+  call: (scheduler: ReturnType<typeof createScheduler>, db: SkiplockConnection, key: string) => Promise<boolean>,
 ): Action {
   const keyOf = (form: URLSearchParams) => {
     const key = (form.get('key') ?? '').trim();

@@ -1,7 +1,7 @@
 import type { JobRecord } from '../../core/admin.js';
 import type { JobRegistry } from '../../core/jobs.js';
 import { maskPayload, maskSecretKeys } from '../../core/masking.js';
-import type { SkiplockDb } from '../../db/connect.js';
+import type { SkiplockConnection } from '../../db/connect.js';
 import type { FunctionRuntime } from '../runtime.js';
 import { type Html, html } from './html.js';
 
@@ -20,7 +20,7 @@ export interface ConsoleContext {
   now?: Date;
 }
 
-export const withDb = <T>(ctx: ConsoleContext, fn: (db: SkiplockDb) => Promise<T>) => ctx.runtime.withDb(fn);
+export const withDb = <T>(ctx: ConsoleContext, fn: (db: SkiplockConnection) => Promise<T>) => ctx.runtime.withDb(fn);
 
 /** A payload (or result) as the console shows it: the kind's sensitive paths and every secret-named key masked. */
 export function shownValue(ctx: ConsoleContext, job: JobRecord, value: unknown): unknown {

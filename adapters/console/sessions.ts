@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { assertSchemaName, DEFAULT_SCHEMA } from '../../base/identifiers.js';
-import type { SkiplockDb } from '../../db/connect.js';
+import type { SkiplockConnection } from '../../db/connect.js';
 import {
   type ConsoleSessionRow,
   deleteConsoleSession,
@@ -37,14 +37,14 @@ export function tokenId(token: string): string {
 
 /** Opens a session; returns the secret its cookie carries and the session. */
 export async function openConsoleSession(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   request: { who: string; readOnly: boolean; tokenId: string; client: string; ttlMs: number },
   options: Options = {},
 ): Promise<{ secret: string; session: ConsoleSession }> {
   const secret = randomToken();
   const csrf = randomToken();
   const expiresAt = await insertConsoleSession(
-    conn.db,
+    conn.executor,
     schemaOf(options),
     { ...request, id: idOf(secret), csrf },
     options.now,
@@ -54,17 +54,21 @@ export async function openConsoleSession(
 
 /** The live session a cookie's secret opens, or null (unknown, expired, or not opened by a token `issuedBy` names: tokenIds). */
 export async function readConsoleSession(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   secret: string,
   issuedBy: readonly string[],
   options: Options = {},
 ): Promise<ConsoleSession | null> {
   if (!/^[A-Za-z0-9_-]{43}$/.test(secret)) return null;
-  return findConsoleSession(conn.db, schemaOf(options), idOf(secret), issuedBy, options.now);
+  return findConsoleSession(conn.executor, schemaOf(options), idOf(secret), issuedBy, options.now);
 }
 
-export async function closeConsoleSession(conn: SkiplockDb, secret: string, options: Options = {}): Promise<void> {
-  await deleteConsoleSession(conn.db, schemaOf(options), idOf(secret));
+export async function closeConsoleSession(
+  conn: SkiplockConnection,
+  secret: string,
+  options: Options = {},
+): Promise<void> {
+  await deleteConsoleSession(conn.executor, schemaOf(options), idOf(secret));
 }
 
 /**
@@ -93,12 +97,12 @@ export function clientKey(address: string): string {
  * it is refused, if it is, and how many attempts every client made together in the window.
  */
 export async function countConsoleLoginAttempt(
-  conn: SkiplockDb,
+  conn: SkiplockConnection,
   client: string,
   throttle: LoginThrottle,
   options: Options = {},
 ): Promise<{ blockedUntil: Date | null; overallFailures: number }> {
-  const counted = await recordConsoleLoginAttempt(conn.db, schemaOf(options), client, throttle, options.now);
+  const counted = await recordConsoleLoginAttempt(conn.executor, schemaOf(options), client, throttle, options.now);
   return {
     blockedUntil: counted.blockedUntilMs === null ? null : new Date(counted.blockedUntilMs),
     overallFailures: counted.overallFailures,
@@ -106,6 +110,6 @@ export async function countConsoleLoginAttempt(
 }
 
 /** After a right token: the client's attempts are forgotten. */
-export async function forgetConsoleLoginAttemptsOf(conn: SkiplockDb, client: string, options: Options = {}) {
-  await forgetConsoleLoginAttempts(conn.db, schemaOf(options), client);
+export async function forgetConsoleLoginAttemptsOf(conn: SkiplockConnection, client: string, options: Options = {}) {
+  await forgetConsoleLoginAttempts(conn.executor, schemaOf(options), client);
 }

@@ -19,7 +19,7 @@ import {
   type Worker,
   type WorkerOptions,
 } from '../../core/worker/index.js';
-import type { SkiplockDb } from '../../db/connect.js';
+import type { SkiplockConnection } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import type { SkiplockConfig } from '../config.js';
 import { type FunctionRuntime, isAuthFailure } from '../runtime.js';
@@ -229,7 +229,7 @@ const MAX_WORKERS_PER_POOL = 8;
 export class DeployedWorker {
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
   readonly #jobs: readonly JobDefinition<any, any>[];
-  readonly #byPool = new WeakMap<SkiplockDb, Map<string, BuiltWorker>>();
+  readonly #byPool = new WeakMap<SkiplockConnection, Map<string, BuiltWorker>>();
 
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
   constructor(jobs: readonly JobDefinition<any, any>[]) {
@@ -258,7 +258,7 @@ export class DeployedWorker {
     return summary;
   }
 
-  #workerFor(db: SkiplockDb, runtime: FunctionRuntime, config: SkiplockConfig, inputs: WorkerInputs): Worker {
+  #workerFor(db: SkiplockConnection, runtime: FunctionRuntime, config: SkiplockConfig, inputs: WorkerInputs): Worker {
     const kinds = inputs.kinds ?? config.kinds;
     const queues = inputs.queues ?? config.queues;
     const name = inputs.name ?? config.workerName;

@@ -4,7 +4,7 @@ import { lambdaStarter } from '../../adapters/lambda-invoke.js';
 import type { JobDefinition } from '../../core/jobs.js';
 import type { Logger } from '../../core/logger.js';
 import { createWorker, type InvocationSummary } from '../../core/worker/index.js';
-import type { NeonOptions, SkiplockDb } from '../../db/connect.js';
+import type { NeonOptions, SkiplockConnection } from '../../db/connect.js';
 import { connectLazily } from '../../db/connect-lazy.js';
 
 /** Connections the benchmark's worker containers open carry this application_name. */
@@ -33,7 +33,7 @@ export interface WorkerFunctionOptions {
 }
 
 interface Container {
-  db: SkiplockDb;
+  db: SkiplockConnection;
 }
 
 /**

@@ -61,7 +61,7 @@ export class Admission {
     const { db, schema, name, leaseGraceMs, clock } = this.#settings;
     for (let tries = 0; tries <= this.#max; tries++) {
       const registration = await this.#deadline.inTime(
-        registerInvocation(db.db, schema, {
+        registerInvocation(db.executor, schema, {
           worker: name,
           invocationId: this.#invocationId,
           max: this.#max,
@@ -115,7 +115,7 @@ export class Admission {
     const { db, schema, name, kindList, queues, logger } = this.#settings;
     try {
       const backlog = await this.#deadline.inTime(
-        readBacklog(db.db, schema, {
+        readBacklog(db.executor, schema, {
           worker: name,
           kinds: kindList.map((k) => k.definition.kind),
           queues,
@@ -160,7 +160,7 @@ export class Admission {
     const { db, schema, name } = this.#settings;
     // Best effort: a slot not freed expires with the registration.
     await this.#deadline
-      .inTime(unregisterInvocation(db.db, schema, { worker: name, invocationId: this.#invocationId }))
+      .inTime(unregisterInvocation(db.executor, schema, { worker: name, invocationId: this.#invocationId }))
       .catch(() => {});
   }
 }

@@ -8,6 +8,7 @@ import {
 } from '../../base/errors.js';
 import type { DestinationOutcomeOf, Outcome } from '../../base/outcomes.js';
 import type { ClaimedJob, ParentJob } from '../../base/rows.js';
+import { executorOf } from '../../db/executor-of.js';
 import { readParents } from '../../db/statements/jobs-read.js';
 import { extendLease, reportProgress, settleJobs } from '../../db/statements/settle.js';
 import { toBackoff } from '../backoff.js';
@@ -216,7 +217,7 @@ export class Attempt implements ContextSource {
           ...(result === undefined ? {} : { result }),
           ...destinationOf(this, undefined),
         };
-        const settled = await settleJobs(tx, schema, [done], statementNow(this.#host.settings), completion);
+        const settled = await settleJobs(executorOf(tx), schema, [done], statementNow(this.#host.settings), completion);
         if (settled.length === 0) throw new JobAbort('lease_lost', 'the lease was lost before commit');
       });
     } catch (thrown) {
@@ -327,19 +328,23 @@ export class Attempt implements ContextSource {
 
   async reportProgress(progress: unknown): Promise<boolean> {
     const { db, schema } = this.#host.settings;
-    const ok = this.#fenced(await reportProgress(db.db, schema, this.job, progress, statementNow(this.#host.settings)));
+    const ok = this.#fenced(
+      await reportProgress(db.executor, schema, this.job, progress, statementNow(this.#host.settings)),
+    );
     if (ok) this.lastProgress = progress ?? null;
     return ok;
   }
 
   parents(): Promise<ParentJob[]> {
     const { db, schema } = this.#host.settings;
-    return readParents(db.db, schema, this.job.id);
+    return readParents(db.executor, schema, this.job.id);
   }
 
   async extendLease(ms: number): Promise<boolean> {
     const { db, schema } = this.#host.settings;
-    return this.#fenced((await extendLease(db.db, schema, this.job, ms, statementNow(this.#host.settings))) !== null);
+    return this.#fenced(
+      (await extendLease(db.executor, schema, this.job, ms, statementNow(this.#host.settings))) !== null,
+    );
   }
 
   /** A fenced write that found nothing: another holder has the job, so this attempt is over. */

@@ -165,7 +165,7 @@ export class BatchRun implements Watched {
     const { db, schema } = this.#host.settings;
     const running = this.members.filter((m) => !m.end);
     const extended = await extendLeases(
-      db.db,
+      db.executor,
       schema,
       running.map((m) => m.job),
       ms,

@@ -280,7 +280,7 @@ export class Invocation implements AttemptHost {
       subscriptions: subscriptionsOf(this.settings.kindList.map((k) => k.definition)),
     };
     const { dead, schedulesDue } = await this.#deadline.inTime(
-      sweepDoomed(db.db, schema, {
+      sweepDoomed(db.executor, schema, {
         kinds: [...kinds.keys()],
         queues,
         limit: 1000,
@@ -306,7 +306,7 @@ export class Invocation implements AttemptHost {
     const { db, schema, kinds, queues, schedules, scheduleTickMs, nextDue: asked, logger } = this.settings;
     if (!asked || summary.claimed > 0 || summary.stoppedBecause !== 'drained') return;
     try {
-      const due = await this.#deadline.inTime(nextDue(db.db, schema, { kinds: [...kinds.keys()], queues }));
+      const due = await this.#deadline.inTime(nextDue(db.executor, schema, { kinds: [...kinds.keys()], queues }));
       const times = [due.jobAt?.getTime(), due.leaseAt?.getTime(), due.scheduleAt?.getTime()];
       // The schedules' next occurrence after this invocation's tick; when the instance's throttle
       // skipped it, after the last one it may have skipped (an occurrence in between is due now).
@@ -602,7 +602,7 @@ export class Invocation implements AttemptHost {
     settle: ReturnType<typeof outcomesOf>;
   }): Promise<ClaimResult> {
     const { db, schema, queues, completion } = this.settings;
-    return claimJobs(db.db, schema, {
+    return claimJobs(db.executor, schema, {
       leases: claim.leases,
       queues,
       limit: claim.limit,
@@ -643,7 +643,7 @@ export class Invocation implements AttemptHost {
     const { db, schema } = this.settings;
     this.#ledger.released(
       jobs.length,
-      await this.#deadline.inTime(releaseJobs(db.db, schema, jobs, statementNow(this.settings))),
+      await this.#deadline.inTime(releaseJobs(db.executor, schema, jobs, statementNow(this.settings))),
     );
   }
 
@@ -804,7 +804,7 @@ export class Invocation implements AttemptHost {
       // Best effort: give back what never started, so it need not wait for its lease.
       const jobs = this.#waiting.splice(0);
       const released = await this.#deadline
-        .inTime(releaseJobs(db.db, schema, jobs, statementNow(this.settings)))
+        .inTime(releaseJobs(db.executor, schema, jobs, statementNow(this.settings)))
         .catch(() => [] as string[]);
       this.#ledger.released(released.length, released);
     }
@@ -813,7 +813,7 @@ export class Invocation implements AttemptHost {
       // (fenced; nothing when it did not commit). If this fails too, their leases run out.
       const claim = { leaseToken: this.#lostClaim, invocationId: this.invocationId };
       const released = await this.#deadline
-        .inTime(releaseClaim(db.db, schema, claim, statementNow(this.settings)))
+        .inTime(releaseClaim(db.executor, schema, claim, statementNow(this.settings)))
         .catch(() => [] as string[]);
       if (released.length > 0) this.#ledger.released(released.length, released);
     }

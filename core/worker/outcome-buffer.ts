@@ -101,7 +101,7 @@ export class OutcomeBuffer {
     const { db, schema, completion } = this.#settings;
     const earlier = await this.#deadline.inTime(
       findSettledEarlier(
-        db.db,
+        db.executor,
         schema,
         doubtful.map((item) => item.outcome),
       ),
@@ -129,7 +129,7 @@ export class OutcomeBuffer {
     let report: SettleReport;
     try {
       report = await this.#deadline.inTime(
-        settleOutcomes(db.db, schema, outcomesOf(batch), statementNow(this.#settings), completion),
+        settleOutcomes(db.executor, schema, outcomesOf(batch), statementNow(this.#settings), completion),
       );
     } catch (err) {
       this.putBack(batch, err);

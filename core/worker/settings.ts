@@ -1,7 +1,12 @@
 import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/controls.js';
 import { ConfigError } from '../../base/errors.js';
 import type { Completion } from '../../base/outcomes.js';
-import type { AnyPgDatabase, DrizzleFactory, SkiplockDb } from '../../db/connect.js';
+import {
+  type AnyPgDatabase,
+  type DrizzleFactory,
+  hasDrizzleDatabase,
+  type SkiplockConnection,
+} from '../../db/connection-options.js';
 import type { Clock } from '../clock.js';
 import type { BreakerSettings } from '../destinations.js';
 import type { JobDefinition, JobHandler } from '../jobs.js';
@@ -22,7 +27,7 @@ export interface Kind {
 
 /** The worker's options, checked and with their defaults: what every part of an invocation reads. */
 export interface WorkerSettings {
-  readonly db: SkiplockDb;
+  readonly db: SkiplockConnection;
   readonly schema: string;
   readonly queues: readonly string[] | undefined;
   readonly concurrency: number;
@@ -115,7 +120,7 @@ export function handlerTransaction(
   settings: Pick<WorkerSettings, 'db' | 'drizzle'>,
 ): (<T>(work: (tx: AnyPgDatabase) => Promise<T>) => Promise<T>) | undefined {
   const { db, drizzle } = settings;
-  if (!db.drizzleTransaction) return (work) => db.db.transaction(work);
+  if (hasDrizzleDatabase(db)) return (work) => db.db.transaction(work);
   const make = db.drizzleTransaction;
-  return drizzle ? (work) => make(drizzle, work) : undefined;
+  return make && drizzle ? (work) => make(drizzle, work) : undefined;
 }

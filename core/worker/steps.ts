@@ -1,5 +1,6 @@
 import { DiscardError, StepError, StepSuspension } from '../../base/errors.js';
 import type { AnyPgDatabase } from '../../db/connect.js';
+import { executorOf } from '../../db/executor-of.js';
 import { queryUnderSignalLock, type WaitRow, waitStatement } from '../../db/statements/signals.js';
 import {
   readSteps,
@@ -121,7 +122,9 @@ export class StepRunner {
               durationMs: settings.clock.now() - started,
             };
             if (json !== undefined) step.resultJson = json;
-            if (!(await recordStep(tx, settings.schema, attempt.job, step, { now: statementNow(settings) }))) {
+            if (
+              !(await recordStep(executorOf(tx), settings.schema, attempt.job, step, { now: statementNow(settings) }))
+            ) {
               throw lost();
             }
             return json;
@@ -141,7 +144,9 @@ export class StepRunner {
     if (!options.transaction) {
       const step: StepWrite = { name, position, type: 'run', state: 'completed', attempts, durationMs };
       if (resultJson !== undefined) step.resultJson = resultJson;
-      if (!(await recordStep(settings.db.db, settings.schema, attempt.job, step, { now: statementNow(settings) }))) {
+      if (
+        !(await recordStep(settings.db.executor, settings.schema, attempt.job, step, { now: statementNow(settings) }))
+      ) {
         throw this.#lost();
       }
     }
@@ -185,7 +190,7 @@ export class StepRunner {
     const { settings, attempt } = this.#host;
     this.#stillRunning();
     const rows = await queryUnderSignalLock<WaitRow>(
-      settings.db.db,
+      settings.db.executor,
       settings.schema,
       key,
       waitStatement(settings.schema, attempt.job, { name, position, key, timeoutMs }, statementNow(settings)),
@@ -265,14 +270,18 @@ export class StepRunner {
       const startedAt = settings.clock.now();
       const grantMs = 4 * attempt.kind.definition.timeoutMs;
       const leaseMs = grantMs + settings.leaseGraceMs;
-      this.#recorded = readSteps(settings.db.db, settings.schema, attempt.job, leaseMs, statementNow(settings)).then(
-        (rows) => {
-          if (rows === null) throw this.#lost();
-          this.#leaseEnd = Math.max(this.#leaseEnd, startedAt + grantMs);
-          for (const row of rows) this.#byPosition.set(row.position, row);
-          return new Map(rows.map((r) => [r.name, r]));
-        },
-      );
+      this.#recorded = readSteps(
+        settings.db.executor,
+        settings.schema,
+        attempt.job,
+        leaseMs,
+        statementNow(settings),
+      ).then((rows) => {
+        if (rows === null) throw this.#lost();
+        this.#leaseEnd = Math.max(this.#leaseEnd, startedAt + grantMs);
+        for (const row of rows) this.#byPosition.set(row.position, row);
+        return new Map(rows.map((r) => [r.name, r]));
+      });
     }
     return this.#recorded;
   }
@@ -344,7 +353,7 @@ export class StepRunner {
     const failedRow: StepWrite = { name, position, type: 'run', state: 'failed', attempts, error };
     const maxAttempts = positiveInt(options.maxAttempts, `step "${name}": maxAttempts`) ?? definition.maxAttempts;
     if (decision.outcome !== 'retry' || attempts >= maxAttempts) {
-      await recordStep(settings.db.db, settings.schema, attempt.job, failedRow, { now: statementNow(settings) });
+      await recordStep(settings.db.executor, settings.schema, attempt.job, failedRow, { now: statementNow(settings) });
       if (decision.outcome !== 'retry') throw thrown;
       throw new StepError(
         'step_failed',
@@ -365,7 +374,13 @@ export class StepRunner {
   /** The job leaves the invocation; the handler is unwound with a StepSuspension. */
   async #suspend(suspension: Suspension, why: StepSuspension['why']): Promise<never> {
     const { settings, attempt } = this.#host;
-    const runAt = await suspendJob(settings.db.db, settings.schema, attempt.job, suspension, statementNow(settings));
+    const runAt = await suspendJob(
+      settings.db.executor,
+      settings.schema,
+      attempt.job,
+      suspension,
+      statementNow(settings),
+    );
     if (runAt === null) throw this.#lost();
     this.#host.suspended(why, runAt);
     throw new StepSuspension(why);

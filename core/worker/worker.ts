@@ -1,7 +1,7 @@
 import { ConfigError } from '../../base/errors.js';
 import { assertLabel, assertSchemaName, DEFAULT_SCHEMA } from '../../base/identifiers.js';
 import type { Completion } from '../../base/outcomes.js';
-import type { DrizzleFactory, SkiplockDb } from '../../db/connect.js';
+import type { DrizzleFactory, SkiplockConnection } from '../../db/connect.js';
 import type { BatchHandler } from '../batches.js';
 import { type Clock, systemClock } from '../clock.js';
 import { type BreakerSettings, breakerSettings, MAX_DESTINATION_LENGTH } from '../destinations.js';
@@ -19,7 +19,7 @@ import { StepTimings } from './steps.js';
 import type { InvocationInput, InvocationSummary } from './summary.js';
 
 export interface WorkerOptions {
-  db: SkiplockDb;
+  db: SkiplockConnection;
   /** The kinds this worker runs. Each needs a handler, here or in `handlers`. */
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
   jobs: readonly JobDefinition<any, any>[];

@@ -1,8 +1,10 @@
 import { type NeonQueryFunction, neon } from '@neondatabase/serverless';
-import { type SQL, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/neon-http';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
-import { registerNamedRunner } from '../execute.js';
+import { drizzleExecutor } from '../drizzle-executor.js';
+import type { Executor } from '../executor.js';
+import { observed } from '../statement-listeners.js';
 import { applyNeonOptions } from './neon-config.js';
 
 type NeonClient = NeonQueryFunction<false, false>;
@@ -21,16 +23,16 @@ export function neonHttpDatabase(settings: PoolSettings): SkiplockDb {
   const untimed = neon(settings.connectionString);
   const client = settings.query_timeout ? timedClient(untimed, settings.query_timeout) : untimed;
   const db = drizzle({ client });
-  if (!settings.jit) {
-    registerNamedRunner(db, async (query: SQL, hint) => {
-      if (hint.cheap) return ((await db.execute(query)) as unknown as { rows: unknown[] }).rows;
-      const [, result] = await db.batch([db.execute(sql`set local jit = off`), db.execute(query)]);
-      return (result as { rows: unknown[] }).rows;
-    });
-  }
+  const executor = drizzleExecutor(db);
+  const hot: Executor['hot'] = async (statement, hint) => {
+    if (hint.cheap) return executor.query(statement);
+    const [, rows] = await executor.batch([sql`set local jit = off`, statement]);
+    return rows ?? [];
+  };
   return {
     driver: 'neon-http',
     db,
+    executor: observed(settings.jit ? executor : { ...executor, hot }, 'neon-http'),
     interactiveTransactions: false,
     close: async () => {},
   };

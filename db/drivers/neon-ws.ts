@@ -3,6 +3,8 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/neon-serverless';
 import { NeonSession, NeonTransaction } from 'drizzle-orm/neon-serverless/session';
 import type { PoolSettings, SkiplockDb } from '../connection-options.js';
+import { drizzleExecutor } from '../drizzle-executor.js';
+import { observed } from '../statement-listeners.js';
 import { applyNeonOptions } from './neon-config.js';
 import { jitOff, safeTransactions } from './session.js';
 
@@ -26,6 +28,7 @@ export function neonWsDatabase(settings: PoolSettings, webSocket?: unknown): Ski
   return {
     driver: 'neon-ws',
     db,
+    executor: observed(drizzleExecutor(db), 'neon-ws'),
     interactiveTransactions: true,
     close: () => pool.end(),
   };

@@ -1,8 +1,8 @@
-import type { SQL } from 'drizzle-orm';
-import { CasingCache } from 'drizzle-orm/casing';
 import type pg from 'pg';
-import type { AnyPgDatabase, PoolSettings, SkiplockDb } from '../connection-options.js';
-import { registerNamedRunner } from '../execute.js';
+import type { PoolSettings, SkiplockConnection } from '../connection-options.js';
+import { batchInSequence, batchInTransaction, type Executor } from '../executor.js';
+import { renderSql } from '../render.js';
+import { observed } from '../statement-listeners.js';
 import { namedRunner, openPgPool, PG_TYPES, withClient } from './pg-pool.js';
 
 /**
@@ -12,55 +12,44 @@ import { namedRunner, openPgPool, PG_TYPES, withClient } from './pg-pool.js';
  * bundle). Handlers that need a Drizzle transaction (transactional kinds and steps) get one from
  * the worker's `drizzle` option, over one of this pool's connections (`drizzleTransaction`).
  */
-export function pgLeanDatabase(settings: PoolSettings): SkiplockDb {
+export function pgLeanDatabase(settings: PoolSettings): SkiplockConnection {
   const pool = openPgPool(settings);
-  const db = new LeanExecutor(pool, pool);
-  if (settings.preparedStatements) registerNamedRunner(db, namedRunner(render, pool));
+  const query = queryOn(pool);
+  const transaction = transactionOn(pool);
+  const executor: Executor = {
+    query,
+    hot: settings.preparedStatements ? namedRunner(pool) : query,
+    batch: batchInTransaction(transaction),
+    transaction,
+  };
   return {
     driver: 'pg',
-    db: db as unknown as AnyPgDatabase,
+    executor: observed(executor, 'pg'),
     interactiveTransactions: true,
     drizzleTransaction: (drizzle, work) => withClient(pool, (client) => drizzle({ client }).transaction(work)),
     close: () => pool.end(),
   };
 }
 
-/** The rendering settings of Drizzle's Postgres dialect. */
-const RENDERING = {
-  casing: new CasingCache(),
-  escapeName: (name: string) => `"${name.replace(/"/g, '""')}"`,
-  escapeParam: (n: number) => `$${n + 1}`,
-  escapeString: (text: string) => `'${text.replace(/'/g, "''")}'`,
-};
-const render = (query: SQL) => query.toQuery(RENDERING);
-
 type Queryable = { query(config: pg.QueryConfig): Promise<pg.QueryResult> };
 
-/** What skiplock's statements call on a database: execute(sql), and transaction() for its own writes. */
-class LeanExecutor {
-  readonly #target: Queryable;
-  readonly #pool: pg.Pool | undefined;
+/** Statements on a pool or one connection, with rows as Drizzle's node-postgres session gives them: timestamps as text. */
+function queryOn(target: Queryable): Executor['query'] {
+  return async (statement) => {
+    const { sql: text, params: values } = renderSql(statement);
+    return (await target.query({ text, values, types: PG_TYPES })).rows;
+  };
+}
 
-  /** `pool`: the pool transactions take a connection from; none inside a transaction. */
-  constructor(target: Queryable, pool: pg.Pool | undefined) {
-    this.#target = target;
-    this.#pool = pool;
-  }
-
-  /** The statement's result as Drizzle's node-postgres session gives it: rows as objects, timestamps as text. */
-  execute(query: SQL): Promise<pg.QueryResult> {
-    const { sql: text, params: values } = render(query);
-    return this.#target.query({ text, values, types: PG_TYPES });
-  }
-
-  /** BEGIN … COMMIT on one connection; ROLLBACK when `work` throws. Not nested. */
-  async transaction<T>(work: (tx: LeanExecutor) => Promise<T>): Promise<T> {
-    if (!this.#pool) throw new Error('nested transactions are not supported here');
-    return withClient(this.#pool, async (client) => {
+/** BEGIN … COMMIT on one connection of the pool; ROLLBACK when `work` throws (withClient). */
+function transactionOn(pool: pg.Pool): NonNullable<Executor['transaction']> {
+  return (work) =>
+    withClient(pool, async (client) => {
       await client.query('begin');
-      const result = await work(new LeanExecutor(client, undefined));
+      const query = queryOn(client);
+      // Inside it, statements run one after another; a transaction does not nest here.
+      const result = await work({ query, hot: query, batch: batchInSequence(query), transaction: undefined });
       await client.query('commit');
       return result;
     });
-  }
 }

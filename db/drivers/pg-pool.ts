@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { SQL } from 'drizzle-orm';
 import pg from 'pg';
 import type { PoolSettings } from '../connection-options.js';
+import { renderSql } from '../render.js';
 import { jitOff } from './session.js';
 
 /**
@@ -51,14 +52,11 @@ export const HOT_PLANS = 'begin; set local plan_cache_mode = force_generic_plan;
  * server connection) happens before anything ran and rolls the transaction back: the statement is
  * sent again unnamed, and so is every later one of this pool.
  */
-export function namedRunner(
-  render: (query: SQL) => { sql: string; params: unknown[] },
-  pool: pg.Pool,
-): (query: SQL) => Promise<unknown[]> {
+export function namedRunner(pool: pg.Pool): (statement: SQL) => Promise<unknown[]> {
   const names = new Map<string, string>();
   let refused = false;
-  return async (query) => {
-    const { sql: text, params: values } = render(query);
+  return async (statement) => {
+    const { sql: text, params: values } = renderSql(statement);
     let name = refused ? undefined : names.get(text);
     if (!refused && !name && names.size < MAX_NAMED) {
       name = `skiplock_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { ClaimDeadJob } from '../../base/rows.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { appendCapped, jobsRef, lapsedLeases, lapsedWindow, leaseRanOut, nowExpr } from './common.js';
 import { type SubscriptionSpec, syncSubscriptionsCte } from './events.js';
 import { releaseAfterCtes, releaseParkedCtes } from './ordering.js';
@@ -19,7 +19,7 @@ const SWEEP_KEYS = 50;
  * partial index; cheap enough to run at the start of every invocation.
  */
 export async function buryDoomed(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: Parameters<typeof sweepDoomed>[2],
 ): Promise<ClaimDeadJob[]> {
@@ -33,7 +33,7 @@ export async function buryDoomed(
  * entries of runtime_schedules_due_idx.
  */
 export async function sweepDoomed(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: {
     kinds: readonly string[];

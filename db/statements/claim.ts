@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { type SQL, sql } from 'drizzle-orm';
 import type { BreakerMove, Completion, Outcome, SettleReport } from '../../base/outcomes.js';
 import type { ClaimedJob } from '../../base/rows.js';
-import type { AnyPgDatabase } from '../connect.js';
-import { queryRowsNamed, sqlStateOf } from '../execute.js';
+import { queryHotRows, sqlStateOf } from '../execute.js';
+import type { Executor } from '../executor.js';
 import {
   appendCapped,
   epochMs,
@@ -203,7 +203,7 @@ type ClaimRow = {
  * is claimed by another statement, so it gets another token. The worker sends the token once
  * per batch instead of once per job.
  */
-export async function claimJobs(db: AnyPgDatabase, schema: string, request: ClaimRequest): Promise<ClaimResult> {
+export async function claimJobs(db: Executor, schema: string, request: ClaimRequest): Promise<ClaimResult> {
   const settle = request.settle ?? [];
   if (request.limit < 1 || request.leases.length === 0) {
     const settled = await settleOutcomes(db, schema, settle, request.now, request.completion);
@@ -246,7 +246,7 @@ export type ClaimShape = 'plain' | 'ordered' | 'limited' | 'rated';
 type Shape = ClaimShape;
 const RICHNESS: Record<Shape, number> = { plain: 0, ordered: 1, limited: 2, rated: 3 };
 
-async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest, shape: Shape): Promise<ClaimResult> {
+async function runClaim(db: Executor, schema: string, request: ClaimRequest, shape: Shape): Promise<ClaimResult> {
   // A shape that finds it needs a richer one claims nothing, so its follower may use the same token.
   const leaseToken = request.leaseToken ?? randomUUID();
   const statement = claimStatement(schema, request, shape, leaseToken);
@@ -257,10 +257,10 @@ async function runClaim(db: AnyPgDatabase, schema: string, request: ClaimRequest
   // statement rolled back (its settle too): run it once more, with a snapshot that sees the winner.
   let rows: ClaimRow[];
   try {
-    rows = await queryRowsNamed<ClaimRow>(db, statement, schema, hint);
+    rows = await queryHotRows<ClaimRow>(db, statement, schema, hint);
   } catch (err) {
     if (sqlStateOf(err) !== '23505') throw err;
-    rows = await queryRowsNamed<ClaimRow>(db, statement, schema, hint);
+    rows = await queryHotRows<ClaimRow>(db, statement, schema, hint);
   }
   const row = rows[0] ?? {
     jobs: null,

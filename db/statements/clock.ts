@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs } from './common.js';
 
 /**
@@ -8,7 +8,7 @@ import { epochMs } from './common.js';
  * TestTime) starts each run from it when it is later, so the jobs enqueued at the database's clock
  * are due.
  */
-export async function readDatabaseNow(db: AnyPgDatabase, schema: string): Promise<Date> {
+export async function readDatabaseNow(db: Executor, schema: string): Promise<Date> {
   const rows = await queryRows<{ now_ms: number }>(
     db,
     sql`select ${epochMs(sql`clock_timestamp()`)} as now_ms`,

@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { CancelOutcome, RetryNowOutcome } from '../../base/outcomes.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import type { JobState } from '../schema.js';
 import { appendCapped, jobsRef, nowExpr } from './common.js';
 import { releaseAfterCtes } from './ordering.js';
@@ -11,7 +11,7 @@ import { releaseAfterCtes } from './ordering.js';
  * until it next touches the row: its completion then affects nothing (lease_lost).
  */
 export async function cancelJobs(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   ids: readonly string[],
   now?: Date,
@@ -36,7 +36,7 @@ export async function cancelJobs(
  * the key is held by dead jobs; waiting children are cancelled by the dependents trigger.
  */
 export async function buryJobs(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   ids: readonly string[],
   request: { reason: string; by: string },
@@ -61,7 +61,7 @@ export async function buryJobs(
  * with the state it was in and whether it changed (unknown ids: previousState null).
  */
 async function changeByIds(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   ids: readonly string[],
   states: readonly JobState[],
@@ -92,7 +92,7 @@ async function changeByIds(
 
 /** Makes waiting jobs due now (JobRetryNowMany); other states are reported, unchanged. */
 export async function retryNow(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   ids: readonly string[],
   now?: Date,

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, nowExpr } from './common.js';
 
 /**
@@ -20,7 +20,7 @@ export interface ConsoleSessionRow {
 
 /** Opens a session (and drops the sessions that have expired, so the table never grows). */
 export async function insertConsoleSession(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   session: { id: string; who: string; readOnly: boolean; csrf: string; tokenId: string; client: string; ttlMs: number },
   now?: Date,
@@ -42,7 +42,7 @@ export async function insertConsoleSession(
 
 /** The live session with this id, opened by one of the tokens `tokenIds` name; null otherwise. */
 export async function findConsoleSession(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   id: string,
   tokenIds: readonly string[],
@@ -57,7 +57,7 @@ export async function findConsoleSession(
   return row ? { who: row.who, readOnly: row.read_only, csrf: row.csrf, expiresAt: new Date(row.expires_at_ms) } : null;
 }
 
-export async function deleteConsoleSession(db: AnyPgDatabase, schema: string, id: string): Promise<void> {
+export async function deleteConsoleSession(db: Executor, schema: string, id: string): Promise<void> {
   await queryRows(db, sql`delete from ${table(schema, 'console_sessions')} where id = ${id}`, schema);
 }
 
@@ -78,7 +78,7 @@ export interface LoginThrottle {
  * takes its attempt back (forgetConsoleLoginAttempts).
  */
 export async function recordConsoleLoginAttempt(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   client: string,
   throttle: LoginThrottle,
@@ -116,7 +116,7 @@ export async function recordConsoleLoginAttempt(
 }
 
 /** A right token: its client's attempts are forgotten, and the attempt it added to `*` taken back. */
-export async function forgetConsoleLoginAttempts(db: AnyPgDatabase, schema: string, client: string): Promise<void> {
+export async function forgetConsoleLoginAttempts(db: Executor, schema: string, client: string): Promise<void> {
   const logins = table(schema, 'console_logins');
   await queryRows(
     db,

@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { BreakerMove, BreakerState, Outcome } from '../../base/outcomes.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, nowExpr, toDate } from './common.js';
 
 /**
@@ -126,7 +126,7 @@ type HealthRow = {
 
 /** Every destination skiplock remembers, with its breaker (BreakerList); `name` narrows to one. */
 export async function listDestinations(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { name?: string; now?: Date } = {},
 ): Promise<DestinationHealth[]> {
@@ -173,7 +173,7 @@ export async function listDestinations(
  * of the destination.
  */
 export async function resetDestination(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { name: string; by: string; now?: Date },
 ): Promise<BreakerState | null> {

@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { JobInsertRow } from '../../base/rows.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { jobsRef } from './common.js';
 
 export type InsertOutcome = { ord: number; id: string | null; inserted: boolean; windowStartMs: number | null };
@@ -22,7 +22,7 @@ export type InsertOutcome = { ord: number; id: string | null; inserted: boolean;
  * holds one mode only.
  */
 export async function insertJobs(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   rows: readonly JobInsertRow[],
 ): Promise<InsertOutcome[]> {
@@ -289,7 +289,7 @@ function dependencyCtes(jobs: SQL): SQL {
  * committed). Returns ord → id; a row whose holder has meanwhile finished is absent.
  */
 export async function findDedupeHolders(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   rows: readonly {
     ord: number;

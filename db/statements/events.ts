@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, jobsRef, nowExpr, toDate } from './common.js';
 import { insertJobsParts } from './enqueue.js';
 
@@ -89,7 +89,7 @@ export function syncSubscriptionsCte(schema: string, name: string, specs: readon
 
 /** Writes `specs` (SubscriptionSync); returns the kinds it inserted or changed. */
 export async function syncSubscriptions(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   specs: readonly SubscriptionSpec[],
   now?: Date,
@@ -108,7 +108,7 @@ export async function syncSubscriptions(
  * The row stays, with `retired_at`; publishes stop writing its jobs. Returns the kinds retired.
  */
 export async function retireSubscriptions(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   which: { kinds: readonly string[] } | { except: readonly string[] },
   now?: Date,
@@ -145,7 +145,7 @@ type SubscriptionRow = {
 };
 
 /** Every subscription, active and retired, by event and kind (SubscriptionList). */
-export async function listSubscriptions(db: AnyPgDatabase, schema: string): Promise<SubscriptionRecord[]> {
+export async function listSubscriptions(db: Executor, schema: string): Promise<SubscriptionRecord[]> {
   const rows = await queryRows<SubscriptionRow>(
     db,
     sql`select kind, event, where_json, queue, priority, max_attempts, deadline_ms, ordering_path, ordering_hold,
@@ -277,7 +277,7 @@ export function publishEventStatement(
 
 /** The event holding `name` and `dedupeKey`, for a publish whose statement could not see it yet. */
 export async function findEventByDedupeKey(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   name: string,
   dedupeKey: string,
@@ -298,7 +298,7 @@ export interface Delivered {
   jobId: string;
 }
 
-async function deliver(db: AnyPgDatabase, schema: string, pairs: SQL): Promise<Delivered[]> {
+async function deliver(db: Executor, schema: string, pairs: SQL): Promise<Delivered[]> {
   const { ctes, results } = deliverCtes(schema, null);
   const rows = await queryRows<{ event_id: string; kind: string; queue: string; job_id: string }>(
     db,
@@ -317,7 +317,7 @@ async function deliver(db: AnyPgDatabase, schema: string, pairs: SQL): Promise<D
  * nothing twice (the deliveries' key).
  */
 export async function replayEvents(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { subscription: string; from: Date; to: Date; limit: number },
 ): Promise<Delivered[]> {
@@ -346,7 +346,7 @@ export async function replayEvents(
  * many events were published since: later publishes saw the subscription.
  */
 export async function reconcileDeliveries(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { marginMs: number; horizonMs: number; limit: number; now?: Date },
 ): Promise<Delivered[]> {
@@ -373,7 +373,7 @@ export async function reconcileDeliveries(
  * retention.
  */
 export async function pruneEvents(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { before: Date; limit: number },
 ): Promise<number> {
@@ -429,7 +429,7 @@ const toEvent = (r: EventRow): EventRecord => ({
 
 /** Events by name and time range (EventList), newest first, at most `limit`; `unsubscribed`: only those no one listened to. */
 export async function listEventRecords(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { name?: string; from?: Date; to?: Date; unsubscribed?: boolean; limit: number },
 ): Promise<EventRecord[]> {
@@ -459,7 +459,7 @@ export interface EventDelivery {
 
 /** An event and its deliveries with their jobs' states (EventGet), or null. */
 export async function getEventRecord(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   id: string,
 ): Promise<(EventRecord & { jobs: EventDelivery[] }) | null> {
@@ -500,7 +500,7 @@ export async function getEventRecord(
 
 /** The event and subscription a job was written for (EventOfJob), or null: for `jobs why`. */
 export async function eventOfJob(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   jobId: string,
 ): Promise<{ eventId: string; name: string; subscription: string; publishedAt: Date } | null> {
@@ -523,7 +523,7 @@ export async function eventOfJob(
  * `skiplock stats` and the maintenance report flag, as they flag a queue no worker serves.
  */
 export async function unsubscribedEventCounts(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   since: Date,
 ): Promise<{ name: string; count: number; lastPublishedAt: Date }[]> {

@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { DeclaredLimit, DeclaredRateLimit, DeclaredWindow } from '../../base/controls.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, holdsKey, jobsRef, nowExpr } from './common.js';
 import { effectiveLimitsCte } from './limits.js';
 import { bucketsRef, effectiveRateLimitsCte, recentStarts } from './rate-limits.js';
@@ -63,7 +63,7 @@ const NONE: DeclaredRules = { limits: [], rateLimits: [], windows: [] };
  * many ready jobs are ahead of it. One statement; every part reads a few rows by index.
  */
 export async function explainJob(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   job: { id: string; kind: string },
   declared: DeclaredRules = NONE,

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { jobsRef, nowExpr } from './common.js';
 import { notPaused } from './pauses.js';
 
@@ -23,7 +23,7 @@ export interface Registration {
  * invocation stops counting without any cleanup.
  */
 export async function registerInvocation(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { worker: string; invocationId: string; max: number; ttlMs: number; now?: Date },
 ): Promise<Registration> {
@@ -61,7 +61,7 @@ export async function registerInvocation(
 
 /** Frees an invocation's slot as it returns (InvocationUnregister); a crashed one's slot expires instead. */
 export async function unregisterInvocation(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { worker: string; invocationId: string },
 ): Promise<void> {
@@ -92,7 +92,7 @@ export interface Backlog {
  * costs the same with a backlog of a thousand or of ten million.
  */
 export async function readBacklog(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { worker: string; kinds: readonly string[]; queues?: readonly string[]; cap: number; now?: Date },
 ): Promise<Backlog> {

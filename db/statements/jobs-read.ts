@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { JobRecord, ParentJob } from '../../base/rows.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import type { JobState } from '../schema.js';
 import { epochMs, jobsRef, toDate } from './common.js';
 
@@ -28,7 +28,7 @@ const columns = () => sql`j.id::text as id, j.kind, j.queue, j.payload, j.priori
   )}`;
 
 /** Reads jobs by id (JobGetMany); unknown ids are absent. */
-export async function getJobs(db: AnyPgDatabase, schema: string, ids: readonly string[]): Promise<JobRecord[]> {
+export async function getJobs(db: Executor, schema: string, ids: readonly string[]): Promise<JobRecord[]> {
   if (ids.length === 0) return [];
   const rows = await queryRows<Record<string, unknown>>(
     db,
@@ -53,7 +53,7 @@ export interface JobFilter {
 }
 
 /** Lists jobs, newest first (JobListMany): by state, queue, kind, DLQ reason, time. */
-export async function listJobs(db: AnyPgDatabase, schema: string, filter: JobFilter): Promise<JobRecord[]> {
+export async function listJobs(db: Executor, schema: string, filter: JobFilter): Promise<JobRecord[]> {
   const conditions: SQL[] = [sql`true`];
   if (filter.state) conditions.push(sql`j.state = ${filter.state}`);
   if (filter.queue !== undefined) conditions.push(sql`j.queue = ${filter.queue}`);
@@ -112,7 +112,7 @@ function toJobRecord(r: Record<string, unknown>): JobRecord {
  * The parents of job `id` (JobParents), in the order it lists them, with their state and result;
  * a parent whose row is gone (deleted when it completed, or pruned) comes back with state null.
  */
-export async function readParents(db: AnyPgDatabase, schema: string, id: string): Promise<ParentJob[]> {
+export async function readParents(db: Executor, schema: string, id: string): Promise<ParentJob[]> {
   const jobs = jobsRef(schema);
   const rows = await queryRows<{ id: string; kind: string | null; state: JobState | null; result: unknown }>(
     db,

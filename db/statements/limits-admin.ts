@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { DeclaredLimit, LimitScope } from '../../base/controls.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, nowExpr, runningRow, toDate } from './common.js';
 import { type LimitOverride, limitsRef } from './limits.js';
 
@@ -29,7 +29,7 @@ const returning = () => sql`scope, name, max_running, ${epochMs(sql`set_at`)} as
 
 /** Sets a run-time limit (LimitSet), replacing any earlier one of the same scope and name. */
 export async function setLimit(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: DeclaredLimit & { by: string; reason?: string; now?: Date },
 ): Promise<{ limit: LimitOverride; previous: number | null }> {
@@ -50,7 +50,7 @@ export async function setLimit(
 
 /** Removes a run-time limit (LimitClear): the code's limit, if any, applies again. Returns the one removed, or null. */
 export async function clearLimit(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { scope: LimitScope; name: string },
 ): Promise<LimitOverride | null> {
@@ -64,7 +64,7 @@ export async function clearLimit(
 
 /** The run-time limits, each with how many jobs its scope runs now (LimitList). */
 export async function listLimits(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
 ): Promise<(LimitOverride & { running: number; busiestKey: string | null })[]> {
   const jobs = sql`${sql.identifier(schema)}.jobs`;

@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { appendCapped, jobsRef, nowExpr } from './common.js';
 
 /** Moves queued jobs whose deadline passed to the DLQ (JobExpireDeadlines), at most `limit`. */
-export async function expireDeadlines(db: AnyPgDatabase, schema: string, limit = 1000, now?: Date): Promise<string[]> {
+export async function expireDeadlines(db: Executor, schema: string, limit = 1000, now?: Date): Promise<string[]> {
   const jobs = jobsRef(schema);
   const clockNow = sql`(select now from clock)`;
   const error = sql`jsonb_build_object('class', 'deadline_exceeded',
@@ -34,7 +34,7 @@ export async function expireDeadlines(db: AnyPgDatabase, schema: string, limit =
  * (JobDeleteFinishedMany). Bounded so a prune never holds a long transaction; callers loop.
  */
 export async function pruneFinished(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   state: 'completed' | 'dead' | 'cancelled',
   olderThanMs: number,
@@ -73,7 +73,7 @@ export async function pruneFinished(
  * for a rolled-up minute is simply summed with it by the stats (and by the next roll-up).
  */
 export async function compactCompletedCounts(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   olderThanMs: number,
   now?: Date,

@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { holdsKey, jobsRef, nowExpr } from './common.js';
 
 /**
@@ -12,7 +12,7 @@ import { holdsKey, jobsRef, nowExpr } from './common.js';
  * end). Two releases of one key meet on the row: the second finds it released and does nothing.
  */
 export async function releaseParked(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { keys?: readonly string[]; limit: number; now?: Date },
 ): Promise<string[]> {

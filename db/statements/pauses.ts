@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, nowExpr, toDate } from './common.js';
 
 export type PauseScope = 'queue' | 'kind';
@@ -55,7 +55,7 @@ const returning = () => sql`scope, name, ${epochMs(sql`paused_at`)} as paused_at
  * the first time, by whom it was first paused). Returns the pause and whether this call made it.
  */
 export async function pause(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { scope: PauseScope; name: string; by: string; reason?: string; now?: Date },
 ): Promise<{ pause: Pause; changed: boolean }> {
@@ -75,7 +75,7 @@ export async function pause(
 
 /** Resumes a paused queue or kind (PauseClear): its jobs are claimable at the next claim. Returns the pause it ended, or null. */
 export async function resume(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { scope: PauseScope; name: string },
 ): Promise<Pause | null> {
@@ -88,7 +88,7 @@ export async function resume(
 }
 
 /** Every pause, oldest first (PauseList). */
-export async function listPauses(db: AnyPgDatabase, schema: string): Promise<Pause[]> {
+export async function listPauses(db: Executor, schema: string): Promise<Pause[]> {
   const rows = await queryRows<PauseRow>(
     db,
     sql`select ${returning()} from ${pausesRef(schema)} order by paused_at, scope, name`,

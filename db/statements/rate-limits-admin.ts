@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { DeclaredRateLimit, RateLimitScope } from '../../base/controls.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, nowExpr, toDate } from './common.js';
 import { bucketsRef, ms, type RateLimitOverride, rateLimitsRef, recentStarts } from './rate-limits.js';
 
@@ -31,7 +31,7 @@ const returning = () => sql`scope, name, max_starts, period_ms, ${epochMs(sql`se
 
 /** Sets a run-time rate (RateLimitSet), replacing any earlier one of the same scope and name. */
 export async function setRateLimit(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: DeclaredRateLimit & { by: string; reason?: string; now?: Date },
 ): Promise<{ rateLimit: RateLimitOverride; previous: { maxStarts: number; periodMs: number } | null }> {
@@ -58,7 +58,7 @@ export async function setRateLimit(
 
 /** Removes a run-time rate (RateLimitClear): the code's rate, if any, applies again. Returns the one removed, or null. */
 export async function clearRateLimit(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { scope: RateLimitScope; name: string },
 ): Promise<RateLimitOverride | null> {
@@ -88,7 +88,7 @@ export interface RateUse {
  * `periodMs` of its rate — busiest first, at most `limit` (declared rates' scopes too).
  */
 export async function listRateLimits(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { now?: Date; limit?: number } = {},
 ): Promise<{ rateLimits: RateLimitOverride[]; use: RateUse[] }> {

@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { ReplayResult } from '../../base/outcomes.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import type { JobState } from '../schema.js';
 import { jobsRef, nowExpr } from './common.js';
 
@@ -47,7 +47,7 @@ export interface ReplayRequest {
  * same replay again finds nothing dead to replay. Provenance (count, time, who) is kept on
  * the row; the error history is kept too. Ids that are not dead come back as refused.
  */
-export async function replayDead(db: AnyPgDatabase, schema: string, request: ReplayRequest): Promise<ReplayResult> {
+export async function replayDead(db: Executor, schema: string, request: ReplayRequest): Promise<ReplayResult> {
   const jobs = jobsRef(schema);
   const { filter } = request;
   const conditions: SQL[] = [sql`j.state = 'dead'`];

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { jobsRef, nowExpr } from './common.js';
 
 /**
@@ -17,7 +17,7 @@ const SETTLE_MINUTES = 2;
  * is written once. The first call reads every finished row the table keeps; later ones only the
  * minutes since. Returns the rows written.
  */
-export async function rollUpActivity(db: AnyPgDatabase, schema: string, request: { now?: Date } = {}): Promise<number> {
+export async function rollUpActivity(db: Executor, schema: string, request: { now?: Date } = {}): Promise<number> {
   const jobs = jobsRef(schema);
   const rollups = sql`${sql.identifier(schema)}.activity_rollups`;
   const counts = sql`${sql.identifier(schema)}.completed_counts`;
@@ -63,7 +63,7 @@ export async function rollUpActivity(db: AnyPgDatabase, schema: string, request:
 }
 
 /** Deletes the rollups of minutes older than `keepMs` (maintenance). Returns how many. */
-export async function pruneRollups(db: AnyPgDatabase, schema: string, keepMs: number, now?: Date): Promise<number> {
+export async function pruneRollups(db: Executor, schema: string, keepMs: number, now?: Date): Promise<number> {
   const [row] = await queryRows<{ n: number }>(
     db,
     sql`with gone as (

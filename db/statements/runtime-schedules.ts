@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { JobInsertRow } from '../../base/rows.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, nowExpr, toDate } from './common.js';
 import { type InsertRow, insertJobsStatement, readInsertOutcomes } from './enqueue.js';
 
@@ -284,7 +284,7 @@ export function deleteRuntimeSchedulesStatement(schema: string, keys: readonly s
 
 /** Schedules by key, or a page of them by key order (RuntimeScheduleList). */
 export async function listRuntimeScheduleRecords(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { keys?: readonly string[]; prefix?: string; after?: string; limit: number },
 ): Promise<RuntimeScheduleRecord[]> {
@@ -319,7 +319,7 @@ export function readRuntimeScheduleRecords(raw: unknown): RuntimeScheduleRecord[
  * and, after a full claim, whether more are due.
  */
 export async function claimDueRuntimeSchedules(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { limit: number; leaseMs: number; now?: Date },
 ): Promise<{ now: Date; rows: RuntimeScheduleRecord[]; more: boolean }> {
@@ -377,7 +377,7 @@ export interface RuntimeScheduleMove {
  * `rows` carry dedupe keys `<key>@<occurrence>`; `scheduleOf(ord)` is the row's schedule key.
  */
 export async function fireRuntimeSchedules(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { moves: readonly RuntimeScheduleMove[]; rows: readonly JobInsertRow[]; scheduleOf: readonly string[] },
 ): Promise<{ moved: Set<string>; ids: (string | null)[] }> {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { JobInsertRow } from '../../base/rows.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, nowExpr, toDate } from './common.js';
 import { type InsertRow, insertJobsStatement, readInsertOutcomes } from './enqueue.js';
 
@@ -28,7 +28,7 @@ const schedulesRef = (schema: string) => sql`${sql.identifier(schema)}.schedules
  * tick handles it).
  */
 export async function syncSchedules(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   defs: readonly { name: string; cron: string; timezone: string; kind: string }[],
   now?: Date,
@@ -70,7 +70,7 @@ export async function syncSchedules(
  * the jobs' ids (null for an occurrence whose dedupe key a live job already holds).
  */
 export async function fireSchedule(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { name: string; expected: Date; last: Date; rows: readonly JobInsertRow[] },
 ): Promise<{ fired: boolean; ids: (string | null)[] }> {
@@ -121,7 +121,7 @@ type Row = {
 };
 
 /** Every schedule the database remembers (ScheduleList), by name. */
-export async function listScheduleRecords(db: AnyPgDatabase, schema: string): Promise<ScheduleRecord[]> {
+export async function listScheduleRecords(db: Executor, schema: string): Promise<ScheduleRecord[]> {
   const rows = await queryRows<Row>(
     db,
     sql`select name, cron, timezone, kind, ${epochMs(sql`last_occurrence`)} as last_ms, last_job_id::text as last_job_id,

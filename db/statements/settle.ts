@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Completion, Outcome, SettledJob, SettleReport } from '../../base/outcomes.js';
-import type { AnyPgDatabase } from '../connect.js';
-import { queryRows, queryRowsNamed } from '../execute.js';
+import { queryHotRows, queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
 import { destinationsRef, hasDestinations, movesJson, recordDestinationsCte, toMoves } from './destinations.js';
 import { releaseAfterCtes } from './ordering.js';
@@ -14,7 +14,7 @@ import { releaseAfterCtes } from './ordering.js';
  * A retry of a job that has used all its attempts goes to the DLQ as `max_attempts`.
  */
 export async function settleJobs(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   outcomes: readonly Outcome[],
   now?: Date,
@@ -52,7 +52,7 @@ export function toSettledJob(r: SettledRow): SettledJob {
 
 /** Writes a batch of outcomes (as settleJobs) and reports only the exceptions. */
 export async function settleOutcomes(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   outcomes: readonly Outcome[],
   now?: Date,
@@ -63,7 +63,7 @@ export async function settleOutcomes(
   // One row: the report as JSON tuples, and the breakers the outcomes moved (settle_done runs
   // every write, the destinations' record included).
   const destined = hasDestinations(outcomes);
-  const [row] = await queryRowsNamed<{ report: SettleReportTuple[] | null; moves: Parameters<typeof toMoves>[0] }>(
+  const [row] = await queryHotRows<{ report: SettleReportTuple[] | null; moves: Parameters<typeof toMoves>[0] }>(
     db,
     sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
     select ${settleReportJson()} as report,
@@ -313,7 +313,7 @@ const givenBack = (now?: Date): SQL =>
  * claimable, and the attempt the claim counted is taken back. Fenced like settleJobs.
  */
 export async function releaseJobs(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   jobs: readonly { id: string; leaseToken: string }[],
   now?: Date,
@@ -334,7 +334,7 @@ export async function releaseJobs(
 
 /** Pushes a held lease to at least `ms` from now (JobExtendLease). Null when the lease was lost. */
 export async function extendLease(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   job: { id: string; leaseToken: string },
   ms: number,
@@ -371,7 +371,7 @@ export async function extendLease(
  * a job missing from them lost its lease.
  */
 export async function extendLeases(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   jobs: readonly { id: string; leaseToken: string }[],
   ms: number,
@@ -405,7 +405,7 @@ export async function extendLeases(
 
 /** Records a running job's progress (JobSetProgress). False when the lease was lost. */
 export async function reportProgress(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   job: { id: string; leaseToken: string },
   progress: unknown,
@@ -430,7 +430,7 @@ export async function reportProgress(
  * rows (their partial index), not a batch's ids.
  */
 export async function releaseClaim(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   claim: { leaseToken: string; invocationId: string },
   now?: Date,
@@ -453,7 +453,7 @@ export async function releaseClaim(
  * row is gone come back with `gone` (delete mode removes a completed row).
  */
 export async function findSettledEarlier(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   outcomes: readonly { id: string; leaseToken: string }[],
 ): Promise<{ settled: SettledJob[]; gone: string[] }> {

@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows, toSkiplockError } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, jobsRef, nowExpr } from './common.js';
 
 /**
@@ -24,27 +24,14 @@ export function signalLock(schema: string, key: string): SQL {
 }
 
 /**
- * Runs signalLock on `key`, then `statement`, in one transaction and returns the statement's rows:
- * a transaction (a savepoint inside the caller's) on pg and neon-ws, a batch on neon-http (the only
- * driver whose Drizzle database has `batch`). A send and a wait both go through it.
+ * Runs signalLock on `key`, then `statement`, in one transaction and returns the statement's rows
+ * (Executor.batch: a transaction of its own, a savepoint inside the caller's, one request on
+ * neon-http, or the caller's transaction through a queryExecutor). A send and a wait both go through it.
  */
-export async function queryUnderSignalLock<T>(
-  db: AnyPgDatabase,
-  schema: string,
-  key: string,
-  statement: SQL,
-): Promise<T[]> {
-  const lock = signalLock(schema, key);
-  const batching = db as unknown as { batch?: (queries: unknown[]) => Promise<unknown[]> };
+export async function queryUnderSignalLock<T>(db: Executor, schema: string, key: string, statement: SQL): Promise<T[]> {
   try {
-    if (typeof batching.batch !== 'function') {
-      return await db.transaction(async (tx) => {
-        await queryRows(tx, lock, schema);
-        return queryRows<T>(tx, statement, schema);
-      });
-    }
-    const results = await batching.batch([db.execute(lock), db.execute(statement)]);
-    return ((results[1] as { rows?: T[] } | undefined)?.rows ?? []) as T[];
+    const [, rows] = await db.batch([signalLock(schema, key), statement]);
+    return (rows ?? []) as T[];
   } catch (err) {
     throw toSkiplockError(err, schema);
   }
@@ -177,7 +164,7 @@ export interface WaitRow {
 
 /** Deletes taken signals older than `takenBefore` and untaken ones older than `sentBefore` (SignalsPrune). */
 export async function pruneSignals(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   takenBefore: Date,
   sentBefore: Date,

@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { KindOutcomes, QueueActivityRow, QueueStatsRow } from '../../base/rows.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { jobsRef, nowExpr } from './common.js';
 
 /**
@@ -9,7 +9,7 @@ import { jobsRef, nowExpr } from './common.js';
  * DLQ and the last hour's finished rows through partial indexes — not the whole table.
  */
 export async function queueStats(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   options: { unservedAfterMinutes?: number } = {},
 ): Promise<QueueStatsRow[]> {
@@ -63,7 +63,7 @@ const unfitFor = (serving: Serving) => (typeof serving === 'object' ? serving.un
  * an older release, or none deployed yet).
  */
 async function workersServing(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   minutes: number,
 ): Promise<((queue: string, kind: string) => Serving) | null> {
@@ -96,7 +96,7 @@ async function workersServing(
  * looked at (the partial indexes of queued rows), each with one probe of its last step.
  */
 async function suspendedCounts(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
 ): Promise<Map<string, { sleeping: number; waiting: number }>> {
   const jobs = jobsRef(schema);
@@ -126,11 +126,7 @@ async function suspendedCounts(
 }
 
 /** Throughput and error rate over the last `windowSeconds`, via skiplock.queue_activity(). */
-export async function queueActivity(
-  db: AnyPgDatabase,
-  schema: string,
-  windowSeconds: number,
-): Promise<QueueActivityRow[]> {
+export async function queueActivity(db: Executor, schema: string, windowSeconds: number): Promise<QueueActivityRow[]> {
   const rows = await queryRows<Record<string, unknown>>(
     db,
     sql`select queue, kind, completed::int, dead::int, cancelled::int, throughput_per_second, error_rate
@@ -149,7 +145,7 @@ export async function queueActivity(
 }
 
 /** Per kind: how jobs ended and how many attempts failed on the way (KindOutcomeSummary). */
-export async function kindOutcomes(db: AnyPgDatabase, schema: string): Promise<KindOutcomes[]> {
+export async function kindOutcomes(db: Executor, schema: string): Promise<KindOutcomes[]> {
   const rows = await queryRows<Record<string, unknown>>(
     db,
     sql`select kind,
@@ -195,7 +191,7 @@ export interface ActivityBucket {
  * and the completed_counts of deleted ones. `queue` narrows it to one queue.
  */
 export async function activitySeries(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { bucketSeconds: number; buckets: number; queue?: string; now?: Date },
 ): Promise<ActivityBucket[]> {

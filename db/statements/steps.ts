@@ -1,8 +1,8 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { FailureRecord } from '../../base/outcomes.js';
 import type { JobStep } from '../../base/rows.js';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { appendCapped, epochMs, jobsRef, nowExpr, toDate } from './common.js';
 
 /**
@@ -44,7 +44,7 @@ const stepsRef = (schema: string): SQL => sql`${sql.identifier(schema)}.job_step
  * job with steps usually runs longer than the lease its claim took. Null when the lease was lost.
  */
 export async function readSteps(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   job: { id: string; leaseToken: string },
   leaseMs: number,
@@ -97,7 +97,7 @@ export async function readSteps(
  * its end (timeout_at; by an earlier version) ends at the job's run_at when it is the last step.
  * `now` is when that is judged. @defaultValue the database's clock
  */
-export async function listSteps(db: AnyPgDatabase, schema: string, jobId: string, now?: Date): Promise<JobStep[]> {
+export async function listSteps(db: Executor, schema: string, jobId: string, now?: Date): Promise<JobStep[]> {
   const rows = await queryRows<Record<string, unknown>>(
     db,
     sql`with clock as (select ${nowExpr(now)} as now),
@@ -182,7 +182,7 @@ function upsertStep(schema: string, holder: SQL, step: StepWrite, now: SQL): SQL
  * was lost.
  */
 export async function recordStep(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   job: { id: string; leaseToken: string },
   step: StepWrite,
@@ -224,7 +224,7 @@ export interface Suspension {
  * without the job going to sleep. Returns when the job may run again, or null when the lease was lost.
  */
 export async function suspendJob(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   job: { id: string; leaseToken: string },
   suspension: Suspension,
@@ -266,7 +266,7 @@ export async function suspendJob(
  * Deletes the steps of jobs that no longer exist (deleted on completion, pruned, purged), at most
  * `limit` per call (JobStepsPrune). Maintenance runs it; steps have no foreign key to jobs.
  */
-export async function pruneOrphanSteps(db: AnyPgDatabase, schema: string, limit = 5_000): Promise<number> {
+export async function pruneOrphanSteps(db: Executor, schema: string, limit = 5_000): Promise<number> {
   const rows = await queryRows<{ n: number }>(
     db,
     sql`with orphans as (
@@ -286,7 +286,7 @@ export async function pruneOrphanSteps(db: AnyPgDatabase, schema: string, limit 
 }
 
 /** Forgets a job's steps, all of them or from the one named on (JobStepsReset): a replay from there. */
-export async function resetSteps(db: AnyPgDatabase, schema: string, jobId: string, from?: string): Promise<number> {
+export async function resetSteps(db: Executor, schema: string, jobId: string, from?: string): Promise<number> {
   const rows = await queryRows<{ n: number }>(
     db,
     sql`with deleted as (

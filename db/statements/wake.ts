@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { AnyPgDatabase } from '../connect.js';
 import { queryRows } from '../execute.js';
+import type { Executor } from '../executor.js';
 import { epochMs, jobsRef, runningRow, toDate } from './common.js';
 
 /** When a worker of these kinds (and queues) next has something to do, as the database sees it. */
@@ -23,7 +23,7 @@ export interface NextDue {
  * on an idle queue are only the ones waiting for a later run_at.
  */
 export async function nextDue(
-  db: AnyPgDatabase,
+  db: Executor,
   schema: string,
   request: { kinds: readonly string[]; queues?: readonly string[] },
 ): Promise<NextDue> {

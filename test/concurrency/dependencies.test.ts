@@ -23,7 +23,7 @@ const LEASES = [
 ];
 const enqueuer = () => createEnqueuer({ schema: t.schema });
 const claim = (overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 500, invocationId: 'inv', ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 500, invocationId: 'inv', ...overrides });
 const completed = (jobs: readonly { id: string; leaseToken: string }[]): Outcome[] =>
   jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' as const }));
 const rows = async (kind: string) =>
@@ -62,7 +62,7 @@ describe(`dependencies under concurrency (${testDriver()})`, () => {
     try {
       const settleAll = async (db: (typeof connections)[0], list: typeof jobs) => {
         for (let i = 0; i < list.length; i += 3) {
-          await settleJobs(db.db, t.schema, completed(list.slice(i, i + 3)));
+          await settleJobs(db.executor, t.schema, completed(list.slice(i, i + 3)));
         }
       };
       await Promise.all([settleAll(connections[0], firsts), settleAll(connections[1], seconds)]);
@@ -106,7 +106,7 @@ describe(`dependencies under concurrency (${testDriver()})`, () => {
         connections.map(async (db, w) => {
           let held: { id: string; leaseToken: string; kind: string }[] = [];
           for (let round = 0; round < 200; round++) {
-            const result = await claimJobs(db.db, t.schema, {
+            const result = await claimJobs(db.executor, t.schema, {
               leases: LEASES,
               limit: 3,
               invocationId: `w${w}`,
@@ -118,7 +118,7 @@ describe(`dependencies under concurrency (${testDriver()})`, () => {
             if (held.length === 0 && !result.endedParents && (await rows('child')).every((c) => c.state !== 'queued'))
               break;
           }
-          await settleJobs(db.db, t.schema, completed(held));
+          await settleJobs(db.executor, t.schema, completed(held));
         }),
       );
     } finally {

@@ -31,7 +31,7 @@ describe(`claim lanes under concurrency (${testDriver()})`, () => {
         claimers.map(async (conn, c) => {
           const mine: string[] = [];
           for (let round = 0; ; round++) {
-            const { jobs } = await claimJobs(conn.db, t.schema, {
+            const { jobs } = await claimJobs(conn.executor, t.schema, {
               leases: LEASES,
               limit: 25,
               invocationId: `claimer-${c}`,

@@ -32,7 +32,7 @@ describe(`claim under concurrency (${testDriver()})`, () => {
         claimers.map(async (conn, c) => {
           const mine: { id: string; token: string; claim: string }[] = [];
           while (true) {
-            const { jobs } = await claimJobs(conn.db, t.schema, {
+            const { jobs } = await claimJobs(conn.executor, t.schema, {
               leases: LEASES,
               limit: 25,
               invocationId: `claimer-${c}`,

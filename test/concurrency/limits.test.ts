@@ -69,7 +69,7 @@ describe(`limits under concurrency (${testDriver()})`, () => {
           let empty = 0;
           while (empty < 3) {
             for (const j of older) held.delete(j.id);
-            const { jobs } = await claimJobs(conn.db, t.schema, {
+            const { jobs } = await claimJobs(conn.executor, t.schema, {
               leases: LEASES,
               limit: 4,
               invocationId: `c${c}`,
@@ -85,7 +85,7 @@ describe(`limits under concurrency (${testDriver()})`, () => {
             await new Promise((resolve) => setImmediate(resolve));
           }
           for (const j of [...older, ...mine]) held.delete(j.id);
-          await claimJobs(conn.db, t.schema, {
+          await claimJobs(conn.executor, t.schema, {
             leases: LEASES,
             limit: 0,
             invocationId: `c${c}`,

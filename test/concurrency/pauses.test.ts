@@ -45,7 +45,11 @@ describe(`pause under concurrency (${testDriver()})`, () => {
         claimers.map(async (conn, c) => {
           while (true) {
             const sentAfterPause = paused;
-            const { jobs } = await claimJobs(conn.db, t.schema, { leases: LEASES, limit: 5, invocationId: `c${c}` });
+            const { jobs } = await claimJobs(conn.executor, t.schema, {
+              leases: LEASES,
+              limit: 5,
+              invocationId: `c${c}`,
+            });
             if (jobs.length === 0 && paused) return;
             for (const job of jobs) {
               if (job.queue !== 'webhooks') continue;

@@ -47,7 +47,7 @@ describe(`a rate limit under concurrency (${testDriver()})`, () => {
           let mine: { id: string; leaseToken: string }[] = [];
           while (clock < END) {
             clock += 7 + ((step++ * 11) % 37);
-            const { jobs } = await claimJobs(conn.db, t.schema, {
+            const { jobs } = await claimJobs(conn.executor, t.schema, {
               leases: LEASES,
               limit: 8,
               invocationId: `c${c}`,
@@ -57,7 +57,12 @@ describe(`a rate limit under concurrency (${testDriver()})`, () => {
             });
             mine = jobs;
           }
-          await claimJobs(conn.db, t.schema, { leases: LEASES, limit: 0, invocationId: `c${c}`, settle: done(mine) });
+          await claimJobs(conn.executor, t.schema, {
+            leases: LEASES,
+            limit: 0,
+            invocationId: `c${c}`,
+            settle: done(mine),
+          });
         }),
       );
     } finally {

@@ -90,12 +90,13 @@ describe(`completedJobs: 'delete' (${testDriver()})`, () => {
   it('is fenced like a kept completion: a stale holder deletes nothing, the new holder deletes its own', async () => {
     const job = await q.enqueue(t.db, task, { n: 1 });
     const leases = [{ kind: 'task', leaseMs: 30_000 }];
-    const [old] = (await claimJobs(t.db.db, t.schema, { leases, limit: 1, invocationId: 'old' })).jobs;
+    const [old] = (await claimJobs(t.db.executor, t.schema, { leases, limit: 1, invocationId: 'old' })).jobs;
     const later = new Date(Date.now() + 60_000);
-    const [fresh] = (await claimJobs(t.db.db, t.schema, { leases, limit: 1, invocationId: 'new', now: later })).jobs;
+    const [fresh] = (await claimJobs(t.db.executor, t.schema, { leases, limit: 1, invocationId: 'new', now: later }))
+      .jobs;
     expect(fresh?.id).toBe(job.id);
 
-    const stale = await claimJobs(t.db.db, t.schema, {
+    const stale = await claimJobs(t.db.executor, t.schema, {
       leases,
       limit: 0,
       invocationId: 'old',
@@ -107,7 +108,7 @@ describe(`completedJobs: 'delete' (${testDriver()})`, () => {
     expect(await counted()).toBe(0);
 
     const settled = await settleJobs(
-      t.db.db,
+      t.db.executor,
       t.schema,
       [{ id: job.id, leaseToken: fresh!.leaseToken, outcome: 'completed' }],
       undefined,

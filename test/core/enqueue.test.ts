@@ -28,7 +28,7 @@ const count = async (where = 'true') =>
   (await t.admin.query(`select count(*)::int as n from "${t.schema}".jobs where ${where}`)).rows[0].n as number;
 
 const claimAll = (limit = 100) =>
-  claimJobs(t.db.db, t.schema, {
+  claimJobs(t.db.executor, t.schema, {
     leases: [
       { kind: 'send-email', leaseMs: 10_000 },
       { kind: 'sync-profile', leaseMs: 10_000 },
@@ -279,7 +279,7 @@ describe(`enqueue (${testDriver()})`, () => {
         { dedupe: { key: 'k', mode: 'replace' } },
       );
       expect(b.outcome).toBe('inserted');
-      const settled = await settleJobs(t.db.db, t.schema, [
+      const settled = await settleJobs(t.db.executor, t.schema, [
         {
           id: a.id,
           leaseToken: running!.leaseToken,
@@ -301,7 +301,7 @@ describe(`enqueue (${testDriver()})`, () => {
       const claimed = (await claimAll()).jobs;
       expect(claimed.map((j) => j.id).sort()).toEqual([a.id, b.id].sort());
       const released = await releaseJobs(
-        t.db.db,
+        t.db.executor,
         t.schema,
         claimed.map((j) => ({ id: j.id, leaseToken: j.leaseToken })),
       );

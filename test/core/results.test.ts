@@ -120,20 +120,20 @@ describe(`results and progress (${testDriver()})`, () => {
   it('progress survives a lease that ran out: the rescue carries it; the stale holder cannot write a result', async () => {
     const [j] = await q.enqueueMany(t.db, [defineJob({ kind: 'slow', payload: z.object({}) }).with({})]);
     const leases = [{ kind: 'slow', leaseMs: 1_000 }];
-    const first = await claimJobs(t.db.db, t.schema, { leases, limit: 1, invocationId: 'a', now: at(0) });
+    const first = await claimJobs(t.db.executor, t.schema, { leases, limit: 1, invocationId: 'a', now: at(0) });
     const [held] = first.jobs;
     expect(held?.progress).toBeUndefined();
-    expect(await reportProgress(t.db.db, t.schema, held as never, { row: 700 }, at(500))).toBe(true);
+    expect(await reportProgress(t.db.executor, t.schema, held as never, { row: 700 }, at(500))).toBe(true);
     // The lease ran out at 1 s: another invocation rescues the job, with its progress.
-    const rescue = await claimJobs(t.db.db, t.schema, { leases, limit: 1, invocationId: 'b', now: at(2_000) });
+    const rescue = await claimJobs(t.db.executor, t.schema, { leases, limit: 1, invocationId: 'b', now: at(2_000) });
     const [again] = rescue.jobs;
     expect(again).toMatchObject({ id: j?.id, attempt: 2, progress: { row: 700 } });
     // The first holder finishes late: fenced out, its result goes nowhere.
-    const stale = await settleOutcomes(t.db.db, t.schema, [
+    const stale = await settleOutcomes(t.db.executor, t.schema, [
       { id: held?.id as string, leaseToken: held?.leaseToken as string, outcome: 'completed', result: '"stale"' },
     ]);
     expect([...stale.lost]).toEqual([j?.id]);
-    await settleOutcomes(t.db.db, t.schema, [
+    await settleOutcomes(t.db.executor, t.schema, [
       { id: again?.id as string, leaseToken: again?.leaseToken as string, outcome: 'completed', result: '"fresh"' },
     ]);
     expect(await job(j?.id as string)).toMatchObject({ state: 'completed', result: 'fresh', progress: { row: 700 } });

@@ -5,6 +5,7 @@ import { getJob } from '../../core/admin.js';
 import { defineJob, type JobDefinition } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
+import { executorOf } from '../../db/executor-of.js';
 import { buryDoomed } from '../../db/statements/bury.js';
 import { claimJobs } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';
@@ -55,7 +56,12 @@ async function claimableAt(kind: string, now: Date): Promise<number> {
   await t.db.db
     .transaction(async (tx) => {
       n = (
-        await claimJobs(tx, t.schema, { leases: [{ kind, leaseMs: 30_000 }], limit: 10, invocationId: 'probe', now })
+        await claimJobs(executorOf(tx), t.schema, {
+          leases: [{ kind, leaseMs: 30_000 }],
+          limit: 10,
+          invocationId: 'probe',
+          now,
+        })
       ).jobs.length;
       throw new Error('roll back the probe');
     })
@@ -329,7 +335,7 @@ describe("the job's deadline bounds a job with steps between its invocations", (
     const asleep = await row(id);
     expect(asleep).toMatchObject({ state: 'queued', attempt: 0 });
     expect((asleep.run_at as Date).getTime()).toBeGreaterThan(deadline.getTime());
-    const sweep = (now: Date) => buryDoomed(t.db.db, t.schema, { kinds: [kind.kind], limit: 10, now });
+    const sweep = (now: Date) => buryDoomed(t.db.executor, t.schema, { kinds: [kind.kind], limit: 10, now });
     // Half an hour on: asleep, before the deadline — neither claimed nor buried.
     expect(await claimableAt(kind.kind, at(1_800_000))).toBe(0);
     expect(await sweep(at(1_800_000))).toEqual([]);
@@ -457,7 +463,7 @@ describe("the job's deadline bounds a job with steps between its invocations", (
     await entered.promise;
     const leaseEnd = ((await row(id)).lease_expires_at as Date).getTime();
     expect(leaseEnd).toBeGreaterThan(at(30_000).getTime());
-    const sweep = (now: Date) => buryDoomed(t.db.db, t.schema, { kinds: [kind.kind], limit: 10, now });
+    const sweep = (now: Date) => buryDoomed(t.db.executor, t.schema, { kinds: [kind.kind], limit: 10, now });
     // Past the deadline but under its lease: a running job is left alone.
     expect(await sweep(new Date(leaseEnd - 1_000))).toEqual([]);
     // Its lease ran out past the deadline: no rescue, the DLQ.

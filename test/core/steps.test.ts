@@ -420,14 +420,14 @@ describe('durable sleep', () => {
     expect(summary).toMatchObject({ suspended: 1_000, completed: 0 });
     const leases = [{ kind: 'sleeper', leaseMs: 30_000 }];
     // The wake-up time was set on the database's clock when each job went to sleep (now).
-    const before = await claimJobs(t.db.db, t.schema, {
+    const before = await claimJobs(t.db.executor, t.schema, {
       leases,
       limit: 2_000,
       invocationId: 'early',
       now: at(-60_000 + 3_540_000),
     });
     expect(before.jobs).toHaveLength(0);
-    const after = await claimJobs(t.db.db, t.schema, {
+    const after = await claimJobs(t.db.executor, t.schema, {
       leases,
       limit: 2_000,
       invocationId: 'woke',

@@ -65,7 +65,7 @@ describe('queues no worker serves', () => {
   it('a worker last seen 11 minutes ago no longer counts; a warm instance records itself once a minute', async () => {
     await q.enqueueMany(t.db, [mail.with({ n: 1 })]);
     const elevenMinutesAgo = new Date(Date.now() - 11 * 60_000);
-    await buryDoomed(t.db.db, t.schema, {
+    await buryDoomed(t.db.executor, t.schema, {
       kinds: ['mail'],
       queues: ['emails'],
       limit: 10,

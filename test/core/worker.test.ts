@@ -318,7 +318,7 @@ describe(`the invocation loop (${testDriver()})`, () => {
   it('a holder that lost its lease writes nothing and counts lease_lost; the new holder is untouched', async () => {
     let signalReason: unknown;
     const steal = () =>
-      claimJobs(t.db.db, t.schema, {
+      claimJobs(t.db.executor, t.schema, {
         leases: [{ kind: 'task', leaseMs: 600_000 }],
         limit: 1,
         invocationId: 'thief',

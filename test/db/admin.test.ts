@@ -30,9 +30,9 @@ async function deadJobs(n: number, reason = 'http_4xx', kind: 'send-email' | 'sy
     kind === 'send-email' ? sendEmail.with(email(i)) : syncProfile.with({ userId: i, name: `n${i}` }),
   );
   const ids = (await q.enqueueMany(t.db, requests)).map((r) => r.id);
-  const { jobs } = await claimJobs(t.db.db, t.schema, { leases: LEASES, limit: n, invocationId: 'x' });
+  const { jobs } = await claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: n, invocationId: 'x' });
   await settleJobs(
-    t.db.db,
+    t.db.executor,
     t.schema,
     jobs.map((j) => ({
       id: j.id,
@@ -159,11 +159,11 @@ describe(`cancel, deadlines, stats (${testDriver()})`, () => {
 
   it("a cancelled running job's holder loses its completion", async () => {
     const { id } = await q.enqueue(t.db, sendEmail, email());
-    const [job] = (await claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 1, invocationId: 'x' })).jobs;
+    const [job] = (await claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 1, invocationId: 'x' })).jobs;
     await cancel(t.db, [id], opts());
-    expect(await settleJobs(t.db.db, t.schema, [{ id, leaseToken: job!.leaseToken, outcome: 'completed' }])).toEqual(
-      [],
-    );
+    expect(
+      await settleJobs(t.db.executor, t.schema, [{ id, leaseToken: job!.leaseToken, outcome: 'completed' }]),
+    ).toEqual([]);
     expect((await getJob(t.db, id, opts()))?.state).toBe('cancelled');
   });
 
@@ -171,7 +171,7 @@ describe(`cancel, deadlines, stats (${testDriver()})`, () => {
     const [deadId] = await deadJobs(1);
     const queued = await q.enqueue(t.db, sendEmail, email(1));
     const running = await q.enqueue(t.db, sendEmail, email(2));
-    const [job] = (await claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 1, invocationId: 'x' })).jobs;
+    const [job] = (await claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 1, invocationId: 'x' })).jobs;
     const held = job?.id === running.id ? running : queued;
     const result = await moveToDlq(t.db, [queued.id, running.id, deadId!, '424242'], { ...opts(), by: 'ops:ada' });
     expect(result.map((r) => [r.id, r.moved])).toEqual([
@@ -185,7 +185,7 @@ describe(`cancel, deadlines, stats (${testDriver()})`, () => {
     expect(moved).toMatchObject({ state: 'dead', deadReason: 'manual', leaseExpiresAt: null });
     expect(moved?.lastError).toMatchObject({ class: 'moved_to_dlq', message: 'moved to the DLQ by ops:ada' });
     expect(
-      await settleJobs(t.db.db, t.schema, [{ id: held.id, leaseToken: job!.leaseToken, outcome: 'completed' }]),
+      await settleJobs(t.db.executor, t.schema, [{ id: held.id, leaseToken: job!.leaseToken, outcome: 'completed' }]),
     ).toEqual([]);
     expect((await getJob(t.db, held.id, opts()))?.state).toBe('dead');
     const replayed = await replay(t.db, { ...opts(), reason: 'manual', by: 'ops:ada' });
@@ -212,8 +212,9 @@ describe(`cancel, deadlines, stats (${testDriver()})`, () => {
     await deadJobs(1, 'http_4xx', 'sync-profile');
     // Retry-waiting: one failed and waits for its backoff.
     const retry = await q.enqueue(t.db, syncProfile, { userId: 1, name: 'r' });
-    const [claimed] = (await claimJobs(t.db.db, t.schema, { leases: [LEASES[1]!], limit: 1, invocationId: 'x' })).jobs;
-    await settleJobs(t.db.db, t.schema, [
+    const [claimed] = (await claimJobs(t.db.executor, t.schema, { leases: [LEASES[1]!], limit: 1, invocationId: 'x' }))
+      .jobs;
+    await settleJobs(t.db.executor, t.schema, [
       {
         id: retry.id,
         leaseToken: claimed!.leaseToken,
@@ -225,7 +226,7 @@ describe(`cancel, deadlines, stats (${testDriver()})`, () => {
     await q.enqueueMany(t.db, [sendEmail.with(email(1)), sendEmail.with(email(2)), sendEmail.with(email(3))]);
     await q.enqueue(t.db, sendEmail, email(4), { delayMs: 3_600_000 });
     // Running: 2 claimed, one of them with an expired lease.
-    const { jobs } = await claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 2, invocationId: 'x' });
+    const { jobs } = await claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 2, invocationId: 'x' });
     await t.admin.query(`update "${t.schema}".jobs set lease_expires_at = now() - interval '1 second' where id = $1`, [
       jobs[0]!.id,
     ]);

@@ -6,6 +6,7 @@ import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker/index.js';
 import { queryRows } from '../../db/execute.js';
+import type { Executor } from '../../db/executor.js';
 import { migrate } from '../../db/migrate.js';
 import { freePort } from '../../scripts/local-postgres.js';
 import { ManualClock } from '../../testing/clock.js';
@@ -24,20 +25,20 @@ function unreachableUrl(): string {
 
 describe(`connections (${testDriver()})`, () => {
   it('runs statements under the configured statement_timeout (pg, neon-ws); neon-http uses the role default', async () => {
-    const [row] = await queryRows<{ statement_timeout: string }>(db.db, sql`show statement_timeout`, 'skiplock');
+    const [row] = await queryRows<{ statement_timeout: string }>(db.executor, sql`show statement_timeout`, 'skiplock');
     if (testDriver() === 'neon-http') {
       expect(row?.statement_timeout).toBe('0');
       return;
     }
     expect(row?.statement_timeout).toBe('300ms');
-    const error = await queryRows(db.db, sql`select pg_sleep(2)`, 'skiplock').catch((e: unknown) => e);
+    const error = await queryRows(db.executor, sql`select pg_sleep(2)`, 'skiplock').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DatabaseError);
     expect((error as DatabaseError).sqlState).toBe('57014');
   });
 
   it('turns JIT off on its sessions unless jit: true (pg, neon-ws); neon-http keeps the server setting', async () => {
-    const jitOf = async (handle: { db: typeof db.db }) =>
-      (await queryRows<{ jit: string }>(handle.db, sql`show jit`, 'skiplock'))[0]?.jit;
+    const jitOf = async (handle: { executor: Executor }) =>
+      (await queryRows<{ jit: string }>(handle.executor, sql`show jit`, 'skiplock'))[0]?.jit;
     const server = 'on'; // the test server's postgresql.conf default
     const withJit = openDb({ jit: true });
     const fresh = openDb();
@@ -55,7 +56,7 @@ describe(`connections (${testDriver()})`, () => {
   it('an unreachable database gives a DatabaseError without the password or the URL', async () => {
     const down = openDb({ connectionString: unreachableUrl(), connectionTimeoutMs: 2_000 });
     try {
-      const error = await queryRows(down.db, sql`select 1`, 'skiplock').catch((e: unknown) => e);
+      const error = await queryRows(down.executor, sql`select 1`, 'skiplock').catch((e: unknown) => e);
       expect(error).toBeInstanceOf(DatabaseError);
       expect(String((error as Error).message)).not.toContain('sekret-pw');
       expect(JSON.stringify(error)).not.toContain('sekret-pw');
@@ -80,7 +81,7 @@ describe(`connections (${testDriver()})`, () => {
     try {
       // One statement, and a transaction (or a neon-http batch): the driver fails differently.
       for (const attempt of [
-        () => queryRows(down.db, sql`select 1`, 'skiplock'),
+        () => queryRows(down.executor, sql`select 1`, 'skiplock'),
         () => migrate(down, { schema: 'skiplock_unreachable' }),
       ]) {
         const error = await attempt().catch((e: unknown) => e);

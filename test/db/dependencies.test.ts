@@ -23,7 +23,7 @@ const LEASES = [
 ];
 const enqueuer = () => createEnqueuer({ schema: t.schema });
 const claim = (overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 500, invocationId: 'inv', ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 500, invocationId: 'inv', ...overrides });
 const completed = (jobs: readonly { id: string; leaseToken: string }[]): Outcome[] =>
   jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' as const }));
 const rows = async (kind: string) =>
@@ -58,7 +58,7 @@ describe(`a child enqueued while its parent completes (${testDriver()})`, () => 
           const child = await enqueuer().enqueue(tx, childKind, { n: 1 }, { after: [parent?.id as string] });
           childId = child.id;
           // The completion waits for this transaction's lock on the parent row, then sees the child.
-          settling = settleJobs(other.db, t.schema, completed(jobs));
+          settling = settleJobs(other.executor, t.schema, completed(jobs));
           while ((await waitingOnLock('%settle_input%')) === 0) await new Promise((resolve) => setImmediate(resolve));
         });
         const settled = (await settling) as { state: string }[];
@@ -97,7 +97,7 @@ describe(`a child enqueued while its parent completes (${testDriver()})`, () => 
           ).rows[0].n as number;
         // pg_stat_activity shows a batch's last statement; the advisory lock call carries the key.
         while ((await waitingOnGate()) === 0) await new Promise((resolve) => setImmediate(resolve));
-        const settling = settleJobs(other.db, t.schema, completed(jobs));
+        const settling = settleJobs(other.executor, t.schema, completed(jobs));
         while ((await waitingOnLock('%settle_input%')) === 0) await new Promise((resolve) => setImmediate(resolve));
         await gate.query('select pg_advisory_unlock($1)', [key]);
         const [child] = prepared.read((await batch).slice(0, prepared.statements.length));

@@ -24,7 +24,7 @@ useTestSchema('destinations', (ctx) => {
 const LEASES = [{ kind: 'send-email', leaseMs: 30_000 }];
 const { at } = useSuppliedClock();
 const claim = (now: Date, overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', now, ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', now, ...overrides });
 const email = (i: number) => ({ to: `u${i}@example.com`, subject: 's' });
 const BREAKER = { ...BREAKER_DEFAULTS };
 type Claimed = { id: string; leaseToken: string };
@@ -49,7 +49,8 @@ const destinationsOf = async (jobs: { id: string }[]) =>
       jobs.map((j) => j.id),
     ])
   ).rows.map((r) => r.destination as string);
-const health = async (name: string, now = at(2_500)) => (await listDestinations(t.db.db, t.schema, { name, now }))[0];
+const health = async (name: string, now = at(2_500)) =>
+  (await listDestinations(t.db.executor, t.schema, { name, now }))[0];
 
 /** 10 jobs for each of two partners. */
 async function twoPartners() {
@@ -118,7 +119,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
     try {
       const results = await Promise.all(
         claimers.map((c, i) =>
-          claimJobs(c.db, t.schema, { leases: LEASES, limit: 10, invocationId: `c${i}`, now: at(31_001) }),
+          claimJobs(c.executor, t.schema, { leases: LEASES, limit: 10, invocationId: `c${i}`, now: at(31_001) }),
         ),
       );
       const probes = results.flatMap((r) => r.jobs);
@@ -201,7 +202,9 @@ describe(`circuit breakers (${testDriver()})`, () => {
     // Without the limit the probe goes; its lease, extended, keeps the turn past the first 30 s.
     const probe = await claim(at(32_000), { limit: 10, settle: [ok(busy as Claimed, 'up.example')] });
     expect(probe.jobs).toHaveLength(1);
-    expect(await extendLease(t.db.db, t.schema, probe.jobs[0] as Claimed, 120_000, at(40_000))).toEqual(at(160_000));
+    expect(await extendLease(t.db.executor, t.schema, probe.jobs[0] as Claimed, 120_000, at(40_000))).toEqual(
+      at(160_000),
+    );
     expect(await health('down.example', at(40_000))).toMatchObject({ state: 'half_open', probeUntil: at(160_000) });
     expect((await claim(at(70_000), { limit: 10 })).jobs).toEqual([]);
   });
@@ -218,14 +221,14 @@ describe(`circuit breakers (${testDriver()})`, () => {
     expect(await health('down.example')).toMatchObject({ state: 'closed', deferredUntil: at(121_000) });
     const other = openDb({ max: 1 });
     try {
-      const during = await claimJobs(other.db, t.schema, {
+      const during = await claimJobs(other.executor, t.schema, {
         leases: LEASES,
         limit: 100,
         invocationId: 'x',
         now: at(60_000),
       });
       expect(await destinationsOf(during.jobs)).toEqual(Array(10).fill('up.example'));
-      const after = await claimJobs(other.db, t.schema, {
+      const after = await claimJobs(other.executor, t.schema, {
         leases: LEASES,
         limit: 100,
         invocationId: 'x',
@@ -244,7 +247,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
     await claim(at(1_000), { limit: 0, settle: first.jobs.map((j) => failed(j, 'down.example', 600_000)) });
     expect((await health('down.example'))?.state).toBe('open');
     expect(
-      await resetDestination(t.db.db, t.schema, { name: 'down.example', by: 'ops@example.com', now: at(2_000) }),
+      await resetDestination(t.db.executor, t.schema, { name: 'down.example', by: 'ops@example.com', now: at(2_000) }),
     ).toBe('open');
     expect(await health('down.example')).toMatchObject({
       state: 'closed',
@@ -252,7 +255,7 @@ describe(`circuit breakers (${testDriver()})`, () => {
       changedBy: 'ops@example.com',
     });
     expect(await destinationsOf((await claim(at(3_000), { limit: 100 })).jobs)).toHaveLength(20);
-    expect(await resetDestination(t.db.db, t.schema, { name: 'nobody.example', by: 'ops' })).toBeNull();
+    expect(await resetDestination(t.db.executor, t.schema, { name: 'nobody.example', by: 'ops' })).toBeNull();
   });
 });
 
@@ -311,9 +314,9 @@ describe(`the half-open probe under every combination of rules (${testDriver()})
    */
   async function scenario(rules: Rules) {
     if (rules.limit === 'run-time')
-      await setLimit(t.db.db, t.schema, { scope: 'kind', name: 'x', maxRunning: 1, by: 't' });
+      await setLimit(t.db.executor, t.schema, { scope: 'kind', name: 'x', maxRunning: 1, by: 't' });
     if (rules.rate === 'run-time') {
-      await setRateLimit(t.db.db, t.schema, {
+      await setRateLimit(t.db.executor, t.schema, {
         scope: 'queue',
         name: 'elsewhere',
         maxStarts: 10,
@@ -322,9 +325,9 @@ describe(`the half-open probe under every combination of rules (${testDriver()})
       });
     }
     await q.enqueueMany(t.db, [a.with({ n: 1 }, { destination: D }), a.with({ n: 2 }, { destination: D })]);
-    const tried = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(0) });
+    const tried = await claimJobs(t.db.executor, t.schema, { ...requestFor(rules), now: at(0) });
     expect(tried.jobs).toHaveLength(2);
-    const opened = await claimJobs(t.db.db, t.schema, {
+    const opened = await claimJobs(t.db.executor, t.schema, {
       ...requestFor(rules, { limit: 0, settle: tried.jobs.map(fail) }),
       now: at(100),
     });
@@ -361,29 +364,29 @@ describe(`the half-open probe under every combination of rules (${testDriver()})
     async (_, rules) => {
       const { b1, b2, x1 } = await scenario(rules);
       // Before the cool-down ends, nothing for the destination.
-      const early = await claimJobs(t.db.db, t.schema, {
+      const early = await claimJobs(t.db.executor, t.schema, {
         ...requestFor(rules, { leases: leases.slice(0, 2) }),
         now: at(1_000),
       });
       expect(early.jobs).toEqual([]);
-      const first = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(1_200) });
+      const first = await claimJobs(t.db.executor, t.schema, { ...requestFor(rules), now: at(1_200) });
       expect(first.jobs.map((j) => j.id).sort()).toEqual([b1, x1].sort());
       expect(first.probes).toEqual([{ destination: D, jobId: b1 }]);
       expect(await health(D, at(1_200))).toMatchObject({ state: 'half_open', probeJobId: b1, probeUntil: at(31_200) });
       // While the probe runs, nothing else for the destination, and the other job keeps its attempts.
-      const during = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(2_000) });
+      const during = await claimJobs(t.db.executor, t.schema, { ...requestFor(rules), now: at(2_000) });
       expect(during.jobs).toEqual([]);
       expect(during.probes).toEqual([]);
       expect(await stateOf(b2)).toEqual({ state: 'queued', attempt: 0 });
       // The probe's invocation dies: when its turn and its lease run out, the next claim rescues it
       // as the probe again, with a new turn.
-      const again = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(31_201) });
+      const again = await claimJobs(t.db.executor, t.schema, { ...requestFor(rules), now: at(31_201) });
       expect(again.jobs.map((j) => [j.id, j.attempt])).toEqual([[b1, 2]]);
       expect(again.probes).toEqual([{ destination: D, jobId: b1 }]);
       expect(await health(D, at(31_201))).toMatchObject({ state: 'half_open', probeJobId: b1, probeUntil: at(61_201) });
       // It succeeds: the breaker closes, and the same statement's claim takes B's second job (an
       // ordered follower too: the settle releases it).
-      const closed = await claimJobs(t.db.db, t.schema, {
+      const closed = await claimJobs(t.db.executor, t.schema, {
         ...requestFor(rules, {
           settle: [{ ...done(again.jobs[0] as Claimed), ...(rules.ordered ? { orderingKey: 'k' } : {}) }],
         }),
@@ -398,7 +401,7 @@ describe(`the half-open probe under every combination of rules (${testDriver()})
   it('a warm worker that sends the rated claim first takes the probe too', async () => {
     const rules: Rules = { limit: 'declared', rate: 'run-time' };
     const { b1, x1 } = await scenario(rules);
-    const first = await claimJobs(t.db.db, t.schema, {
+    const first = await claimJobs(t.db.executor, t.schema, {
       ...requestFor(rules, { limited: true, rated: true, ordered: true }),
       now: at(1_200),
     });
@@ -409,12 +412,12 @@ describe(`the half-open probe under every combination of rules (${testDriver()})
   it('a probe given back unstarted keeps the turn until it runs out, then runs; a cancelled one hands it to the next job', async () => {
     const rules: Rules = { limit: 'declared', rate: 'run-time' };
     const { b1, b2, x1 } = await scenario(rules);
-    const claim = (ms: number) => claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(ms) });
+    const claim = (ms: number) => claimJobs(t.db.executor, t.schema, { ...requestFor(rules), now: at(ms) });
     const first = await claim(1_200);
     expect(first.jobs.map((j) => j.id).sort()).toEqual([b1, x1].sort());
     // Its invocation ran out of time before starting it: given back, its attempt taken back.
     const probe = first.jobs.find((j) => j.id === b1) as Claimed;
-    expect(await releaseJobs(t.db.db, t.schema, [probe], at(1_500))).toEqual([b1]);
+    expect(await releaseJobs(t.db.executor, t.schema, [probe], at(1_500))).toEqual([b1]);
     expect(await stateOf(b1)).toEqual({ state: 'queued', attempt: 0 });
     expect((await claim(2_000)).jobs).toEqual([]);
     // Its turn ran out: the next claim sends it again.
@@ -422,7 +425,7 @@ describe(`the half-open probe under every combination of rules (${testDriver()})
     expect(again.jobs.map((j) => [j.id, j.attempt])).toEqual([[b1, 1]]);
     expect(again.probes).toEqual([{ destination: D, jobId: b1 }]);
     // Cancelled while it runs (no outcome reaches the breaker): when the turn runs out, B's next job has it.
-    expect(await cancelJobs(t.db.db, t.schema, [b1], at(32_000))).toEqual([
+    expect(await cancelJobs(t.db.executor, t.schema, [b1], at(32_000))).toEqual([
       expect.objectContaining({ id: b1, cancelled: true }),
     ]);
     expect((await claim(61_000)).jobs).toEqual([]);
@@ -436,14 +439,14 @@ describe(`the half-open probe under every combination of rules (${testDriver()})
     const rules: Rules = { limit: 'declared', rate: 'run-time' };
     const { b1, x1 } = await scenario(rules);
     // B may start once a minute, and a job of B without a destination just started.
-    await setRateLimit(t.db.db, t.schema, { scope: 'kind', name: 'b', maxStarts: 1, periodMs: 60_000, by: 't' });
+    await setRateLimit(t.db.executor, t.schema, { scope: 'kind', name: 'b', maxStarts: 1, periodMs: 60_000, by: 't' });
     const [solo] = await q.enqueueMany(t.db, [b.with({ n: 0 })]);
-    const started = await claimJobs(t.db.db, t.schema, {
+    const started = await claimJobs(t.db.executor, t.schema, {
       ...requestFor(rules, { leases: leases.slice(1, 2) }),
       now: at(1_050),
     });
     expect(started.jobs.map((j) => j.id)).toEqual([solo?.id]);
-    const held = await claimJobs(t.db.db, t.schema, { ...requestFor(rules), now: at(1_200) });
+    const held = await claimJobs(t.db.executor, t.schema, { ...requestFor(rules), now: at(1_200) });
     expect(held.jobs.map((j) => j.id)).toEqual([x1]);
     expect(held.probes).toEqual([]);
     expect(await health(D, at(1_200))).toMatchObject({ state: 'open', probeJobId: null });
@@ -457,7 +460,7 @@ describe(`the half-open probe under every combination of rules (${testDriver()})
     try {
       const results = await Promise.all(
         claimers.map((c, i) =>
-          claimJobs(c.db, t.schema, { ...requestFor(rules, { invocationId: `c${i}` }), now: at(1_200) }),
+          claimJobs(c.executor, t.schema, { ...requestFor(rules, { invocationId: `c${i}` }), now: at(1_200) }),
         ),
       );
       const ids = results.flatMap((r) => r.jobs.map((j) => j.id));

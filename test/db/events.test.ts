@@ -173,7 +173,7 @@ describe(`events (${testDriver()})`, () => {
   it('a retired subscription gets no job; its row stays; a sync makes it active again', async () => {
     await clean();
     await sync();
-    expect(await retireSubscriptions(t.db.db, t.schema, { kinds: ['audit'] })).toEqual(['audit']);
+    expect(await retireSubscriptions(t.db.executor, t.schema, { kinds: ['audit'] })).toEqual(['audit']);
     const result = await q.publish(t.db.db, signedUp, ada);
     expect(result.jobs.map((j) => j.kind).sort()).toEqual(['crm-sync', 'send-welcome']);
     expect(result.subscribers).toBe(2);
@@ -218,7 +218,7 @@ describe(`events (${testDriver()})`, () => {
     await expect(replayEvents(t.db, { schema: t.schema, subscription: 'crm-synk', from })).rejects.toThrow(
       /no subscription crm-synk \(skiplock events subscriptions lists them\)/,
     );
-    await retireSubscriptions(t.db.db, t.schema, { kinds: ['send-welcome'] });
+    await retireSubscriptions(t.db.executor, t.schema, { kinds: ['send-welcome'] });
     await expect(replayEvents(t.db, { schema: t.schema, subscription: 'send-welcome', from })).rejects.toThrow(
       /subscription send-welcome is retired/,
     );
@@ -239,12 +239,12 @@ describe(`events (${testDriver()})`, () => {
       now: new Date(Date.now() + 60_000),
     });
     const request = { marginMs: 5 * 60_000, horizonMs: 3_600_000, limit: 100, now: new Date(Date.now() + 61_000) };
-    const filled = await reconcileDeliveries(t.db.db, t.schema, request);
+    const filled = await reconcileDeliveries(t.db.executor, t.schema, request);
     expect(filled.map((d) => [d.eventId, d.kind])).toEqual([[recent.eventId, 'audit']]);
-    expect(await reconcileDeliveries(t.db.db, t.schema, request)).toEqual([]);
+    expect(await reconcileDeliveries(t.db.executor, t.schema, request)).toEqual([]);
     // Past its horizon a subscription is no longer looked at.
     expect(
-      await reconcileDeliveries(t.db.db, t.schema, {
+      await reconcileDeliveries(t.db.executor, t.schema, {
         ...request,
         horizonMs: 1_000,
         now: new Date(Date.now() + 3_600_000),
@@ -288,7 +288,9 @@ describe(`events (${testDriver()})`, () => {
     await t.admin.query(`update "${t.schema}".events set published_at = now() - interval '8 days' where id = $1`, [
       old.eventId,
     ]);
-    expect(await pruneEvents(t.db.db, t.schema, { before: new Date(Date.now() - 7 * 86_400_000), limit: 100 })).toBe(1);
+    expect(
+      await pruneEvents(t.db.executor, t.schema, { before: new Date(Date.now() - 7 * 86_400_000), limit: 100 }),
+    ).toBe(1);
     expect([await count('events'), await count('event_deliveries'), await count('jobs')]).toEqual([1, 2, 5]);
     await t.admin.query(`update "${t.schema}".events set published_at = now() - interval '2 days'`);
     const report = await runMaintenance(t.db, { schema: t.schema, eventRetentionMs: 86_400_000 });

@@ -90,7 +90,7 @@ describe(`least-privilege roles from docs/roles.sql (${testDriver()})`, () => {
         sql`update ${sql.identifier(t.schema)}.jobs set state = 'running'`,
         sql`delete from ${sql.identifier(t.schema)}.jobs`,
       ]) {
-        const error = await queryRows(db.db, forbidden, t.schema).catch((e: unknown) => e);
+        const error = await queryRows(db.executor, forbidden, t.schema).catch((e: unknown) => e);
         expect(error).toBeInstanceOf(DatabaseError);
         expect((error as DatabaseError).sqlState).toBe('42501');
       }

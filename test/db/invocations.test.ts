@@ -24,7 +24,7 @@ describe(`invocation registrations (${testDriver()})`, () => {
       const now = at(0);
       const results = await Promise.all(
         Array.from({ length: 16 }, async (_, i) => {
-          const db = (connections[i % connections.length] as (typeof connections)[number]).db;
+          const db = (connections[i % connections.length] as (typeof connections)[number]).executor;
           // As the worker does: try again with a fresh look while the others' count leaves room.
           for (let tries = 0; tries <= 5; tries++) {
             const r = await registerInvocation(db, t.schema, {
@@ -51,7 +51,7 @@ describe(`invocation registrations (${testDriver()})`, () => {
   });
 
   it('a slot frees itself when its registration expires (a crashed invocation), or when unregistered', async () => {
-    const first = await registerInvocation(t.db.db, t.schema, {
+    const first = await registerInvocation(t.db.executor, t.schema, {
       worker: 'w',
       invocationId: 'crashed',
       max: 1,
@@ -59,7 +59,7 @@ describe(`invocation registrations (${testDriver()})`, () => {
       now: at(0),
     });
     expect(first).toEqual({ slot: 1, running: 0 });
-    const refused = await registerInvocation(t.db.db, t.schema, {
+    const refused = await registerInvocation(t.db.executor, t.schema, {
       worker: 'w',
       invocationId: 'b',
       max: 1,
@@ -68,7 +68,7 @@ describe(`invocation registrations (${testDriver()})`, () => {
     });
     expect(refused).toEqual({ slot: null, running: 1 });
     // Other workers count on their own.
-    const other = await registerInvocation(t.db.db, t.schema, {
+    const other = await registerInvocation(t.db.executor, t.schema, {
       worker: 'other',
       invocationId: 'c',
       max: 1,
@@ -76,7 +76,7 @@ describe(`invocation registrations (${testDriver()})`, () => {
       now: at(9_999),
     });
     expect(other.slot).toBe(1);
-    const afterExpiry = await registerInvocation(t.db.db, t.schema, {
+    const afterExpiry = await registerInvocation(t.db.executor, t.schema, {
       worker: 'w',
       invocationId: 'b',
       max: 1,
@@ -84,7 +84,7 @@ describe(`invocation registrations (${testDriver()})`, () => {
       now: at(10_000),
     });
     expect(afterExpiry).toEqual({ slot: 1, running: 0 });
-    await unregisterInvocation(t.db.db, t.schema, { worker: 'w', invocationId: 'b' });
+    await unregisterInvocation(t.db.executor, t.schema, { worker: 'w', invocationId: 'b' });
     expect(await held('w', at(10_001))).toBe(0);
   });
 
@@ -96,7 +96,7 @@ describe(`invocation registrations (${testDriver()})`, () => {
          ('fan', 5, 'first', now() - interval '1 second', now() + interval '1 hour'),
          ('fan', 1, 'started-by-first', now(), now() + interval '1 hour')`,
     );
-    expect(await readBacklog(t.db.db, t.schema, { worker: 'fan', kinds: ['send-email'], cap: 1 })).toMatchObject({
+    expect(await readBacklog(t.db.executor, t.schema, { worker: 'fan', kinds: ['send-email'], cap: 1 })).toMatchObject({
       running: 2,
       leaderSlot: 5,
     });
@@ -110,22 +110,32 @@ describe(`invocation registrations (${testDriver()})`, () => {
       sendEmail.with({ to: 'x@example.com', subject: 's' }, { queue: 'elsewhere' }),
       sendEmail.with({ to: 'y@example.com', subject: 's' }, { delayMs: 3_600_000 }),
     ]);
-    const a = await registerInvocation(t.db.db, t.schema, { worker: 'w', invocationId: 'a', max: 3, ttlMs: 60_000 });
-    const b = await registerInvocation(t.db.db, t.schema, { worker: 'w', invocationId: 'b', max: 3, ttlMs: 60_000 });
+    const a = await registerInvocation(t.db.executor, t.schema, {
+      worker: 'w',
+      invocationId: 'a',
+      max: 3,
+      ttlMs: 60_000,
+    });
+    const b = await registerInvocation(t.db.executor, t.schema, {
+      worker: 'w',
+      invocationId: 'b',
+      max: 3,
+      ttlMs: 60_000,
+    });
     expect(b.slot).not.toBe(a.slot);
     // The oldest registration is the one that fans out, whatever the slots drawn.
     const leaderSlot = a.slot;
     const read = (cap: number, queues?: string[]) =>
-      readBacklog(t.db.db, t.schema, { worker: 'w', kinds: ['send-email'], queues, cap });
+      readBacklog(t.db.executor, t.schema, { worker: 'w', kinds: ['send-email'], queues, cap });
     expect(await read(1000, ['emails'])).toEqual({ ready: 30, running: 2, leaderSlot });
     expect(await read(10, ['emails'])).toEqual({ ready: 10, running: 2, leaderSlot });
     expect(await read(1000)).toEqual({ ready: 31, running: 2, leaderSlot });
-    expect(await readBacklog(t.db.db, t.schema, { worker: 'w', kinds: ['other-kind'], cap: 1000 })).toEqual({
+    expect(await readBacklog(t.db.executor, t.schema, { worker: 'w', kinds: ['other-kind'], cap: 1000 })).toEqual({
       ready: 0,
       running: 2,
       leaderSlot,
     });
-    expect(await readBacklog(t.db.db, t.schema, { worker: 'nobody', kinds: ['send-email'], cap: 1 })).toEqual({
+    expect(await readBacklog(t.db.executor, t.schema, { worker: 'nobody', kinds: ['send-email'], cap: 1 })).toEqual({
       ready: 1,
       running: 0,
       leaderSlot: null,

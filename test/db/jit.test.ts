@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SkiplockDb } from '../../db/connect.js';
-import { queryRows, queryRowsNamed } from '../../db/execute.js';
+import { queryHotRows, queryRows } from '../../db/execute.js';
 import { databaseUrl, openAdminPool, openDb, testDriver } from '../helpers/db.js';
 
 // A claim over a large backlog is estimated above jit_above_cost; compiling it took 409 ms for a
@@ -32,7 +32,7 @@ afterAll(async () => {
 /** Whether EXPLAIN ANALYZE of a statement, sent as `send` sends it, reports JIT compilation. */
 async function compiled(send: typeof queryRows): Promise<boolean> {
   const [row] = await send<{ 'QUERY PLAN': unknown }>(
-    db.db,
+    db.executor,
     sql`explain (analyze, format json) select sum(g) from generate_series(1, 1000) g`,
     'skiplock',
   );
@@ -43,7 +43,7 @@ async function compiled(send: typeof queryRows): Promise<boolean> {
 
 describe(`JIT for the hot statements (${testDriver()})`, () => {
   it('a claim or settle is never JIT-compiled, whatever the database says', async () => {
-    expect(await compiled(queryRowsNamed)).toBe(false);
+    expect(await compiled(queryHotRows)).toBe(false);
   });
 
   it('(the database here would compile it: neon-http has no session that turned it off)', async () => {

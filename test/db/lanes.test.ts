@@ -13,7 +13,7 @@ useTestSchema('lanes', (ctx) => {
 
 const LEASES = [{ kind: 'send-email', leaseMs: 30_000 }];
 const claim = (overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 10, invocationId: 'inv-a', ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 10, invocationId: 'inv-a', ...overrides });
 const laneOf = (id: string | bigint) => Number((BigInt(id) / BigInt(LANE_RUN)) % BigInt(CLAIM_LANES));
 const enqueue = (n: number, priority?: number) =>
   q.enqueueMany(

@@ -19,7 +19,7 @@ const LEASES = [
 ];
 const later = (ms: number) => new Date(Date.now() + ms);
 const claim = (overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 10, invocationId: 'inv-a', ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 10, invocationId: 'inv-a', ...overrides });
 const row = async (id: string) => (await t.admin.query(`select * from "${t.schema}".jobs where id = $1`, [id])).rows[0];
 const email = (i = 0) => ({ to: `u${i}@example.com`, subject: `s${i}` });
 const failure = { class: 'Error', message: 'boom' };
@@ -119,16 +119,16 @@ describe(`fencing and lease expiry (${testDriver()})`, () => {
     expect(fresh?.leaseToken).not.toBe(old?.leaseToken);
     const stale = { id, leaseToken: old!.leaseToken };
 
-    expect(await settleJobs(t.db.db, t.schema, [{ ...stale, outcome: 'completed' }])).toEqual([]);
-    expect(await settleJobs(t.db.db, t.schema, [{ ...stale, outcome: 'retry', delayMs: 0, error: failure }])).toEqual(
-      [],
-    );
-    expect(await settleJobs(t.db.db, t.schema, [{ ...stale, outcome: 'dead', reason: 'x', error: failure }])).toEqual(
-      [],
-    );
-    expect(await extendLease(t.db.db, t.schema, stale, 600_000)).toBeNull();
-    expect(await reportProgress(t.db.db, t.schema, stale, { pct: 99 })).toBe(false);
-    expect(await releaseJobs(t.db.db, t.schema, [stale])).toEqual([]);
+    expect(await settleJobs(t.db.executor, t.schema, [{ ...stale, outcome: 'completed' }])).toEqual([]);
+    expect(
+      await settleJobs(t.db.executor, t.schema, [{ ...stale, outcome: 'retry', delayMs: 0, error: failure }]),
+    ).toEqual([]);
+    expect(
+      await settleJobs(t.db.executor, t.schema, [{ ...stale, outcome: 'dead', reason: 'x', error: failure }]),
+    ).toEqual([]);
+    expect(await extendLease(t.db.executor, t.schema, stale, 600_000)).toBeNull();
+    expect(await reportProgress(t.db.executor, t.schema, stale, { pct: 99 })).toBe(false);
+    expect(await releaseJobs(t.db.executor, t.schema, [stale])).toEqual([]);
     const during = await row(id);
     expect(during).toMatchObject({
       state: 'running',
@@ -138,13 +138,17 @@ describe(`fencing and lease expiry (${testDriver()})`, () => {
       attempt: 2,
     });
 
-    expect(await reportProgress(t.db.db, t.schema, { id, leaseToken: fresh!.leaseToken }, { pct: 50 })).toBe(true);
-    const settled = await settleJobs(t.db.db, t.schema, [{ id, leaseToken: fresh!.leaseToken, outcome: 'completed' }]);
+    expect(await reportProgress(t.db.executor, t.schema, { id, leaseToken: fresh!.leaseToken }, { pct: 50 })).toBe(
+      true,
+    );
+    const settled = await settleJobs(t.db.executor, t.schema, [
+      { id, leaseToken: fresh!.leaseToken, outcome: 'completed' },
+    ]);
     expect(settled.map((s) => s.state)).toEqual(['completed']);
     // Even after completion, the stale token changes nothing.
-    expect(await settleJobs(t.db.db, t.schema, [{ ...stale, outcome: 'retry', delayMs: 0, error: failure }])).toEqual(
-      [],
-    );
+    expect(
+      await settleJobs(t.db.executor, t.schema, [{ ...stale, outcome: 'retry', delayMs: 0, error: failure }]),
+    ).toEqual([]);
     expect(await row(id)).toMatchObject({ state: 'completed', progress: { pct: 50 } });
   });
 
@@ -161,7 +165,7 @@ describe(`fencing and lease expiry (${testDriver()})`, () => {
     now += 60_000;
     const last = await claim({ now: new Date(now) });
     expect(last.jobs).toEqual([]); // no attempt left: never rescued
-    const buried = await buryDoomed(t.db.db, t.schema, { kinds: ['send-email'], limit: 10, now: new Date(now) });
+    const buried = await buryDoomed(t.db.executor, t.schema, { kinds: ['send-email'], limit: 10, now: new Date(now) });
     expect(buried).toEqual([expect.objectContaining({ id, reason: 'lease_expired', attempt: 3 })]);
     const r = await row(id);
     expect(r).toMatchObject({ state: 'dead', dead_reason: 'lease_expired', attempt: 3 });
@@ -197,7 +201,7 @@ describe(`fencing and lease expiry (${testDriver()})`, () => {
     const [job] = (await claim()).jobs;
     // On a supplied database clock: the new expiry is exactly that moment plus the extension.
     const at = later(1_000);
-    const until = await extendLease(t.db.db, t.schema, { id, leaseToken: job!.leaseToken }, 120_000, at);
+    const until = await extendLease(t.db.executor, t.schema, { id, leaseToken: job!.leaseToken }, 120_000, at);
     expect(until?.getTime()).toBe(at.getTime() + 120_000);
     expect((await claim({ now: new Date(at.getTime() + 60_000) })).jobs).toEqual([]);
   });
@@ -211,7 +215,7 @@ describe(`outcomes (${testDriver()})`, () => {
     );
     const { jobs } = await claim();
     const settled = await settleJobs(
-      t.db.db,
+      t.db.executor,
       t.schema,
       jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' as const })),
     );
@@ -225,7 +229,7 @@ describe(`outcomes (${testDriver()})`, () => {
   it('retry waits its delay on the database clock and keeps the error; then it is claimable again', async () => {
     const { id } = await q.enqueue(t.db, sendEmail, email());
     const [job] = (await claim()).jobs;
-    const [settled] = await settleJobs(t.db.db, t.schema, [
+    const [settled] = await settleJobs(t.db.executor, t.schema, [
       {
         id,
         leaseToken: job!.leaseToken,
@@ -246,7 +250,7 @@ describe(`outcomes (${testDriver()})`, () => {
   it('a retry after the last attempt goes to the DLQ as max_attempts', async () => {
     const { id } = await q.enqueue(t.db, sendEmail, email(), { maxAttempts: 1 });
     const [job] = (await claim()).jobs;
-    const [settled] = await settleJobs(t.db.db, t.schema, [
+    const [settled] = await settleJobs(t.db.executor, t.schema, [
       { id, leaseToken: job!.leaseToken, outcome: 'retry', delayMs: 0, error: failure },
     ]);
     expect(settled).toMatchObject({ state: 'dead', deadReason: 'max_attempts' });
@@ -257,7 +261,7 @@ describe(`outcomes (${testDriver()})`, () => {
     const b = await q.enqueue(t.db, sendEmail, email(2));
     const { jobs } = await claim();
     const token = (id: string) => jobs.find((j) => j.id === id)!.leaseToken;
-    const settled = await settleJobs(t.db.db, t.schema, [
+    const settled = await settleJobs(t.db.executor, t.schema, [
       {
         id: a.id,
         leaseToken: token(a.id),
@@ -278,7 +282,7 @@ describe(`outcomes (${testDriver()})`, () => {
   it('release gives unstarted jobs back: no attempt counted, claimable at once', async () => {
     const { id } = await q.enqueue(t.db, sendEmail, email());
     const [job] = (await claim()).jobs;
-    expect(await releaseJobs(t.db.db, t.schema, [{ id, leaseToken: job!.leaseToken }])).toEqual([id]);
+    expect(await releaseJobs(t.db.executor, t.schema, [{ id, leaseToken: job!.leaseToken }])).toEqual([id]);
     expect(await row(id)).toMatchObject({ state: 'queued', attempt: 0, started_at: null, lease_expires_at: null });
     const [again] = (await claim()).jobs;
     expect(again?.attempt).toBe(1);
@@ -288,7 +292,7 @@ describe(`outcomes (${testDriver()})`, () => {
     const { id } = await q.enqueue(t.db, sendEmail, email(), { deadline: later(10_000) });
     const result = await claim({ now: later(20_000) });
     expect(result.jobs).toEqual([]);
-    const buried = await buryDoomed(t.db.db, t.schema, { kinds: ['send-email'], limit: 10, now: later(20_000) });
+    const buried = await buryDoomed(t.db.executor, t.schema, { kinds: ['send-email'], limit: 10, now: later(20_000) });
     expect(buried).toEqual([expect.objectContaining({ id, reason: 'deadline_exceeded' })]);
     expect(await row(id)).toMatchObject({ state: 'dead', dead_reason: 'deadline_exceeded', attempt: 0 });
   });

@@ -21,7 +21,7 @@ const LEASES = [
   { kind: 'sync-profile', leaseMs: 30_000 },
 ];
 const claim = (overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', ...overrides });
 const email = (i: number) => ({ to: `u${i}@example.com`, subject: 's' });
 const opts = () => ({ schema: t.schema, by: 'ops@example.com' });
 const done = (jobs: { id: string; leaseToken: string }[]) =>
@@ -204,7 +204,7 @@ describe(`fair share between concurrency keys (${testDriver()})`, () => {
       ...Array.from({ length: 3 }, (_, i) => sendEmail.with(email(i), { concurrencyKey: 'k' })),
       ...Array.from({ length: 2 }, (_, i) => sendEmail.with(email(i))),
     ]);
-    const backlog = await readBacklog(t.db.db, t.schema, { worker: 'w', kinds: ['send-email'], cap: 100 });
+    const backlog = await readBacklog(t.db.executor, t.schema, { worker: 'w', kinds: ['send-email'], cap: 100 });
     expect(backlog.ready).toBe(5);
   });
 });

@@ -1,7 +1,7 @@
 import type { SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
-import type { AnyPgDatabase } from '../../db/connect.js';
+import type { Executor } from '../../db/executor.js';
 import { expireDeadlines, pruneFinished } from '../../db/statements/maintenance.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 
@@ -25,15 +25,13 @@ type PlanNode = {
  * EXPLAIN (ANALYZE, BUFFERS) of the one statement `run` sends, with the clock it uses in
  * production (no test `now`), inside a transaction that is rolled back.
  */
-async function explain(run: (db: AnyPgDatabase) => Promise<unknown>): Promise<PlanNode> {
+async function explain(run: (db: Executor) => Promise<unknown>): Promise<PlanNode> {
   let captured: SQL | undefined;
-  const recorder = {
-    execute: async (query: SQL) => {
-      captured = query;
-      return { rows: [] };
-    },
-  } as unknown as AnyPgDatabase;
-  await run(recorder);
+  const record = async (query: SQL) => {
+    captured = query;
+    return [];
+  };
+  await run({ query: record, hot: record, batch: async () => [], transaction: undefined });
   const { sql: text, params } = new PgDialect().sqlToQuery(captured as SQL);
   const client = await t.admin.connect();
   try {

@@ -99,7 +99,7 @@ describe('migrate', () => {
   });
 
   it('reports a missing schema as not migrated, naming the command a package user has', async () => {
-    const error = await getJobs(db.db, schema, ['1']).catch((e: unknown) => e);
+    const error = await getJobs(db.executor, schema, ['1']).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(NotMigratedError);
     expect((error as Error).message).toMatch(/run `npx skiplock migrate` \(or migrate\(\) from code\)/);
     expect((error as Error).message).not.toMatch(/npm run/);
@@ -113,17 +113,17 @@ describe('migrate', () => {
 
   it('creates exactly db/schema.sql (after changing a migration: npm run db:dump)', async () => {
     const expected = readFileSync(fileURLToPath(new URL('../../db/schema.sql', import.meta.url)), 'utf8');
-    const dump = await dumpSchema(db.db, schema);
+    const dump = await dumpSchema(db.executor, schema);
     expect(dump.objects, 'db/schema.sql is stale: run `npm run db:dump`').toEqual(parseSchemaDump(expected));
     expect(expected.endsWith(dump.text), 'db/schema.sql is stale: run `npm run db:dump`').toBe(true);
-    expect(hasDrift(await checkSchema(db.db, schema))).toBe(false);
+    expect(hasDrift(await checkSchema(db.executor, schema))).toBe(false);
   });
 
   it('says a schema older than the code is older, and to migrate first', async () => {
     const old = await baselineSchema('migrate-outdated');
     try {
       await admin.query(`alter table "${old}".jobs drop column result cascade`);
-      const error = await getJobs(db.db, old, ['1']).catch((e: unknown) => e);
+      const error = await getJobs(db.executor, old, ['1']).catch((e: unknown) => e);
       expect(error).toMatchObject({ code: 'schema_outdated' });
       expect((error as Error).message).toMatch(/older than this code \(column .*result.* does not exist\)/);
       expect((error as Error).message).toMatch(/Migrate first, then deploy/);
@@ -259,13 +259,13 @@ describe('online migrations', () => {
         'transaction',
         'alone',
       ]);
-      const dump = await dumpSchema(db.db, schema);
+      const dump = await dumpSchema(db.executor, schema);
       expect(dump.objects.get('index jobs_tenant_idx')).toMatch(/CREATE INDEX jobs_tenant_idx ON skiplock\.jobs/);
       expect(dump.invalidIndexes).toEqual([]);
       expect(dump.unvalidatedConstraints).toEqual([]);
       expect((await journalRows(schema)).at(-1)).toMatchObject({ tag: '0001_expand', steps_done: null });
       // And --check reports the extra objects as drift from this version's schema.
-      expect((await checkSchema(db.db, schema)).unexpected).toEqual(
+      expect((await checkSchema(db.executor, schema)).unexpected).toEqual(
         expect.arrayContaining(['constraint jobs.jobs_tenant_check', 'index jobs_tenant_idx']),
       );
     } finally {
@@ -279,7 +279,7 @@ describe('online migrations', () => {
     try {
       const results = await Promise.all(connections.map((c) => applyMigrations(c, [baseline, expand], { schema })));
       expect(results.flatMap((r) => r.applied).length).toBeGreaterThanOrEqual(1);
-      const dump = await dumpSchema(db.db, schema);
+      const dump = await dumpSchema(db.executor, schema);
       expect(dump.objects.has('index jobs_tenant_idx')).toBe(true);
       expect(dump.invalidIndexes).toEqual([]);
       expect(dump.unvalidatedConstraints).toEqual([]);
@@ -389,7 +389,7 @@ describe('online migrations', () => {
         schema,
         `create index concurrently jobs_deadline_idx on "${schema}".jobs (deadline) where state = 'queued' and deadline is not null`,
       );
-      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual(['jobs_deadline_idx']);
+      expect((await dumpSchema(db.executor, schema)).invalidIndexes).toEqual(['jobs_deadline_idx']);
 
       // A long read on jobs: the concurrent drop and build wait for it, and let enqueues pass meanwhile.
       await reader.query(`begin; select count(*) from "${schema}".jobs`);
@@ -404,8 +404,8 @@ describe('online migrations', () => {
 
       expect(await migrating).toMatchObject({ applied: [], rebuiltIndexes: ['jobs_deadline_idx'] });
       expect(events).toContainEqual({ type: 'invalid_index_dropped', tag: null, index: 'jobs_deadline_idx' });
-      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual([]);
-      expect(hasDrift(await checkSchema(db.db, schema))).toBe(false);
+      expect((await dumpSchema(db.executor, schema)).invalidIndexes).toEqual([]);
+      expect(hasDrift(await checkSchema(db.executor, schema))).toBe(false);
       expect((await migrate(db, { schema })).rebuiltIndexes).toEqual([]);
     } finally {
       await reader.query('rollback').catch(() => {});
@@ -445,8 +445,8 @@ describe('online migrations', () => {
       await admin
         .query(`create unique index concurrently jobs_correlation_uq on "${schema}".jobs (correlation_id)`)
         .catch(() => {});
-      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual(['jobs_correlation_uq']);
-      expect((await checkSchema(db.db, schema)).invalidIndexes).toEqual(['jobs_correlation_uq']);
+      expect((await dumpSchema(db.executor, schema)).invalidIndexes).toEqual(['jobs_correlation_uq']);
+      expect((await checkSchema(db.executor, schema)).invalidIndexes).toEqual(['jobs_correlation_uq']);
       await admin.query(`delete from "${schema}".jobs where kind = 'b'`);
 
       const events: MigrationEvent[] = [];
@@ -459,7 +459,7 @@ describe('online migrations', () => {
         tag: '0001_unique',
         index: 'jobs_correlation_uq',
       });
-      expect((await dumpSchema(db.db, schema)).invalidIndexes).toEqual([]);
+      expect((await dumpSchema(db.executor, schema)).invalidIndexes).toEqual([]);
     } finally {
       await admin.query(`drop schema if exists "${schema}" cascade`);
     }
@@ -482,7 +482,7 @@ describe("a schema made without skiplock's journal (the Drizzle path, or by hand
       expect(await journalRows(schema)).toEqual([
         { tag: '0000_baseline', hash: MIGRATIONS[0]?.hash, steps_done: null },
       ]);
-      expect(hasDrift(await checkSchema(db.db, schema))).toBe(false);
+      expect(hasDrift(await checkSchema(db.executor, schema))).toBe(false);
       expect(await migrate(db, { schema })).toMatchObject({ applied: [], recorded: [] });
     } finally {
       await admin.query(`drop schema if exists "${schema}" cascade`);

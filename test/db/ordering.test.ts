@@ -36,12 +36,12 @@ const LEASES = [
 ];
 const enqueuer = () => createEnqueuer({ schema: t.schema });
 const claim = (overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 50, invocationId: 'inv', ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 50, invocationId: 'inv', ...overrides });
 const steps = (jobs: { payload: unknown }[]) => jobs.map((j) => (j.payload as { step: number }).step);
 /** Completes jobs as a worker does: each outcome carries its job's key, and the same statement releases the next job. */
 const complete = (jobs: { id: string; leaseToken: string; orderingKey?: string | null }[]) =>
   settleJobs(
-    t.db.db,
+    t.db.executor,
     t.schema,
     jobs.map((j) => ({
       id: j.id,
@@ -96,7 +96,7 @@ describe(`ordering keys (${testDriver()})`, () => {
   it('a retrying head blocks its key until it completes; its rescue after a lost lease keeps the order', async () => {
     await enqueueSteps(event, '7', 2);
     const [head] = (await claim()).jobs;
-    await settleJobs(t.db.db, t.schema, [
+    await settleJobs(t.db.executor, t.schema, [
       {
         id: head?.id as string,
         leaseToken: head?.leaseToken as string,
@@ -106,7 +106,7 @@ describe(`ordering keys (${testDriver()})`, () => {
         orderingKey: 'order-7', // a retried job keeps its key: nothing is released
       },
     ]);
-    await releaseParked(t.db.db, t.schema, { keys: ['order-7'], limit: 1 });
+    await releaseParked(t.db.executor, t.schema, { keys: ['order-7'], limit: 1 });
     const later = new Date(Date.now() + 5_000);
     expect((await claim({ now: new Date() })).jobs).toEqual([]);
     // Due again: the head runs, not step 2; its lease then expires and a rescue takes it, still alone.
@@ -125,7 +125,7 @@ describe(`ordering keys (${testDriver()})`, () => {
     const heads = (await claim()).jobs;
     expect(heads.map((j) => j.kind).sort()).toEqual(['held-event', 'order-event']);
     await settleJobs(
-      t.db.db,
+      t.db.executor,
       t.schema,
       heads.map((j) => ({
         id: j.id,
@@ -135,12 +135,12 @@ describe(`ordering keys (${testDriver()})`, () => {
         error: { class: 'DiscardError', message: 'bad request' },
       })),
     );
-    await releaseParked(t.db.db, t.schema, { keys: ['order-1', 'held-1'], limit: 2 });
+    await releaseParked(t.db.executor, t.schema, { keys: ['order-1', 'held-1'], limit: 2 });
     const next = (await claim()).jobs;
     expect(next.map((j) => [j.kind, (j.payload as { step: number }).step])).toEqual([['order-event', 2]]);
     // The held key goes on only through its dead head: replayed, it runs first.
     const heldHead = heads.find((j) => j.kind === 'held-event')?.id as string;
-    await replayDead(t.db.db, t.schema, {
+    await replayDead(t.db.executor, t.schema, {
       filter: { ids: [heldHead] },
       limit: 10,
       by: 'test',
@@ -156,7 +156,7 @@ describe(`ordering keys (${testDriver()})`, () => {
   it('a dead head replayed while the next job of its key runs waits for it, then runs before the rest', async () => {
     await enqueueSteps(event, '9', 3);
     const [head] = (await claim()).jobs;
-    await settleJobs(t.db.db, t.schema, [
+    await settleJobs(t.db.executor, t.schema, [
       {
         id: head?.id as string,
         leaseToken: head?.leaseToken as string,
@@ -165,10 +165,10 @@ describe(`ordering keys (${testDriver()})`, () => {
         error: { class: 'DiscardError', message: 'bad request' },
       },
     ]);
-    await releaseParked(t.db.db, t.schema, { keys: ['order-9'], limit: 1 });
+    await releaseParked(t.db.executor, t.schema, { keys: ['order-9'], limit: 1 });
     const second = (await claim()).jobs;
     expect(steps(second)).toEqual([2]);
-    await replayDead(t.db.db, t.schema, {
+    await replayDead(t.db.executor, t.schema, {
       filter: { ids: [head?.id as string] },
       limit: 10,
       by: 'test',
@@ -220,7 +220,7 @@ describe(`ordering keys (${testDriver()})`, () => {
     const [head] = (await claim()).jobs; // held-event: one attempt, so an expired lease buries it
     expect(head?.kind).toBe('held-event');
     const later = new Date(Date.now() + 120_000);
-    const buried = await buryDoomed(t.db.db, t.schema, { kinds: ['held-event', 'plain'], limit: 10, now: later });
+    const buried = await buryDoomed(t.db.executor, t.schema, { kinds: ['held-event', 'plain'], limit: 10, now: later });
     expect(buried.map((b) => [b.id, b.reason])).toEqual([[head?.id, 'lease_expired']]);
     // The buried head's kind holds its key when dead ('hold'): the next job waits for a replay.
     expect((await claim({ now: later })).jobs).toEqual([]);
@@ -234,7 +234,7 @@ describe(`ordering keys (${testDriver()})`, () => {
     const [head] = (await claim()).jobs;
     await t.admin.query(`update "${t.schema}".jobs set max_attempts = 1 where id = $1`, [head?.id]);
     const later = new Date(Date.now() + 120_000);
-    const buried = await buryDoomed(t.db.db, t.schema, { kinds: ['plain'], limit: 10, now: later });
+    const buried = await buryDoomed(t.db.executor, t.schema, { kinds: ['plain'], limit: 10, now: later });
     expect(buried.map((b) => b.id)).toEqual([head?.id]);
     expect((await claim({ now: later })).jobs.map((j) => (j.payload as { n: number }).n)).toEqual([2]);
   });

@@ -19,7 +19,7 @@ const LEASES = [
   { kind: 'sync-profile', leaseMs: 30_000 },
 ];
 const claim = (overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', ...overrides });
 const email = (i: number) => ({ to: `u${i}@example.com`, subject: 's' });
 const by = { by: 'ops@example.com' };
 const opts = () => ({ schema: t.schema, ...by });
@@ -73,7 +73,7 @@ describe(`pause and resume (${testDriver()})`, () => {
       t.db,
       Array.from({ length: 4 }, (_, i) => sendEmail.with(email(i), { queue: i < 3 ? 'webhooks' : 'emails' })),
     );
-    const backlog = () => readBacklog(t.db.db, t.schema, { worker: 'w', kinds: ['send-email'], cap: 100 });
+    const backlog = () => readBacklog(t.db.executor, t.schema, { worker: 'w', kinds: ['send-email'], cap: 100 });
     expect((await backlog()).ready).toBe(4);
     await pause(t.db, { queue: 'webhooks' }, opts());
     expect((await backlog()).ready).toBe(1);

@@ -21,7 +21,7 @@ const LEASES = [
 ];
 const { at } = useSuppliedClock();
 const claim = (now: Date, overrides: Partial<ClaimRequest> = {}) =>
-  claimJobs(t.db.db, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', now, ...overrides });
+  claimJobs(t.db.executor, t.schema, { leases: LEASES, limit: 100, invocationId: 'inv', now, ...overrides });
 const email = (i: number) => ({ to: `u${i}@example.com`, subject: 's' });
 const opts = () => ({ schema: t.schema, by: 'ops@example.com' });
 const count = <J>(jobs: readonly J[], f: (j: J) => boolean) => jobs.filter(f).length;

@@ -22,7 +22,7 @@ const minute = 60_000;
 const now = new Date(Math.floor(Date.now() / minute) * minute + 30_000);
 const ago = (minutes: number) => new Date(now.getTime() - minutes * minute);
 const series = (queue?: string) =>
-  activitySeries(t.db.db, t.schema, { bucketSeconds: 60, buckets: 60, now, ...(queue ? { queue } : {}) });
+  activitySeries(t.db.executor, t.schema, { bucketSeconds: 60, buckets: 60, now, ...(queue ? { queue } : {}) });
 
 describe(`activity rollups (${testDriver()})`, () => {
   it('gives the charts the same counts from rolled-up minutes as from the rows, and counts rows finished since', async () => {
@@ -40,7 +40,7 @@ describe(`activity rollups (${testDriver()})`, () => {
     expect(before.all.reduce((n, b) => n + b.completed, 0)).toBe(22);
 
     // Minutes closed more than two minutes ago are rolled up; the minute one ago stays in the table.
-    expect(await rollUpActivity(t.db.db, t.schema, { now })).toBe(3);
+    expect(await rollUpActivity(t.db.executor, t.schema, { now })).toBe(3);
     const { rows } = await t.admin.query(
       `select queue, completed::int, dead::int, cancelled::int from "${t.schema}".activity_rollups order by minute, queue`,
     );
@@ -56,11 +56,11 @@ describe(`activity rollups (${testDriver()})`, () => {
     expect(await series('emails')).toEqual(before.emails);
 
     // Nothing new closed: nothing written; a second caller writes nothing twice.
-    expect(await rollUpActivity(t.db.db, t.schema, { now })).toBe(0);
+    expect(await rollUpActivity(t.db.executor, t.schema, { now })).toBe(0);
     await finished(2, 'dead', 'emails', ago(1));
     const later = new Date(now.getTime() + 5 * minute);
-    expect(await rollUpActivity(t.db.db, t.schema, { now: later })).toBe(1);
-    const counted = await activitySeries(t.db.db, t.schema, { bucketSeconds: 3600, buckets: 2, now: later });
+    expect(await rollUpActivity(t.db.executor, t.schema, { now: later })).toBe(1);
+    const counted = await activitySeries(t.db.executor, t.schema, { bucketSeconds: 3600, buckets: 2, now: later });
     expect(counted.reduce((n, b) => n + b.completed + b.dead, 0)).toBe(27);
   });
 
@@ -70,8 +70,8 @@ describe(`activity rollups (${testDriver()})`, () => {
     const other = openDb();
     try {
       const written = await Promise.all([
-        rollUpActivity(t.db.db, t.schema, { now }),
-        rollUpActivity(other.db, t.schema, { now }),
+        rollUpActivity(t.db.executor, t.schema, { now }),
+        rollUpActivity(other.executor, t.schema, { now }),
       ]);
       expect(written[0] + written[1]).toBe(2);
       const { rows } = await t.admin.query(`select sum(completed)::int as n from "${t.schema}".activity_rollups`);
@@ -87,10 +87,10 @@ describe(`activity rollups (${testDriver()})`, () => {
     await finished(3, 'completed', 'emails', minutesAgo(30));
     await finished(2, 'dead', 'emails', minutesAgo(90));
     await finished(1, 'dead', 'emails', minutesAgo(30));
-    const read = async () => (await queueStats(t.db.db, t.schema)).find((r) => r.queue === 'emails');
+    const read = async () => (await queueStats(t.db.executor, t.schema)).find((r) => r.queue === 'emails');
     const before = await read();
     expect(before).toMatchObject({ completedLastHour: 3, deadLastHour: 1, dead: 3 });
-    await rollUpActivity(t.db.db, t.schema);
+    await rollUpActivity(t.db.executor, t.schema);
     await finished(4, 'completed', 'emails', new Date());
     expect(await read()).toMatchObject({ completedLastHour: 7, deadLastHour: 1, dead: 3 });
   });
@@ -98,8 +98,8 @@ describe(`activity rollups (${testDriver()})`, () => {
   it('prunes rollups older than their retention', async () => {
     await finished(1, 'completed', 'emails', ago(50));
     await finished(1, 'completed', 'emails', ago(10));
-    await rollUpActivity(t.db.db, t.schema, { now });
-    expect(await pruneRollups(t.db.db, t.schema, 30 * minute, now)).toBe(1);
+    await rollUpActivity(t.db.executor, t.schema, { now });
+    expect(await pruneRollups(t.db.executor, t.schema, 30 * minute, now)).toBe(1);
     const { rows } = await t.admin.query(`select count(*)::int as n from "${t.schema}".activity_rollups`);
     expect(rows[0].n).toBe(1);
   });

@@ -29,7 +29,7 @@ const windows = declaredWindows([nightly, mail, always]);
 const leasesOf = (leaseMs: number) => ['export', 'mail', 'ping'].map((kind) => ({ kind, leaseMs }));
 // The jobs are enqueued on the real clock (November 2026); the claims run at these later moments.
 const claim = (iso: string, leaseMs = 86_400_000) =>
-  claimJobs(t.db.db, t.schema, {
+  claimJobs(t.db.executor, t.schema, {
     leases: leasesOf(leaseMs),
     limit: 10,
     invocationId: 'inv',
@@ -64,7 +64,7 @@ describe(`run windows (${testDriver()})`, () => {
 
   it('a deadline still applies outside the window: the job goes to the DLQ', async () => {
     await q.enqueueMany(t.db, [nightly.with({ n: 1 }, { deadline: new Date(Date.now() + 60_000) })]);
-    const buried = await buryDoomed(t.db.db, t.schema, {
+    const buried = await buryDoomed(t.db.executor, t.schema, {
       kinds: ['export'],
       limit: 10,
       now: new Date(Date.now() + 120_000),

@@ -189,14 +189,14 @@ describe(`the tick (${testDriver()})`, () => {
       now: at('2026-06-01T10:10:00Z'),
     });
     const now = at('2026-06-01T11:00:01Z');
-    const first = await claimDueRuntimeSchedules(t.db.db, t.schema, { limit: 10, leaseMs: 30_000, now });
+    const first = await claimDueRuntimeSchedules(t.db.executor, t.schema, { limit: 10, leaseMs: 30_000, now });
     expect(first.rows.map((r) => r.key)).toEqual(['slow']);
     // While the claim holds, another tick passes over it.
     expect((await tick('2026-06-01T11:00:10Z')).claimed).toBe(0);
     // The claim runs out: another tick takes it and enqueues the occurrence; its job completes.
     expect((await tick('2026-06-01T11:00:40Z')).enqueued).toHaveLength(1);
     await t.admin.query(`update "${t.schema}".jobs set state = 'completed', finished_at = now()`);
-    const late = await fireRuntimeSchedules(t.db.db, t.schema, planRuntimeTick(first.rows, now, silentLogger));
+    const late = await fireRuntimeSchedules(t.db.executor, t.schema, planRuntimeTick(first.rows, now, silentLogger));
     expect(late.moved.size).toBe(0);
     expect(await jobKeys()).toEqual(['slow@2026-06-01T11:00:00.000Z']);
   });
@@ -206,11 +206,11 @@ describe(`the tick (${testDriver()})`, () => {
       now: at('2026-06-01T10:10:00Z'),
     });
     const now = at('2026-06-01T11:00:01Z');
-    const claimed = await claimDueRuntimeSchedules(t.db.db, t.schema, { limit: 10, leaseMs: 30_000, now });
+    const claimed = await claimDueRuntimeSchedules(t.db.executor, t.schema, { limit: 10, leaseMs: 30_000, now });
     const plan = planRuntimeTick(claimed.rows, now, silentLogger);
     expect(plan.rows).toHaveLength(1);
     await s().updateSchedule(t.db, spec('edited', { cron: '30 * * * *', timezone: 'UTC' }), { now });
-    const fired = await fireRuntimeSchedules(t.db.db, t.schema, plan);
+    const fired = await fireRuntimeSchedules(t.db.executor, t.schema, plan);
     expect(fired.moved.size).toBe(0);
     expect(await jobKeys()).toEqual([]);
     // The edit's definition stands, and its claim was dropped: the next tick runs it at :30.
@@ -219,14 +219,14 @@ describe(`the tick (${testDriver()})`, () => {
       '2026-06-01T11:30:00.000Z',
     ]);
     // A delete between claim and fire: the same.
-    const again = await claimDueRuntimeSchedules(t.db.db, t.schema, {
+    const again = await claimDueRuntimeSchedules(t.db.executor, t.schema, {
       limit: 10,
       leaseMs: 30_000,
       now: at('2026-06-01T12:30:01Z'),
     });
     await s().deleteSchedule(t.db, 'edited');
     const gone = await fireRuntimeSchedules(
-      t.db.db,
+      t.db.executor,
       t.schema,
       planRuntimeTick(again.rows, at('2026-06-01T12:30:01Z'), silentLogger),
     );
@@ -461,7 +461,7 @@ describe(`listing and the idle wake-up (${testDriver()})`, () => {
         ['nightly', 'code', '2026-06-02T03:00:00.000Z', false],
       ],
     );
-    const due = await nextDue(t.db.db, t.schema, { kinds: ['other'] });
+    const due = await nextDue(t.db.executor, t.schema, { kinds: ['other'] });
     expect(due.scheduleAt).toEqual(at('2026-06-08T07:00:00Z'));
   });
 });

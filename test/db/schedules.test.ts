@@ -79,8 +79,8 @@ describe(`schedules (${testDriver()})`, () => {
     const now = new Date('2026-06-01T01:00:05Z');
     const defs = [{ name: 'hourly', cron: hourly.cron, timezone: hourly.timezone, kind: report.kind }];
     // Two ticks read the same last occurrence…
-    const a = await syncSchedules(t.db.db, t.schema, defs, now);
-    const b = await syncSchedules(t.db.db, t.schema, defs, now);
+    const a = await syncSchedules(t.db.executor, t.schema, defs, now);
+    const b = await syncSchedules(t.db.executor, t.schema, defs, now);
     const occurrence = new Date('2026-06-01T01:00:00Z');
     const row = () =>
       jobInsertRow(
@@ -89,7 +89,7 @@ describe(`schedules (${testDriver()})`, () => {
         1e6,
       );
     // …the second fires first, and its job runs to completion (its dedupe key is free again)…
-    const first = await fireSchedule(t.db.db, t.schema, {
+    const first = await fireSchedule(t.db.executor, t.schema, {
       name: 'hourly',
       expected: b.last.get('hourly') as Date,
       last: occurrence,
@@ -98,7 +98,7 @@ describe(`schedules (${testDriver()})`, () => {
     expect(first.fired).toBe(true);
     await t.admin.query(`update "${t.schema}".jobs set state = 'completed', finished_at = now()`);
     // …then the first fires with what it read: the compare-and-set refuses, nothing is inserted.
-    const late = await fireSchedule(t.db.db, t.schema, {
+    const late = await fireSchedule(t.db.executor, t.schema, {
       name: 'hourly',
       expected: a.last.get('hourly') as Date,
       last: occurrence,

@@ -15,7 +15,7 @@ useTestSchema('db-steps', (ctx) => {
 const kind = defineJob({ kind: 'stepped', payload: z.object({}) });
 const claimOne = async () => {
   await enqueuerFor(t.schema).enqueueMany(t.db, [kind.with({})]);
-  const { jobs } = await claimJobs(t.db.db, t.schema, {
+  const { jobs } = await claimJobs(t.db.executor, t.schema, {
     leases: [{ kind: 'stepped', leaseMs: 60_000 }],
     limit: 1,
     invocationId: 'i',
@@ -34,16 +34,16 @@ describe(`step statements (${testDriver()})`, () => {
       attempts: 1,
       resultJson: '"ch_1"',
     };
-    expect(await recordStep(t.db.db, t.schema, job, completed)).toBe(true);
+    expect(await recordStep(t.db.executor, t.schema, job, completed)).toBe(true);
     const failure = { class: 'Error', message: 'connection reset' };
     // The runner saw the commit fail and reports the step failed, releasing the job for a retry.
-    const runAt = await suspendJob(t.db.db, t.schema, job, {
+    const runAt = await suspendJob(t.db.executor, t.schema, job, {
       delayMs: 0,
       error: failure,
       step: { name: 'charge', position: 0, type: 'run', state: 'failed', attempts: 1, error: failure },
     });
     expect(runAt).toBeInstanceOf(Date);
-    expect(await readSteps(t.db.db, t.schema, job, 1_000)).toBeNull(); // released: no longer held
+    expect(await readSteps(t.db.executor, t.schema, job, 1_000)).toBeNull(); // released: no longer held
     const rows = await t.admin.query(`select state, result, attempts from "${t.schema}".job_steps where job_id = $1`, [
       job.id,
     ]);
@@ -54,8 +54,8 @@ describe(`step statements (${testDriver()})`, () => {
     const job = await claimOne();
     await t.admin.query(`update "${t.schema}".jobs set lease_token = gen_random_uuid() where id = $1`, [job.id]);
     const step = { name: 'a', position: 0, type: 'run' as const, state: 'completed' as const, attempts: 1 };
-    expect(await recordStep(t.db.db, t.schema, job, step)).toBe(false);
-    expect(await suspendJob(t.db.db, t.schema, job, { delayMs: 0, step })).toBeNull();
+    expect(await recordStep(t.db.executor, t.schema, job, step)).toBe(false);
+    expect(await suspendJob(t.db.executor, t.schema, job, { delayMs: 0, step })).toBeNull();
     expect((await t.admin.query(`select count(*)::int as n from "${t.schema}".job_steps`)).rows[0].n).toBe(0);
   });
 });

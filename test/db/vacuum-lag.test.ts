@@ -95,7 +95,7 @@ describe(`claims while vacuum lags (${testDriver()})`, () => {
     expect(bitmap[1]).toBeGreaterThan(40);
     expect(bitmap[1]).toBeGreaterThanOrEqual((bitmap[0] as number) * 0.9);
 
-    const claim = await claimJobs(db.db, 'skiplock', {
+    const claim = await claimJobs(db.executor, 'skiplock', {
       leases: [{ kind: 'k', leaseMs: 60_000 }],
       limit: 10,
       invocationId: 'inv-after-churn',

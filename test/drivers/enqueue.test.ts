@@ -23,7 +23,7 @@ const count = async (table: string) =>
 const orderIds = async () =>
   (await t.admin.query(`select id from "${t.schema}".orders order by id`)).rows.map((r) => r.id as number);
 const claimAll = () =>
-  claimJobs(t.db.db, t.schema, {
+  claimJobs(t.db.executor, t.schema, {
     leases: [
       { kind: 'send-email', leaseMs: 10_000 },
       { kind: 'sync-profile', leaseMs: 10_000 },

@@ -49,8 +49,8 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
 });
 /** Runs `fn`, and checks that its claims went through the driver under test's client. */
 async function throughTheDriver<T>(fn: () => Promise<T>): Promise<T> {
-  const { result, texts } = await captureStatements(testDriver(), fn);
-  expect(texts.filter((text) => /\bready as\b/.test(text)).length).toBeGreaterThan(0);
+  const { result, sent } = await captureStatements(testDriver(), fn);
+  expect(sent.filter((s) => s.driver === testDriver() && /\bready as\b/.test(s.text)).length).toBeGreaterThan(0);
   return result;
 }
 const rows = async () =>

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
@@ -9,7 +10,9 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { connect } from '../../db/connect.js';
 import { HOT_PLANS } from '../../db/drivers/pg-pool.js';
+import type { Executor } from '../../db/executor.js';
 import { migrate } from '../../db/migrate.js';
+import { renderSql } from '../../db/render.js';
 import { claimJobs, claimStatement as claimSql } from '../../db/statements/claim.js';
 
 // The plan of the claim on a backlog in one queue: the planner must keep the ordered index scan
@@ -36,19 +39,26 @@ async function claimStatement(
   limit = 100,
   inSchema = schema,
 ): Promise<{ text: string; values: unknown[] }> {
-  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-  const original = proto.query;
   let captured: { text: string; values: unknown[] } | undefined;
-  proto.query = function (this: unknown, ...args: unknown[]) {
-    const q = args[0] as { text?: string; values?: unknown[] };
-    if (typeof q === 'object' && q?.text?.includes('ready as')) {
-      captured = { text: q.text, values: q.values ?? (args[1] as unknown[]) ?? [] };
-    }
-    return original.apply(this, args);
+  const capture = (statement: SQL) => {
+    const { sql: text, params } = renderSql(statement);
+    if (text.includes('ready as')) captured = { text, values: params };
+  };
+  // The connection's Executor, wrapped: what it is asked to send, as the driver renders it.
+  const recording: Executor = {
+    ...db.executor,
+    query: (statement) => {
+      capture(statement);
+      return db.executor.query(statement);
+    },
+    hot: (statement, hint) => {
+      capture(statement);
+      return db.executor.hot(statement, hint);
+    },
   };
   try {
     await admin.query('begin');
-    await claimJobs(db.db, inSchema, {
+    await claimJobs(recording, inSchema, {
       leases: [{ kind: 'noop', leaseMs: 60_000 }],
       limit,
       invocationId: 'p',
@@ -56,7 +66,6 @@ async function claimStatement(
       ...(settle ? { settle } : {}),
     });
   } finally {
-    proto.query = original;
     await admin.query('rollback');
   }
   return captured as { text: string; values: unknown[] };
@@ -149,7 +158,7 @@ describe('the claim plan on a backlog of one queue (pg)', () => {
   it('updates the claimed and the settled rows by primary key, never by a scan of the whole table', async () => {
     // Joined to the picked ids, the planner hashed every row of jobs on each claim and each settle
     // (8.5 of 16.5 ms per 500-job claim on 20,000 rows): a cost that grew with the table.
-    const claimed = await claimJobs(db.db, schema, {
+    const claimed = await claimJobs(db.executor, schema, {
       leases: [{ kind: 'noop', leaseMs: 60_000 }],
       limit: 100,
       invocationId: 'p',
@@ -174,7 +183,7 @@ describe('the claim plan on a backlog of one queue (pg)', () => {
     // the batch, it probed the primary key for each row the delete had just removed: 45 % of a
     // delete-mode settle of 500 in the bench (bench/history.md item 36).
     const leases = [{ kind: 'noop', leaseMs: 60_000 }];
-    const claimed = await claimJobs(db.db, schema, { leases, limit: 50, invocationId: 'p' });
+    const claimed = await claimJobs(db.executor, schema, { leases, limit: 50, invocationId: 'p' });
     expect(claimed.jobs).toHaveLength(50);
     const settle: Outcome[] = claimed.jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, outcome: 'completed' }));
     const request = { leases, limit: 10, invocationId: 'p', settle, completion: 'delete' as const };
@@ -221,7 +230,7 @@ describe('the claim plan on a backlog of one queue (pg)', () => {
         Array.from({ length: 1_000 }, (_, n) => noop.with({ n })),
       );
     }
-    await claimJobs(db.db, grown, { leases: [{ kind: 'noop', leaseMs: 60_000 }], limit: 100, invocationId: 'p' });
+    await claimJobs(db.executor, grown, { leases: [{ kind: 'noop', leaseMs: 60_000 }], limit: 100, invocationId: 'p' });
     try {
       for (const name of ['hot_plain', 'hot_steady']) {
         const plan = await genericPlanOf(name, name === 'hot_plain' ? plain : steady);

@@ -180,12 +180,12 @@ describe('skiplock CLI against a real database', () => {
   it('dlq list and dlq replay (dry run, by id, refused when not dead), cancel and retry', async () => {
     // Kill job 2 through the real statements.
     const db = connect({ connectionString: inject('databaseUrl') });
-    const { jobs } = await claimJobs(db.db, schema, {
+    const { jobs } = await claimJobs(db.executor, schema, {
       leases: [{ kind: 'ping', leaseMs: 10_000 }],
       limit: 1,
       invocationId: 'x',
     });
-    await settleJobs(db.db, schema, [
+    await settleJobs(db.executor, schema, [
       {
         id: '2',
         leaseToken: jobs[0]!.leaseToken,
@@ -245,7 +245,7 @@ describe('skiplock stats --watch', () => {
     expect((await cli('queues', 'pause', 'payments')).out).toMatch(/was already paused, since .* by cli:tester/);
     const claimable = async () =>
       (
-        await claimJobs(conn().db, schema, {
+        await claimJobs(conn().executor, schema, {
           leases: [{ kind: 'charge-card', leaseMs: 30_000 }],
           limit: 10,
           invocationId: 'cli-test',

@@ -90,7 +90,7 @@ describe('the Drizzle path', () => {
     const db = connect({ connectionString: databaseUrl(database), driver: 'pg' });
     try {
       const expected = parseSchemaDump(readFileSync(join(root, 'db/schema.sql'), 'utf8'));
-      expect((await dumpSchema(db.db, 'skiplock')).objects).toEqual(expected);
+      expect((await dumpSchema(db.executor, 'skiplock')).objects).toEqual(expected);
     } finally {
       await db.close();
     }
@@ -145,7 +145,7 @@ describe('skiplock migrate on a schema the Drizzle path made', () => {
     const db = connect({ connectionString: databaseUrl(database), driver: 'pg' });
     try {
       const expected = parseSchemaDump(readFileSync(join(root, 'db/schema.sql'), 'utf8'));
-      expect((await dumpSchema(db.db, 'skiplock')).objects).toEqual(expected);
+      expect((await dumpSchema(db.executor, 'skiplock')).objects).toEqual(expected);
     } finally {
       await db.close();
     }

@@ -25,7 +25,7 @@ const env = (extra: Record<string, string | undefined> = {}) => ({
 const adminAuth = { authorization: `Bearer ${SECRETS.SKIPLOCK_ADMIN_TOKEN}` };
 const claimEmails = async () =>
   (
-    await claimJobs(t.db.db, t.schema, {
+    await claimJobs(t.db.executor, t.schema, {
       leases: [{ kind: 'send-email', leaseMs: 30_000 }],
       limit: 10,
       invocationId: 'inv',

@@ -255,12 +255,12 @@ describe(`Lambda replay and maintenance (${testDriver()})`, () => {
     })) as {
       results: { id: string }[];
     };
-    const { jobs } = await claimJobs(t.db.db, t.schema, {
+    const { jobs } = await claimJobs(t.db.executor, t.schema, {
       leases: [{ kind: 'send-email', leaseMs: 10_000 }],
       limit: 1,
       invocationId: 'x',
     });
-    await settleJobs(t.db.db, t.schema, [
+    await settleJobs(t.db.executor, t.schema, [
       {
         id: jobs[0]!.id,
         leaseToken: jobs[0]!.leaseToken,

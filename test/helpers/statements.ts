@@ -1,56 +1,34 @@
-import { Client as NeonClient, neonConfig } from '@neondatabase/serverless';
-import pg from 'pg';
 import type { Driver } from '../../db/connect.js';
+import { listenToStatements } from '../../db/statement-listeners.js';
+
+/** A statement an Executor sent: its SQL text, and the driver of its connection (undefined for an executor made of a caller's Drizzle database or client). */
+export interface SentStatement {
+  text: string;
+  driver: Driver | undefined;
+}
 
 /**
- * Captures the SQL text of every statement a driver sends while `fn` runs: node-postgres and
- * Neon WebSocket client queries, or SQL-over-HTTP requests (a batch counts each query).
- * `onStatement` sees each text as it is sent.
+ * Captures the SQL text of every statement skiplock sends while `fn` runs, as its Executors tell it
+ * (db/statement-listeners.ts): through connections of `driver`, and through executors made of a
+ * caller's Drizzle database or client. A hot statement counts once (its own transaction, or the JIT
+ * setting in front of it on neon-http, travels with it in one round trip); a batch counts each of
+ * its statements, a transaction its BEGIN and COMMIT. `onStatement` sees each text as it is sent.
  */
 export async function captureStatements<T>(
   driver: Driver,
   fn: () => Promise<T>,
   onStatement: (text: string) => void = () => {},
-): Promise<{ result: T; texts: string[] }> {
-  const texts: string[] = [];
-  const push = (...sent: string[]) => {
-    texts.push(...sent);
-    for (const text of sent) onStatement(text);
-  };
-  if (driver === 'neon-http') {
-    const previous = neonConfig.fetchFunction;
-    neonConfig.fetchFunction = async (input: string, init: { body?: string }) => {
-      const body = JSON.parse(String(init?.body ?? '{}')) as { query?: string; queries?: { query: string }[] };
-      // The hot statements go in a batch behind `set local jit = off` (db/drivers/neon-http.ts): one
-      // round trip, counted once.
-      if (body.queries) push(...body.queries.map((q) => q.query).filter((q) => q !== 'set local jit = off'));
-      else push(String(body.query));
-      return fetch(input, init as RequestInit);
-    };
-    try {
-      return { result: await fn(), texts };
-    } finally {
-      neonConfig.fetchFunction = previous;
-    }
-  }
-  const proto = (driver === 'pg' ? pg.Client.prototype : NeonClient.prototype) as {
-    query: (...args: unknown[]) => unknown;
-  };
-  const original = proto.query;
-  proto.query = function (this: unknown, ...args: unknown[]) {
-    const first = args[0];
-    const text = typeof first === 'string' ? first : String((first as { text?: string })?.text ?? '');
-    // A hot statement's BEGIN and COMMIT (db/drivers/pg-pool.ts) are written with it, in pipeline
-    // mode: one round trip, counted once.
-    const envelope =
-      (this as { pipeline?: boolean }).pipeline === true && (text === 'commit' || text.startsWith('begin;'));
-    if (!envelope) push(text);
-    return original.apply(this, args);
-  };
+): Promise<{ result: T; texts: string[]; sent: SentStatement[] }> {
+  const sent: SentStatement[] = [];
+  const stop = listenToStatements((text, from) => {
+    if (from !== undefined && from !== driver) return;
+    sent.push({ text, driver: from });
+    onStatement(text);
+  });
   try {
-    return { result: await fn(), texts };
+    return { result: await fn(), texts: sent.map((s) => s.text), sent };
   } finally {
-    proto.query = original;
+    stop();
   }
 }
 

@@ -103,6 +103,7 @@ describe('options and results the docs list', () => {
       heading: 'connect(options)',
       names: keysOf<SkiplockDb>()({
         driver: true,
+        executor: true,
         db: true,
         interactiveTransactions: true,
         drizzleTransaction: true,
