@@ -3,7 +3,6 @@ import { jsonLogger, type Logger } from '../core/logger.js';
 import type { SkiplockDb } from '../db/connect.js';
 import { connectLazily } from '../db/connect-lazy.js';
 import { EnvironmentSettings, type SkiplockConfig } from './config.js';
-import { emfMetrics, type MetricsSink } from './metrics.js';
 import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from './secrets.js';
 
 /** SQLSTATEs of a refused login: the password may have rotated. */
@@ -24,8 +23,6 @@ export class FunctionRuntime {
   /** The settings every function shares (database, logs, metrics); valid by construction. */
   readonly config: SkiplockConfig;
   readonly logger: Logger;
-  /** Set when SKIPLOCK_METRICS=emf. */
-  readonly metrics: MetricsSink | undefined;
   readonly #source: DatabaseUrlSource;
   #connection: { url: string; db: Promise<SkiplockDb> } | undefined;
 
@@ -34,7 +31,6 @@ export class FunctionRuntime {
     const config = settings.require('database');
     this.config = config;
     this.logger = options.logger ?? jsonLogger({ level: config.logLevel });
-    this.metrics = config.metrics === 'emf' ? emfMetrics() : undefined;
     this.#source = config.databaseUrl
       ? staticDatabaseUrl(config.databaseUrl)
       : secretDatabaseUrl(config.databaseSecretId as string, {

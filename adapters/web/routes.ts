@@ -384,11 +384,15 @@ function tickEntries(tick: Tick): TickEntries {
 
 /** One value per instance, made again only when its key changes (a rotated secret, another origin). */
 export function perInstance<T>(): (key: readonly unknown[], make: () => T) => T {
-  let current: { key: string; value: T } | undefined;
+  let made: string | undefined;
+  let value!: T;
   return (key, make) => {
     const text = JSON.stringify(key);
-    if (current?.key !== text) current = { key: text, value: make() };
-    return current.value;
+    if (made !== text) {
+      made = text;
+      value = make();
+    }
+    return value;
   };
 }
 
@@ -424,17 +428,17 @@ export function workerRoute(jobs: Kinds, platform: WorkerPlatform, options: Work
     if (request) requireBearer(request, env[platform.secret], platform.secret);
     const runtime = sharedRuntime(env);
     const config = runtime.settings.require('worker');
-    const { queues, kinds, clock, schedules, tracing, metrics, drizzle } = options;
     const name = options.name ?? (env.SKIPLOCK_WORKER_NAME || !url ? undefined : nameOfRoute(url.pathname));
     const run = {
       remainingMs: platform.budgetMs(config),
-      queues,
-      kinds,
-      clock,
-      schedules,
-      tracing,
-      metrics,
-      drizzle,
+      queues: options.queues,
+      kinds: options.kinds,
+      clock: options.clock,
+      schedules: options.schedules,
+      tracing: options.tracing,
+      metrics: options.metrics,
+      drizzle: options.drizzle,
+      test: options.test,
       name,
       fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(runtime, url, env[platform.secret]),
     };
@@ -458,7 +462,7 @@ export function workerRoute(jobs: Kinds, platform: WorkerPlatform, options: Work
     }
     const invoke = async () => {
       const computedAt = now();
-      const summary = await worker.run(runtime, { ...run, nextDue: hints !== undefined, test: options.test });
+      const summary = await worker.run(runtime, { ...run, nextDue: hints !== undefined });
       if (hints && key) {
         // Work done makes maintenance due, and other workers' hints untrusted: a handler may have
         // enqueued to their queues without a nudge.
