@@ -85,7 +85,11 @@ export function createDenoApp(jobs: Kinds, options: DenoAppOptions = {}): Platfo
   if (edge) budgetMs = Math.min(budgetMs, SUPABASE_LIMITS.wallMs);
   const cpuMs = options.cpuMs ?? (edge ? SUPABASE_LIMITS.cpuMs : undefined);
   if (cpuMs !== undefined) {
-    budgetMs = withinCpuLimit(budgetMs, cpuMs, `Supabase Edge Functions allow ${SUPABASE_LIMITS.cpuMs}`);
+    budgetMs = withinCpuLimit(
+      budgetMs,
+      cpuMs,
+      `the platform's CPU time per request: ${SUPABASE_LIMITS.cpuMs} on Supabase`,
+    );
   }
   try {
     refuseUnfitKinds(jobs, env, options, () => budgetMs);
@@ -122,7 +126,7 @@ export function serveDeno(jobs: Kinds, options: DenoServeOptions = {}): Platform
       await (await app.tick('worker')).body?.cancel();
     });
   }
-  // Deno's own address of the client; on Supabase, the address of its gateway: not the client's.
+  // The client's address as Deno saw it; on Supabase a request arrives through its gateway, whose it would be.
   const onSupabase = edgeRuntime() !== undefined;
   deno.serve({ port: options.port, hostname: options.hostname }, (request, info) =>
     app.fetch(request, { client: onSupabase ? undefined : info?.remoteAddr?.hostname }),
