@@ -42,9 +42,11 @@ export interface DenoAppOptions
    * The platform's CPU time per request in ms: each invocation's budget is at most this, since CPU
    * time never exceeds wall time in a single-threaded isolate (a wall-time budget within the CPU
    * limit bounds both, as on Cloudflare). Under 1000 it is refused: no worker can run in it.
+   * `false`: the budget is bounded by wall time alone, for handlers that mostly wait on I/O — one
+   * that spends the CPU time ends the invocation mid-attempt (its lease runs out, the job runs again).
    * @defaultValue 2000 on Supabase (SUPABASE_LIMITS.cpuMs); none elsewhere
    */
-  cpuMs?: number;
+  cpuMs?: number | false;
   /** @defaultValue EdgeRuntime.waitUntil on Supabase; elsewhere the promise runs on in the process */
   waitUntil?: WaitUntil;
 }
@@ -83,7 +85,7 @@ export function createDenoApp(jobs: Kinds, options: DenoAppOptions = {}): Platfo
   })();
   let budgetMs = options.budgetMs ?? configured ?? SUPABASE_LIMITS.wallMs;
   if (edge) budgetMs = Math.min(budgetMs, SUPABASE_LIMITS.wallMs);
-  const cpuMs = options.cpuMs ?? (edge ? SUPABASE_LIMITS.cpuMs : undefined);
+  const cpuMs = options.cpuMs === false ? undefined : (options.cpuMs ?? (edge ? SUPABASE_LIMITS.cpuMs : undefined));
   if (cpuMs !== undefined) {
     budgetMs = withinCpuLimit(
       budgetMs,
@@ -98,7 +100,8 @@ export function createDenoApp(jobs: Kinds, options: DenoAppOptions = {}): Platfo
     if (!(err instanceof ConfigError) || cpuMs === undefined || budgetMs < cpuMs) throw err;
     throw new ConfigError(
       `${err.message} (here the budget is the ${cpuMs} ms of CPU time a request gets, cpuMs, which no ` +
-        'timeout raises: lower the kind’s timeoutMs, or run it on another platform)',
+        'timeout raises: lower the kind’s timeoutMs, run it on another platform, or pass cpuMs: false ' +
+        'if its handler mostly waits on I/O)',
     );
   }
   const waitUntil: WaitUntil =

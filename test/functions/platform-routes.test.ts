@@ -273,6 +273,17 @@ describe(`Supabase: each invocation within its 2 s of CPU time (${testDriver()})
     expect(summary.durationMs).toBeLessThanOrEqual(SUPABASE_LIMITS.cpuMs);
   });
 
+  it('with cpuMs: false, wall time alone bounds it: all ten run', async () => {
+    const served = onSupabase(() => createDenoApp([quick], { env: env(fewer), clock, cpuMs: false }));
+    await createEnqueuer({ schema: t.schema }).enqueueMany(
+      t.db,
+      Array.from({ length: 10 }, (_, n) => quick.with({ n })),
+    );
+    const summary = (await (await served.tick('worker', keeper())).json()) as { durationMs: number };
+    expect(summary).toMatchObject({ completed: 10, stoppedBecause: 'drained' });
+    expect(summary.durationMs).toBeGreaterThan(SUPABASE_LIMITS.cpuMs);
+  });
+
   it('refuses, as the app is made, a kind that cannot fit the CPU time, saying that no timeout raises it', () => {
     let refused: unknown;
     try {
