@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import * as z from 'zod/mini';
 import { createDenoApp, SUPABASE_LIMITS } from '../../adapters/deno.js';
-import { createPlatformApp, type PlatformAppOptions } from '../../adapters/platform-routes.js';
+import { createPlatformApp, type PlatformApp, type PlatformAppOptions } from '../../adapters/platform-routes.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { START_HEADER } from '../../adapters/web/start.js';
 import { ConfigError } from '../../base/errors.js';
@@ -65,6 +65,32 @@ const idOf = async (response: Response) => {
   return ((await response.json()) as { results: { id: string }[] }).results[0]?.id as string;
 };
 
+/** A kind each of whose runs takes `takesMs` of `clock` (the invocation's), and `n` jobs of it queued. */
+async function queuedRuns(kind: string, timeoutMs: number, takesMs: number, clock: ManualClock, n: number) {
+  const definition = defineJob({
+    kind,
+    payload: z.object({ n: z.number() }),
+    timeoutMs,
+    handler: () => {
+      clock.advance(takesMs);
+    },
+  });
+  await createEnqueuer({ schema: t.schema }).enqueueMany(
+    t.db,
+    Array.from({ length: n }, (_, i) => definition.with({ n: i })),
+  );
+  return definition;
+}
+
+/** A scheduler's tick of the worker, and its summary. */
+const tickSummary = async (served: { tick: PlatformApp['tick'] }, context = keeper()) =>
+  (await (await served.tick('worker', context)).json()) as {
+    completed: number;
+    durationMs: number;
+    stoppedBecause: string;
+    invocationsStarted?: number;
+  };
+
 describe(`createPlatformApp (${testDriver()})`, () => {
   it('a scheduler’s tick runs the worker without a bearer; its route over HTTP still asks for CRON_SECRET', async () => {
     const { CRON_SECRET: _, ...noCronSecret } = env();
@@ -116,18 +142,7 @@ describe(`createPlatformApp (${testDriver()})`, () => {
   it('a scheduler’s tick that meets a backlog fans out through `self`, to its own route', async () => {
     const clock = new ManualClock();
     // Each run takes 100 ms of the invocation's clock: 100 of them are 10 s of work for one invocation.
-    const slow = defineJob({
-      kind: 'slow',
-      payload: z.object({ n: z.number() }),
-      timeoutMs: 1_000,
-      handler: () => {
-        clock.advance(100);
-      },
-    });
-    await createEnqueuer({ schema: t.schema }).enqueueMany(
-      t.db,
-      Array.from({ length: 100 }, (_, n) => slow.with({ n })),
-    );
+    const slow = await queuedRuns('slow', 1_000, 100, clock, 100);
     const starts: { url: string; start: string | null; authorization: string | null }[] = [];
     const served = createPlatformApp([slow], {
       platform: 'test',
@@ -145,7 +160,7 @@ describe(`createPlatformApp (${testDriver()})`, () => {
       },
     });
     const ticked = keeper();
-    const summary = (await (await served.tick('worker', ticked)).json()) as { invocationsStarted?: number };
+    const summary = await tickSummary(served, ticked);
     await Promise.all(ticked.kept);
     expect(summary.invocationsStarted).toBeGreaterThan(0);
     expect(starts.length).toBe(summary.invocationsStarted);
@@ -250,36 +265,22 @@ describe(`Supabase: each invocation within its 2 s of CPU time (${testDriver()})
     }
   };
   const clock = new ManualClock();
-  // Each run takes 400 ms of the invocation's clock, of its 500 ms timeout.
-  const quick = defineJob({
-    kind: 'quick',
-    payload: z.object({ n: z.number() }),
-    timeoutMs: 500,
-    handler: () => {
-      clock.advance(400);
-    },
-  });
+  // Each run takes 400 ms of the invocation's clock, of its 500 ms timeout; ten are queued.
+  const quickRuns = () => queuedRuns('quick', 500, 400, clock, 10);
   const fewer = { SKIPLOCK_SAFETY_MARGIN_MS: '100', SKIPLOCK_CONCURRENCY: '1', SKIPLOCK_BATCH_SIZE: '1' };
 
   it('stops claiming so that its last attempt ends within the 2 s (wall time alone would allow all ten)', async () => {
-    const served = onSupabase(() => createDenoApp([quick], { env: env(fewer), clock }));
-    await createEnqueuer({ schema: t.schema }).enqueueMany(
-      t.db,
-      Array.from({ length: 10 }, (_, n) => quick.with({ n })),
-    );
-    const summary = (await (await served.tick('worker', keeper())).json()) as { durationMs: number };
+    const quick = await quickRuns();
+    const summary = await tickSummary(onSupabase(() => createDenoApp([quick], { env: env(fewer), clock })));
     // Started at 0, 0.4, 0.8 and 1.2 s, a 500 ms attempt ends by 1.7 s ≤ 2 s − 100 ms; at 1.6 s it would not.
     expect(summary).toMatchObject({ completed: 4, stoppedBecause: 'deadline' });
     expect(summary.durationMs).toBeLessThanOrEqual(SUPABASE_LIMITS.cpuMs);
   });
 
   it('with cpuMs: false, wall time alone bounds it: all ten run', async () => {
+    const quick = await quickRuns();
     const served = onSupabase(() => createDenoApp([quick], { env: env(fewer), clock, cpuMs: false }));
-    await createEnqueuer({ schema: t.schema }).enqueueMany(
-      t.db,
-      Array.from({ length: 10 }, (_, n) => quick.with({ n })),
-    );
-    const summary = (await (await served.tick('worker', keeper())).json()) as { durationMs: number };
+    const summary = await tickSummary(served);
     expect(summary).toMatchObject({ completed: 10, stoppedBecause: 'drained' });
     expect(summary.durationMs).toBeGreaterThan(SUPABASE_LIMITS.cpuMs);
   });
@@ -298,6 +299,8 @@ describe(`Supabase: each invocation within its 2 s of CPU time (${testDriver()})
   });
 
   it('refuses a CPU limit too small to run a worker, as on Cloudflare', () => {
-    expect(() => createDenoApp([quick], { env: env(fewer), cpuMs: 50 })).toThrow(/cpuMs 50 is too little CPU time/);
+    expect(() => createDenoApp(platformJobs, { env: env(fewer), cpuMs: 50 })).toThrow(
+      /cpuMs 50 is too little CPU time/,
+    );
   });
 });
