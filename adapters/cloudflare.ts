@@ -1,9 +1,5 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { ConfigError } from '../base/errors.js';
-import { type Clock, systemClock } from '../core/clock.js';
 import type { JobDefinition } from '../core/jobs.js';
-import { createNudger, type Nudger } from '../core/nudge.js';
-import type { InvocationStarter } from '../core/worker/index.js';
 import {
   assertCloudflareDriver,
   CLOUDFLARE_DRIVERS,
@@ -11,12 +7,8 @@ import {
   cloudflareDatabase,
   opensSockets,
 } from './cloudflare-drivers.js';
-import { EnvironmentSettings } from './config.js';
-import { createPlatformApp, PLATFORM_ROUTES, type PlatformApp, type PlatformAppOptions } from './platform-routes.js';
-import { sharedRuntime } from './runtime.js';
-import { START_HEADER, type WaitUntil } from './vercel-start.js';
-import { MIN_SECRET_LENGTH } from './web/http.js';
-import { refuseUnfitKinds } from './worker-fit.js';
+import { createPlatformApp, type PlatformApp, type PlatformAppOptions } from './platform-routes.js';
+import { MIN_CPU_MS, refuseUnfitKinds, withinCpuLimit } from './worker-fit.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
@@ -44,12 +36,15 @@ export type CloudflareEnv = Record<string, unknown>;
  * `waitUntil` (30 s). A Cron Trigger may run up to 15 min of wall time, but the same worker route
  * serves nudges too, so one budget fits both.
  */
-export const CLOUDFLARE_LIMITS = { cpuMs: 30_000, waitUntilMs: 30_000, minCpuMs: 1_000 } as const;
+export const CLOUDFLARE_LIMITS = { cpuMs: 30_000, waitUntilMs: 30_000, minCpuMs: MIN_CPU_MS } as const;
 
 export { assertCloudflareDriver, CLOUDFLARE_DRIVERS };
 
 export interface CloudflareWorkerOptions
-  extends Omit<PlatformAppOptions, 'env' | 'budgetMs' | 'waitUntil' | 'nudger' | 'fanOut'> {
+  extends Omit<
+    PlatformAppOptions,
+    'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'nudger' | 'fanOut' | 'self' | 'clientOf'
+  > {
   /**
    * The Worker's CPU time limit in ms (wrangler's `limits.cpu_ms`). The budget of each worker and
    * maintenance invocation is the smaller of it and the 30 s a started run gets after its response:
@@ -93,69 +88,8 @@ function textEnv(env: CloudflareEnv, hyperdrive: string | false | undefined) {
   return { text, hyperdrive: through };
 }
 
-/**
- * Starts the worker route through a service binding: each start is handed to `waitUntil`, so the
- * caller answers at once; a refused or failed start is logged, and the cron tick stays the safety net.
- */
-function bindingStarter(
-  binding: CloudflareServiceBinding,
-  path: string,
-  secret: string | undefined,
-  reason: 'nudge' | 'fan-out',
-  waitUntil: WaitUntil,
-  warn: (event: string, fields: Record<string, unknown>) => void,
-): InvocationStarter {
-  const failure = reason === 'nudge' ? 'nudge_failed' : 'fan_out_failed';
-  const deliver = async () => {
-    try {
-      const request = new Request(new URL(path, 'https://skiplock.internal'), {
-        headers: { authorization: `Bearer ${secret}`, [START_HEADER]: reason },
-      });
-      const response = await binding.fetch(request);
-      await response.body?.cancel().catch(() => {});
-      if (!response.ok) warn(failure, { route: path, status: response.status });
-    } catch (err) {
-      warn(failure, { route: path, error: (err as Error).name ?? 'Error' });
-    }
-  };
-  return {
-    async start(count) {
-      if (!secret || secret.length < MIN_SECRET_LENGTH) {
-        throw new Error(`CRON_SECRET must be set (at least ${MIN_SECRET_LENGTH} characters) to start ${path}`);
-      }
-      for (let i = 0; i < count; i++) waitUntil(deliver());
-    },
-  };
-}
-
-/**
- * A clock whose timers keep the request that set them alive until they fire: the nudger's one more
- * start at the end of its coalescing window must not be lost when the isolate goes idle.
- */
-function keptAlive(clock: Clock = systemClock, waitUntil: WaitUntil): Clock {
-  return {
-    now: () => clock.now(),
-    setTimer(fn, ms) {
-      let fired!: () => void;
-      waitUntil(
-        new Promise<void>((resolve) => {
-          fired = resolve;
-        }),
-      );
-      const cancel = clock.setTimer(() => {
-        try {
-          fn();
-        } finally {
-          fired();
-        }
-      }, ms);
-      return () => {
-        cancel();
-        fired();
-      };
-    },
-  };
-}
+/** The origin nudges and fan-out request the worker route at through the service binding. */
+const SELF_ORIGIN = 'https://skiplock.internal';
 
 /**
  * A Cloudflare Worker serving skiplock: `fetch` serves every route (PLATFORM_ROUTES: the worker,
@@ -168,14 +102,11 @@ function keptAlive(clock: Clock = systemClock, waitUntil: WaitUntil): Clock {
  * (nodejs_compat, compatibility date 2025-04-01 or later), else at the first event, before any statement.
  */
 export function createCloudflareWorker(jobs: Kinds, options: CloudflareWorkerOptions = {}): CloudflareWorker {
-  const cpuMs = options.cpuMs ?? CLOUDFLARE_LIMITS.cpuMs;
-  if (cpuMs < CLOUDFLARE_LIMITS.minCpuMs) {
-    throw new ConfigError(
-      `cpuMs ${cpuMs} is too little CPU time to run a worker invocation (at least ${CLOUDFLARE_LIMITS.minCpuMs}; ` +
-        `the Workers Paid plan allows 30000 by default, up to 300000 with limits.cpu_ms)`,
-    );
-  }
-  const budgetMs = Math.min(cpuMs, CLOUDFLARE_LIMITS.waitUntilMs);
+  const budgetMs = withinCpuLimit(
+    CLOUDFLARE_LIMITS.waitUntilMs,
+    options.cpuMs ?? CLOUDFLARE_LIMITS.cpuMs,
+    'the Workers Paid plan allows 30000 by default, up to 300000 with limits.cpu_ms',
+  );
   const selfName = options.selfBinding ?? 'SKIPLOCK_SELF';
   const refuse = (env: Record<string, string | undefined>, hyperdrive?: string) => {
     assertCloudflareDriver(env, hyperdrive);
@@ -190,83 +121,53 @@ export function createCloudflareWorker(jobs: Kinds, options: CloudflareWorkerOpt
     refuse(text);
   }
 
-  // The request whose `ctx` keeps the work it started alive (and closes its sockets after it).
-  const current = new AsyncLocalStorage<CloudflareRequest>();
-  const waitUntil: WaitUntil = (promise) => {
-    const ctx = current.getStore();
-    if (ctx) ctx.waitUntil(promise);
-    else promise.catch(() => {});
-  };
   let built: { key: string; app: PlatformApp; sockets: boolean } | undefined;
   const appFor = (env: CloudflareEnv): { app: PlatformApp; sockets: boolean } => {
     const { text, hyperdrive } = textEnv(env, options.hyperdrive);
     const key = JSON.stringify(text);
     if (built?.key === key) return built;
     refuse(text, hyperdrive);
-    const self = env[selfName] as CloudflareServiceBinding | undefined;
-    let nudger: Nudger | undefined;
-    let fanOut: InvocationStarter | undefined;
-    const route = options.routes?.worker === false ? undefined : (options.routes?.worker ?? PLATFORM_ROUTES.worker);
-    const workerPath = route && `${(options.basePath ?? '').replace(/\/+$/, '')}${route}`;
-    if (self && typeof self.fetch === 'function' && workerPath) {
-      const logger = sharedRuntime(text).logger;
-      const warn = (event: string, fields: Record<string, unknown>) => logger.warn(event, fields);
-      const nudgeStarter = bindingStarter(self, workerPath, text.CRON_SECRET, 'nudge', waitUntil, warn);
-      nudger = createNudger({ workerFor: () => nudgeStarter, logger, clock: keptAlive(options.clock, waitUntil) });
-      const maxInvocations = new EnvironmentSettings(text).require('worker').maxInvocations;
-      if (maxInvocations !== undefined) {
-        fanOut = bindingStarter(self, workerPath, text.CRON_SECRET, 'fan-out', waitUntil, warn);
-      }
-    }
+    const binding = env[selfName] as CloudflareServiceBinding | undefined;
     const app = createPlatformApp(jobs, {
       ...options,
+      platform: 'cloudflare',
       env: text,
       budgetMs,
-      waitUntil,
-      nudger,
-      fanOut,
-      console: { trustProxyHeaders: true, ...options.console },
+      // Outside an event (none reaches here): the promise runs on while the isolate does.
+      waitUntil: (promise) => void promise.catch(() => {}),
+      self:
+        typeof binding?.fetch === 'function'
+          ? { fetch: (url, init) => binding.fetch(new Request(url, init)), origin: SELF_ORIGIN }
+          : undefined,
+      // Cloudflare's edge sets it; a client cannot forge it (proxy headers it could are not read).
+      clientOf: (request) => request.headers.get('cf-connecting-ip') ?? undefined,
     });
     built = { key, app, sockets: opensSockets(text.SKIPLOCK_DRIVER) };
     return built;
   };
+  const contextOf = (ctx: CloudflareContext) => ({ waitUntil: (promise: Promise<unknown>) => ctx.waitUntil(promise) });
 
   return {
-    fetch(request, env, ctx) {
+    async fetch(request, env, ctx) {
+      // The request's ctx, counting the work it keeps alive (its sockets close after all of it).
       const served = new CloudflareRequest(ctx);
-      return current.run(served, async () => {
-        try {
-          const { app, sockets } = appFor(env);
-          return await served.run(sockets, () => app.fetch(consoleClient(request)));
-        } catch (err) {
-          const message = err instanceof ConfigError ? err.message : 'internal error';
-          return Response.json({ error: { code: 'config', message } }, { status: 500 });
-        }
-      });
-    },
-    scheduled(controller, env, ctx) {
-      const served = new CloudflareRequest(ctx);
-      return current.run(served, async () => {
-        const route = controller.cron === options.maintenanceCron ? 'maintenance' : 'worker';
+      try {
         const { app, sockets } = appFor(env);
-        const response = await served.run(sockets, () => app.tick(route));
-        // A failed tick is a failed Cron Trigger in the dashboard (its summary is in the logs).
-        if (response.status >= 500) throw new Error(`skiplock ${route} tick failed: ${await response.text()}`);
-      });
+        return await served.run(sockets, () => app.fetch(request, contextOf(served)));
+      } catch (err) {
+        const message = err instanceof ConfigError ? err.message : 'internal error';
+        return Response.json({ error: { code: 'config', message } }, { status: 500 });
+      }
+    },
+    async scheduled(controller, env, ctx) {
+      const served = new CloudflareRequest(ctx);
+      const route = controller.cron === options.maintenanceCron ? 'maintenance' : 'worker';
+      const { app, sockets } = appFor(env);
+      const response = await served.run(sockets, () => app.tick(route, contextOf(served)));
+      // A failed tick is a failed Cron Trigger in the dashboard (its summary is in the logs).
+      if (response.status >= 500) throw new Error(`skiplock ${route} tick failed: ${await response.text()}`);
     },
   };
-}
-
-/**
- * The client address Cloudflare's edge sets (`cf-connecting-ip`, which a client cannot forge) as
- * the one the console's login throttle counts by; proxy headers a client could send are dropped.
- */
-function consoleClient(request: Request): Request {
-  const headers = new Headers(request.headers);
-  for (const name of ['x-forwarded-for', 'x-forwarded-host', 'x-real-ip']) headers.delete(name);
-  const client = request.headers.get('cf-connecting-ip');
-  if (client) headers.set('x-real-ip', client);
-  return new Request(request, { headers });
 }
 
 export { PLATFORM_ROUTES, type PlatformApp, type PlatformRoute } from './platform-routes.js';

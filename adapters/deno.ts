@@ -2,8 +2,8 @@ import { ConfigError } from '../base/errors.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { EnvironmentSettings } from './config.js';
 import { createPlatformApp, type PlatformApp, type PlatformAppOptions } from './platform-routes.js';
-import type { WaitUntil } from './vercel-start.js';
-import { refuseUnfitKinds } from './worker-fit.js';
+import type { WaitUntil } from './web/start.js';
+import { refuseUnfitKinds, withinCpuLimit } from './worker-fit.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
 type Kinds = readonly JobDefinition<any, any>[];
@@ -12,7 +12,10 @@ type Env = Record<string, string | undefined>;
 /** What skiplock uses of the `Deno` global (read from globalThis: this module also loads in Node). */
 interface DenoLike {
   env: { toObject(): Record<string, string> };
-  serve?: (options: { port?: number; hostname?: string }, handler: (request: Request) => Promise<Response>) => unknown;
+  serve?: (
+    options: { port?: number; hostname?: string },
+    handler: (request: Request, info?: { remoteAddr?: { hostname?: string } }) => Promise<Response>,
+  ) => unknown;
   cron?: (name: string, schedule: string, handler: () => Promise<void>) => Promise<void>;
 }
 /** Supabase Edge Runtime's global: keeps the function alive after its response. */
@@ -26,14 +29,24 @@ interface EdgeRuntimeLike {
  */
 export const SUPABASE_LIMITS = { wallMs: 150_000, cpuMs: 2_000 } as const;
 
-export interface DenoAppOptions extends Omit<PlatformAppOptions, 'env' | 'budgetMs' | 'waitUntil'> {
+export interface DenoAppOptions
+  extends Omit<PlatformAppOptions, 'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'self'> {
   /** @defaultValue Deno.env.toObject() */
   env?: Env;
   /**
-   * Each worker and maintenance invocation's budget in ms. @defaultValue SKIPLOCK_MAX_DURATION_MS,
-   * capped on Supabase at its wall-time limit (SUPABASE_LIMITS.wallMs)
+   * Each worker and maintenance invocation's budget in ms, at most `cpuMs` where it is set.
+   * @defaultValue SKIPLOCK_MAX_DURATION_MS, capped on Supabase at its wall-time limit (SUPABASE_LIMITS.wallMs)
    */
   budgetMs?: number;
+  /**
+   * The platform's CPU time per request in ms: each invocation's budget is at most this, since CPU
+   * time never exceeds wall time in a single-threaded isolate (a wall-time budget within the CPU
+   * limit bounds both, as on Cloudflare). Under 1000 it is refused: no worker can run in it.
+   * `false`: the budget is bounded by wall time alone, for handlers that mostly wait on I/O — one
+   * that spends the CPU time ends the invocation mid-attempt (its lease runs out, the job runs again).
+   * @defaultValue 2000 on Supabase (SUPABASE_LIMITS.cpuMs); none elsewhere
+   */
+  cpuMs?: number | false;
   /** @defaultValue EdgeRuntime.waitUntil on Supabase; elsewhere the promise runs on in the process */
   waitUntil?: WaitUntil;
 }
@@ -72,7 +85,25 @@ export function createDenoApp(jobs: Kinds, options: DenoAppOptions = {}): Platfo
   })();
   let budgetMs = options.budgetMs ?? configured ?? SUPABASE_LIMITS.wallMs;
   if (edge) budgetMs = Math.min(budgetMs, SUPABASE_LIMITS.wallMs);
-  refuseUnfitKinds(jobs, env, options, () => budgetMs);
+  const cpuMs = options.cpuMs === false ? undefined : (options.cpuMs ?? (edge ? SUPABASE_LIMITS.cpuMs : undefined));
+  if (cpuMs !== undefined) {
+    budgetMs = withinCpuLimit(
+      budgetMs,
+      cpuMs,
+      `the platform's CPU time per request: ${SUPABASE_LIMITS.cpuMs} on Supabase`,
+    );
+  }
+  try {
+    refuseUnfitKinds(jobs, env, options, () => budgetMs);
+  } catch (err) {
+    // The usual advice (raise the function's timeout) cannot help where CPU time bounds the budget.
+    if (!(err instanceof ConfigError) || cpuMs === undefined || budgetMs < cpuMs) throw err;
+    throw new ConfigError(
+      `${err.message} (here the budget is the ${cpuMs} ms of CPU time a request gets, cpuMs, which no ` +
+        'timeout raises: lower the kind’s timeoutMs, run it on another platform, or pass cpuMs: false ' +
+        'if its handler mostly waits on I/O)',
+    );
+  }
   const waitUntil: WaitUntil =
     options.waitUntil ??
     (edge
@@ -80,7 +111,7 @@ export function createDenoApp(jobs: Kinds, options: DenoAppOptions = {}): Platfo
       : (promise) => {
           promise.catch(() => {});
         });
-  return createPlatformApp(jobs, { ...options, env, budgetMs, waitUntil });
+  return createPlatformApp(jobs, { ...options, platform: 'deno', env, budgetMs, waitUntil });
 }
 
 /**
@@ -98,7 +129,11 @@ export function serveDeno(jobs: Kinds, options: DenoServeOptions = {}): Platform
       await (await app.tick('worker')).body?.cancel();
     });
   }
-  deno.serve({ port: options.port, hostname: options.hostname }, (request) => app.fetch(request));
+  // The client's address as Deno saw it; on Supabase a request arrives through its gateway, whose it would be.
+  const onSupabase = edgeRuntime() !== undefined;
+  deno.serve({ port: options.port, hostname: options.hostname }, (request, info) =>
+    app.fetch(request, { client: onSupabase ? undefined : info?.remoteAddr?.hostname }),
+  );
   return app;
 }
 

@@ -93,41 +93,33 @@ export interface LambdaWorkerOptions extends WorkerChoices {
  * warm instance and kept across its invocations.
  */
 export function createLambdaWorker(jobs: Kinds, options: LambdaWorkerOptions = {}) {
-  const { invocationMs } = options;
+  const { env, invocationMs, fanOut, ...choices } = options;
   if (
     invocationMs !== undefined &&
     !(Number.isInteger(invocationMs) && invocationMs >= 1_000 && invocationMs <= 900_000)
   ) {
     throw new ConfigError("invocationMs must be the function's timeout in ms, a whole number from 1000 to 900000");
   }
-  refuseUnfitKinds(jobs, options.env ?? process.env, options, () => invocationMs);
+  refuseUnfitKinds(jobs, env ?? process.env, options, () => invocationMs);
   const worker = new DeployedWorker(jobs);
   // Fan-out: the option, else asynchronous Invokes of this function, one starter per function name
   // so that the instance's worker is built once (see DeployedWorker).
   const ownStarter = perInstance<InvocationStarter>();
   const fanOutOf = (context: LambdaContext): InvocationStarter | undefined => {
-    if (options.fanOut !== undefined) return options.fanOut || undefined;
+    if (fanOut !== undefined) return fanOut || undefined;
     const functionName = context.functionName ?? process.env.AWS_LAMBDA_FUNCTION_NAME;
     return functionName ? ownStarter([functionName], () => lambdaStarter(functionName)) : undefined;
   };
   const wakesOf = instanceWakes(options.test?.now);
   return async (_event: unknown, context: LambdaContext) => {
-    const runtime = runtimeOrFailure(options.env ?? process.env);
+    const runtime = runtimeOrFailure(env ?? process.env);
     if ('error' in runtime) return { ok: false, error: runtime.error };
     try {
-      const { queues, kinds, clock, schedules, tracing, metrics, drizzle, test } = options;
       const summary = await worker.run(runtime, {
+        ...choices,
         remainingMs: context.getRemainingTimeInMillis(),
         invocationId: context.awsRequestId,
-        queues,
-        kinds,
-        clock,
         fanOut: fanOutOf(context),
-        schedules,
-        tracing,
-        metrics,
-        drizzle,
-        test,
       });
       await wakeAfterWorker(runtime, wakesOf, context, summary);
       return summary;
@@ -181,18 +173,16 @@ function isHttpEvent(event: unknown): event is HttpApiEvent {
  * payload 2.0's cookies, the body's bytes as sent; the routes decode and limit it).
  */
 export function requestOf(event: HttpApiEvent): Request {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(event.headers ?? {})) if (value !== undefined) headers.set(name, value);
-  const cookies = [...(event.cookies ?? []), ...(headers.has('cookie') ? [headers.get('cookie') as string] : [])];
-  if (cookies.length > 0) headers.set('cookie', cookies.join('; '));
+  // An event is JSON: no header's value is undefined.
+  const headers = new Headers(event.headers as Record<string, string> | undefined);
+  // Payload 2.0 moves the cookies out of their header.
+  if (event.cookies) headers.set('cookie', event.cookies.concat(headers.get('cookie') ?? []).join('; '));
   const host = headers.get('host') ?? event.requestContext.domainName ?? 'localhost';
   const query = event.rawQueryString;
   const method = event.requestContext.http.method.toUpperCase();
-  const raw = event.body ?? '';
+  const raw = event.body;
   const body =
-    method === 'GET' || method === 'HEAD' || raw === ''
-      ? null
-      : Buffer.from(raw, event.isBase64Encoded ? 'base64' : 'utf8');
+    raw && method !== 'GET' && method !== 'HEAD' ? Buffer.from(raw, event.isBase64Encoded ? 'base64' : 'utf8') : null;
   return new Request(`https://${host}${event.rawPath ?? '/'}${query ? `?${query}` : ''}`, { method, headers, body });
 }
 

@@ -1,6 +1,12 @@
 import type { JobDefinition } from '../core/jobs.js';
-import { createPlatformApp, PLATFORM_ROUTES, type PlatformApp, type PlatformAppOptions } from './platform-routes.js';
-import { START_HEADER, type WaitUntil } from './vercel-start.js';
+import {
+  createPlatformApp,
+  PLATFORM_ROUTES,
+  type PlatformApp,
+  type PlatformAppOptions,
+  type PlatformRequest,
+} from './platform-routes.js';
+import { START_HEADER, type WaitUntil } from './web/start.js';
 import { refuseUnfitKinds } from './worker-fit.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
@@ -10,6 +16,8 @@ type Env = Record<string, string | undefined>;
 /** What skiplock uses of a Netlify Function's `context`. */
 export interface NetlifyContext {
   waitUntil?(promise: Promise<unknown>): void;
+  /** The client's address, as Netlify's edge saw it. */
+  ip?: string;
 }
 /** A Netlify Function (v2): `export default createNetlify…(jobs)`. */
 export type NetlifyFunction = (request: Request, context?: NetlifyContext) => Promise<Response>;
@@ -21,33 +29,28 @@ export type NetlifyFunction = (request: Request, context?: NetlifyContext) => Pr
  */
 export const NETLIFY_LIMITS = { scheduledMs: 30_000, backgroundMs: 900_000, synchronousMs: 10_000 } as const;
 
-export interface NetlifyOptions extends Omit<PlatformAppOptions, 'env' | 'budgetMs' | 'waitUntil'> {
+export interface NetlifyOptions
+  extends Omit<PlatformAppOptions, 'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'self' | 'clientOf'> {
   /** @defaultValue process.env */
   env?: Env;
   /** This function's invocation budget in ms. @defaultValue its kind's limit in NETLIFY_LIMITS */
   budgetMs?: number;
 }
 
-/** One app per function module and environment; `context.waitUntil` of the request being served. */
-function appOf(jobs: Kinds, options: NetlifyOptions, limitMs: number) {
+/** One app per function module; each request brings its own `context.waitUntil` and client address. */
+function appOf(jobs: Kinds, options: NetlifyOptions, limitMs: number): PlatformApp {
   const env = options.env ?? process.env;
   const budgetMs = options.budgetMs ?? limitMs;
   refuseUnfitKinds(jobs, env, options, () => budgetMs);
-  let current: NetlifyContext | undefined;
-  const waitUntil: WaitUntil = (promise) => {
-    if (current?.waitUntil) current.waitUntil(promise);
-    else promise.catch(() => {});
-  };
-  const app: PlatformApp = createPlatformApp(jobs, { ...options, env, budgetMs, waitUntil });
-  return {
-    app,
-    serve: async (context: NetlifyContext | undefined, handle: () => Promise<Response>) => {
-      // A Netlify Function instance serves one request at a time: the context is this request's.
-      current = context;
-      return handle();
-    },
-  };
+  const waitUntil: WaitUntil = (promise) => void promise.catch(() => {});
+  return createPlatformApp(jobs, { ...options, platform: 'netlify', env, budgetMs, waitUntil });
 }
+
+/** What a Netlify Function's context tells of its request. */
+const platformRequest = (context: NetlifyContext | undefined): PlatformRequest => ({
+  waitUntil: context?.waitUntil && ((promise) => context.waitUntil?.(promise)),
+  client: context?.ip,
+});
 
 /**
  * netlify/functions/skiplock.ts, every route of PLATFORM_ROUTES (`export const config = { path:
@@ -55,18 +58,18 @@ function appOf(jobs: Kinds, options: NetlifyOptions, limitMs: number) {
  * (SKIPLOCK_NUDGE_ROUTES=*=/.netlify/functions/skiplock-worker-background).
  */
 export function createNetlifyRoutes(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
-  const { app, serve } = appOf(jobs, options, NETLIFY_LIMITS.synchronousMs);
-  return (request, context) => serve(context, () => app.fetch(request));
+  const app = appOf(jobs, options, NETLIFY_LIMITS.synchronousMs);
+  return (request, context) => app.fetch(request, platformRequest(context));
 }
 
 /**
  * netlify/functions/skiplock-worker.ts with `export const config = { schedule: '* * * * *' }`: each
  * scheduled run is a worker tick within the scheduled functions' 30 s. Netlify invokes it itself (a
- * scheduled function has no public URL); the tick carries CRON_SECRET to the worker route.
+ * scheduled function has no public URL), so the tick runs the worker with no bearer to check.
  */
 export function createNetlifyScheduledWorker(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
-  const { app, serve } = appOf(jobs, options, NETLIFY_LIMITS.scheduledMs);
-  return (_request, context) => serve(context, () => app.tick('worker'));
+  const app = appOf(jobs, options, NETLIFY_LIMITS.scheduledMs);
+  return (_request, context) => app.tick('worker', platformRequest(context));
 }
 
 /**
@@ -75,15 +78,14 @@ export function createNetlifyScheduledWorker(jobs: Kinds, options: NetlifyOption
  * own time (the start header dropped): the route's bearer CRON_SECRET is checked as on the worker route.
  */
 export function createNetlifyBackgroundWorker(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
-  const { app, serve } = appOf(jobs, options, NETLIFY_LIMITS.backgroundMs);
+  const app = appOf(jobs, options, NETLIFY_LIMITS.backgroundMs);
   const path = options.routes?.worker || PLATFORM_ROUTES.worker;
-  return (request, context) =>
-    serve(context, () => {
-      const headers = new Headers(request.headers);
-      headers.delete(START_HEADER);
-      const url = new URL(`${(options.basePath ?? '').replace(/\/+$/, '')}${path}`, request.url);
-      return app.fetch(new Request(url, { headers }));
-    });
+  return (request, context) => {
+    const headers = new Headers(request.headers);
+    headers.delete(START_HEADER);
+    const url = new URL(`${(options.basePath ?? '').replace(/\/+$/, '')}${path}`, request.url);
+    return app.fetch(new Request(url, { headers }), platformRequest(context));
+  };
 }
 
 export { PLATFORM_ROUTES, type PlatformApp, type PlatformRoute } from './platform-routes.js';

@@ -1,32 +1,27 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { ConfigError } from '../base/errors.js';
+import type { InvocationStarter } from '../base/starter.js';
 import type { Clock } from '../core/clock.js';
-import type { JobDefinition } from '../core/jobs.js';
 import type { JobMetrics } from '../core/metrics.js';
 import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
-import type { InvocationStarter } from '../core/worker/index.js';
 import type { ConsoleOptions } from './console/index.js';
-import {
-  createVercelConsole,
-  createVercelControl,
-  createVercelEnqueue,
-  createVercelMaintenance,
-  createVercelReplay,
-  createVercelSignal,
-  createVercelWorker,
-  type RouteHandler,
-  type WaitUntil,
-} from './vercel.js';
-
-// biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
-type Kinds = readonly JobDefinition<any, any>[];
-type Env = Record<string, string | undefined>;
+import { jsonResponse } from './web/http.js';
+import type { Env, Kinds } from './web/options.js';
+import * as web from './web/routes.js';
+import { type RouteFetch, routeNudger, routeStarter, type WaitUntil } from './web/start.js';
 
 /**
- * Where a one-script platform (a Cloudflare Worker, a Deno or Supabase function, a Bun server)
- * serves each route. The worker route is also what a nudge or a fan-out requests, and what a
- * scheduler's tick runs.
+ * A one-script platform (a Cloudflare Worker, a Deno or Supabase function, a Netlify function, a
+ * Bun server) serving the web core's routes (adapters/web/routes.ts) behind one fetch handler and
+ * a scheduler's entry. Its adapter only works out the environment, the budget, how a request is
+ * kept alive (`waitUntil`) and who the client is, and calls createPlatformApp.
+ */
+
+/**
+ * Where a one-script platform serves each route. The worker route is also what a nudge or a
+ * fan-out requests, and what a scheduler's tick runs.
  */
 export const PLATFORM_ROUTES = {
   worker: '/skiplock/worker',
@@ -40,6 +35,8 @@ export const PLATFORM_ROUTES = {
 export type PlatformRoute = keyof typeof PLATFORM_ROUTES;
 
 export interface PlatformAppOptions {
+  /** Who a change over the replay or control route is recorded as: `<platform>:replay`. */
+  platform: string;
   /** The platform's environment, strings only (bindings and secrets that are text). */
   env: Env;
   /**
@@ -47,7 +44,10 @@ export interface PlatformAppOptions {
    * adapter works it out): the worker stops claiming so that its last attempt ends within it.
    */
   budgetMs: number;
-  /** Keeps the platform's invocation alive after its response (nudges, fan-out, started runs). */
+  /**
+   * Keeps the platform's invocation alive after its response (nudges, fan-out, started runs) when
+   * the request being served brings none of its own (PlatformRequest.waitUntil).
+   */
   waitUntil: WaitUntil;
   /** Paths per route; a route set to `false` is not served. @defaultValue PLATFORM_ROUTES */
   routes?: Partial<Record<PlatformRoute, string | false>>;
@@ -56,7 +56,7 @@ export interface PlatformAppOptions {
    * `/functions/v1/skiplock` as `/skiplock`). @defaultValue none
    */
   basePath?: string;
-  /** Only these queues (see VercelWorkerOptions.queues). @defaultValue SKIPLOCK_QUEUES, else all */
+  /** Only these queues (see WorkerChoices.queues). @defaultValue SKIPLOCK_QUEUES, else all */
   queues?: readonly string[];
   /** Only these kinds. @defaultValue SKIPLOCK_KINDS, else all of `jobs` */
   kinds?: readonly string[];
@@ -69,36 +69,54 @@ export interface PlatformAppOptions {
   /** @defaultValue the system clock */
   clock?: Clock;
   /**
-   * How nudges start the worker: the adapter's (a service binding on Cloudflare), else requests of
-   * SKIPLOCK_NUDGE_ROUTES at SKIPLOCK_BASE_URL (bearer CRON_SECRET). @defaultValue the latter
+   * Starts the workers of the queues a write made due. @defaultValue requests of the worker routes
+   * SKIPLOCK_NUDGE_ROUTES names (bearer CRON_SECRET), through `self` when it is given, else at
+   * SKIPLOCK_BASE_URL or the origin of the request being served
    */
   nudger?: Nudger;
   /** How fan-out starts more invocations. @defaultValue requests of the worker route itself */
   fanOut?: InvocationStarter | false;
+  /**
+   * How the app requests its own routes (nudges, fan-out): `fetch` at `origin` — a Worker's service
+   * binding to itself, since a Worker's fetch of its own hostname reaches the origin, not the Worker.
+   * A route given as an absolute URL elsewhere is requested with the global fetch. @defaultValue the
+   * global fetch, at SKIPLOCK_BASE_URL or the origin of the request being served
+   */
+  self?: { fetch: RouteFetch; origin: string };
+  /**
+   * The client's address, which the console's login throttle counts by, when the platform says it
+   * (Cloudflare's `cf-connecting-ip`) and the request being served does not (PlatformRequest.client).
+   * @defaultValue x-real-ip / x-forwarded-for when console.trustProxyHeaders, else unknown
+   */
+  clientOf?(request: Request): string | undefined;
   /** The console's options (its basePath is routes.console). @defaultValue none */
   console?: Omit<ConsoleOptions, 'env' | 'basePath'>;
+}
+
+/** What a platform knows of one request (a Worker's `ctx`, a Netlify Function's `context`). */
+export interface PlatformRequest {
+  /** Keeps this request's invocation alive after its response. @defaultValue the app's `waitUntil` */
+  waitUntil?: WaitUntil;
+  /** The client's address, as the platform saw it (counted by the console's login throttle). */
+  client?: string;
 }
 
 /** A platform's whole skiplock app: one fetch handler for every route, and a scheduler's entry. */
 export interface PlatformApp {
   /** Serves every route by path; 404 (JSON) for any other path. */
-  fetch(request: Request): Promise<Response>;
+  fetch(request: Request, context?: PlatformRequest): Promise<Response>;
   /**
-   * A scheduler's tick (a Cron Trigger, Deno.cron, pg_cron, a scheduled function): runs the worker
-   * (or maintenance) as a cron request to its route does, and answers with its summary.
+   * A scheduler's tick (a Cron Trigger, Deno.cron, a scheduled function): runs the worker (or
+   * maintenance) as its route would, without a request (no bearer), and answers with its summary.
    */
-  tick(route: 'worker' | 'maintenance'): Promise<Response>;
+  tick(route: 'worker' | 'maintenance', context?: PlatformRequest): Promise<Response>;
 }
 
 const notFound = () => Response.json({ error: { code: 'not_found', message: 'no such route' } }, { status: 404 });
 
-/**
- * The routes of skiplock's Web handlers (today the Vercel adapter's, which take a Web Request and
- * answer a Response) behind one fetch handler: what a one-script platform serves. Each platform
- * adapter only works out the environment, the budget and `waitUntil` and calls this.
- */
+/** The web core's routes behind one fetch handler: what a one-script platform serves. */
 export function createPlatformApp(jobs: Kinds, options: PlatformAppOptions): PlatformApp {
-  const { env, waitUntil, clock, tracing, nudger } = options;
+  const { env, clock, self } = options;
   const prefix = (options.basePath ?? '').replace(/\/+$/, '');
   const paths = Object.fromEntries(
     Object.entries({ ...PLATFORM_ROUTES, ...options.routes }).map(([route, path]) => [
@@ -106,70 +124,94 @@ export function createPlatformApp(jobs: Kinds, options: PlatformAppOptions): Pla
       path === false ? false : `${prefix}${path}`,
     ]),
   ) as Record<PlatformRoute, string | false>;
-  const consolePath = paths.console === false ? undefined : paths.console.replace(/\/+$/, '');
-  const handlers = new Map<string, RouteHandler>();
-  const add = (route: PlatformRoute, make: () => RouteHandler) => {
-    const path = paths[route];
-    if (path !== false && route !== 'console') handlers.set(path, make());
-  };
-  add('worker', () =>
-    createVercelWorker(jobs, {
-      env,
-      maxDurationMs: options.budgetMs,
-      queues: options.queues,
-      kinds: options.kinds,
-      schedules: options.schedules,
-      tracing,
-      metrics: options.metrics,
-      clock,
-      fanOut: options.fanOut,
-      waitUntil,
-      // The idle hints live in Vercel's Runtime Cache; elsewhere every tick queries the database.
-      idleHints: false,
-    }),
+
+  // The request being served: what keeps its work alive, who its client is.
+  const current = new AsyncLocalStorage<PlatformRequest>();
+  const waitUntil: WaitUntil = (promise) => (current.getStore()?.waitUntil ?? options.waitUntil)(promise);
+  const send: RouteFetch | undefined =
+    self && ((url, init) => (url.origin === self.origin ? self.fetch(url, init) : fetch(url, init)));
+
+  const platform: web.WebPlatform = { env: () => env, by: (route) => `${options.platform}:${route}` };
+  const nudging = web.nudgingRoutes(platform, {
+    nudger: options.nudger,
+    origin: self?.origin,
+    nudgerOf: (routes, origin, secret, runtime) =>
+      routeNudger(routes, {
+        origin,
+        secret,
+        logger: runtime.logger,
+        clock,
+        waitUntil,
+        loadWaitUntil: () => waitUntil,
+        fetch: send,
+      }),
+  });
+  const ticks: web.TickPlatform = { env: () => env, secret: 'CRON_SECRET', budgetMs: () => options.budgetMs };
+  const { queues, kinds, schedules, tracing, metrics, fanOut } = options;
+  const worker = web.workerRoute(
+    jobs,
+    {
+      ...ticks,
+      waitUntil: () => waitUntil,
+      routeStarter: (url, secret, runtime) =>
+        routeStarter(self ? new URL(url.pathname, self.origin) : url, {
+          secret,
+          reason: 'fan-out',
+          logger: runtime.logger,
+          waitUntil: () => waitUntil,
+          fetch: send,
+        }),
+    },
+    { queues, kinds, schedules, tracing, metrics, clock, fanOut },
   );
-  add('maintenance', () => createVercelMaintenance({ env, maxDurationMs: options.budgetMs, idleHints: false }));
-  add('enqueue', () => createVercelEnqueue(jobs, { env, nudger, clock, tracing, waitUntil, idleHints: false }));
-  add('replay', () => createVercelReplay(jobs, { env, nudger, clock, waitUntil, idleHints: false }));
-  add('control', () => createVercelControl({ env, idleHints: false }));
-  add('signal', () => createVercelSignal({ env, nudger, clock, waitUntil, idleHints: false }));
-  const consoleRoute =
+  const maintenance = web.maintenanceRoute(ticks);
+  const routes: Record<Exclude<PlatformRoute, 'console'>, web.WebRoute> = {
+    worker: worker.fetch,
+    maintenance: maintenance.fetch,
+    enqueue: web.serve(web.enqueueRoute(jobs, nudging, { tracing })),
+    replay: web.serve(web.replayRoute(jobs, nudging)),
+    control: web.serve(web.controlRoute(platform)),
+    signal: web.signalRoute(nudging),
+  };
+  const handlers = new Map<string, web.WebRoute>();
+  for (const [route, handler] of Object.entries(routes)) {
+    const path = paths[route as PlatformRoute];
+    if (path !== false) handlers.set(path, handler);
+  }
+  const consolePath = paths.console === false ? undefined : paths.console.replace(/\/+$/, '');
+  const trustProxyHeaders = options.console?.trustProxyHeaders ?? env.SKIPLOCK_CONSOLE_TRUST_PROXY === 'true';
+  const serveConsole =
     consolePath === undefined
       ? undefined
-      : createVercelConsole(jobs, {
-          ...options.console,
-          env,
-          basePath: consolePath || '/',
-          nudger,
-          clock,
-          waitUntil,
-          idleHints: false,
-        });
+      : web.consoleRoute(jobs, nudging, { ...options.console, basePath: consolePath || '/', trustProxyHeaders });
+  const inConsole = (pathname: string) =>
+    consolePath === '' || pathname === consolePath || pathname.startsWith(`${consolePath}/`);
 
+  // Where a scheduler's tick stands: its route on SKIPLOCK_BASE_URL (what a fan-out requests).
   const origin = () => {
     const base = env.SKIPLOCK_BASE_URL;
     return base ? new URL(base).origin : 'http://localhost';
   };
 
   return {
-    async fetch(request) {
-      const { pathname } = new URL(request.url);
-      const handler = handlers.get(pathname.replace(/(.)\/+$/, '$1'));
-      if (handler) return handler(request);
-      if (consoleRoute && consolePath !== undefined) {
-        if (pathname === consolePath || pathname.startsWith(`${consolePath}/`) || consolePath === '') {
-          return consoleRoute(request);
+    fetch(request, context = {}) {
+      return current.run(context, async () => {
+        const { pathname } = new URL(request.url);
+        const handler = handlers.get(pathname.replace(/(.)\/+$/, '$1'));
+        if (handler) return handler(request);
+        if (serveConsole && inConsole(pathname)) {
+          return serveConsole(request, context.client ?? options.clientOf?.(request));
         }
-      }
-      return notFound();
+        return notFound();
+      });
     },
-    async tick(route) {
-      const path = paths[route];
-      if (path === false) throw new ConfigError(`the ${route} route is turned off (routes.${route}: false)`);
-      const handler = handlers.get(path) as RouteHandler;
-      // A cron request, as the platform's scheduler would send it to the route.
-      const headers = env.CRON_SECRET ? { authorization: `Bearer ${env.CRON_SECRET}` } : undefined;
-      return handler(new Request(new URL(path, origin()), { headers }));
+    tick(route, context = {}) {
+      return current.run(context, async () => {
+        const path = paths[route];
+        if (path === false) throw new ConfigError(`the ${route} route is turned off (routes.${route}: false)`);
+        const entries = route === 'worker' ? worker : maintenance;
+        return jsonResponse(await entries.scheduled(new URL(path, origin())));
+      });
     },
   };
 }

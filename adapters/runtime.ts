@@ -3,7 +3,6 @@ import { jsonLogger, type Logger } from '../core/logger.js';
 import type { SkiplockConnection } from '../db/connect.js';
 import { connectLazily } from '../db/connect-lazy.js';
 import { EnvironmentSettings, type SkiplockConfig } from './config.js';
-import { emfMetrics, type MetricsSink } from './metrics.js';
 import { type DatabaseUrlSource, type SecretFetcher, secretDatabaseUrl, staticDatabaseUrl } from './secrets.js';
 
 /** The pools of the request being served, on a platform whose sockets belong to one request. */
@@ -41,8 +40,6 @@ export class FunctionRuntime {
   /** The settings every function shares (database, logs, metrics); valid by construction. */
   readonly config: SkiplockConfig;
   readonly logger: Logger;
-  /** Set when SKIPLOCK_METRICS=emf. */
-  readonly metrics: MetricsSink | undefined;
   readonly #source: DatabaseUrlSource;
   #connection: { url: string; db: Promise<SkiplockConnection> } | undefined;
 
@@ -51,7 +48,6 @@ export class FunctionRuntime {
     const config = settings.require('database');
     this.config = config;
     this.logger = options.logger ?? jsonLogger({ level: config.logLevel });
-    this.metrics = config.metrics === 'emf' ? emfMetrics() : undefined;
     this.#source = config.databaseUrl
       ? staticDatabaseUrl(config.databaseUrl)
       : secretDatabaseUrl(config.databaseSecretId as string, {

@@ -13,7 +13,7 @@ import {
   controlRoute,
   enqueueRoute,
   maintenanceRoute,
-  perInstance,
+  nudgingRoutes,
   replayRoute,
   serve,
   signalRoute,
@@ -164,8 +164,8 @@ function vercelPlatform(options: { env?: Env; idleHints?: IdleHintStore | false 
 
 /**
  * …and of the routes that write: the instance's nudger (options.nudger, else requests of the worker
- * routes SKIPLOCK_NUDGE_ROUTES names, one per instance so that nudges coalesce). Kept apart so that
- * a route that never nudges (control) bundles no nudger.
+ * routes SKIPLOCK_NUDGE_ROUTES names, kept alive by `waitUntil`). Kept apart so that a route that
+ * never nudges (control) bundles no nudger.
  */
 function nudgingVercelPlatform(options: {
   env?: Env;
@@ -174,30 +174,16 @@ function nudgingVercelPlatform(options: {
   waitUntil?: WaitUntil;
   idleHints?: IdleHintStore | false;
 }): WebPlatform {
-  const platform = vercelPlatform(options);
-  const nudgerFor = perInstance<Promise<Nudger>>();
-  return {
-    ...platform,
-    async nudger(runtime, url) {
-      if (options.nudger) return options.nudger;
-      const { nudgeRoutes, baseUrl } = runtime.settings.require('enqueue');
-      const origin = baseUrl ?? url?.origin;
-      if (!nudgeRoutes || !origin) return undefined;
-      const secret = platform.env().CRON_SECRET;
-      // Kept in memory only: a changed secret or origin gets a new nudger.
-      return nudgerFor([nudgeRoutes, origin, secret ?? null], async () => {
-        // Not installed: the nudger's starts fail, each logged (nudge_failed); the request never does.
-        const waitUntil = options.waitUntil ?? (await loadWaitUntil().catch(() => undefined));
-        // The routes mark their writes themselves (markWritten).
-        const nudgerOptions = { origin, secret, logger: runtime.logger, clock: options.clock, waitUntil };
-        return createVercelNudger(nudgeRoutes, { ...nudgerOptions, idleHints: false });
-      });
+  return nudgingRoutes(vercelPlatform(options), {
+    nudger: options.nudger,
+    async nudgerOf(routes, origin, secret, runtime) {
+      // Not installed: the nudger's starts fail, each logged (nudge_failed); the request never does.
+      const waitUntil = options.waitUntil ?? (await loadWaitUntil().catch(() => undefined));
+      // The routes mark their writes themselves (markWritten).
+      const nudgerOptions = { origin, secret, logger: runtime.logger, clock: options.clock, waitUntil };
+      return createVercelNudger(routes, { ...nudgerOptions, idleHints: false });
     },
-    nudgedQueues: (runtime) => {
-      const routes = runtime.settings.require('enqueue').nudgeRoutes;
-      return routes && Object.keys(routes);
-    },
-  };
+  });
 }
 
 /** POST enqueue route (bearer SKIPLOCK_ENQUEUE_TOKEN); nudges the workers of the queues it wrote to. */

@@ -1,3 +1,4 @@
+import { ConfigError } from '../base/errors.js';
 import type { JobDefinition } from '../core/jobs.js';
 import { assertKindsFit } from '../core/worker/deadline.js';
 import { EnvironmentSettings, type SkiplockConfig } from './config.js';
@@ -29,4 +30,22 @@ export function refuseUnfitKinds(
     safetyMarginMs: config.safetyMarginMs,
     queues: selection.queues ?? config.queues,
   });
+}
+
+/** The least CPU time per request a worker invocation can run in; a platform's limit below it is refused. */
+export const MIN_CPU_MS = 1_000;
+
+/**
+ * An invocation's budget within the platform's CPU time per request (`cpuMs`): CPU time never
+ * exceeds wall time in a single-threaded isolate, so a wall-time budget within the CPU limit bounds
+ * both — the worker stops claiming before either runs out. A limit under MIN_CPU_MS cannot run a
+ * worker and is a ConfigError, `hint` saying what the platform allows.
+ */
+export function withinCpuLimit(budgetMs: number, cpuMs: number, hint: string): number {
+  if (!(cpuMs >= MIN_CPU_MS)) {
+    throw new ConfigError(
+      `cpuMs ${cpuMs} is too little CPU time to run a worker invocation (at least ${MIN_CPU_MS}; ${hint})`,
+    );
+  }
+  return Math.min(budgetMs, cpuMs);
 }

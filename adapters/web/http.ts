@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { DatabaseError, SkiplockError } from '../../base/errors.js';
 
@@ -131,21 +132,15 @@ export async function readOptionalJson(request: Request, maxBytes: number): Prom
  * (400 invalid_utf8) when it is not UTF-8: the one body reader of every route and the console.
  */
 export async function readBody(request: Request, maxBytes: number): Promise<string> {
-  if (!request.body) return '';
   const chunks: Uint8Array[] = [];
   let size = 0;
-  const reader = request.body.getReader();
-  while (true) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(maxBytes);
-    }
-    chunks.push(value);
+  // Leaving the loop early (a throw) cancels the stream: nothing more is read.
+  for await (const chunk of request.body ?? []) {
+    size += chunk.byteLength;
+    if (size > maxBytes) throw tooLarge(maxBytes);
+    chunks.push(chunk);
   }
-  return decodeUtf8(new Uint8Array(await new Blob(chunks).arrayBuffer()));
+  return decodeUtf8(Buffer.concat(chunks));
 }
 
 export function tooLarge(maxBytes: number): HttpError {

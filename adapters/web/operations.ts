@@ -22,6 +22,7 @@ import {
 import type { SkiplockConnection } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import type { SkiplockConfig } from '../config.js';
+import { emfMetrics } from '../metrics.js';
 import { type FunctionRuntime, isAuthFailure } from '../runtime.js';
 import { HttpError } from './http.js';
 import type { WorkerChoices } from './options.js';
@@ -254,7 +255,7 @@ export class DeployedWorker {
         }),
       (result) => result.stoppedBecause === 'error' && isAuthFailure(result.errorCode),
     );
-    runtime.metrics?.invocation(summary, config.serviceName);
+    if (config.metrics === 'emf') emfMetrics().invocation(summary, config.serviceName);
     return summary;
   }
 
@@ -355,6 +356,6 @@ export async function runMaintenanceTick(
       hint: 'no subscription was active for this event when it was published in the last 24 hours: deploy its subscribers (skiplock sync), then replay them (skiplock events replay)',
     });
   }
-  runtime.metrics?.queues(tick.stats, config.serviceName);
+  if (config.metrics === 'emf') emfMetrics().queues(tick.stats, config.serviceName);
   return report;
 }

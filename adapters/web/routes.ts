@@ -75,6 +75,46 @@ export interface WebPlatform {
   by(route: 'replay' | 'control'): string;
 }
 
+/**
+ * A platform whose writes start the worker routes SKIPLOCK_NUDGE_ROUTES names, by request, at
+ * `origin` (else SKIPLOCK_BASE_URL, else the origin of the request being served), with CRON_SECRET:
+ * `options.nudger` when given, else the one `nudgerOf` makes — one per instance, so that nudges
+ * coalesce across its requests; a changed secret, origin or routes get a new one.
+ */
+export function nudgingRoutes(
+  platform: WebPlatform,
+  options: {
+    nudger?: Nudger;
+    origin?: string;
+    nudgerOf(
+      routes: Readonly<Record<string, string>>,
+      origin: string,
+      secret: string | undefined,
+      runtime: FunctionRuntime,
+    ): Nudger | Promise<Nudger>;
+  },
+): WebPlatform {
+  const nudgerFor = perInstance<Nudger | Promise<Nudger>>();
+  return {
+    ...platform,
+    nudger(runtime, url) {
+      if (options.nudger) return options.nudger;
+      const { nudgeRoutes, baseUrl } = runtime.settings.require('enqueue');
+      const origin = options.origin ?? baseUrl ?? url?.origin;
+      if (!nudgeRoutes || !origin) return undefined;
+      const secret = platform.env().CRON_SECRET;
+      // Kept in memory only: a changed secret or origin gets a new nudger.
+      return nudgerFor([nudgeRoutes, origin, secret ?? null], () =>
+        options.nudgerOf(nudgeRoutes, origin, secret, runtime),
+      );
+    },
+    nudgedQueues: (runtime) => {
+      const routes = runtime.settings.require('enqueue').nudgeRoutes;
+      return routes && Object.keys(routes);
+    },
+  };
+}
+
 /** Runs a route: any failure becomes a JSON error response, never a stack. */
 export function jsonRoute(handle: (request: Request, url: URL) => Promise<HttpResponse>): WebRoute {
   return async (request) => {
@@ -320,16 +360,21 @@ export interface WorkerPlatform extends TickPlatform {
 export interface TickEntries {
   /** Over HTTP: the bearer secret checked first; a JSON answer, errors included. */
   fetch: WebRoute;
-  /** A platform's scheduled event (no HTTP, no bearer): the answer a route would give, never thrown. */
-  scheduled(): Promise<HttpResponse>;
+  /**
+   * A platform's scheduled event (no HTTP, no bearer): the answer a route would give, never thrown.
+   * `url`: the route the event stands for, which names the worker and is what its fan-out requests.
+   */
+  scheduled(url?: URL): Promise<HttpResponse>;
 }
 
-function tickEntries(tick: (request: Request | undefined) => Promise<HttpResponse>): TickEntries {
+type Tick = (request: Request | undefined, url: URL | undefined) => Promise<HttpResponse>;
+
+function tickEntries(tick: Tick): TickEntries {
   return {
-    fetch: jsonRoute((request) => tick(request)),
-    async scheduled() {
+    fetch: jsonRoute(tick),
+    async scheduled(url) {
       try {
-        return await tick(undefined);
+        return await tick(undefined, url);
       } catch (err) {
         return errorResponse(err);
       }
@@ -339,11 +384,15 @@ function tickEntries(tick: (request: Request | undefined) => Promise<HttpRespons
 
 /** One value per instance, made again only when its key changes (a rotated secret, another origin). */
 export function perInstance<T>(): (key: readonly unknown[], make: () => T) => T {
-  let current: { key: string; value: T } | undefined;
+  let made: string | undefined;
+  let value!: T;
   return (key, make) => {
     const text = JSON.stringify(key);
-    if (current?.key !== text) current = { key: text, value: make() };
-    return current.value;
+    if (made !== text) {
+      made = text;
+      value = make();
+    }
+    return value;
   };
 }
 
@@ -374,23 +423,22 @@ export function workerRoute(jobs: Kinds, platform: WorkerPlatform, options: Work
   };
   const now = () => options.test?.now?.().getTime() ?? Date.now();
 
-  const tick = async (request: Request | undefined): Promise<HttpResponse> => {
+  const tick: Tick = async (request, url) => {
     const env = platform.env();
-    const url = request ? new URL(request.url) : undefined;
     if (request) requireBearer(request, env[platform.secret], platform.secret);
     const runtime = sharedRuntime(env);
     const config = runtime.settings.require('worker');
-    const { queues, kinds, clock, schedules, tracing, metrics, drizzle } = options;
     const name = options.name ?? (env.SKIPLOCK_WORKER_NAME || !url ? undefined : nameOfRoute(url.pathname));
     const run = {
       remainingMs: platform.budgetMs(config),
-      queues,
-      kinds,
-      clock,
-      schedules,
-      tracing,
-      metrics,
-      drizzle,
+      queues: options.queues,
+      kinds: options.kinds,
+      clock: options.clock,
+      schedules: options.schedules,
+      tracing: options.tracing,
+      metrics: options.metrics,
+      drizzle: options.drizzle,
+      test: options.test,
       name,
       fanOut: config.maxInvocations === undefined ? undefined : fanOutOf(runtime, url, env[platform.secret]),
     };
@@ -414,7 +462,7 @@ export function workerRoute(jobs: Kinds, platform: WorkerPlatform, options: Work
     }
     const invoke = async () => {
       const computedAt = now();
-      const summary = await worker.run(runtime, { ...run, nextDue: hints !== undefined, test: options.test });
+      const summary = await worker.run(runtime, { ...run, nextDue: hints !== undefined });
       if (hints && key) {
         // Work done makes maintenance due, and other workers' hints untrusted: a handler may have
         // enqueued to their queues without a nudge.
@@ -455,7 +503,7 @@ export function maintenanceRoute(
   options: { metrics?: QueueMetrics; test?: { now?: () => Date } } = {},
 ): TickEntries {
   const now = () => options.test?.now?.().getTime() ?? Date.now();
-  const tick = async (request: Request | undefined): Promise<HttpResponse> => {
+  const tick: Tick = async (request) => {
     const env = platform.env();
     if (request) requireBearer(request, env[platform.secret], platform.secret);
     const runtime = sharedRuntime(env);

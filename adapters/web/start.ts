@@ -36,6 +36,12 @@ export const ROUTE_START_DEFAULTS = { acceptTimeoutMs: 10_000 } as const;
  */
 export type WaitUntil = (promise: Promise<unknown>) => void;
 
+/**
+ * How a start's request is sent: the global `fetch`, or a platform's own way to reach its routes (a
+ * Worker's service binding to itself).
+ */
+export type RouteFetch = (url: URL, init: RequestInit) => Promise<Response>;
+
 /** Loopback hosts may be requested over plain http (local development); any other needs https. */
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
 
@@ -62,6 +68,8 @@ export interface RouteStarterOptions {
   headers?: Record<string, string>;
   /** What keeps each request alive after the caller's response (asked on each start, in the caller's turn). */
   waitUntil: () => WaitUntil | Promise<WaitUntil>;
+  /** How each request is sent. @defaultValue the global fetch */
+  fetch?: RouteFetch;
 }
 
 /**
@@ -81,7 +89,7 @@ export function routeStarter(url: URL, options: RouteStarterOptions): Invocation
 
   const deliver = async (headers: Record<string, string>): Promise<void> => {
     try {
-      const response = await fetch(url, {
+      const response = await (options.fetch ?? fetch)(url, {
         headers,
         // A redirect would carry the secret elsewhere: a worker route never redirects.
         redirect: 'manual',
