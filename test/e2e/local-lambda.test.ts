@@ -168,7 +168,7 @@ describe('the local Lambda emulator over the packaged app', () => {
 
   it('a function that runs past its timeout is killed (Sandbox.Timedout); the server stays up, the next invocation runs, and the job is rescued when its lease expires', async () => {
     // Warm the function first: a cold start (a new process, the bundle, a connection) on a loaded
-    // machine can take most of the 2 s, and a worker claims no job it has no time left to run
+    // machine can take most of the 4 s, and a worker claims no job it has no time left to run
     // (this invocation may stop for its deadline rather than an empty queue: nothing is queued).
     expect(payloadOf(await invoke(fixture, STALL, {}))).toMatchObject({ claimed: 0 });
     const job = await createEnqueuer({ schema: t.schema }).enqueue(t.db, stall, { blockMs: 30_000 });
@@ -177,7 +177,7 @@ describe('the local Lambda emulator over the packaged app', () => {
     expect(killed.FunctionError).toBe('Unhandled');
     expect(payloadOf(killed)).toMatchObject({
       errorType: 'Sandbox.Timedout',
-      errorMessage: expect.stringMatching(/Task timed out after 2\.00 seconds$/),
+      errorMessage: expect.stringMatching(/Task timed out after 4\.00 seconds$/),
     });
     const killedRecord = fixture.invocations.at(-1);
     expect(() => process.kill(killedRecord?.pid ?? 0, 0)).toThrow(); // its process is gone
@@ -195,7 +195,7 @@ describe('the local Lambda emulator over the packaged app', () => {
     const next = await invoke(fixture, STALL, {});
     expect(next.FunctionError).toBeUndefined();
     // It claims nothing while the lease holds: it finds the queue empty, or (a cold start on a loaded
-    // machine taking most of the 2 s, as above) has no time left for the kind.
+    // machine taking most of the 4 s, as above) has no time left for the kind.
     expect(payloadOf(next)).toMatchObject({ claimed: 0 });
     expect(['drained', 'no_kind_fits']).toContain((payloadOf(next) as { stoppedBecause: string }).stoppedBecause);
     expect(fixture.invocations.at(-1)).toMatchObject({ coldStart: true });
