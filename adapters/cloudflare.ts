@@ -43,7 +43,7 @@ export { assertCloudflareDriver, CLOUDFLARE_DRIVERS };
 export interface CloudflareWorkerOptions
   extends Omit<
     PlatformAppOptions,
-    'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'nudger' | 'fanOut' | 'self' | 'clientOf'
+    'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'nudger' | 'fanOut' | 'fanOutPath' | 'self' | 'clientOf'
   > {
   /**
    * The Worker's CPU time limit in ms (wrangler's `limits.cpu_ms`). The budget of each worker and

@@ -65,7 +65,11 @@ export interface SkiplockConfig {
   wakeGroup: string | undefined;
   /** SKIPLOCK_MAINTENANCE_FUNCTION: the maintenance function a busy Lambda worker wakes; unset: none. */
   maintenanceFunction: string | undefined;
-  /** SKIPLOCK_BASE_URL: the origin Vercel routes are requested at for nudges and fan-out; else the request's own. */
+  /**
+   * SKIPLOCK_BASE_URL: where nudges and fan-out request the routes, else at the request's own origin;
+   * its origin and path (no credentials, query or trailing slash). Vercel requests route paths at its
+   * origin; a one-script platform below its path too (Supabase: `https://<project>.supabase.co/functions/v1`).
+   */
   baseUrl: string | undefined;
   maxPayloadBytes: number;
   completedRetentionHours: number;
@@ -263,7 +267,10 @@ const VARIABLES = {
     z.optional(
       z.pipe(
         z.url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL such as https://my-app.example.com' }),
-        z.transform((url: string) => new URL(url).origin),
+        z.transform((url: string) => {
+          const { origin, pathname } = new URL(url);
+          return `${origin}${pathname.replace(/\/+$/, '')}`;
+        }),
       ),
     ),
   ),

@@ -30,7 +30,7 @@ interface EdgeRuntimeLike {
 export const SUPABASE_LIMITS = { wallMs: 150_000, cpuMs: 2_000 } as const;
 
 export interface DenoAppOptions
-  extends Omit<PlatformAppOptions, 'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'self'> {
+  extends Omit<PlatformAppOptions, 'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'self' | 'fanOutPath'> {
   /** @defaultValue Deno.env.toObject() */
   env?: Env;
   /**
@@ -55,9 +55,15 @@ export interface DenoServeOptions extends DenoAppOptions {
   /**
    * The schedule Deno.cron runs the worker on (Deno Deploy; the CLI needs `--unstable-cron`);
    * `false`: none, as on Supabase, where a pg_cron schedule requests the worker route
-   * (docs/deploy-deno.md). @defaultValue '* * * * *' where Deno.cron exists, else none
+   * (docs/deploy-deno.md). @defaultValue each minute (DENO_CRONS.worker) where Deno.cron exists, else none
    */
   cron?: string | false;
+  /**
+   * The schedule Deno.cron runs maintenance on (deadlines, the activity rollup, retention); `false`:
+   * none (on Supabase a pg_cron schedule requests the maintenance route). @defaultValue every 10
+   * minutes (DENO_CRONS.maintenance) where Deno.cron exists and `cron` is not `false`, else none
+   */
+  maintenanceCron?: string | false;
   /** @defaultValue Deno.serve's (8000, or the platform's) */
   port?: number;
   /** @defaultValue Deno.serve's */
@@ -114,19 +120,32 @@ export function createDenoApp(jobs: Kinds, options: DenoAppOptions = {}): Platfo
   return createPlatformApp(jobs, { ...options, platform: 'deno', env, budgetMs, waitUntil });
 }
 
+/** How often Deno.cron runs the worker and maintenance by default, as on the other platforms. */
+export const DENO_CRONS = { worker: '* * * * *', maintenance: '*/10 * * * *' } as const;
+
 /**
- * Serves skiplock's routes with `Deno.serve`, and runs the worker every minute with `Deno.cron`
- * where it exists (`cron: false` on Supabase: schedule the worker route with pg_cron instead).
+ * Serves skiplock's routes with `Deno.serve`, and runs the worker every minute and maintenance
+ * every 10 with `Deno.cron` where it exists (`cron: false` on Supabase: schedule both routes with
+ * pg_cron instead).
  */
 export function serveDeno(jobs: Kinds, options: DenoServeOptions = {}): PlatformApp {
   const deno = denoGlobal();
   if (!deno?.serve) throw new ConfigError('serveDeno runs in Deno (Deno.serve); elsewhere use createDenoApp');
   const app = createDenoApp(jobs, options);
-  const schedule = options.cron ?? (deno.cron ? '* * * * *' : false);
-  if (schedule !== false) {
-    if (!deno.cron) throw new ConfigError('Deno.cron is not available: run with --unstable-cron, or set cron: false');
-    void deno.cron('skiplock worker', schedule, async () => {
-      await (await app.tick('worker')).body?.cancel();
+  const worker = options.cron ?? (deno.cron ? DENO_CRONS.worker : false);
+  const maintenance = options.maintenanceCron ?? (deno.cron && options.cron !== false ? DENO_CRONS.maintenance : false);
+  for (const [route, schedule] of [
+    ['worker', worker],
+    ['maintenance', maintenance],
+  ] as const) {
+    if (schedule === false) continue;
+    if (!deno.cron) {
+      throw new ConfigError(
+        `Deno.cron is not available: run with --unstable-cron, or set ${route === 'worker' ? 'cron' : 'maintenanceCron'}: false`,
+      );
+    }
+    void deno.cron(`skiplock ${route}`, schedule, async () => {
+      await (await app.tick(route)).body?.cancel();
     });
   }
   // The client's address as Deno saw it; on Supabase a request arrives through its gateway, whose it would be.

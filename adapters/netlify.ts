@@ -29,21 +29,41 @@ export type NetlifyFunction = (request: Request, context?: NetlifyContext) => Pr
  */
 export const NETLIFY_LIMITS = { scheduledMs: 30_000, backgroundMs: 900_000, synchronousMs: 10_000 } as const;
 
+/** Where Netlify serves the background worker (netlify/functions/skiplock-worker-background.ts). */
+export const NETLIFY_BACKGROUND_PATH = '/.netlify/functions/skiplock-worker-background';
+
 export interface NetlifyOptions
-  extends Omit<PlatformAppOptions, 'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'self' | 'clientOf'> {
+  extends Omit<PlatformAppOptions, 'platform' | 'env' | 'budgetMs' | 'waitUntil' | 'self' | 'clientOf' | 'fanOutPath'> {
   /** @defaultValue process.env */
   env?: Env;
   /** This function's invocation budget in ms. @defaultValue its kind's limit in NETLIFY_LIMITS */
   budgetMs?: number;
+  /**
+   * The background worker's path, which the fan-out and continuations of every worker request
+   * (below SKIPLOCK_BASE_URL, with CRON_SECRET): the routes function's worker route has only its
+   * 10 s. @defaultValue NETLIFY_BACKGROUND_PATH
+   */
+  backgroundPath?: string;
 }
 
-/** One app per function module; each request brings its own `context.waitUntil` and client address. */
-function appOf(jobs: Kinds, options: NetlifyOptions, limitMs: number): PlatformApp {
+/**
+ * One app per function module; each request brings its own `context.waitUntil` and client address.
+ * A function that runs a worker (`runsWorker`) refuses the kinds that cannot fit its budget.
+ */
+function appOf(jobs: Kinds, options: NetlifyOptions, limitMs: number, runsWorker: boolean): PlatformApp {
   const env = options.env ?? process.env;
   const budgetMs = options.budgetMs ?? limitMs;
-  refuseUnfitKinds(jobs, env, options, () => budgetMs);
+  if (runsWorker) refuseUnfitKinds(jobs, env, options, () => budgetMs);
   const waitUntil: WaitUntil = (promise) => void promise.catch(() => {});
-  return createPlatformApp(jobs, { ...options, platform: 'netlify', env, budgetMs, waitUntil });
+  const { backgroundPath = NETLIFY_BACKGROUND_PATH, ...rest } = options;
+  return createPlatformApp(jobs, {
+    ...rest,
+    platform: 'netlify',
+    env,
+    budgetMs,
+    waitUntil,
+    fanOutPath: backgroundPath,
+  });
 }
 
 /** What a Netlify Function's context tells of its request. */
@@ -55,10 +75,11 @@ const platformRequest = (context: NetlifyContext | undefined): PlatformRequest =
 /**
  * netlify/functions/skiplock.ts, every route of PLATFORM_ROUTES (`export const config = { path:
  * ['/skiplock/*', '/admin', '/admin/*'] }`). Nudges request the background worker
- * (SKIPLOCK_NUDGE_ROUTES=*=/.netlify/functions/skiplock-worker-background).
+ * (SKIPLOCK_NUDGE_ROUTES=*=/.netlify/functions/skiplock-worker-background). With `routes: { worker:
+ * false }` it runs no worker, and no kind has to fit its 10 s.
  */
 export function createNetlifyRoutes(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
-  const app = appOf(jobs, options, NETLIFY_LIMITS.synchronousMs);
+  const app = appOf(jobs, options, NETLIFY_LIMITS.synchronousMs, options.routes?.worker !== false);
   return (request, context) => app.fetch(request, platformRequest(context));
 }
 
@@ -68,8 +89,19 @@ export function createNetlifyRoutes(jobs: Kinds, options: NetlifyOptions = {}): 
  * scheduled function has no public URL), so the tick runs the worker with no bearer to check.
  */
 export function createNetlifyScheduledWorker(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
-  const app = appOf(jobs, options, NETLIFY_LIMITS.scheduledMs);
+  const app = appOf(jobs, options, NETLIFY_LIMITS.scheduledMs, true);
   return (_request, context) => app.tick('worker', platformRequest(context));
+}
+
+/**
+ * netlify/functions/skiplock-maintenance.ts, scheduled every 10 minutes as on the other platforms
+ * (its `config.schedule`, in the template): each scheduled run is a maintenance tick — deadlines
+ * to the DLQ, the activity rollup, retention — within the scheduled functions' 30 s, with no bearer
+ * to check, as the scheduled worker's. It runs no worker: no kind has to fit its time.
+ */
+export function createNetlifyScheduledMaintenance(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
+  const app = appOf(jobs, options, NETLIFY_LIMITS.scheduledMs, false);
+  return (_request, context) => app.tick('maintenance', platformRequest(context));
 }
 
 /**
@@ -78,7 +110,7 @@ export function createNetlifyScheduledWorker(jobs: Kinds, options: NetlifyOption
  * own time (the start header dropped): the route's bearer CRON_SECRET is checked as on the worker route.
  */
 export function createNetlifyBackgroundWorker(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
-  const app = appOf(jobs, options, NETLIFY_LIMITS.backgroundMs);
+  const app = appOf(jobs, options, NETLIFY_LIMITS.backgroundMs, true);
   const path = options.routes?.worker || PLATFORM_ROUTES.worker;
   return (request, context) => {
     const headers = new Headers(request.headers);

@@ -70,17 +70,23 @@ export interface PlatformAppOptions {
   clock?: Clock;
   /**
    * Starts the workers of the queues a write made due. @defaultValue requests of the worker routes
-   * SKIPLOCK_NUDGE_ROUTES names (bearer CRON_SECRET), through `self` when it is given, else at
-   * SKIPLOCK_BASE_URL or the origin of the request being served
+   * SKIPLOCK_NUDGE_ROUTES names (bearer CRON_SECRET), through `self` when it is given, else below
+   * SKIPLOCK_BASE_URL (its path included: Supabase's `https://<project>.supabase.co/functions/v1`),
+   * else at the origin of the request being served
    */
   nudger?: Nudger;
   /** How fan-out starts more invocations. @defaultValue requests of the worker route itself */
   fanOut?: InvocationStarter | false;
   /**
+   * The path fan-out and continuations request instead of the worker route being served: a function
+   * that runs the worker longer (Netlify's background function). @defaultValue the worker route's
+   */
+  fanOutPath?: string;
+  /**
    * How the app requests its own routes (nudges, fan-out): `fetch` at `origin` — a Worker's service
    * binding to itself, since a Worker's fetch of its own hostname reaches the origin, not the Worker.
    * A route given as an absolute URL elsewhere is requested with the global fetch. @defaultValue the
-   * global fetch, at SKIPLOCK_BASE_URL or the origin of the request being served
+   * global fetch, below SKIPLOCK_BASE_URL or at the origin of the request being served
    */
   self?: { fetch: RouteFetch; origin: string };
   /**
@@ -135,6 +141,8 @@ export function createPlatformApp(jobs: Kinds, options: PlatformAppOptions): Pla
   const nudging = web.nudgingRoutes(platform, {
     nudger: options.nudger,
     origin: self?.origin,
+    // The function sees the paths below SKIPLOCK_BASE_URL's (Supabase strips /functions/v1).
+    belowBasePath: true,
     nudgerOf: (routes, origin, secret, runtime) =>
       routeNudger(routes, {
         origin,
@@ -153,8 +161,11 @@ export function createPlatformApp(jobs: Kinds, options: PlatformAppOptions): Pla
     {
       ...ticks,
       waitUntil: () => waitUntil,
+      origin: self?.origin,
+      belowBasePath: true,
+      fanOutPath: options.fanOutPath,
       routeStarter: (url, secret, runtime) =>
-        routeStarter(self ? new URL(url.pathname, self.origin) : url, {
+        routeStarter(url, {
           secret,
           reason: 'fan-out',
           logger: runtime.logger,

@@ -76,6 +76,17 @@ export interface WebPlatform {
 }
 
 /**
+ * Where a platform requests its own routes (nudges, fan-out): SKIPLOCK_BASE_URL — all of it where
+ * the platform's function sees the paths below its path (`belowPath`: Supabase serves
+ * `/functions/v1/skiplock` as `/skiplock`), else its origin (Vercel sees the whole path) — or else
+ * the origin of the request being served.
+ */
+export function baseOfRoutes(baseUrl: string | undefined, url: URL | undefined, belowPath: boolean | undefined) {
+  if (baseUrl) return belowPath ? baseUrl : new URL(baseUrl).origin;
+  return url?.origin;
+}
+
+/**
  * A platform whose writes start the worker routes SKIPLOCK_NUDGE_ROUTES names, by request, at
  * `origin` (else SKIPLOCK_BASE_URL, else the origin of the request being served), with CRON_SECRET:
  * `options.nudger` when given, else the one `nudgerOf` makes — one per instance, so that nudges
@@ -86,6 +97,8 @@ export function nudgingRoutes(
   options: {
     nudger?: Nudger;
     origin?: string;
+    /** The routes' paths are below SKIPLOCK_BASE_URL's path (baseOfRoutes). @defaultValue false: at its origin */
+    belowBasePath?: boolean;
     nudgerOf(
       routes: Readonly<Record<string, string>>,
       origin: string,
@@ -100,7 +113,7 @@ export function nudgingRoutes(
     nudger(runtime, url) {
       if (options.nudger) return options.nudger;
       const { nudgeRoutes, baseUrl } = runtime.settings.require('enqueue');
-      const origin = options.origin ?? baseUrl ?? url?.origin;
+      const origin = options.origin ?? baseOfRoutes(baseUrl, url, options.belowBasePath);
       if (!nudgeRoutes || !origin) return undefined;
       const secret = platform.env().CRON_SECRET;
       // Kept in memory only: a changed secret or origin gets a new nudger.
@@ -354,6 +367,18 @@ export interface WorkerPlatform extends TickPlatform {
    * START_HEADER. @defaultValue none: no fan-out unless the worker's `fanOut` option gives one
    */
   routeStarter?(url: URL, secret: string | undefined, runtime: FunctionRuntime): InvocationStarter;
+  /**
+   * Where the fan-out requests its route. @defaultValue SKIPLOCK_BASE_URL (below its path with
+   * `belowBasePath`, see baseOfRoutes), else the origin of the request being served
+   */
+  origin?: string;
+  /** The routes' paths are below SKIPLOCK_BASE_URL's path (baseOfRoutes). @defaultValue false: at its origin */
+  belowBasePath?: boolean;
+  /**
+   * The path the fan-out requests: a function of its own that runs this worker longer (Netlify's
+   * background function). @defaultValue the path of the worker route being served
+   */
+  fanOutPath?: string;
 }
 
 /** A scheduler's tick, as a route and as a scheduled entry point. */
@@ -415,9 +440,10 @@ export function workerRoute(jobs: Kinds, platform: WorkerPlatform, options: Work
   const fanOutOf = (runtime: FunctionRuntime, url: URL | undefined, secret: string | undefined) => {
     if (options.fanOut === false) return undefined;
     if (options.fanOut) return options.fanOut;
-    const origin = runtime.settings.require('worker').baseUrl ?? url?.origin;
+    const { baseUrl } = runtime.settings.require('worker');
+    const origin = platform.origin ?? baseOfRoutes(baseUrl, url, platform.belowBasePath);
     if (!url || !origin || !platform.routeStarter) return undefined;
-    const target = routeUrl(url.pathname, origin);
+    const target = routeUrl(platform.fanOutPath ?? url.pathname, origin);
     // Kept in memory only: a changed secret or origin gets a new starter.
     return ownStarter([target.href, secret ?? null], () => platform.routeStarter?.(target, secret, runtime));
   };

@@ -47,10 +47,16 @@ const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /**
  * The URL a route is requested at: `target` when it is absolute, else `target` (a path such as
- * `/api/worker`) on `origin` (SKIPLOCK_BASE_URL, else the origin of the request being handled).
+ * `/api/worker`) below `base`, an origin or an origin and a path (SKIPLOCK_BASE_URL on a platform
+ * that serves its functions below one, else the origin of the request being handled).
  */
-export function routeUrl(target: string, origin: string): URL {
-  return new URL(target, origin);
+export function routeUrl(target: string, base: string): URL {
+  if (!target.startsWith('/')) return new URL(target, base);
+  const url = new URL(base);
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}${target}`;
+  url.search = '';
+  url.hash = '';
+  return url;
 }
 
 export interface RouteStarterOptions {

@@ -1,17 +1,23 @@
 import type { Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as z from 'zod/mini';
 import {
   createNetlifyBackgroundWorker,
   createNetlifyRoutes,
+  createNetlifyScheduledMaintenance,
   createNetlifyScheduledWorker,
   type NetlifyContext,
   type NetlifyFunction,
 } from '../../adapters/netlify.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
+import { START_HEADER } from '../../adapters/web/start.js';
+import { ConfigError } from '../../base/errors.js';
+import { defineJob } from '../../core/jobs.js';
+import { ManualClock } from '../../testing/clock.js';
 import { platformJobs } from '../fixtures/platforms/jobs.js';
 import { serveRoute } from '../helpers/console.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
-import { jobRow, PLATFORM_SECRETS, waitForOutcome } from '../helpers/platforms.js';
+import { jobRow, PLATFORM_SECRETS, platformEnv, queuedSlowRuns, waitForOutcome } from '../helpers/platforms.js';
 
 // skiplock/netlify's three functions (test/fixtures/platforms/netlify/functions/ holds them as an app
 // writes them), called as Netlify's Node runtime calls a v2 function: a Web Request and a context
@@ -136,5 +142,77 @@ describe(`skiplock/netlify (${testDriver()})`, () => {
       }).toString(),
     });
     expect(login.status).toBe(303);
+  });
+});
+
+describe(`skiplock/netlify: which function runs what (${testDriver()})`, () => {
+  const env = (extra: Record<string, string> = {}) => platformEnv(t.schema, extra);
+  /** A kind whose 20 s timeout fits the scheduled and background workers, not the routes function's 10 s. */
+  const report = defineJob({
+    kind: 'netlify-report',
+    payload: z.object({ id: z.string() }),
+    timeoutMs: 20_000,
+    handler: () => {},
+  });
+
+  it('fan-out from the background and the scheduled worker starts the background function, not the routes function', async () => {
+    const backgroundPath = '/.netlify/functions/skiplock-worker-background';
+    const reached: { path: string; start: string | null }[] = [];
+    const site = await serveRoute(async (request) => {
+      reached.push({ path: new URL(request.url).pathname, start: request.headers.get(START_HEADER) });
+      return Response.json({ accepted: true }, { status: 202 });
+    });
+    try {
+      const clock = new ManualClock();
+      // A backlog of 100 runs of 100 ms each (the invocation's clock): work for more than one invocation.
+      const backlog = () => queuedSlowRuns(t, { kind: 'netlify-slow', timeoutMs: 1_000, takesMs: 100, clock, n: 100 });
+      const options = {
+        env: env({ SKIPLOCK_BASE_URL: site.origin, SKIPLOCK_MAX_INVOCATIONS: '2', SKIPLOCK_CONCURRENCY: '1' }),
+        clock,
+        budgetMs: 20_000,
+      };
+      const slow = await backlog();
+      // Netlify has answered the nudge 202 already; the function runs the invocation in its own time.
+      const fromBackground = await createNetlifyBackgroundWorker([slow], options)(
+        new Request(`${site.origin}${backgroundPath}`, {
+          headers: { authorization: `Bearer ${PLATFORM_SECRETS.CRON_SECRET}`, [START_HEADER]: 'nudge' },
+        }),
+        context,
+      );
+      await backlog();
+      const fromScheduled = await createNetlifyScheduledWorker([slow], options)(
+        new Request('https://site.netlify.app/.netlify/functions/skiplock-worker', { method: 'POST' }),
+        context,
+      );
+      await Promise.allSettled(pending);
+      const started = [fromBackground, fromScheduled].map(async (response) => {
+        expect(response.status).toBe(200);
+        return ((await response.json()) as { invocationsStarted?: number }).invocationsStarted ?? 0;
+      });
+      const [background = 0, scheduledRun = 0] = await Promise.all(started);
+      expect(background).toBeGreaterThan(0);
+      expect(scheduledRun).toBeGreaterThan(0);
+      expect(reached).toEqual(Array(background + scheduledRun).fill({ path: backgroundPath, start: 'fan-out' }));
+    } finally {
+      site.server.close();
+    }
+  });
+
+  it('the routes function without its worker route takes any kind; with it, a kind over its 10 s is refused', () => {
+    expect(() => createNetlifyRoutes([report], { env: env(), routes: { worker: false } })).not.toThrow();
+    expect(() => createNetlifyRoutes([report], { env: env() })).toThrow(ConfigError);
+  });
+
+  it('the scheduled maintenance function runs a maintenance tick without a secret, whatever the kinds', async () => {
+    const maintenance = createNetlifyScheduledMaintenance([report], { env: env() });
+    const response = await maintenance(
+      new Request('https://site.netlify.app/.netlify/functions/skiplock-maintenance', {
+        method: 'POST',
+        body: JSON.stringify({ next_run: new Date().toISOString() }),
+      }),
+      context,
+    );
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ pruneFinished: true });
   });
 });

@@ -1,18 +1,15 @@
 import type { Server } from 'node:http';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import * as z from 'zod/mini';
-import { createDenoApp, SUPABASE_LIMITS } from '../../adapters/deno.js';
+import { createDenoApp, DENO_CRONS, SUPABASE_LIMITS, serveDeno } from '../../adapters/deno.js';
 import { createPlatformApp, type PlatformApp, type PlatformAppOptions } from '../../adapters/platform-routes.js';
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { START_HEADER } from '../../adapters/web/start.js';
 import { ConfigError } from '../../base/errors.js';
-import { createEnqueuer } from '../../core/enqueue.js';
-import { defineJob } from '../../core/jobs.js';
 import { ManualClock } from '../../testing/clock.js';
 import { platformJobs } from '../fixtures/platforms/jobs.js';
 import { serveRoute } from '../helpers/console.js';
-import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
-import { jobRow, PLATFORM_SECRETS } from '../helpers/platforms.js';
+import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
+import { jobRow, PLATFORM_SECRETS, platformEnv, queuedSlowRuns, waitForOutcome } from '../helpers/platforms.js';
 
 // The router every one-script platform serves (adapters/platform-routes.ts), on the web core, in
 // Node against the local Postgres: what the Workers, Deno and Netlify adapters plug in — each
@@ -25,14 +22,7 @@ useTestSchema('platform-routes', (ctx) => {
 
 afterAll(() => resetSharedRuntime());
 
-const env = (extra: Record<string, string> = {}) => ({
-  DATABASE_URL: databaseUrl(),
-  SKIPLOCK_DRIVER: testDriver(),
-  SKIPLOCK_SCHEMA: t.schema,
-  SKIPLOCK_LOG_LEVEL: 'error',
-  ...PLATFORM_SECRETS,
-  ...extra,
-});
+const env = (extra: Record<string, string> = {}) => platformEnv(t.schema, extra);
 
 /** Promises handed to a waitUntil, to be awaited by the test (what the platform would keep alive). */
 function keeper() {
@@ -65,22 +55,8 @@ const idOf = async (response: Response) => {
   return ((await response.json()) as { results: { id: string }[] }).results[0]?.id as string;
 };
 
-/** A kind each of whose runs takes `takesMs` of `clock` (the invocation's), and `n` jobs of it queued. */
-async function queuedRuns(kind: string, timeoutMs: number, takesMs: number, clock: ManualClock, n: number) {
-  const definition = defineJob({
-    kind,
-    payload: z.object({ n: z.number() }),
-    timeoutMs,
-    handler: () => {
-      clock.advance(takesMs);
-    },
-  });
-  await createEnqueuer({ schema: t.schema }).enqueueMany(
-    t.db,
-    Array.from({ length: n }, (_, i) => definition.with({ n: i })),
-  );
-  return definition;
-}
+const queuedRuns = (kind: string, timeoutMs: number, takesMs: number, clock: ManualClock, n: number) =>
+  queuedSlowRuns(t, { kind, timeoutMs, takesMs, clock, n });
 
 /** A scheduler's tick of the worker, and its summary. */
 const tickSummary = async (served: { tick: PlatformApp['tick'] }, context = keeper()) =>
@@ -302,5 +278,125 @@ describe(`Supabase: each invocation within its 2 s of CPU time (${testDriver()})
     expect(() => createDenoApp(platformJobs, { env: env(fewer), cpuMs: 50 })).toThrow(
       /cpuMs 50 is too little CPU time/,
     );
+  });
+});
+
+describe(`Supabase: its own routes requested below SKIPLOCK_BASE_URL’s path (${testDriver()})`, () => {
+  // Supabase's gateway serves the function `skiplock` at /functions/v1/skiplock and hands it the path
+  // without /functions/v1; the template's SKIPLOCK_BASE_URL is https://<project>.supabase.co/functions/v1.
+  let gateway: { server: Server; origin: string } | undefined;
+  const reached: string[] = [];
+  let behind: (request: Request) => Promise<Response> = async () => new Response(null, { status: 502 });
+  const supabase = async () => {
+    gateway ??= await serveRoute(async (request) => {
+      const url = new URL(request.url);
+      reached.push(url.pathname);
+      if (!url.pathname.startsWith('/functions/v1/')) return Response.json({ error: 'no function' }, { status: 404 });
+      url.pathname = url.pathname.slice('/functions/v1'.length);
+      return behind(new Request(url, request));
+    });
+    return { origin: gateway.origin, base: `${gateway.origin}/functions/v1` };
+  };
+  afterAll(() => gateway?.server.close());
+
+  it('an enqueue’s nudge reaches the worker route through the gateway, which runs the job', async () => {
+    const { base } = await supabase();
+    const ran = keeper();
+    const served = createDenoApp(platformJobs, {
+      basePath: '/skiplock',
+      env: env({ SKIPLOCK_BASE_URL: base, SKIPLOCK_NUDGE_ROUTES: 'nudged=/skiplock/skiplock/worker' }),
+      waitUntil: ran.waitUntil,
+    });
+    behind = (request) => served.fetch(request);
+    reached.length = 0;
+    const enqueue = await fetch(`${base}/skiplock/skiplock/enqueue`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${PLATFORM_SECRETS.SKIPLOCK_ENQUEUE_TOKEN}`,
+      },
+      body: JSON.stringify({ kind: 'platform-ping', payload: { n: 21 }, options: { queue: 'nudged' } }),
+    });
+    const id = await idOf(enqueue);
+    const row = await waitForOutcome(
+      () => jobRow(t.admin, t.schema, id),
+      (r) => r?.state === 'completed',
+    );
+    await Promise.all(ran.kept);
+    expect(reached).toEqual(['/functions/v1/skiplock/skiplock/enqueue', '/functions/v1/skiplock/skiplock/worker']);
+    expect(row).toMatchObject({ state: 'completed', result: { doubled: 42 } });
+  });
+
+  it('a tick that meets a backlog fans out to the worker route below the base URL’s path', async () => {
+    const { base } = await supabase();
+    const clock = new ManualClock();
+    const slow = await queuedRuns('slow-supabase', 1_000, 100, clock, 100);
+    const starts: (string | null)[] = [];
+    behind = async (request) => {
+      starts.push(request.headers.get(START_HEADER));
+      return Response.json({ accepted: true }, { status: 202 });
+    };
+    reached.length = 0;
+    const served = createDenoApp([slow], {
+      basePath: '/skiplock',
+      env: env({ SKIPLOCK_BASE_URL: base, SKIPLOCK_MAX_INVOCATIONS: '2', SKIPLOCK_CONCURRENCY: '1' }),
+      budgetMs: 20_000,
+      clock,
+    });
+    const ticked = keeper();
+    const summary = await tickSummary(served, ticked);
+    await Promise.all(ticked.kept);
+    expect(summary.invocationsStarted).toBeGreaterThan(0);
+    expect(starts).toEqual(Array(summary.invocationsStarted).fill('fan-out'));
+    expect(new Set(reached)).toEqual(new Set(['/functions/v1/skiplock/skiplock/worker']));
+  });
+});
+
+describe(`serveDeno’s crons (${testDriver()})`, () => {
+  /** Deno's global as serveDeno uses it, with Deno.cron where `cron` is true: what it registered. */
+  const inDeno = <T>(run: () => T, cron = true) => {
+    const crons: { name: string; schedule: string; handler: () => Promise<void> }[] = [];
+    const deno = {
+      env: { toObject: () => ({}) },
+      serve: () => ({}),
+      cron: cron
+        ? async (name: string, schedule: string, handler: () => Promise<void>) => {
+            crons.push({ name, schedule, handler });
+          }
+        : undefined,
+    };
+    (globalThis as { Deno?: unknown }).Deno = deno;
+    try {
+      return { result: run(), crons };
+    } finally {
+      delete (globalThis as { Deno?: unknown }).Deno;
+    }
+  };
+
+  it('runs the worker each minute and maintenance every 10 minutes; maintenance’s tick prunes', async () => {
+    const { result: served, crons } = inDeno(() =>
+      serveDeno(platformJobs, { env: env({ SKIPLOCK_COMPLETED_RETENTION_HOURS: '0' }) }),
+    );
+    expect(crons.map(({ name, schedule }) => [name, schedule])).toEqual([
+      ['skiplock worker', DENO_CRONS.worker],
+      ['skiplock maintenance', '*/10 * * * *'],
+    ]);
+    const id = await idOf(await served.fetch(enqueueRequest({ n: 5 }), keeper()));
+    await crons[0]?.handler();
+    expect((await jobRow(t.admin, t.schema, id))?.state).toBe('completed');
+    await crons[1]?.handler();
+    expect(await jobRow(t.admin, t.schema, id)).toBeUndefined();
+  });
+
+  it('maintenanceCron: false, or cron: false (Supabase), registers no maintenance; without Deno.cron it is refused', () => {
+    const quiet = { env: env() };
+    expect(
+      inDeno(() => serveDeno(platformJobs, { ...quiet, maintenanceCron: false })).crons.map((c) => c.name),
+    ).toEqual(['skiplock worker']);
+    expect(inDeno(() => serveDeno(platformJobs, { ...quiet, cron: false })).crons).toEqual([]);
+    expect(inDeno(() => serveDeno(platformJobs, quiet), false).crons).toEqual([]);
+    expect(() =>
+      inDeno(() => serveDeno(platformJobs, { ...quiet, cron: false, maintenanceCron: '*/5 * * * *' }), false),
+    ).toThrow(/Deno.cron is not available: run with --unstable-cron, or set maintenanceCron: false/);
   });
 });

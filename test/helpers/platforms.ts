@@ -1,5 +1,10 @@
 import type pg from 'pg';
 import { expect } from 'vitest';
+import * as z from 'zod/mini';
+import { createEnqueuer } from '../../core/enqueue.js';
+import { defineJob } from '../../core/jobs.js';
+import type { ManualClock } from '../../testing/clock.js';
+import { databaseUrl, type TestContext, testDriver } from './db.js';
 
 /**
  * Waits until `read` returns a value `done` accepts, reading every 25 ms, for at most `timeoutMs`:
@@ -31,6 +36,16 @@ export async function jobRow(admin: pg.Pool, schema: string, id: string): Promis
 
 /** Workers' limit on a Worker's size after compression: 3 MiB on the Free plan (10 MiB on Paid). */
 export const WORKERS_FREE_PLAN_GZIP_LIMIT = 3 * 1024 * 1024;
+
+/** A platform app's environment on the test database's `schema`, with the secrets and `extra`. */
+export const platformEnv = (schema: string, extra: Record<string, string> = {}) => ({
+  DATABASE_URL: databaseUrl(),
+  SKIPLOCK_DRIVER: testDriver(),
+  SKIPLOCK_SCHEMA: schema,
+  SKIPLOCK_LOG_LEVEL: 'error',
+  ...PLATFORM_SECRETS,
+  ...extra,
+});
 
 export const PLATFORM_SECRETS = {
   CRON_SECRET: 'cron-secret-0123456789abcdef-0123456789',
@@ -152,4 +167,27 @@ export function workerdChecks(
       });
     },
   };
+}
+
+/**
+ * A kind each of whose runs takes `takesMs` of `clock` (the invocation's), and `n` jobs of it queued:
+ * a backlog one invocation cannot drain alone, for fan-out.
+ */
+export async function queuedSlowRuns(
+  t: Pick<TestContext, 'db' | 'schema'>,
+  runs: { kind: string; timeoutMs: number; takesMs: number; clock: ManualClock; n: number },
+) {
+  const definition = defineJob({
+    kind: runs.kind,
+    payload: z.object({ n: z.number() }),
+    timeoutMs: runs.timeoutMs,
+    handler: () => {
+      runs.clock.advance(runs.takesMs);
+    },
+  });
+  await createEnqueuer({ schema: t.schema }).enqueueMany(
+    t.db,
+    Array.from({ length: runs.n }, (_, i) => definition.with({ n: i })),
+  );
+  return definition;
 }

@@ -6,6 +6,8 @@ import {
   loadConfig,
   PURPOSES,
 } from '../../adapters/config.js';
+import { baseOfRoutes } from '../../adapters/web/routes.js';
+import { routeUrl } from '../../adapters/web/start.js';
 import { ENQUEUE_DEFAULTS } from '../../core/enqueue.js';
 import { MAINTENANCE_DEFAULTS } from '../../core/maintenance.js';
 import { WORKER_DEFAULTS } from '../../core/worker/index.js';
@@ -118,12 +120,24 @@ describe('configuration from the environment', () => {
     }
   });
 
-  it('SKIPLOCK_BASE_URL keeps only the origin; a bad one disables the worker and enqueue, not replay or maintenance', () => {
+  it('SKIPLOCK_BASE_URL keeps its origin and path; a bad one disables the worker and enqueue, not replay or maintenance', () => {
     const settings = new EnvironmentSettings({
       DATABASE_URL: 'postgres://localhost/app',
-      SKIPLOCK_BASE_URL: 'https://user:s3cret@my-app.example.com/ignored?x=1',
+      SKIPLOCK_BASE_URL: 'https://user:s3cret@my-project.supabase.co/functions/v1/?x=1#y',
     });
-    expect(settings.require('worker').baseUrl).toBe('https://my-app.example.com');
+    expect(settings.require('worker').baseUrl).toBe('https://my-project.supabase.co/functions/v1');
+    // Vercel requests its routes at the origin alone, as before; a one-script platform below the path.
+    const { baseUrl } = settings.require('worker');
+    expect(routeUrl('/api/worker', baseOfRoutes(baseUrl, undefined, false) ?? '').href).toBe(
+      'https://my-project.supabase.co/api/worker',
+    );
+    expect(routeUrl('/skiplock/skiplock/worker', baseOfRoutes(baseUrl, undefined, true) ?? '').href).toBe(
+      'https://my-project.supabase.co/functions/v1/skiplock/skiplock/worker',
+    );
+    expect(routeUrl('https://elsewhere.example/w', baseUrl ?? '').href).toBe('https://elsewhere.example/w');
+    expect(baseOfRoutes(undefined, new URL('https://served.example/skiplock/enqueue'), true)).toBe(
+      'https://served.example',
+    );
     expect(loadConfig({ DATABASE_URL: 'postgres://localhost/app' }).baseUrl).toBeUndefined();
     for (const bad of ['my-app.example.com', 'ftp://my-app.example.com', 'javascript:alert(1)']) {
       const broken = new EnvironmentSettings({ DATABASE_URL: 'postgres://localhost/app', SKIPLOCK_BASE_URL: bad });

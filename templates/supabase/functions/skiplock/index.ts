@@ -6,4 +6,13 @@
 import { serveDeno } from 'skiplock/deno';
 import { jobs, schedules } from '../_shared/jobs.ts';
 
-serveDeno(jobs, { schedules, basePath: '/skiplock', cron: false });
+serveDeno(jobs, {
+  schedules,
+  basePath: '/skiplock',
+  cron: false,
+  // Supabase's 2 s per request is CPU time; its wall-time limit is 150 s (400 s on paid plans).
+  // The example handlers wait on I/O and use little CPU, so the budget is bounded by wall time and
+  // their 10 s and 20 s timeouts fit. A CPU-heavy handler: remove this line to keep the 2 s guard
+  // (each kind's timeoutMs must then fit 2 s).
+  cpuMs: false,
+});
