@@ -206,17 +206,10 @@ with recursive clock as (select clock_timestamp() as now),
     ),
     -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
     key_rate as (select w.h, w.q, w.k, w.mine, w.room as seen, $46::bigint as room, null::timestamptz as next_at from walked w),
-    -- The keys this claim takes candidates from, each with its room: those it took, or when every key
-    -- with room is another claim's, those (claim_room waits for them).
     key_room_seen as (
       select w.h, w.q, w.k, least(w.room, w.seen) as room from key_rate w
       where w.seen > 0 and (w.mine or not exists (select 1 from walked m where m.mine))
     ),
-    -- The share: the smallest s with sum(least(room, s)) >= the batch over those keys (the largest
-    -- room when even that falls short), so a key with less room than an equal share leaves the rest
-    -- to the others instead of to nobody. With rooms r1 <= r2 <= …, s lies in (r(i-1), r(i)] for the
-    -- first key i at which the keys from i on, each taking s, fill what the keys before it (each
-    -- taking its whole room) leave.
     key_share as (
       select coalesce(min(s.share) filter (where s.share <= s.room), max(s.room), 0) as share from (
         select r.room, greatest(coalesce(r.prev, 0) + 1,
@@ -289,9 +282,6 @@ with recursive clock as (select clock_timestamp() as now),
       select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
       from room y where y.limit_scope = 'key'
     ),
-    -- The queues' and kinds' rooms apart from the keys': each candidate is joined with these few
-    -- rows. Joined with room itself, each of 500 candidates scanned 500 keys' rows twice (half
-    -- the statement's time at 1,000 keys).
     scope_room as (select y.limit_scope, y.limit_name, y.room from room y where y.limit_scope <> 'key'),
 
     within as (
