@@ -48,9 +48,11 @@ await system.setup(url);
 await system.enqueueBulk(jobs, 1000);
 await vacuumAnalyze(url);
 const t = performance.now();
+const cpu = process.cpuUsage();
 await system.process(k);
 const ms = performance.now() - t;
+const used = process.cpuUsage(cpu);
 await system.teardown();
 console.log(
-  `${mode} K=${k}: ${Math.round(jobs / (ms / 1000))} jobs/s; claims ${tally.claims} (limited ${tally.limited}), jobs/claim ${(tally.jobs / tally.claims).toFixed(1)}, short ${tally.short}, empty ${tally.empty}, ms/claim ${(tally.ms / tally.claims).toFixed(1)}, invocations ${tally.invocations}`,
+  `${mode} K=${k}: ${Math.round(jobs / (ms / 1000))} jobs/s; claims ${tally.claims} (limited ${tally.limited}), jobs/claim ${(tally.jobs / tally.claims).toFixed(1)}, short ${tally.short}, empty ${tally.empty}, ms/claim ${(tally.ms / tally.claims).toFixed(1)}, invocations ${tally.invocations}, Node CPU ${((used.user + used.system) / jobs).toFixed(1)} µs/job`,
 );

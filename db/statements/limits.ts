@@ -163,6 +163,8 @@ export function keyedCtes(
   // What a key without a per-key limit counts toward filling the batch: the walk then visits up to
   // maxKeys keys, and each takes an equal share of the batch.
   const unit = Math.ceil(request.limit / maxKeys);
+  // (offset 0 keeps each level a subquery of its own: pulled up, the room's count ran once for
+  // each of its four uses.)
   // One walked key's state: room (snapshot), whether this claim takes it (room, and claim_room's lock
   // for the key when its queue has a per-key limit; the schema written as the migration writes it),
   // and what it counts toward filling the batch (c).
@@ -183,7 +185,9 @@ export function keyedCtes(
                   where r.state = 'running' and r.queue = ${q} and r.concurrency_key = ${k} ${request.notEnding}
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = ${q}), ${limit}) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y`;
   };

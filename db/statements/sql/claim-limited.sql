@@ -122,7 +122,9 @@ with recursive clock as (select clock_timestamp() as now),
                   where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = x.q), $25::bigint) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y)
       union all
@@ -145,7 +147,9 @@ with recursive clock as (select clock_timestamp() as now),
                   where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = x.q), $28::bigint) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y where w.filled < $29::bigint and w.n < $30 and w.m < $31
     ),
@@ -173,7 +177,9 @@ with recursive clock as (select clock_timestamp() as now),
                   where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = x.q), $38::bigint) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y
         where e.go_on)
@@ -197,7 +203,9 @@ with recursive clock as (select clock_timestamp() as now),
                   where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = x.q), $41::bigint) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y where w.filled < $42::bigint and w.n < $43 and w.m < $44 and x.h < $45::int
     ),

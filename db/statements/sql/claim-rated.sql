@@ -144,7 +144,9 @@ with recursive clock as (select clock_timestamp() as now),
                   where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = x.q), $27::bigint) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y)
       union all
@@ -167,7 +169,9 @@ with recursive clock as (select clock_timestamp() as now),
                   where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = x.q), $30::bigint) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y where w.filled < $31::bigint and w.n < $32 and w.m < $33
     ),
@@ -195,7 +199,9 @@ with recursive clock as (select clock_timestamp() as now),
                   where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = x.q), $40::bigint) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y
         where e.go_on)
@@ -219,7 +225,9 @@ with recursive clock as (select clock_timestamp() as now),
                   where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
                   limit l.max_running) n), 0)
                 from lim l where l.scope = 'key' and l.name = x.q), $43::bigint) as room
+            offset 0
           ) rl
+          offset 0
         ) rr
       ) y where w.filled < $44::bigint and w.n < $45 and w.m < $46 and x.h < $47::int
     ),
