@@ -17,13 +17,16 @@ const flow: Flow | undefined =
     : mode === 'ordering'
       ? { mode: 'ordering', keys: 1_000 }
       : undefined;
-const tally = { claims: 0, limited: 0, jobs: 0, short: 0, empty: 0, ms: 0, invocations: 0 };
+const tally = { statements: 0, claims: 0, limited: 0, jobs: 0, short: 0, empty: 0, ms: 0, invocations: 0 };
+// Statements counted while the jobs are processed (not the setup's), the check's polling included.
+let measuring = false;
 const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
 const original = proto.query;
 proto.query = function (this: unknown, ...args: unknown[]) {
   const q = args[0] as { text?: string };
   const text = typeof q === 'object' ? q?.text : typeof q === 'string' ? q : undefined;
   const result = original.apply(this, args);
+  if (measuring) tally.statements++;
   if (text?.includes('insert into') && text.includes('invocations')) tally.invocations++;
   if (text?.includes('ready as') && result instanceof Promise) {
     const t = performance.now();
@@ -47,6 +50,7 @@ const url = await freshDatabase('postgres://postgres@127.0.0.1:5432/postgres', '
 await system.setup(url);
 await system.enqueueBulk(jobs, 1000);
 await vacuumAnalyze(url);
+measuring = true;
 const t = performance.now();
 const cpu = process.cpuUsage();
 await system.process(k);
@@ -54,5 +58,5 @@ const ms = performance.now() - t;
 const used = process.cpuUsage(cpu);
 await system.teardown();
 console.log(
-  `${mode} K=${k}: ${Math.round(jobs / (ms / 1000))} jobs/s; claims ${tally.claims} (limited ${tally.limited}), jobs/claim ${(tally.jobs / tally.claims).toFixed(1)}, short ${tally.short}, empty ${tally.empty}, ms/claim ${(tally.ms / tally.claims).toFixed(1)}, invocations ${tally.invocations}, Node CPU ${((used.user + used.system) / jobs).toFixed(1)} µs/job`,
+  `${mode} K=${k}: ${Math.round(jobs / (ms / 1000))} jobs/s; claims ${tally.claims} (limited ${tally.limited}), jobs/claim ${(tally.jobs / tally.claims).toFixed(1)}, short ${tally.short}, empty ${tally.empty}, ms/claim ${(tally.ms / tally.claims).toFixed(1)}, invocations ${tally.invocations}, statements/job ${(tally.statements / jobs).toFixed(3)}, Node CPU ${((used.user + used.system) / jobs).toFixed(1)} µs/job`,
 );
