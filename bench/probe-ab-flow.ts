@@ -48,7 +48,7 @@ for (const name of cases) {
   for (let rep = 0; rep < reps; rep++) {
     for (const n of order.map((_, i) => order[(i + rep) % order.length] as string)) {
       const r = await rate(makers[n] as () => BenchSystem);
-      (runs[n] ??= []).push(r);
+      runs[n] = [...(runs[n] ?? []), r];
       console.log(`${name} rep ${rep} ${n}: ${r}`);
     }
   }
