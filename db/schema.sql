@@ -727,12 +727,14 @@ DECLARE
   s record;
   n integer;
   got_room boolean := false;
+  -- The scopes locked after got_room, counted at the end.
+  later integer[] := '{}';
 BEGIN
   FOR s IN
-    SELECT u.scope, u.name, u.key, u.max_running,
+    SELECT u.i, u.scope, u.name, u.key, u.max_running,
       hashtextextended('"skiplock"' || chr(31) || u.scope || chr(31) || u.name || chr(31) || coalesce(u.key, ''), 0)
         AS lock_key
-    FROM unnest(scopes, names, keys, maxes) AS u(scope, name, key, max_running)
+    FROM unnest(scopes, names, keys, maxes) WITH ORDINALITY AS u(scope, name, key, max_running, i)
     ORDER BY lock_key
   LOOP
     -- Once this claim has room under one key, a key another claim holds right now gets no room in
@@ -750,6 +752,10 @@ BEGIN
       CONTINUE;
     END IF;
     PERFORM pg_advisory_xact_lock(s.lock_key);
+    IF got_room THEN
+      later := later || s.i::integer;
+      CONTINUE;
+    END IF;
     IF s.scope = 'queue' THEN
       SELECT count(*) INTO n FROM (
         SELECT 1 FROM skiplock.jobs j WHERE j.state = 'running' AND j.lease_expires_at IS NOT NULL AND j.queue = s.name LIMIT s.max_running) x;
@@ -768,6 +774,17 @@ BEGIN
     got_room := got_room OR (s.scope = 'key' AND room > 0);
     RETURN NEXT;
   END LOOP;
+  RETURN QUERY
+    SELECT scopes[i], names[i], keys[i], greatest(maxes[i] - (CASE scopes[i]
+      WHEN 'queue' THEN (SELECT count(*) FROM (
+        SELECT 1 FROM skiplock.jobs j WHERE j.state = 'running' AND j.lease_expires_at IS NOT NULL AND j.queue = names[i] LIMIT maxes[i]) x)
+      WHEN 'kind' THEN (SELECT count(*) FROM (
+        SELECT 1 FROM skiplock.jobs j WHERE j.state = 'running' AND j.lease_expires_at IS NOT NULL AND j.kind = names[i] LIMIT maxes[i]) x)
+      ELSE (SELECT count(*) FROM (
+        SELECT 1 FROM skiplock.jobs j
+        WHERE j.state = 'running' AND j.queue = names[i] AND j.concurrency_key = keys[i] LIMIT maxes[i]) x)
+      END)::integer, 0)
+    FROM unnest(later) AS i;
 END
 $function$;
 

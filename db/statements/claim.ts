@@ -421,6 +421,7 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
         notEnding,
         now,
         rated,
+        gate: hasSettle ? sql`(select n from settle_done) >= 0` : sql`true`,
       })},
     cands as (
       ${lane === undefined ? sql`` : sql`select id, 1 as src from in_lane union all`}

@@ -117,66 +117,154 @@ export const destinationOpen = () =>
   sql`(j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[])))`;
 
 /**
- * CTEs `key_walk_a`, `key_walk_b` and `keyed`: the claim's candidates that have a concurrency key,
- * key by key. The walk steps from key to key along jobs_keyed_idx (one index probe per key, however
- * many jobs a key holds), in hash order from `start`, wrapping round, for at most `maxKeys` keys;
- * from each it takes up to its share of the batch (`limit` / keys found, rounded up), fewer when
- * the queue's per-key limit leaves the key less room. So a key with 100,000 ready jobs takes one
- * share like a key with ten, and a claim never walks one key's backlog row by row.
+ * CTEs `key_walk_a`, `key_walk_b`, `walked`, `key_rate`, `key_room_seen`, `key_share` and `keyed`:
+ * the claim's candidates that have a concurrency key, key by key. The walk steps from key to key
+ * along jobs_keyed_idx (one index probe per key, however many jobs a key holds), in hash order from
+ * `start`, wrapping round. At each key it counts the key's room as the snapshot sees it (its queue's
+ * per-key limit less its running jobs; the batch when the queue has none) and, when the queue has a
+ * per-key limit, tries the key's advisory lock (claim_room's, held to the commit): a key another
+ * claim holds is passed over, so concurrent claims spread over different keys instead of each
+ * locking candidates that claim_room then gives no room. The walk stops once the keys it took can
+ * fill the batch (a limited key counts its room, a key without a limit one job: `limit` / `maxKeys`
+ * rounded up), at `maxKeys` keys taken, or at twice that many visited.
+ * Each key taken then gives up to its share: the smallest equal share that fills the batch, where a
+ * key with less room gives what it has (key_share). So a key with 100,000 ready jobs takes one share
+ * like a key with ten, and a claim never walks one key's backlog row by row. When every key with
+ * room is held by other claims, the claim takes candidates from those anyway and claim_room waits
+ * for the first (a claim never comes back empty only because others held its keys).
  * `runnable` is the claim's condition on `j`.
  */
 export function keyedCtes(
   schema: string,
-  request: { limit: number; maxKeys: number; start: number; runnable: SQL; notEnding: SQL; now: SQL; rated: boolean },
+  request: {
+    limit: number;
+    maxKeys: number;
+    start: number;
+    runnable: SQL;
+    notEnding: SQL;
+    now: SQL;
+    rated: boolean;
+    gate: SQL;
+  },
 ): SQL {
   const jobs = sql`${sql.identifier(schema)}.jobs`;
+  // The walk locks keys out of claim_room's order, so only a claim that then waits for no lock may:
+  // one that no queue, kind or rate limit concerns (claim_room and rate_room wait for those). One that
+  // does walks without locking, as every claim once did. The walk waits for the statement's settle,
+  // which may wait for row locks: it holds no advisory lock until then.
+  const mayLock = request.rated
+    ? sql`false`
+    : sql`(${request.gate} and not exists (select 1 from lim l where l.scope <> 'key'))`;
   const keyCols = sql`hashtext(j.concurrency_key), j.queue, j.concurrency_key`;
   const keyed = sql`j.state = 'queued' and j.concurrency_key is not null`;
-  const step = (from: SQL) => sql`select x.h, x.q, x.k, w.n + 1 from ${from} w cross join lateral (
+  const maxKeys = Math.max(1, Math.round(request.maxKeys));
+  const maxSteps = 2 * maxKeys;
+  const limit = sql`${request.limit}::bigint`;
+  // What a key without a per-key limit counts toward filling the batch: the walk then visits up to
+  // maxKeys keys, and each takes an equal share of the batch.
+  const unit = Math.ceil(request.limit / maxKeys);
+  // (offset 0 keeps each level a subquery of its own: pulled up, the room's count ran once for
+  // each of its four uses.)
+  // One walked key's state: room (snapshot), whether this claim takes it (room, and claim_room's lock
+  // for the key when its queue has a per-key limit; the schema written as the migration writes it),
+  // and what it counts toward filling the batch (c).
+  const state = (x: string) => {
+    const q = sql.raw(`${x}.q`);
+    const k = sql.raw(`${x}.k`);
+    return sql`cross join lateral (
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, ${unit}) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and ${mayLock}
+              then pg_try_advisory_xact_lock(hashtextextended(${`"${schema}"`}::text || chr(31) || 'key' || chr(31) || ${q} || chr(31) || ${k}, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = ${q}) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from ${jobs} r
+                  where r.state = 'running' and r.queue = ${q} and r.concurrency_key = ${k} ${request.notEnding}
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = ${q}), ${limit}) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y`;
+  };
+  const step = (from: string) => sql`select x.h, x.q, x.k, w.m + 1, w.n + y.mine::int, w.filled + y.c, y.mine, y.room
+      from ${sql.raw(from)} w cross join lateral (
         select ${keyCols} from ${jobs} j
         where ${keyed} and (${keyCols}) > (w.h, w.q, w.k)
-        order by ${keyCols} limit 1) x(h, q, k)`;
-  const maxKeys = Math.max(1, Math.round(request.maxKeys));
-  return sql`key_walk_a(h, q, k, n) as (
-      (select ${keyCols}, 1 from ${jobs} j
-        where ${keyed} and hashtext(j.concurrency_key) >= ${request.start}::int
-        order by ${keyCols} limit 1)
+        order by ${keyCols} limit 1) x(h, q, k)
+      ${state('x')}`;
+  // key_room_seen: the keys this claim takes candidates from, each with its room — those it took, or
+  // when every key with room is another claim's, those (claim_room waits for them). key_share: the
+  // smallest s with sum(least(room, s)) >= the batch over those keys (the largest room when even that
+  // falls short), so a key with less room than an equal share leaves the rest to the others instead
+  // of to nobody. With rooms r1 <= r2 <= …, s lies in (r(i-1), r(i)] for the first key i at which the
+  // keys from i on, each taking s, fill what the keys before it (each taking its whole room) leave.
+  const goOn = (w: string) =>
+    sql`${sql.raw(w)}.filled < ${limit} and ${sql.raw(w)}.n < ${maxKeys} and ${sql.raw(w)}.m < ${maxSteps}`;
+  return sql`key_walk_a(h, q, k, m, n, filled, mine, room) as (
+      (select x.h, x.q, x.k, 1, y.mine::int, y.c, y.mine, y.room
+        from (select ${keyCols} from ${jobs} j
+          where ${keyed} and hashtext(j.concurrency_key) >= ${request.start}::int
+          order by ${keyCols} limit 1) x(h, q, k)
+        ${state('x')})
       union all
-      ${step(sql`key_walk_a`)} where w.n < ${maxKeys}
+      ${step('key_walk_a')} where ${goOn('w')}
     ),
-    key_walk_b(h, q, k, n) as (
-      (select ${keyCols}, (select count(*) from key_walk_a)::int + 1 from ${jobs} j
-        where ${keyed} and hashtext(j.concurrency_key) < ${request.start}::int
-          and (select count(*) from key_walk_a) < ${maxKeys}
-        order by ${keyCols} limit 1)
+    walk_a_end as (
+      select coalesce((select ${goOn('a')} from key_walk_a a order by a.m desc limit 1), true) as go_on,
+        coalesce((select max(a.m) from key_walk_a a), 0) as m, coalesce((select max(a.n) from key_walk_a a), 0) as n,
+        coalesce((select max(a.filled) from key_walk_a a), 0) as filled
+    ),
+    key_walk_b(h, q, k, m, n, filled, mine, room) as (
+      (select x.h, x.q, x.k, e.m + 1, e.n + y.mine::int, e.filled + y.c, y.mine, y.room
+        from walk_a_end e cross join lateral (select ${keyCols} from ${jobs} j
+          where ${keyed} and hashtext(j.concurrency_key) < ${request.start}::int
+          order by ${keyCols} limit 1) x(h, q, k)
+        ${state('x')}
+        where e.go_on)
       union all
-      ${step(sql`key_walk_b`)} where w.n < ${maxKeys} and x.h < ${request.start}::int
+      ${step('key_walk_b')} where ${goOn('w')} and x.h < ${request.start}::int
     ),
-    walked as (select h, q, k from key_walk_a union all select h, q, k from key_walk_b),
+    walked as (
+      select h, q, k, mine, room from key_walk_a union all select h, q, k, mine, room from key_walk_b
+    ),
     -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
     key_rate as (${
       request.rated
-        ? sql`select w.h, w.q, w.k, kr.room, kr.next_at from walked w
-      cross join lateral ${keyRateRoom(schema, { queue: sql`w.q`, key: sql`w.k`, now: request.now, fallback: sql`${request.limit}::bigint` })} kr`
-        : sql`select w.h, w.q, w.k, ${request.limit}::bigint as room, null::timestamptz as next_at from walked w`
+        ? sql`select w.h, w.q, w.k, w.mine, w.room as seen, kr.room, kr.next_at from walked w
+      cross join lateral ${keyRateRoom(schema, { queue: sql`w.q`, key: sql`w.k`, now: request.now, fallback: limit })} kr`
+        : sql`select w.h, w.q, w.k, w.mine, w.room as seen, ${limit} as room, null::timestamptz as next_at from walked w`
     }),
+    key_room_seen as (
+      select w.h, w.q, w.k, least(w.room, w.seen) as room from key_rate w
+      where w.seen > 0 and (w.mine or not exists (select 1 from walked m where m.mine))
+    ),
+    key_share as (
+      select coalesce(min(s.share) filter (where s.share <= s.room), max(s.room), 0) as share from (
+        select r.room, greatest(coalesce(r.prev, 0) + 1,
+            ceil((${limit} - r.below)::numeric / (r.n - r.i + 1))::bigint) as share
+        from (
+          select room, lag(room) over o as prev, row_number() over o as i, count(*) over () as n,
+            coalesce(sum(room) over (o rows between unbounded preceding and 1 preceding), 0) as below
+          from key_room_seen window o as (order by room)
+        ) r
+      ) s
+    ),
     keyed as (
-      select c.id from key_rate w
-      cross join lateral (
-        select coalesce((select greatest(l.max_running - (select count(*) from (
-            select 1 from ${jobs} r
-            where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k ${request.notEnding}
-            limit l.max_running) x), 0)
-          from lim l where l.scope = 'key' and l.name = w.q), ${request.limit}) as room
-      ) kr
+      select c.id from key_room_seen w
       cross join lateral (
         select j.id from ${jobs} j
         where ${keyed} and hashtext(j.concurrency_key) = w.h and j.queue = w.q and j.concurrency_key = w.k
           and ${request.runnable}
         order by j.priority, j.run_at, j.id
-        limit least(kr.room, w.room, ceil(${request.limit}::numeric / greatest((select count(*) from walked), 1))::bigint)
+        limit least(w.room, (select share from key_share))
         for update skip locked
       ) c
+      where w.room > 0
     )`;
 }
 
@@ -204,6 +292,9 @@ export function withinLimitsCtes(
     ? sql`
         and ${request.takes}`
     : sql``;
+  // scope_room: the queues' and kinds' rooms apart from the keys': each candidate is joined with these
+  // few rows. Joined with room itself, each of 500 candidates scanned 500 keys' rows twice (a third of
+  // the statement's time at 1,000 keys).
   return sql`cinfo as (
       select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
       from (select id, src from cands union all select id, 0 from expired) c join ${jobs} j on j.id = c.id
@@ -239,6 +330,7 @@ export function withinLimitsCtes(
       select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
       from room y where y.limit_scope = 'key'
     ),
+    scope_room as (select y.limit_scope, y.limit_name, y.room from room y where y.limit_scope <> 'key'),
     ${request.rated ? sql`${rateRoomCtes(schema, { now: request.now })},` : sql``}
     within as (
       select r.id from (
@@ -248,8 +340,8 @@ export function withinLimitsCtes(
           count(*) filter (where c.src > 0) over (partition by c.queue, c.ck order by ${order} ${upToHere}) as in_key
         from cinfo c
       ) r
-      left join room q on q.limit_scope = 'queue' and q.limit_name = r.queue
-      left join room k on k.limit_scope = 'kind' and k.limit_name = r.kind
+      left join scope_room q on q.limit_scope = 'queue' and q.limit_name = r.queue
+      left join scope_room k on k.limit_scope = 'kind' and k.limit_name = r.kind
       where (r.src = 0 or (r.in_queue <= coalesce(q.room, r.in_queue) and r.in_kind <= coalesce(k.room, r.in_kind)
         and (r.ck is null
           or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))))

@@ -111,6 +111,64 @@ describe(`concurrency limits (${testDriver()})`, () => {
     expect((await claim({ limited: true })).jobs.map((j) => j.queue)).toEqual(['other']);
   });
 
+  it('a key with less room than an equal share leaves the rest to the other keys: the batch is full', async () => {
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 50 }, (_, i) =>
+        sendEmail.with(email(i), { queue: 'tenants', concurrencyKey: ['a', 'b', 'c', 'd', 'e'][i % 5] as string }),
+      ),
+    );
+    const limits: DeclaredLimit[] = [{ scope: 'key', name: 'tenants', maxRunning: 3 }];
+    // Key a runs 2 of its 3: an equal share of 10 over 5 keys (2 each) would leave the batch at 9.
+    const a = await t.admin.query(
+      `select id::text as id from "${t.schema}".jobs where concurrency_key = 'a' order by id limit 2`,
+    );
+    await t.admin.query(
+      `update "${t.schema}".jobs set state = 'running', attempt = 1, lease_token = gen_random_uuid(),
+         lease_expires_at = now() + interval '1 minute', started_at = now(), attempted_at = now()
+       where id = any($1::bigint[])`,
+      [a.rows.map((r) => r.id)],
+    );
+    for (const keyStart of [-(2 ** 31), 0, 2 ** 30]) {
+      const { jobs } = await claim({ limits, limit: 10, keyStart });
+      expect(jobs).toHaveLength(10);
+      const keys = await keysOf(jobs);
+      expect(keys.filter((k) => k === 'a').length).toBeLessThanOrEqual(1);
+      for (const k of new Set(keys)) expect(keys.filter((x) => x === k).length).toBeLessThanOrEqual(3);
+      await claim({ limits, limit: 0, settle: done(jobs) });
+    }
+  });
+
+  it('a claim passes over the keys another claim holds and fills its batch from the others', async () => {
+    const keys = Array.from({ length: 8 }, (_, i) => `k${i}`);
+    await q.enqueueMany(
+      t.db,
+      Array.from({ length: 80 }, (_, i) =>
+        sendEmail.with(email(i), { queue: 'tenants', concurrencyKey: keys[i % 8] as string }),
+      ),
+    );
+    const limits: DeclaredLimit[] = [{ scope: 'key', name: 'tenants', maxRunning: 2 }];
+    // Another claim holds k0 to k3 (claim_room's locks, held to its commit).
+    const other = await t.admin.connect();
+    try {
+      await other.query('begin');
+      await other.query(
+        `select pg_advisory_xact_lock(hashtextextended($1 || chr(31) || 'key' || chr(31) || 'tenants' || chr(31) || k, 0))
+         from unnest($2::text[]) k`,
+        [`"${t.schema}"`, keys.slice(0, 4)],
+      );
+      const { jobs } = await claim({ limits, limit: 8, keyStart: -(2 ** 31) });
+      expect(jobs).toHaveLength(8);
+      expect([...new Set(await keysOf(jobs))].sort()).toEqual(keys.slice(4));
+      await other.query('commit');
+    } finally {
+      other.release();
+    }
+    // Once it committed, its keys are walked again.
+    const next = await claim({ limits, limit: 8, keyStart: -(2 ** 31) });
+    expect([...new Set(await keysOf(next.jobs))].sort()).toEqual(keys.slice(0, 4));
+  });
+
   it('an expired lease still holds its place, and its rescue needs no room', async () => {
     await q.enqueueMany(
       t.db,

@@ -103,43 +103,138 @@ with recursive clock as (select clock_timestamp() as now),
       limit $21
       for update skip locked
     ),
-    key_walk_a(h, q, k, n) as (
-      (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, 1 from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $22::int
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
+    key_walk_a(h, q, k, m, n, filled, mine, room) as (
+      (select x.h, x.q, x.k, 1, y.mine::int, y.c, y.mine, y.room
+        from (select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
+          where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $22::int
+          order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k)
+        cross join lateral (
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, $23) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and ((select n from settle_done) >= 0 and not exists (select 1 from lim l where l.scope <> 'key'))
+              then pg_try_advisory_xact_lock(hashtextextended($24::text || chr(31) || 'key' || chr(31) || x.q || chr(31) || x.k, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = x.q) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from "skiplock".jobs r
+                  where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = x.q), $25::bigint) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y)
       union all
-      select x.h, x.q, x.k, w.n + 1 from key_walk_a w cross join lateral (
+      select x.h, x.q, x.k, w.m + 1, w.n + y.mine::int, w.filled + y.c, y.mine, y.room
+      from key_walk_a w cross join lateral (
         select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $23
-    ),
-    key_walk_b(h, q, k, n) as (
-      (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, (select count(*) from key_walk_a)::int + 1 from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $24::int
-          and (select count(*) from key_walk_a) < $25
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
-      union all
-      select x.h, x.q, x.k, w.n + 1 from key_walk_b w cross join lateral (
-        select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $26 and x.h < $27::int
-    ),
-    walked as (select h, q, k from key_walk_a union all select h, q, k from key_walk_b),
-    -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
-    key_rate as (select w.h, w.q, w.k, $28::bigint as room, null::timestamptz as next_at from walked w),
-    keyed as (
-      select c.id from key_rate w
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k)
       cross join lateral (
-        select coalesce((select greatest(l.max_running - (select count(*) from (
-            select 1 from "skiplock".jobs r
-            where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k and r.id not in (select id from settle_input)
-            limit l.max_running) x), 0)
-          from lim l where l.scope = 'key' and l.name = w.q), $29) as room
-      ) kr
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, $26) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and ((select n from settle_done) >= 0 and not exists (select 1 from lim l where l.scope <> 'key'))
+              then pg_try_advisory_xact_lock(hashtextextended($27::text || chr(31) || 'key' || chr(31) || x.q || chr(31) || x.k, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = x.q) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from "skiplock".jobs r
+                  where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = x.q), $28::bigint) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y where w.filled < $29::bigint and w.n < $30 and w.m < $31
+    ),
+    walk_a_end as (
+      select coalesce((select a.filled < $32::bigint and a.n < $33 and a.m < $34 from key_walk_a a order by a.m desc limit 1), true) as go_on,
+        coalesce((select max(a.m) from key_walk_a a), 0) as m, coalesce((select max(a.n) from key_walk_a a), 0) as n,
+        coalesce((select max(a.filled) from key_walk_a a), 0) as filled
+    ),
+    key_walk_b(h, q, k, m, n, filled, mine, room) as (
+      (select x.h, x.q, x.k, e.m + 1, e.n + y.mine::int, e.filled + y.c, y.mine, y.room
+        from walk_a_end e cross join lateral (select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
+          where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $35::int
+          order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k)
+        cross join lateral (
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, $36) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and ((select n from settle_done) >= 0 and not exists (select 1 from lim l where l.scope <> 'key'))
+              then pg_try_advisory_xact_lock(hashtextextended($37::text || chr(31) || 'key' || chr(31) || x.q || chr(31) || x.k, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = x.q) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from "skiplock".jobs r
+                  where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = x.q), $38::bigint) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y
+        where e.go_on)
+      union all
+      select x.h, x.q, x.k, w.m + 1, w.n + y.mine::int, w.filled + y.c, y.mine, y.room
+      from key_walk_b w cross join lateral (
+        select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
+        where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k)
+      cross join lateral (
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, $39) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and ((select n from settle_done) >= 0 and not exists (select 1 from lim l where l.scope <> 'key'))
+              then pg_try_advisory_xact_lock(hashtextextended($40::text || chr(31) || 'key' || chr(31) || x.q || chr(31) || x.k, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = x.q) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from "skiplock".jobs r
+                  where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = x.q), $41::bigint) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y where w.filled < $42::bigint and w.n < $43 and w.m < $44 and x.h < $45::int
+    ),
+    walked as (
+      select h, q, k, mine, room from key_walk_a union all select h, q, k, mine, room from key_walk_b
+    ),
+    -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
+    key_rate as (select w.h, w.q, w.k, w.mine, w.room as seen, $46::bigint as room, null::timestamptz as next_at from walked w),
+    key_room_seen as (
+      select w.h, w.q, w.k, least(w.room, w.seen) as room from key_rate w
+      where w.seen > 0 and (w.mine or not exists (select 1 from walked m where m.mine))
+    ),
+    key_share as (
+      select coalesce(min(s.share) filter (where s.share <= s.room), max(s.room), 0) as share from (
+        select r.room, greatest(coalesce(r.prev, 0) + 1,
+            ceil(($47::bigint - r.below)::numeric / (r.n - r.i + 1))::bigint) as share
+        from (
+          select room, lag(room) over o as prev, row_number() over o as i, count(*) over () as n,
+            coalesce(sum(room) over (o rows between unbounded preceding and 1 preceding), 0) as below
+          from key_room_seen window o as (order by room)
+        ) r
+      ) s
+    ),
+    keyed as (
+      select c.id from key_room_seen w
       cross join lateral (
         select j.id from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) = w.h and j.queue = w.q and j.concurrency_key = w.k
-          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($30::text[])
+          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($48::text[])
     and (j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
   and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[]))) and (j.ordering_key is null or (
     not exists (
@@ -151,9 +246,10 @@ with recursive clock as (select clock_timestamp() as now),
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0
         order by j.priority, j.run_at, j.id
-        limit least(kr.room, w.room, ceil($31::numeric / greatest((select count(*) from walked), 1))::bigint)
+        limit least(w.room, (select share from key_share))
         for update skip locked
       ) c
+      where w.room > 0
     ),
     cands as (
 
@@ -194,6 +290,7 @@ with recursive clock as (select clock_timestamp() as now),
       select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
       from room y where y.limit_scope = 'key'
     ),
+    scope_room as (select y.limit_scope, y.limit_name, y.room from room y where y.limit_scope <> 'key'),
 
     within as (
       select r.id from (
@@ -203,8 +300,8 @@ with recursive clock as (select clock_timestamp() as now),
           count(*) filter (where c.src > 0) over (partition by c.queue, c.ck order by c.src, c.priority, c.run_at, c.id rows between unbounded preceding and current row) as in_key
         from cinfo c
       ) r
-      left join room q on q.limit_scope = 'queue' and q.limit_name = r.queue
-      left join room k on k.limit_scope = 'kind' and k.limit_name = r.kind
+      left join scope_room q on q.limit_scope = 'queue' and q.limit_name = r.queue
+      left join scope_room k on k.limit_scope = 'kind' and k.limit_name = r.kind
       where (r.src = 0 or (r.in_queue <= coalesce(q.room, r.in_queue) and r.in_kind <= coalesce(k.room, r.in_kind)
         and (r.ck is null
           or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))))
@@ -213,13 +310,13 @@ with recursive clock as (select clock_timestamp() as now),
           or r.id in (select p.id from probe_pick p))
         and not (select f.rated from shape f)
       order by r.src, r.priority, r.run_at, r.id
-      limit $32
+      limit $49
     ),
     probe_won as (
       select * from "skiplock".claim_probes(
         (select coalesce(array_agg(p.dest), '{}') from probe_pick p where p.id in (select id from within)),
         (select coalesce(array_agg(p.id), '{}') from probe_pick p where p.id in (select id from within)),
-        (select coalesce(array_agg(($33::int[])[array_position($34::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
+        (select coalesce(array_agg(($50::int[])[array_position($51::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
         (select now from clock))
     ),
     claimed as (
@@ -228,10 +325,10 @@ with recursive clock as (select clock_timestamp() as now),
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = $35::uuid,
-        lease_expires_at = (select now from clock) + ($36::int[])[array_position($37::text[], j.kind)]
+        lease_token = $52::uuid,
+        lease_expires_at = (select now from clock) + ($53::int[])[array_position($54::text[], j.kind)]
           * interval '1 millisecond',
-        locked_by = $38,
+        locked_by = $55,
         started_at = coalesce(j.started_at, (select now from clock)),
         attempted_at = (select now from clock),
         updated_at = (select now from clock),

@@ -125,32 +125,119 @@ with recursive clock as (select clock_timestamp() as now),
       limit $23
       for update skip locked
     ),
-    key_walk_a(h, q, k, n) as (
-      (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, 1 from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $24::int
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
+    key_walk_a(h, q, k, m, n, filled, mine, room) as (
+      (select x.h, x.q, x.k, 1, y.mine::int, y.c, y.mine, y.room
+        from (select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
+          where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) >= $24::int
+          order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k)
+        cross join lateral (
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, $25) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and false
+              then pg_try_advisory_xact_lock(hashtextextended($26::text || chr(31) || 'key' || chr(31) || x.q || chr(31) || x.k, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = x.q) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from "skiplock".jobs r
+                  where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = x.q), $27::bigint) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y)
       union all
-      select x.h, x.q, x.k, w.n + 1 from key_walk_a w cross join lateral (
+      select x.h, x.q, x.k, w.m + 1, w.n + y.mine::int, w.filled + y.c, y.mine, y.room
+      from key_walk_a w cross join lateral (
         select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $25
-    ),
-    key_walk_b(h, q, k, n) as (
-      (select hashtext(j.concurrency_key), j.queue, j.concurrency_key, (select count(*) from key_walk_a)::int + 1 from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $26::int
-          and (select count(*) from key_walk_a) < $27
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1)
-      union all
-      select x.h, x.q, x.k, w.n + 1 from key_walk_b w cross join lateral (
-        select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
-        where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
-        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k) where w.n < $28 and x.h < $29::int
-    ),
-    walked as (select h, q, k from key_walk_a union all select h, q, k from key_walk_b),
-    -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
-    key_rate as (select w.h, w.q, w.k, kr.room, kr.next_at from walked w
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k)
       cross join lateral (
-      select coalesce(min(greatest(l.max_starts - coalesce(r.used, 0), 0)), $30::bigint) as room,
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, $28) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and false
+              then pg_try_advisory_xact_lock(hashtextextended($29::text || chr(31) || 'key' || chr(31) || x.q || chr(31) || x.k, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = x.q) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from "skiplock".jobs r
+                  where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = x.q), $30::bigint) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y where w.filled < $31::bigint and w.n < $32 and w.m < $33
+    ),
+    walk_a_end as (
+      select coalesce((select a.filled < $34::bigint and a.n < $35 and a.m < $36 from key_walk_a a order by a.m desc limit 1), true) as go_on,
+        coalesce((select max(a.m) from key_walk_a a), 0) as m, coalesce((select max(a.n) from key_walk_a a), 0) as n,
+        coalesce((select max(a.filled) from key_walk_a a), 0) as filled
+    ),
+    key_walk_b(h, q, k, m, n, filled, mine, room) as (
+      (select x.h, x.q, x.k, e.m + 1, e.n + y.mine::int, e.filled + y.c, y.mine, y.room
+        from walk_a_end e cross join lateral (select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
+          where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) < $37::int
+          order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k)
+        cross join lateral (
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, $38) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and false
+              then pg_try_advisory_xact_lock(hashtextextended($39::text || chr(31) || 'key' || chr(31) || x.q || chr(31) || x.k, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = x.q) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from "skiplock".jobs r
+                  where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = x.q), $40::bigint) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y
+        where e.go_on)
+      union all
+      select x.h, x.q, x.k, w.m + 1, w.n + y.mine::int, w.filled + y.c, y.mine, y.room
+      from key_walk_b w cross join lateral (
+        select hashtext(j.concurrency_key), j.queue, j.concurrency_key from "skiplock".jobs j
+        where j.state = 'queued' and j.concurrency_key is not null and (hashtext(j.concurrency_key), j.queue, j.concurrency_key) > (w.h, w.q, w.k)
+        order by hashtext(j.concurrency_key), j.queue, j.concurrency_key limit 1) x(h, q, k)
+      cross join lateral (
+        select rr.room, rr.mine, case when not rr.mine then 0 when rr.limited then rr.room else least(rr.room, $41) end as c
+        from (
+          select rl.room, rl.limited,
+            case when rl.room > 0 and rl.limited and false
+              then pg_try_advisory_xact_lock(hashtextextended($42::text || chr(31) || 'key' || chr(31) || x.q || chr(31) || x.k, 0))
+              else rl.room > 0 end as mine
+          from (
+            select exists (select 1 from lim l where l.scope = 'key' and l.name = x.q) as limited,
+              coalesce((select greatest(l.max_running - (select count(*) from (
+                  select 1 from "skiplock".jobs r
+                  where r.state = 'running' and r.queue = x.q and r.concurrency_key = x.k and r.id not in (select id from settle_input)
+                  limit l.max_running) n), 0)
+                from lim l where l.scope = 'key' and l.name = x.q), $43::bigint) as room
+            offset 0
+          ) rl
+          offset 0
+        ) rr
+      ) y where w.filled < $44::bigint and w.n < $45 and w.m < $46 and x.h < $47::int
+    ),
+    walked as (
+      select h, q, k, mine, room from key_walk_a union all select h, q, k, mine, room from key_walk_b
+    ),
+    -- Each key's room under its per-key rate, as the snapshot sees it (rate_room decides).
+    key_rate as (select w.h, w.q, w.k, w.mine, w.room as seen, kr.room, kr.next_at from walked w
+      cross join lateral (
+      select coalesce(min(greatest(l.max_starts - coalesce(r.used, 0), 0)), $48::bigint) as room,
         min(case when coalesce(r.used, 0) >= l.max_starts then r.oldest + (l.period_ms * interval '1 millisecond') end) as next_at
       from rlim l
       left join "skiplock".rate_buckets b on b.scope = 'key' and b.name = l.name and b.key = w.k
@@ -158,19 +245,27 @@ with recursive clock as (select clock_timestamp() as now),
       where x.at > (select now from clock) - (l.period_ms * interval '1 millisecond')) r on true
       where l.scope = 'key' and l.name = w.q
     ) kr),
+    key_room_seen as (
+      select w.h, w.q, w.k, least(w.room, w.seen) as room from key_rate w
+      where w.seen > 0 and (w.mine or not exists (select 1 from walked m where m.mine))
+    ),
+    key_share as (
+      select coalesce(min(s.share) filter (where s.share <= s.room), max(s.room), 0) as share from (
+        select r.room, greatest(coalesce(r.prev, 0) + 1,
+            ceil(($49::bigint - r.below)::numeric / (r.n - r.i + 1))::bigint) as share
+        from (
+          select room, lag(room) over o as prev, row_number() over o as i, count(*) over () as n,
+            coalesce(sum(room) over (o rows between unbounded preceding and 1 preceding), 0) as below
+          from key_room_seen window o as (order by room)
+        ) r
+      ) s
+    ),
     keyed as (
-      select c.id from key_rate w
-      cross join lateral (
-        select coalesce((select greatest(l.max_running - (select count(*) from (
-            select 1 from "skiplock".jobs r
-            where r.state = 'running' and r.queue = w.q and r.concurrency_key = w.k and r.id not in (select id from settle_input)
-            limit l.max_running) x), 0)
-          from lim l where l.scope = 'key' and l.name = w.q), $31) as room
-      ) kr
+      select c.id from key_room_seen w
       cross join lateral (
         select j.id from "skiplock".jobs j
         where j.state = 'queued' and j.concurrency_key is not null and hashtext(j.concurrency_key) = w.h and j.queue = w.q and j.concurrency_key = w.k
-          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($32::text[])
+          and j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($50::text[])
     and (j.queue || '') <> all(coalesce((select h.queues from held h), '{}'::text[]))
   and (j.kind || '') <> all(coalesce((select h.kinds from held h), '{}'::text[])) and (j.destination is null or (j.destination || '') <> all(coalesce((select h.destinations from held h), '{}'::text[]))) and (j.ordering_key is null or (
     not exists (
@@ -182,9 +277,10 @@ with recursive clock as (select clock_timestamp() as now),
     select 1 from "skiplock".jobs p where p.id = any(j.after)
       and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0
         order by j.priority, j.run_at, j.id
-        limit least(kr.room, w.room, ceil($33::numeric / greatest((select count(*) from walked), 1))::bigint)
+        limit least(w.room, (select share from key_share))
         for update skip locked
       ) c
+      where w.room > 0
     ),
     cands as (
 
@@ -225,6 +321,7 @@ with recursive clock as (select clock_timestamp() as now),
       select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
       from room y where y.limit_scope = 'key'
     ),
+    scope_room as (select y.limit_scope, y.limit_name, y.room from room y where y.limit_scope <> 'key'),
     rate_pairs as (
       select c.id, s.scope, s.name, s.key, s.max_starts, s.period_ms,
         row_number() over (partition by s.scope, s.name, s.key order by c.src, c.priority, c.run_at, c.id) as rank
@@ -263,8 +360,8 @@ with recursive clock as (select clock_timestamp() as now),
           count(*) filter (where c.src > 0) over (partition by c.queue, c.ck order by c.src, c.priority, c.run_at, c.id rows between unbounded preceding and current row) as in_key
         from cinfo c
       ) r
-      left join room q on q.limit_scope = 'queue' and q.limit_name = r.queue
-      left join room k on k.limit_scope = 'kind' and k.limit_name = r.kind
+      left join scope_room q on q.limit_scope = 'queue' and q.limit_name = r.queue
+      left join scope_room k on k.limit_scope = 'kind' and k.limit_name = r.kind
       where (r.src = 0 or (r.in_queue <= coalesce(q.room, r.in_queue) and r.in_kind <= coalesce(k.room, r.in_kind)
         and (r.ck is null
           or r.in_key <= coalesce(((select m from key_room) ->> (r.queue || chr(31) || r.ck))::int, r.in_key))))
@@ -272,13 +369,13 @@ with recursive clock as (select clock_timestamp() as now),
         and (r.dest is null or r.dest <> all(coalesce((select h.probing from held h), '{}'::text[]))
           or r.id in (select p.id from probe_pick p))
       order by r.src, r.priority, r.run_at, r.id
-      limit $34
+      limit $51
     ),
     probe_won as (
       select * from "skiplock".claim_probes(
         (select coalesce(array_agg(p.dest), '{}') from probe_pick p where p.id in (select id from within)),
         (select coalesce(array_agg(p.id), '{}') from probe_pick p where p.id in (select id from within)),
-        (select coalesce(array_agg(($35::int[])[array_position($36::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
+        (select coalesce(array_agg(($52::int[])[array_position($53::text[], p.kind)]), '{}') from probe_pick p where p.id in (select id from within)),
         (select now from clock))
     ),
     claimed as (
@@ -287,10 +384,10 @@ with recursive clock as (select clock_timestamp() as now),
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = $37::uuid,
-        lease_expires_at = (select now from clock) + ($38::int[])[array_position($39::text[], j.kind)]
+        lease_token = $54::uuid,
+        lease_expires_at = (select now from clock) + ($55::int[])[array_position($56::text[], j.kind)]
           * interval '1 millisecond',
-        locked_by = $40,
+        locked_by = $57,
         started_at = coalesce(j.started_at, (select now from clock)),
         attempted_at = (select now from clock),
         updated_at = (select now from clock),
