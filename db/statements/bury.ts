@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { ClaimDeadJob } from '../../base/rows.js';
-import { queryRows } from '../execute.js';
+import { queryHotRows } from '../execute.js';
 import type { Executor } from '../executor.js';
 import { appendCapped, jobsRef, lapsedLeases, lapsedWindow, leaseRanOut, nowExpr } from './common.js';
 import { type SubscriptionSpec, syncSubscriptionsCte } from './events.js';
@@ -66,7 +66,10 @@ export async function sweepDoomed(
     then jsonb_build_object('class', 'deadline_exceeded',
       'message', 'the job''s deadline passed before it could run', 'attempt', j.attempt, 'at', ${now})
     else ${rescueError} end)`;
-  const rows = await queryRows<{
+  // Sent as a hot statement: on pg a named statement whose plan the connection keeps, so a warm
+  // instance's invocations do not each plan it again (~2.3 of its ~3.2 ms on the server). Its plan
+  // is bounded by its LIMITs and partial indexes whatever the backlog (cheap: no JIT setting).
+  const rows = await queryHotRows<{
     id: string;
     kind: string;
     queue: string;
@@ -125,6 +128,7 @@ export async function sweepDoomed(
         : sql`select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`
     }`,
     schema,
+    { cheap: true },
   );
   const schedulesDue = rows.some((r) => r.schedules_due === true);
   const dead = rows
