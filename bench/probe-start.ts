@@ -17,6 +17,7 @@
  * second is the planning and execution alone.
  */
 import { readFileSync } from 'node:fs';
+import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import * as z from 'zod';
 import { defineJob } from '../core/jobs.js';
@@ -65,7 +66,8 @@ interface Start {
   ms: number;
   nodeCpuMs: number;
   serverCpuMs: number;
-  statements: { atMs: number; text: string }[];
+  /** Each statement sent before the first job: when, and the server CPU (ms) of what ran before it. */
+  statements: { atMs: number; serverMs: number; text: string }[];
 }
 
 /** The bench's worker (bench/systems/skiplock.ts), one batch per invocation, on `db`. */
@@ -96,15 +98,22 @@ async function measure(
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   const server0 = backend.pid ? cpuNs(backend.pid) : 0;
+  let serverAt = server0;
   const stop = listenToStatements((text) => {
-    if (!done) statements.push({ atMs: round(performance.now() - t0), text: text.replace(/\s+/g, ' ').slice(0, 70) });
+    if (done) return;
+    const now = backend.pid ? cpuNs(backend.pid) : 0;
+    const serverMs = round((now - serverAt) / 1e6, 2);
+    serverAt = now;
+    statements.push({ atMs: round(performance.now() - t0), serverMs, text: text.replace(/\s+/g, ' ').slice(0, 60) });
   });
   let result: Omit<Start, 'statements'> | undefined;
   await run(async () => {
     const ms = performance.now() - t0;
     const node = nodeCpuMs(cpu0);
     done = true;
+    const known = backend.pid !== undefined;
     backend.pid ??= await pidOf(backend.app);
+    if (known) statements.push({ atMs: round(ms), serverMs: round((cpuNs(backend.pid) - serverAt) / 1e6, 2), text: '(first job)' });
     result = { ms: round(ms), nodeCpuMs: round(node), serverCpuMs: round((cpuNs(backend.pid) - server0) / 1e6) };
   });
   stop();
@@ -112,7 +121,10 @@ async function measure(
 }
 
 const fresh: Start[] = [];
+const opened: Start[] = [];
 const warm: Start[] = [];
+/** Opening a connection (fork, authentication, `set jit = off`, a `select`): ms and server CPU ms. */
+const connects: { ms: number; serverCpuMs: number }[] = [];
 // PROBE_PROF=<file>: a V8 CPU profile of the trials (not the setup).
 const { Session } = await import('node:inspector/promises');
 const session = new Session();
@@ -126,10 +138,20 @@ for (let trial = 0; trial < TRIALS; trial++) {
   const app = `probe_start_${trial}`;
   const backend: { app: string; pid?: number } = { app };
   const db = connect({ connectionString: `${url}?application_name=${app}`, max: 1 });
+  const openedApp = `${app}_opened`;
+  const openedDb = connect({ connectionString: `${url}?application_name=${openedApp}`, max: 1 });
+  const t = performance.now();
+  const [row] = (await openedDb.executor.query(sql`select pg_backend_pid() as pid`)) as { pid: number }[];
+  const pid = Number(row?.pid);
+  connects.push({ ms: round(performance.now() - t), serverCpuMs: round(cpuNs(pid) / 1e6) });
   try {
-    for (const into of [fresh, warm]) {
+    for (const [into, on, where] of [
+      [fresh, db, backend],
+      [opened, openedDb, { app: openedApp, pid }],
+      [warm, db, backend],
+    ] as const) {
       let first: (() => Promise<void>) | undefined;
-      const worker = benchWorker(db, async () => {
+      const worker = benchWorker(on, async () => {
         const f = first;
         first = undefined;
         if (f) await f();
@@ -138,11 +160,12 @@ for (let trial = 0; trial < TRIALS; trial++) {
         await measure(async (onFirst) => {
           first = onFirst;
           await worker.runInvocation({ remainingMs: 600_000 });
-        }, backend),
+        }, where),
       );
     }
   } finally {
     await db.close();
+    await openedDb.close();
   }
 }
 
@@ -160,10 +183,19 @@ const show = (label: string, starts: Start[]) => {
   );
 };
 console.log(`${TRIALS} trials, batch ${BATCH}`);
+const lines = (starts: Start[]) => {
+  for (const s of starts[1]?.statements ?? []) console.log(`    +${s.atMs} ms, server ${s.serverMs} ms before it  ${s.text}`);
+};
+const later = connects.slice(1);
+console.log(
+  `opening a connection: ${median(later.map((c) => c.ms))} ms, server CPU ${median(later.map((c) => c.serverCpuMs))} ms`,
+);
 show('new connection', fresh);
-for (const s of fresh[1]?.statements ?? []) console.log(`    +${s.atMs} ms  ${s.text}`);
+lines(fresh);
+show('new connection, opened beforehand', opened);
+lines(opened);
 show('warm connection', warm);
-for (const s of warm[1]?.statements ?? []) console.log(`    +${s.atMs} ms  ${s.text}`);
+lines(warm);
 
 // The invocation that ends each bench loop: it finds the queue empty.
 await monitor.query(`update skiplock.jobs set state = 'completed', finished_at = now() where state = 'queued'`);

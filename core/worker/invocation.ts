@@ -273,7 +273,9 @@ export class Invocation implements AttemptHost {
     if (seen) this.settings.served.lastAt = clock.now();
     // Its subscribers' subscriptions go with it (unchanged ones write nothing): a subscriber that is
     // deployed without `skiplock sync` still gets its events from its first invocation on.
+    // Carried whether or not it is recorded this time: one statement text, one kept plan.
     const served = {
+      record: seen,
       name,
       budgetMs: this.budgetMs,
       unfitKinds: this.#unfit.map((k) => k.definition.kind),
@@ -286,7 +288,7 @@ export class Invocation implements AttemptHost {
         limit: 1000,
         now: statementNow(this.settings),
         probeSchedules: this.settings.runtimeSchedules,
-        ...(seen ? { served } : {}),
+        served,
       }),
     );
     for (const job of dead) this.#ledger.buried(job);

@@ -45,6 +45,11 @@ export async function sweepDoomed(
      * the time its invocation has for attempts and its kinds whose timeoutMs is longer (never claimed).
      */
     served?: {
+      /**
+       * false: the statement carries the record but writes nothing (a warm instance records itself
+       * once a minute): its text, and so its kept plan, is the same either way. @defaultValue true
+       */
+      record?: boolean;
       name: string;
       budgetMs?: number;
       unfitKinds?: readonly string[];
@@ -112,7 +117,7 @@ export async function sweepDoomed(
     returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
     ),
     ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}${request.served ? workerSeenCte(schema, request.served, request.kinds, request.queues) : sql``}${
-      request.served?.subscriptions?.length
+      request.served?.subscriptions?.length && request.served.record !== false
         ? sql`, ${syncSubscriptionsCte(schema, 'subscriptions_seen', request.served.subscriptions, now)}`
         : sql``
     }
@@ -145,9 +150,10 @@ export async function sweepDoomed(
 }
 
 /**
- * The worker's row in `workers` moved to now (a data-modifying CTE: it runs though nothing reads it).
- * One row per worker name and set of queues and kinds, named by their md5; its budget and unfit kinds
- * are those of its latest invocation (a new function timeout shows at the next record).
+ * The worker's row in `workers` moved to now (a data-modifying CTE: it runs though nothing reads it),
+ * unless `record` is false. One row per worker name and set of queues and kinds, named by their md5;
+ * its budget and unfit kinds are those of its latest invocation (a new function timeout shows at the
+ * next record).
  */
 function workerSeenCte(
   schema: string,
@@ -163,8 +169,9 @@ function workerSeenCte(
   const unfit = worker.unfitKinds === undefined ? null : sql.param([...worker.unfitKinds].sort());
   return sql`, worker_seen as (
       insert into ${sql.identifier(schema)}.workers (name, served, queues, kinds, seen_at, budget_ms, unfit_kinds)
-      values (${worker.name}, md5(${served}), ${sortedQueues === null ? null : sql.param(sortedQueues)}::text[],
-        ${sql.param(sortedKinds)}::text[], (select now from clock), ${budgetMs}::int, ${unfit}::text[])
+      select ${worker.name}, md5(${served}), ${sortedQueues === null ? null : sql.param(sortedQueues)}::text[],
+        ${sql.param(sortedKinds)}::text[], (select now from clock), ${budgetMs}::int, ${unfit}::text[]
+      where ${worker.record !== false}::boolean
       on conflict (name, served) do update
         set seen_at = excluded.seen_at, budget_ms = excluded.budget_ms, unfit_kinds = excluded.unfit_kinds
       returning 1
