@@ -25,7 +25,6 @@ import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker/index.js';
 import { connect, type SkiplockConnection } from '../db/connect.js';
 import type { Executor } from '../db/executor.js';
-import { migrate } from '../db/migrate.js';
 import { renderSql } from '../db/render.js';
 import { listenToStatements } from '../db/statement-listeners.js';
 import { freshDatabase, vacuumAnalyze } from './db.js';
@@ -113,7 +112,12 @@ async function measure(
     done = true;
     const known = backend.pid !== undefined;
     backend.pid ??= await pidOf(backend.app);
-    if (known) statements.push({ atMs: round(ms), serverMs: round((cpuNs(backend.pid) - serverAt) / 1e6, 2), text: '(first job)' });
+    if (known)
+      statements.push({
+        atMs: round(ms),
+        serverMs: round((cpuNs(backend.pid) - serverAt) / 1e6, 2),
+        text: '(first job)',
+      });
     result = { ms: round(ms), nodeCpuMs: round(node), serverCpuMs: round((cpuNs(backend.pid) - server0) / 1e6) };
   });
   stop();
@@ -184,7 +188,8 @@ const show = (label: string, starts: Start[]) => {
 };
 console.log(`${TRIALS} trials, batch ${BATCH}`);
 const lines = (starts: Start[]) => {
-  for (const s of starts[1]?.statements ?? []) console.log(`    +${s.atMs} ms, server ${s.serverMs} ms before it  ${s.text}`);
+  for (const s of starts[1]?.statements ?? [])
+    console.log(`    +${s.atMs} ms, server ${s.serverMs} ms before it  ${s.text}`);
 };
 const later = connects.slice(1);
 console.log(
@@ -325,6 +330,7 @@ async function phaseTimeline(n: number, k: number, reps: number): Promise<void> 
     console.log(
       `N=${n} K=${k}: ${Math.round(n / (total / 1000))} jobs/s, ${total} ms (left ${counted}); per loop first job / last job / invocation ends / closed:`,
     );
-    for (const l of loops) console.log(`  ${l.first} / ${l.last} (${l.jobs} jobs) / ${l.ends.join(', ')} / ${l.closed}`);
+    for (const l of loops)
+      console.log(`  ${l.first} / ${l.last} (${l.jobs} jobs) / ${l.ends.join(', ')} / ${l.closed}`);
   }
 }
