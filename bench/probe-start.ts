@@ -69,8 +69,8 @@ interface Start {
   statements: { atMs: number; serverMs: number; text: string }[];
 }
 
-/** The bench's worker (bench/systems/skiplock.ts), one batch per invocation, on `db`. */
-function benchWorker(db: SkiplockConnection, onJob: () => Promise<void>) {
+/** The bench's worker (bench/systems/skiplock.ts) on `db`; one batch per invocation unless `drain`. */
+function benchWorker(db: SkiplockConnection, onJob: () => Promise<void>, drain = false) {
   const job = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: onJob });
   return createWorker({
     db,
@@ -79,7 +79,7 @@ function benchWorker(db: SkiplockConnection, onJob: () => Promise<void>) {
     batchSize: BATCH,
     logger: silentLogger,
     maxInvocations: 64,
-    drain: false,
+    drain,
     flushIntervalMs: 60_000, // nothing is written while the first handler waits for the probe
   });
 }
@@ -207,7 +207,7 @@ await monitor.query(`update skiplock.jobs set state = 'completed', finished_at =
 {
   const app = 'probe_start_empty';
   const db = connect({ connectionString: `${url}?application_name=${app}`, max: 1 });
-  const worker = benchWorker(db, async () => {});
+  const worker = benchWorker(db, async () => {}, true); // the bench's loops drain
   const backend: { app: string; pid?: number } = { app };
   for (const label of ['empty, new connection', 'empty, warm connection']) {
     const statements: string[] = [];

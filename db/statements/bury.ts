@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { ClaimDeadJob } from '../../base/rows.js';
 import { queryHotRows } from '../execute.js';
 import type { Executor } from '../executor.js';
@@ -57,8 +57,15 @@ export async function sweepDoomed(
       subscriptions?: readonly SubscriptionSpec[];
     };
     probeSchedules?: boolean;
+    /**
+     * Also say whether a claim could find anything (`mayClaim`): a queued job of these kinds and
+     * queues whose run_at has come, a lapsed lease, or an ordering key this statement released. A
+     * superset of what a claim takes (pauses, limits, parents and turns are not looked at): false
+     * means the claim that would follow finds nothing, and the invocation need not send it.
+     */
+    probeReady?: boolean;
   },
-): Promise<{ dead: ClaimDeadJob[]; schedulesDue: boolean }> {
+): Promise<{ dead: ClaimDeadJob[]; schedulesDue: boolean; mayClaim: boolean }> {
   const jobs = jobsRef(schema);
   const now = sql`(select now from clock)`;
   const kindFilter = sql`j.kind = any(${sql.param(request.kinds)}::text[]) ${
@@ -81,7 +88,8 @@ export async function sweepDoomed(
     attempt: number;
     dead_reason: string;
     correlation_id: string | null;
-    schedules_due?: boolean;
+    schedules_due?: boolean | null;
+    work_ready?: boolean | null;
   }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
@@ -122,13 +130,18 @@ export async function sweepDoomed(
         : sql``
     }
     ${
-      request.probeSchedules
-        ? sql`select b.id::text as id, b.kind, b.queue, b.attempt, b.dead_reason, b.correlation_id, p.due as schedules_due
-      -- Ordered and limited, so that the plan walks the index from its start whatever the
-      -- estimate for a clock known only when it runs (a plain exists may scan the table).
-      from (select (select s.next_run_at from ${sql.identifier(schema)}.runtime_schedules s
+      request.probeSchedules || request.probeReady
+        ? sql`select b.id::text as id, b.kind, b.queue, b.attempt, b.dead_reason, b.correlation_id,
+        p.due as schedules_due, p.work_ready
+      from (select ${
+        request.probeSchedules
+          ? sql`(select s.next_run_at from ${sql.identifier(schema)}.runtime_schedules s
+        -- Ordered and limited, so that the plan walks the index from its start whatever the
+        -- estimate for a clock known only when it runs (a plain exists may scan the table).
         where s.next_run_at <= ${now} and (s.claimed_until is null or s.claimed_until <= ${now})
-        order by s.next_run_at limit 1) is not null as due) p
+        order by s.next_run_at limit 1) is not null`
+          : sql`null::boolean`
+      } as due, ${request.probeReady ? readyProbe(schema, request.kinds, request.queues, now) : sql`null::boolean`} as work_ready) p
       left join buried b on true`
         : sql`select id::text as id, kind, queue, attempt, dead_reason, correlation_id from buried`
     }`,
@@ -136,6 +149,7 @@ export async function sweepDoomed(
     { cheap: true },
   );
   const schedulesDue = rows.some((r) => r.schedules_due === true);
+  const mayClaim = !request.probeReady || rows.length === 0 || rows.some((r) => r.work_ready !== false);
   const dead = rows
     .filter((r) => r.id !== null)
     .map((r) => ({
@@ -146,7 +160,24 @@ export async function sweepDoomed(
       reason: r.dead_reason as ClaimDeadJob['reason'],
       correlationId: r.correlation_id,
     }));
-  return { dead, schedulesDue };
+  return { dead, schedulesDue, mayClaim };
+}
+
+/**
+ * Whether a claim of `kinds` (in `queues`) could find a job: one queued whose run_at has come
+ * (through the claim index, or the keyed one), a lapsed lease (a rescue), or an ordering key's next
+ * job this statement released (its snapshot does not see it yet). Each probe stops at its first row.
+ */
+function readyProbe(schema: string, kinds: readonly string[], queues: readonly string[] | undefined, now: SQL): SQL {
+  const jobs = jobsRef(schema);
+  const mine = sql`j.kind = any(${sql.param(kinds)}::text[]) ${
+    queues ? sql`and j.queue = any(${sql.param(queues)}::text[])` : sql``
+  }`;
+  const ready = sql`j.state = 'queued' and j.run_at <= ${now} and ${mine}`;
+  return sql`(exists (select 1 from ${jobs} j where ${ready} and j.concurrency_key is null)
+        or exists (select 1 from ${jobs} j where ${ready} and j.concurrency_key is not null)
+        or cardinality(${lapsedLeases(schema, now, kinds, 1)}) > 0
+        or exists (select 1 from released) or exists (select 1 from released_next))`;
 }
 
 /**
