@@ -165,17 +165,19 @@ export async function sweepDoomed(
 
 /**
  * Whether a claim of `kinds` (in `queues`) could find a job: one queued whose run_at has come
- * (through the claim index, or the keyed one), a lapsed lease (a rescue), or an ordering key's next
- * job this statement released (its snapshot does not see it yet). Each probe stops at its first row.
+ * (through the claim index: at most the rows the claim itself would walk), any queued job with a
+ * concurrency key (the keyed index does not lead with run_at: a walk past keyed jobs not yet due
+ * could grow with their number), a lapsed lease (a rescue), or an ordering key's next job this
+ * statement released (its snapshot does not see it yet). Each probe stops at its first row.
  */
 function readyProbe(schema: string, kinds: readonly string[], queues: readonly string[] | undefined, now: SQL): SQL {
   const jobs = jobsRef(schema);
   const mine = sql`j.kind = any(${sql.param(kinds)}::text[]) ${
     queues ? sql`and j.queue = any(${sql.param(queues)}::text[])` : sql``
   }`;
-  const ready = sql`j.state = 'queued' and j.run_at <= ${now} and ${mine}`;
-  return sql`(exists (select 1 from ${jobs} j where ${ready} and j.concurrency_key is null)
-        or exists (select 1 from ${jobs} j where ${ready} and j.concurrency_key is not null)
+  return sql`(exists (select 1 from ${jobs} j
+          where j.state = 'queued' and j.run_at <= ${now} and ${mine} and j.concurrency_key is null)
+        or exists (select 1 from ${jobs} j where j.state = 'queued' and ${mine} and j.concurrency_key is not null)
         or cardinality(${lapsedLeases(schema, now, kinds, 1)}) > 0
         or exists (select 1 from released) or exists (select 1 from released_next))`;
 }
