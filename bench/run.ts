@@ -10,6 +10,8 @@
  * `--events-only` just the events_publish phase (bench/events.ts).
  * Phase 12 (`schedule_tick`, bench/schedule-tick.ts): 1,000,000 run-time schedules, 1,000 due;
  * `--schedule-tick-only` runs just that phase and prints it.
+ * `--process-only` runs just the processing phase for skiplock and graphile-worker at K = 1, 4 and 16
+ * and prints their rates and ratios (writes nothing): an A/B of a change to the worker's fixed cost.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -195,6 +197,30 @@ if (args.includes('--schedule-tick-only')) {
   results.schedule_tick = await scheduleTickPhase();
   log(JSON.stringify(results.schedule_tick, null, 2));
   if (asJson) console.log(JSON.stringify({ schedule_tick: results.schedule_tick }));
+  await database.stop();
+  process.exit(0);
+}
+
+if (args.includes('--process-only')) {
+  const pair = ['skiplock', 'graphile-worker'];
+  const figures: Record<string, Record<string, number>> = {};
+  for (const k of KS) {
+    const runs: Record<string, number[]> = {};
+    for (let rep = 0; rep < PARAMS.reps; rep++) {
+      for (const name of rep % 2 === 0 ? pair : [...pair].reverse()) {
+        record(runs, name, await processRate(makers[name] as () => BenchSystem, k));
+      }
+    }
+    const [ours, theirs] = pair.map((n) => median(runs[n] ?? []));
+    figures[`process_k${k}`] = {
+      skiplock: ours ?? 0,
+      'graphile-worker': theirs ?? 0,
+      ratio: Math.round(((ours ?? 0) / (theirs || 1)) * 100) / 100,
+    };
+    log(`  K=${k} ${JSON.stringify(figures[`process_k${k}`])} runs ${JSON.stringify(runs)}`);
+  }
+  if (asJson) console.log(JSON.stringify({ quick, ...figures }));
+  await dropDatabase(server, DB);
   await database.stop();
   process.exit(0);
 }

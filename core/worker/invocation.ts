@@ -24,6 +24,8 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
  * - `admitting`: with maxInvocations, taking one of the worker's slots; none free → `stopped`
  *   at once (saturated: enough invocations run already).
  * - `sweeping`: moving the rows no claim may run to the DLQ (buryDoomed), before the first claim.
+ *   When the same statement shows that a claim would find nothing (and no schedule enqueued
+ *   anything), the loop stops there (drained) without sending it.
  * - `unfit`: no kind's timeoutMs fits even the whole invocation: nothing is claimed, and the loop
  *   stops (no_kind_fits) rather than wait for its deadline.
  * - `running`: attempts run; when a slot is free and nothing waits locally, the loop claims.
@@ -64,7 +66,7 @@ export type InvocationState =
 
 const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
   admitting: ['sweeping', 'stopped', 'failing'],
-  sweeping: ['running', 'unfit', 'failing'],
+  sweeping: ['running', 'unfit', 'settling', 'failing'],
   unfit: ['settling', 'failing'],
   running: ['claiming', 'filling', 'deadline', 'failing'],
   claiming: ['running', 'draining', 'finishing', 'failing'],
@@ -81,6 +83,7 @@ const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
 
 /** Why the loop stopped, by the state it stopped from. */
 const STOPPED_BECAUSE = {
+  sweeping: 'drained',
   draining: 'drained',
   finishing: 'batch_done',
   deadline: 'deadline',
@@ -273,26 +276,35 @@ export class Invocation implements AttemptHost {
     if (seen) this.settings.served.lastAt = clock.now();
     // Its subscribers' subscriptions go with it (unchanged ones write nothing): a subscriber that is
     // deployed without `skiplock sync` still gets its events from its first invocation on.
+    // Carried whether or not it is recorded this time: one statement text, one kept plan.
     const served = {
+      record: seen,
       name,
       budgetMs: this.budgetMs,
       unfitKinds: this.#unfit.map((k) => k.definition.kind),
       subscriptions: subscriptionsOf(this.settings.kindList.map((k) => k.definition)),
     };
-    const { dead, schedulesDue } = await this.#deadline.inTime(
+    // Whether a claim could find anything, asked only where finding nothing ends the invocation
+    // (drain on, no linger): an invocation with nothing to do then sends no claim.
+    const probeReady = this.settings.drain && this.settings.lingerMs === 0;
+    const { dead, schedulesDue, mayClaim } = await this.#deadline.inTime(
       sweepDoomed(db.executor, schema, {
         kinds: [...kinds.keys()],
         queues,
         limit: 1000,
         now: statementNow(this.settings),
         probeSchedules: this.settings.runtimeSchedules,
-        ...(seen ? { served } : {}),
+        probeReady,
+        served,
       }),
     );
     for (const job of dead) this.#ledger.buried(job);
     await this.#tickSchedules();
     if (schedulesDue) await this.#tickRuntimeSchedules();
-    this.#to(this.#unfit.length === this.settings.kindList.length ? 'unfit' : 'running');
+    const { scheduled, runtimeScheduled } = this.#ledger.summary;
+    if (this.#unfit.length === this.settings.kindList.length) this.#to('unfit');
+    else if (!mayClaim && !scheduled && !runtimeScheduled && this.#someKindFits()) this.#settle();
+    else this.#to('running');
   }
 
   /**

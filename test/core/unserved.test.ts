@@ -82,9 +82,18 @@ describe('queues no worker serves', () => {
       logger: silentLogger,
       clock,
     });
+    // Whether an invocation moved the worker's row (its seen_at, on the database clock). The sweep
+    // carries the record every time (one statement text); it writes it at most once a minute.
+    const seenAt = async () =>
+      String(
+        (await t.admin.query(`select max(seen_at)::text as at from "${t.schema}".workers where name = 'worker'`))
+          .rows[0]?.at,
+      );
     const seenIn = async () => {
+      const before = await seenAt();
       const { texts } = await captureStatements('pg', () => worker.runInvocation({ remainingMs: 60_000 }));
-      return texts.filter((text) => /worker_seen/.test(text)).length;
+      expect(texts.filter((text) => /worker_seen/.test(text))).toHaveLength(1);
+      return (await seenAt()) === before ? 0 : 1;
     };
     expect(await seenIn()).toBe(1);
     expect(await seenIn()).toBe(0); // the same warm instance, within the minute

@@ -137,6 +137,46 @@ describe(`round trips (${testDriver()})`, () => {
     expect(counts).toEqual([3, 3, 3]);
   });
 
+  it('an invocation with nothing to claim sends its sweep alone; work the sweep shows or frees is claimed', async () => {
+    const shape = (text: string) => (/\bready as\b/.test(text) ? 'claim' : 'other');
+    const invocation = async () => {
+      const { result, texts } = await captureStatements(testDriver(), () => run([noop]));
+      return { claimed: result.claimed, stoppedBecause: result.stoppedBecause, sent: texts.map(shape) };
+    };
+    // Nothing queued, then a job not due yet: the sweep says a claim would find nothing.
+    const idle = { claimed: 0, stoppedBecause: 'drained', sent: ['other'] };
+    expect(await invocation()).toEqual(idle);
+    await q.enqueue(t.db, noop, { n: 1 }, { delayMs: 60_000 });
+    expect(await invocation()).toEqual(idle);
+    // A due job.
+    await q.enqueue(t.db, noop, { n: 2 });
+    expect(await invocation()).toMatchObject({ claimed: 1, sent: ['other', 'claim', 'claim'] });
+    // A lease that ran out with attempts left: the claim rescues it.
+    const [lapsed] = await q.enqueueMany(t.db, [noop.with({ n: 3 })]);
+    await t.admin.query(
+      `update "${t.schema}".jobs set state = 'running', attempt = 1, lease_token = gen_random_uuid(),
+        lease_expires_at = now() - interval '1 minute', locked_by = 'gone', started_at = now(), attempted_at = now()
+       where id = $1`,
+      [lapsed?.id],
+    );
+    expect(await invocation()).toMatchObject({ claimed: 1 });
+    // A parked follower whose release was missed (its predecessor ended without releasing it): the
+    // sweep releases it, its own snapshot cannot see that, and the claim that follows takes it.
+    const [head, follower] = await q.enqueueMany(t.db, [
+      noop.with({ n: 4 }, { orderingKey: 'k' }),
+      noop.with({ n: 5 }, { orderingKey: 'k' }),
+    ]);
+    await t.admin.query(`update "${t.schema}".jobs set run_at = 'infinity' where id = $1`, [follower?.id]);
+    await t.admin.query(
+      `update "${t.schema}".jobs set state = 'completed', attempt = 1, started_at = now(), attempted_at = now(),
+        finished_at = now() where id = $1`,
+      [head?.id],
+    );
+    expect(await invocation()).toMatchObject({ claimed: 1 });
+    expect(await job(follower?.id as string)).toMatchObject({ state: 'completed' });
+    expect(await invocation()).toEqual(idle);
+  });
+
   it('more than 128 outcomes are written by their own statement, beside the next claim', async () => {
     await enqueueNoops(300);
     const { result, texts } = await captureStatements(testDriver(), () =>
