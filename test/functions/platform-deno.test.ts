@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createSignalToken } from '../../core/signal-tokens.js';
 import { startDenoApp } from '../../scripts/smoke-platforms.js';
 import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
-import { jobRow, PLATFORM_SECRETS, waitForOutcome } from '../helpers/platforms.js';
+import { httpRequests, jobRow, PLATFORM_SECRETS, waitForOutcome } from '../helpers/platforms.js';
 
 // skiplock/deno in the Deno binary from npm: the app (test/fixtures/platforms/deno-app.ts, bundled as
 // Deno Deploy and Supabase bundle it) on Deno.serve, reaching Postgres through the local stand-in of
@@ -31,22 +31,7 @@ afterAll(async () => {
   await app?.stop();
 });
 
-const post = (path: string, token: string | undefined, body: unknown) =>
-  fetch(`${app.origin}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: JSON.stringify(body),
-  });
-
-const enqueue = async (kind: string, payload: unknown, queue?: string) => {
-  const response = await post('/skiplock/enqueue', PLATFORM_SECRETS.SKIPLOCK_ENQUEUE_TOKEN, {
-    kind,
-    payload,
-    ...(queue ? { options: { queue } } : {}),
-  });
-  expect(response.status).toBe(200);
-  return ((await response.json()) as { results: { id: string }[] }).results[0]?.id as string;
-};
+const { post, enqueue } = httpRequests(() => app.origin);
 
 /** A scheduler's tick (pg_cron's request, or Deno.cron's): GET the worker route with CRON_SECRET. */
 const tick = () =>

@@ -17,7 +17,14 @@ import { ManualClock } from '../../testing/clock.js';
 import { platformJobs } from '../fixtures/platforms/jobs.js';
 import { serveRoute } from '../helpers/console.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
-import { jobRow, PLATFORM_SECRETS, platformEnv, queuedSlowRuns, waitForOutcome } from '../helpers/platforms.js';
+import {
+  httpRequests,
+  jobRow,
+  PLATFORM_SECRETS,
+  platformEnv,
+  queuedSlowRuns,
+  waitForOutcome,
+} from '../helpers/platforms.js';
 
 // skiplock/netlify's three functions (test/fixtures/platforms/netlify/functions/ holds them as an app
 // writes them), called as Netlify's Node runtime calls a v2 function: a Web Request and a context
@@ -68,21 +75,7 @@ afterAll(async () => {
   await resetSharedRuntime();
 });
 
-const post = (path: string, token: string | undefined, body: unknown) =>
-  fetch(`${origin}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: JSON.stringify(body),
-  });
-const enqueue = async (kind: string, payload: unknown, queue?: string) => {
-  const response = await post('/skiplock/enqueue', PLATFORM_SECRETS.SKIPLOCK_ENQUEUE_TOKEN, {
-    kind,
-    payload,
-    ...(queue ? { options: { queue } } : {}),
-  });
-  expect(response.status).toBe(200);
-  return ((await response.json()) as { results: { id: string }[] }).results[0]?.id as string;
-};
+const { post, enqueue } = httpRequests(() => origin);
 /** Netlify's scheduler calls a scheduled function with a POST whose body says the next run. */
 const tick = () =>
   scheduled(

@@ -55,6 +55,31 @@ export const PLATFORM_SECRETS = {
 } as const;
 
 /** What the tests call on a Worker running in Miniflare. */
+/**
+ * An app served over HTTP as its clients call it: a JSON POST with a bearer token, and an enqueue
+ * through its route (optionally on `queue`) that answers the job's id.
+ */
+export function httpRequests(origin: () => string) {
+  const post = (path: string, token: string | undefined, body: unknown) =>
+    fetch(`${origin()}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+    });
+  return {
+    post,
+    async enqueue(kind: string, payload: unknown, queue?: string): Promise<string> {
+      const response = await post('/skiplock/enqueue', PLATFORM_SECRETS.SKIPLOCK_ENQUEUE_TOKEN, {
+        kind,
+        payload,
+        ...(queue ? { options: { queue } } : {}),
+      });
+      if (response.status !== 200) throw new Error(`enqueue answered ${response.status}`);
+      return ((await response.json()) as { results: { id: string }[] }).results[0]?.id as string;
+    },
+  };
+}
+
 export interface WorkerdApp {
   dispatchFetch(
     url: string,
