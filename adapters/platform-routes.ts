@@ -199,9 +199,13 @@ export function createPlatformApp(jobs: Kinds, options: PlatformAppOptions): Pla
     consolePath === '' || pathname === consolePath || pathname.startsWith(`${consolePath}/`);
 
   // Where a scheduler's tick stands: its route on SKIPLOCK_BASE_URL (what a fan-out requests).
+  // A malformed one is left to the worker's settings, which report it as configuration.
   const origin = () => {
-    const base = env.SKIPLOCK_BASE_URL;
-    return base ? new URL(base).origin : 'http://localhost';
+    try {
+      return new URL(env.SKIPLOCK_BASE_URL ?? '').origin;
+    } catch {
+      return 'http://localhost';
+    }
   };
 
   return {

@@ -80,6 +80,19 @@ describe(`createPlatformApp (${testDriver()})`, () => {
     expect(route.status).toBe(401);
   });
 
+  it('a malformed SKIPLOCK_BASE_URL is reported as configuration by a tick, not thrown as a TypeError', async () => {
+    const served = app({ env: env({ SKIPLOCK_BASE_URL: 'not a url' }) });
+    const response = await served.tick('worker', keeper());
+    expect(response.status).toBe(500);
+    expect(await response.json()).toEqual({
+      error: {
+        code: 'config_error',
+        message:
+          'invalid configuration: SKIPLOCK_BASE_URL must be an absolute http(s) URL such as https://my-app.example.com',
+      },
+    });
+  });
+
   it('a nudge goes through `self` to the worker route, kept alive by the waitUntil of the request that wrote', async () => {
     const sent: { url: string; authorization: string | null; start: string | null }[] = [];
     const worker = keeper();
