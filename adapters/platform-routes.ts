@@ -190,23 +190,31 @@ export function createPlatformApp(jobs: Kinds, options: PlatformAppOptions): Pla
     if (path !== false) handlers.set(path, handler);
   }
   const consolePath = paths.console === false ? undefined : paths.console.replace(/\/+$/, '');
+  const baseUrl = () => {
+    try {
+      return new URL(env.SKIPLOCK_BASE_URL ?? '');
+    } catch {
+      return undefined;
+    }
+  };
   const trustProxyHeaders = options.console?.trustProxyHeaders ?? env.SKIPLOCK_CONSOLE_TRUST_PROXY === 'true';
+  // Browsers reach the console below SKIPLOCK_BASE_URL's path, which the gateway strips (Supabase).
+  const gatewayPath = baseUrl()?.pathname.replace(/\/+$/, '') ?? '';
   const serveConsole =
     consolePath === undefined
       ? undefined
-      : web.consoleRoute(jobs, nudging, { ...options.console, basePath: consolePath || '/', trustProxyHeaders });
+      : web.consoleRoute(jobs, nudging, {
+          ...options.console,
+          basePath: consolePath || '/',
+          gatewayPath,
+          trustProxyHeaders,
+        });
   const inConsole = (pathname: string) =>
     consolePath === '' || pathname === consolePath || pathname.startsWith(`${consolePath}/`);
 
   // Where a scheduler's tick stands: its route on SKIPLOCK_BASE_URL (what a fan-out requests).
   // A malformed one is left to the worker's settings, which report it as configuration.
-  const origin = () => {
-    try {
-      return new URL(env.SKIPLOCK_BASE_URL ?? '').origin;
-    } catch {
-      return 'http://localhost';
-    }
-  };
+  const origin = () => baseUrl()?.origin ?? 'http://localhost';
 
   return {
     fetch(request, context = {}) {

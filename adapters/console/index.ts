@@ -38,6 +38,11 @@ export interface ConsoleOptions {
   env?: Env;
   /** Where the console is served. @defaultValue '/admin' */
   basePath?: string;
+  /**
+   * The path browsers see before `basePath`, when a gateway in front of the function strips it
+   * (Supabase's `/functions/v1`): the console's links, forms and redirects carry it. @defaultValue ''
+   */
+  gatewayPath?: string;
   /** Every session read-only, whatever token opened it. @defaultValue SKIPLOCK_CONSOLE_READ_ONLY, else false */
   readOnly?: boolean;
   /** The time sessions, login blocks and charts are measured against (tests). @defaultValue the database's clock */
@@ -156,7 +161,10 @@ export function createConsole(
   envOf: () => Env = () => options.env ?? process.env,
 ) {
   const registry = new JobRegistry(jobs);
-  const base = `/${(options.basePath ?? '/admin').replace(/^\/+|\/+$/g, '')}`.replace(/^\/$/, '');
+  // `route`: the path the function is asked for; `base`: where browsers see it (links, forms, redirects).
+  const route = `/${(options.basePath ?? '/admin').replace(/^\/+|\/+$/g, '')}`.replace(/^\/$/, '');
+  const gateway = (options.gatewayPath ?? '').replace(/\/+$/, '');
+  const base = `${gateway}${route}`;
   return async (request: ConsoleRequest): Promise<ConsoleResponse> => {
     try {
       return await serve(request);
@@ -167,8 +175,8 @@ export function createConsole(
 
   async function serve(request: ConsoleRequest): Promise<ConsoleResponse> {
     const { pathname } = request.url;
-    if (pathname !== base && !pathname.startsWith(`${base}/`)) throw new HttpError(404, 'not_found', 'no such page');
-    const path = pathname.slice(base.length) || '/';
+    if (pathname !== route && !pathname.startsWith(`${route}/`)) throw new HttpError(404, 'not_found', 'no such page');
+    const path = pathname.slice(route.length) || '/';
     const env = envOf();
     const adminToken = env.SKIPLOCK_ADMIN_TOKEN ?? '';
     if (adminToken.length < MIN_SECRET_LENGTH) {
@@ -206,7 +214,7 @@ export function createConsole(
       : null;
     if (!session) {
       if (method === 'GET') {
-        return redirect(`${base}/login?next=${encodeURIComponent(pathname + request.url.search)}`);
+        return redirect(`${base}/login?next=${encodeURIComponent(base + path + request.url.search)}`);
       }
       const expired = page(
         401,
@@ -249,7 +257,7 @@ export function createConsole(
       ctx.runtime.logger.warn('console_csrf_refused', { by: ctx.by, client: ctx.client });
       throw new HttpError(403, 'csrf', 'this form has expired or did not come from the console; nothing was changed');
     }
-    const path = request.url.pathname.slice(base.length);
+    const path = request.url.pathname.slice(route.length);
     if (path === '/logout') {
       await ctx.runtime.withDb((db) => closeConsoleSession(db, secret, { schema: ctx.schema }));
       ctx.runtime.logger.info('console_logout', { by: ctx.by, client: ctx.client });

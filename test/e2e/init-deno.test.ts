@@ -228,10 +228,14 @@ describe('skiplock init supabase: the Edge Function in Deno, requested as supaba
       headers: { authorization: `Bearer ${SECRETS.CRON_SECRET}` },
     });
     expect(maintenance.status).toBe(200);
-    // The console at the function's own origin: behind the gateway its cookie's path and its links
-    // (below /skiplock, the path the function sees) would miss /functions/v1.
+    // Logged in at the function's own origin (what Host the gateway passes on is Supabase's to say);
+    // the pages' links carry /functions/v1, and one followed through the gateway opens.
     const admin = await routesOf(supabase.origin, '/skiplock').console();
     expect(admin).toMatchObject({ login: 303, overview: 200 });
     expect(admin.page).toContain('Error rate per minute');
+    const link = /href="(\/functions\/v1\/skiplock\/admin\/dlq)"/.exec(admin.page)?.[1];
+    expect(link).toBe('/functions/v1/skiplock/admin/dlq');
+    const dlq = await fetch(`${gateway.origin}${link}`, { headers: { cookie: admin.cookie } });
+    expect(dlq.status).toBe(200);
   });
 });

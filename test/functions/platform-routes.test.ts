@@ -210,6 +210,36 @@ describe(`createPlatformApp (${testDriver()})`, () => {
     expect(rows.map((r) => r.client)).toEqual(['ip:203.0.113.5', 'ip:203.0.113.6']);
   });
 
+  it('behind a gateway that strips SKIPLOCK_BASE_URL’s path, the console’s links and redirects carry it', async () => {
+    const served = app({ env: env({ SKIPLOCK_BASE_URL: 'https://project.supabase.example/functions/v1' }) });
+    const get = (path: string, cookie = '') =>
+      served.fetch(new Request(`https://project.supabase.example${path}`, { headers: { cookie } }), keeper());
+    // The function is asked for /admin/jobs; the browser asked for /functions/v1/admin/jobs.
+    const away = await get('/admin/jobs');
+    expect(away.status).toBe(303);
+    expect(away.headers.get('location')).toBe('/functions/v1/admin/login?next=%2Ffunctions%2Fv1%2Fadmin%2Fjobs');
+    expect(await (await get('/admin/login')).text()).toContain('action="/functions/v1/admin/login"');
+    const login = await served.fetch(
+      new Request('https://project.supabase.example/admin/login', {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://project.supabase.example' },
+        body: new URLSearchParams({
+          token: PLATFORM_SECRETS.SKIPLOCK_ADMIN_TOKEN,
+          name: 'ada',
+          next: '/functions/v1/admin/jobs',
+        }),
+      }),
+      keeper(),
+    );
+    expect(login.status).toBe(303);
+    expect(login.headers.get('location')).toBe('/functions/v1/admin/jobs');
+    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string;
+    const overview = await (await get('/admin/', cookie)).text();
+    expect(overview).toContain('href="/functions/v1/admin/jobs');
+    expect(overview).not.toMatch(/(href|action)="\/admin/);
+  });
+
   it('a replay over its route is recorded as the platform’s', async () => {
     const served = app({ env: env() });
     const fails = await idOf(

@@ -195,7 +195,7 @@ export function routesOf(origin: string, basePath = '') {
     cron: (path: string, headers: Record<string, string> = {}) =>
       fetch(url(path), { headers: { authorization: `Bearer ${SECRETS.CRON_SECRET}`, ...headers } }),
     /** Logs in to the console with the admin token: the overview's page as the session sees it. */
-    async console(): Promise<{ login: number; overview: number; page: string }> {
+    async console(): Promise<{ login: number; overview: number; page: string; cookie: string }> {
       const login = await fetch(url('/admin/login'), {
         method: 'POST',
         redirect: 'manual',
@@ -204,7 +204,7 @@ export function routesOf(origin: string, basePath = '') {
       });
       const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
       const overview = await fetch(url('/admin/'), { headers: { cookie } });
-      return { login: login.status, overview: overview.status, page: await overview.text() };
+      return { login: login.status, overview: overview.status, page: await overview.text(), cookie };
     },
   };
 }
