@@ -14,7 +14,7 @@ import { type IdleResults, idleDayTable } from './idle/table.js';
 import { type BenchRecord, renderResultsPage } from './report.js';
 import { type BySystem, fmt, ratio } from './report-format.js';
 import { RESULT_FILES, readResults } from './results.js';
-import type { ScheduleTickResult } from './schedule-tick.js';
+import { pgBossOwnPassRow, type ScheduleTickResult } from './schedule-tick.js';
 import { renderServerlessPage, reportPath, type ServerlessReport } from './serverless/report.js';
 import type { SoakResult } from './soak.js';
 import type { Row } from './steps/measure.js';
@@ -82,7 +82,7 @@ function fullRunBlock({ bench: r }: Results): string {
     row(`publish an event to ${events.subscribers} subscribers, events/s`, events.per_second),
     row('WAL per job, bytes (fewer is better)', wal, r.wal_raw_bytes_per_job as number),
     '',
-    `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due, a worker's sweep carries the check (${ms(tick.idle_sweep_with_probe_ms)} with it, ${ms(tick.idle_sweep_ms)} without).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.` : ''}`,
+    `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due, a worker's sweep carries the check (${ms(tick.idle_sweep_with_probe_ms)} with it, ${ms(tick.idle_sweep_ms)} without).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.${tick.pgboss.pass_ms !== undefined ? ` Its own pass, run once: ${ms(tick.pgboss.pass_ms)} to file the ${fmt(tick.due)} due in its send-it queue, whose worker then forwards them 50 a fetch, ${tick.pgboss.forward_poll_s} s apart (up to ${fmt((tick.pgboss.forward_clock_steps ?? 0) * (tick.pgboss.forward_poll_s ?? 0))} s for all).` : ''}` : ''}`,
     batchHandlersLine(batch),
     `- **A deployed worker** (K = 1 on the default pool of 5 connections, so a batch's settle runs beside the next claim): ${fmt(r.skiplock_default_pool_k1 as number)} jobs/s, ${ratio(r.skiplock_default_pool_k1 as number, sys('process_k1')['graphile-worker'])} graphile-worker. pg-boss with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s at K = 4 (the table's 500 is its better setting here).`,
     `- **Per claim**: ${trips['100']} statements per job at batches of 100 (${trips['1']} at 1); claim p50 / p99 ${latency.empty.p50} / ${ms(latency.empty.p99)} on an empty table, ${latency.finished.p50} / ${ms(latency.finished.p99)} beside ${fmt(r.params.finishedRows)} finished jobs. WAL deleting completed rows: ${fmt(del.wal_bytes_per_job)} bytes a job. The worker bundle imports in ${ms(cold.worker)} (a bare handler: ${ms(cold.bare)}).`,
@@ -207,6 +207,7 @@ function scheduleTickBlock({ bench: r }: Results): string {
     ...(t.pgboss
       ? [
           `| pg-boss 12's pass over as many schedules | reads every row (${ms(t.pgboss.read_all_ms)}) and evaluates every cron (${ms(t.pgboss.evaluate_ms)}) every 30 s on one leader |`,
+          ...(t.pgboss.pass_ms !== undefined ? [pgBossOwnPassRow(t.pgboss, t.due)] : []),
         ]
       : []),
     '',
