@@ -95,7 +95,7 @@ export function batchHandlersLine(batch: BatchHandlerFigures): string {
   const pair = (f: ModeFigures) => `${fmt(f.batch)} against ${fmt(f.single)} jobs/s (${f.ratio}×)`;
   const beside = (handler: 'noop' | 'bulk_api') =>
     peer
-      ? `; pg-boss's own batch handler (\`batchSize\` ${batch.batchSize} against 1), ${pair(peer[handler])}, so skiplock's batches run at ${ratio(batch[handler].batch, peer[handler].batch)} of pg-boss's`
+      ? `; pg-boss's own batch handler (\`batchSize\` ${batch.batchSize} against 1), ${pair(peer[handler])}, skiplock's batches at ${ratio(batch[handler].batch, peer[handler].batch)} pg-boss's rate`
       : '';
   return `- **Batch handlers** (concurrency ${batch.concurrency}${peer ? ', the same for pg-boss' : '; not measured for the peers'}): a batch of ${batch.batchSize} against one job per call, no-op jobs ${pair(batch.noop)}${beside('noop')}; calling a bulk API of ${batch.bulkApi.fixedMs} ms + ${batch.bulkApi.perItemMs} ms an item, ${pair(batch.bulk_api)}${beside('bulk_api')}.`;
 }
