@@ -31,7 +31,10 @@ export interface PgBossPassFigures {
   pass_ms?: number;
   /** Occurrences that pass filed (must equal the phase's `due`). */
   pass_due?: number;
-  /** The send-it worker forwarding them to their queue: ms of work, its waits skipped by the clock. */
+  /**
+   * The send-it worker forwarding them to their queue: wall ms with its waits stepped over by the
+   * clock — an upper bound on the work, as it includes the clock's settling after each step.
+   */
   forward_ms?: number;
   /** Steps of `forward_poll_s` the clock took until the last was in its queue: waits of the worker, each real time in a deployment. */
   forward_clock_steps?: number;

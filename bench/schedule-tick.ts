@@ -195,5 +195,5 @@ ${pass ? `| pg-boss 12's schedule pass over ${n(pass.rows)} schedules (every 30 
 export function pgBossOwnPassRow(pass: PgBossPassFigures, due: number): string {
   const n = (v: number | undefined) => (v ?? 0).toLocaleString('en-US');
   const waits = (pass.forward_clock_steps ?? 0) * (pass.forward_poll_s ?? 0);
-  return `| pg-boss 12's own pass (one run, driven by its \`TestClock\` at the due minute): from its start to the ${n(due)} occurrences in its send-it queue / their forwarding, ${n(pass.forward_clock_steps)} fetches ${pass.forward_poll_s} s apart | ${n(pass.pass_ms)} ms / ${n(pass.forward_ms)} ms of work, the last occurrence in its queue up to ${n(waits)} s after the pass in a deployment |`;
+  return `| pg-boss 12's own pass (one run, driven by its \`TestClock\` at the due minute): from its start to the ${n(due)} occurrences in its send-it queue / their forwarding, ${n(pass.forward_clock_steps)} fetches ${pass.forward_poll_s} s apart | ${n(pass.pass_ms)} ms / ${n(pass.forward_ms)} ms of work at most (the clock's settling between steps included), the last occurrence in its queue up to ${n(waits)} s after the pass in a deployment |`;
 }
