@@ -7,13 +7,14 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { BatchHandlerFigures, ModeFigures } from './batch-handler.js';
 import { costTables } from './cost-model.js';
 import type { EventsPublishResult } from './events.js';
 import { type IdleResults, idleDayTable } from './idle/table.js';
 import { type BenchRecord, renderResultsPage } from './report.js';
 import { type BySystem, fmt, ratio } from './report-format.js';
 import { RESULT_FILES, readResults } from './results.js';
-import type { ScheduleTickResult } from './schedule-tick.js';
+import { pgBossOwnPassRow, type ScheduleTickResult } from './schedule-tick.js';
 import { renderServerlessPage, reportPath, type ServerlessReport } from './serverless/report.js';
 import type { SoakResult } from './soak.js';
 import type { Row } from './steps/measure.js';
@@ -56,13 +57,7 @@ function fullRunBlock({ bench: r }: Results): string {
     `| ${label} | ${fmt(v.skiplock)} | ${fmt(v['graphile-worker'])} | ${fmt(v['pg-boss'])} | ${fmt(floor)} | ${ratio(v.skiplock, v['graphile-worker'])} | ${ratio(v.skiplock, v['pg-boss'])} |`;
   const k4 = sys('process_k4');
   const tick = r.schedule_tick as ScheduleTickResult;
-  const batch = r.batch_handler as {
-    concurrency: number;
-    batchSize: number;
-    bulkApi: { fixedMs: number; perItemMs: number };
-    noop: { single: number; batch: number; ratio: number };
-    bulk_api: { single: number; batch: number; ratio: number };
-  };
+  const batch = r.batch_handler as BatchHandlerFigures;
   const latency = r.claim_latency_ms as Record<'empty' | 'finished', { p50: number; p99: number }>;
   const trips = r.round_trips_per_job as Record<string, number>;
   const cold = r.cold_import_ms as { worker: number; bare: number };
@@ -87,11 +82,22 @@ function fullRunBlock({ bench: r }: Results): string {
     row(`publish an event to ${events.subscribers} subscribers, events/s`, events.per_second),
     row('WAL per job, bytes (fewer is better)', wal, r.wal_raw_bytes_per_job as number),
     '',
-    `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due, a worker's sweep carries the check (${ms(tick.idle_sweep_with_probe_ms)} with it, ${ms(tick.idle_sweep_ms)} without).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.` : ''}`,
-    `- **Batch handlers** (concurrency ${batch.concurrency}; not measured for the peers): a batch of ${batch.batchSize} against one job per call, no-op jobs ${fmt(batch.noop.batch)} against ${fmt(batch.noop.single)} jobs/s (${batch.noop.ratio}×); calling a bulk API of ${batch.bulkApi.fixedMs} ms + ${batch.bulkApi.perItemMs} ms an item, ${fmt(batch.bulk_api.batch)} against ${fmt(batch.bulk_api.single)} jobs/s (${batch.bulk_api.ratio}×).`,
+    `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due, a worker's sweep carries the check (${ms(tick.idle_sweep_with_probe_ms)} with it, ${ms(tick.idle_sweep_ms)} without).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.${tick.pgboss.pass_ms !== undefined ? ` Its own pass, run once: ${ms(tick.pgboss.pass_ms)} to file the ${fmt(tick.due)} due in its send-it queue, whose worker then forwards them 50 a fetch, ${tick.pgboss.forward_poll_s} s apart (up to ${fmt((tick.pgboss.forward_clock_steps ?? 0) * (tick.pgboss.forward_poll_s ?? 0))} s for all).` : ''}` : ''}`,
+    batchHandlersLine(batch),
     `- **A deployed worker** (K = 1 on the default pool of 5 connections, so a batch's settle runs beside the next claim): ${fmt(r.skiplock_default_pool_k1 as number)} jobs/s, ${ratio(r.skiplock_default_pool_k1 as number, sys('process_k1')['graphile-worker'])} graphile-worker. pg-boss with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s at K = 4 (the table's 500 is its better setting here).`,
     `- **Per claim**: ${trips['100']} statements per job at batches of 100 (${trips['1']} at 1); claim p50 / p99 ${latency.empty.p50} / ${ms(latency.empty.p99)} on an empty table, ${latency.finished.p50} / ${ms(latency.finished.p99)} beside ${fmt(r.params.finishedRows)} finished jobs. WAL deleting completed rows: ${fmt(del.wal_bytes_per_job)} bytes a job. The worker bundle imports in ${ms(cold.worker)} (a bare handler: ${ms(cold.bare)}).`,
   ].join('\n');
+}
+
+/** The batch-handler bullet of the full run: skiplock's figures, and pg-boss's when the run measured them. */
+export function batchHandlersLine(batch: BatchHandlerFigures): string {
+  const peer = batch.pgboss;
+  const pair = (f: ModeFigures) => `${fmt(f.batch)} against ${fmt(f.single)} jobs/s (${f.ratio}×)`;
+  const beside = (handler: 'noop' | 'bulk_api') =>
+    peer
+      ? `; pg-boss's own batch handler (\`batchSize\` ${batch.batchSize} against 1), ${pair(peer[handler])}, skiplock's batches at ${ratio(batch[handler].batch, peer[handler].batch)} pg-boss's rate`
+      : '';
+  return `- **Batch handlers** (concurrency ${batch.concurrency}${peer ? ', the same for pg-boss' : '; not measured for the peers'}): a batch of ${batch.batchSize} against one job per call, no-op jobs ${pair(batch.noop)}${beside('noop')}; calling a bulk API of ${batch.bulkApi.fixedMs} ms + ${batch.bulkApi.perItemMs} ms an item, ${pair(batch.bulk_api)}${beside('bulk_api')}.`;
 }
 
 /** What each system ran with: the settings the run records, flattened. */
@@ -201,6 +207,7 @@ function scheduleTickBlock({ bench: r }: Results): string {
     ...(t.pgboss
       ? [
           `| pg-boss 12's pass over as many schedules | reads every row (${ms(t.pgboss.read_all_ms)}) and evaluates every cron (${ms(t.pgboss.evaluate_ms)}) every 30 s on one leader |`,
+          ...(t.pgboss.pass_ms !== undefined ? [pgBossOwnPassRow(t.pgboss, t.due)] : []),
         ]
       : []),
     '',

@@ -6,7 +6,7 @@
  * adds the soak phase (bench/soak.ts: claims while VACUUM lags, both completion modes; 24 min, or
  * 4 min with --quick), also written to bench/RESULTS.soak.json; `--soak-only` runs just that phase,
  * prints it and writes that file.
- * `--batch-only` runs just the batch_handler phase (bench/batch-handler.ts) and prints it;
+ * `--batch-only` runs just the batch_handler phase (bench/batch-handler.ts, pg-boss beside skiplock) and prints it;
  * `--events-only` just the events_publish phase (bench/events.ts).
  * Phase 12 (`schedule_tick`, bench/schedule-tick.ts): 1,000,000 run-time schedules, 1,000 due;
  * `--schedule-tick-only` runs just that phase and prints it.

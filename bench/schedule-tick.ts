@@ -4,19 +4,16 @@
  * index on next_run_at, then one statement that moves them and inserts their jobs): ms per tick,
  * statements per tick, occurrences per second; the same with nothing due, and the probe the
  * invocation's sweep carries (the cost an app with nothing due pays per invocation); 4 ticks at
- * once on the same 1,000 (no duplicates). Beside it, what pg-boss's schedule pass reads and
- * evaluates every 30 s on one leader with the same number of schedules: every row (getSchedules'
- * statement), and a cron evaluation per row (its parser, cron-parser, timed on 20,000 rows).
+ * once on the same 1,000 (no duplicates). Beside it, pg-boss's schedule pass every 30 s on one
+ * leader with as many schedules, as many of them due (bench/schedule-tick-pgboss.ts).
  */
-import { CronExpressionParser } from 'cron-parser';
-import pg from 'pg';
-import { PgBoss } from 'pg-boss';
 import { silentLogger } from '../core/logger.js';
 import { runRuntimeSchedules } from '../core/runtime-schedules.js';
 import { connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { sweepDoomed } from '../db/statements/bury.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, withClient } from './db.js';
+import { type PgBossPassFigures, pgBossSchedulePass } from './schedule-tick-pgboss.js';
 
 export interface ScheduleTickParams {
   schedules: number;
@@ -43,14 +40,12 @@ export interface ScheduleTickResult {
   concurrent_ticks_ms: number;
   concurrent_jobs: number;
   /**
-   * pg-boss 12's schedule pass over the same number of schedules, every 30 s on one leader: reading
-   * every row, and evaluating every cron (cron-parser on 20,000 rows, scaled to all).
+   * pg-boss 12's schedule pass over the same schedules, `due` of them due, every 30 s on one leader
+   * (bench/schedule-tick-pgboss.ts); its own pass and forwarding only in runs after they were measured.
    */
-  pgboss?: { read_all_ms: number; evaluate_ms: number; rows: number };
+  pgboss?: PgBossPassFigures;
 }
 
-/** Rows of pg-boss's table evaluated to time its per-row cron evaluation (scaled to all of them). */
-const SAMPLE = 20_000;
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 const round = (n: number) => Math.round(n * 10) / 10;
 
@@ -160,73 +155,11 @@ export async function runScheduleTick(
       concurrent_ticks_ms: round(concurrentMs),
       concurrent_jobs: jobs,
     };
-    result.pgboss = await pgBossPass(url, params, log);
+    result.pgboss = await pgBossSchedulePass(url, params, log);
     return result;
   } finally {
     await db.close();
     await dropDatabase(server, 'skiplock_bench_schedules');
-  }
-}
-
-/**
- * pg-boss's schedule pass over the same number of schedules: its cron pass reads every row of its
- * schedule table (the statement of getSchedules) and evaluates each expression. Timed here as those
- * two parts: the read over pg, and its parser (cron-parser) on each row, timed on 20,000 rows and
- * scaled to all of them.
- */
-async function pgBossPass(
-  url: string,
-  params: ScheduleTickParams,
-  log: (line: string) => void,
-): Promise<ScheduleTickResult['pgboss']> {
-  const boss = new PgBoss({ connectionString: url, schedule: false, supervise: false, max: 4 });
-  boss.on('error', () => {});
-  await boss.start();
-  try {
-    await boss.createQueue('digest');
-    await withClient(url, (c) =>
-      c.query(
-        `insert into pgboss.schedule (name, key, cron, timezone, data, options)
-         select 'digest', 'user-' || i, (i % 60) || ' * * * *', 'UTC', jsonb_build_object('user', i), '{}'
-         from generate_series(1, $1::int) i`,
-        [params.schedules],
-      ),
-    );
-    await vacuumAnalyze(url);
-    const reads: number[] = [];
-    const evaluations: number[] = [];
-    let rows = 0;
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      for (let rep = 0; rep < params.reps; rep++) {
-        const started = performance.now();
-        const all = (
-          await client.query(
-            'SELECT name, key, kind, cron, timezone, data, options, created_on, updated_on FROM pgboss.schedule ORDER BY name, key',
-          )
-        ).rows as { cron: string; timezone: string }[];
-        reads.push(performance.now() - started);
-        rows = all.length;
-        // Its parser (cron-parser) on the first SAMPLE rows, scaled to all of them.
-        const now = new Date('2030-01-01T00:00:30Z');
-        const evaluated = performance.now();
-        let due = 0;
-        for (const s of all.slice(0, SAMPLE)) {
-          const previous = CronExpressionParser.parse(s.cron, { tz: s.timezone, currentDate: now }).prev();
-          if (now.getTime() - previous.getTime() < 60_000) due++;
-        }
-        evaluations.push(((performance.now() - evaluated) * all.length) / Math.min(SAMPLE, all.length));
-        if (due === 0) throw new Error('pg-boss pass: nothing due');
-      }
-    } finally {
-      await client.end();
-    }
-    const pass = { read_all_ms: round(median(reads)), evaluate_ms: Math.round(median(evaluations)), rows };
-    log(`  pg-boss pass over ${rows} schedules: read ${pass.read_all_ms} ms, evaluate ${pass.evaluate_ms} ms`);
-    return pass;
-  } finally {
-    await boss.stop({ graceful: false }).catch(() => {});
   }
 }
 
@@ -238,7 +171,15 @@ export function scheduleTickSection(r: ScheduleTickResult): string {
 
 ${n(r.schedules)} run-time schedules, ${n(r.due)} of them due, ticked as a worker invocation ticks them
 (\`runRuntimeSchedules\`: a claim through the partial index on \`next_run_at\`, the occurrences in
-JavaScript, one statement that moves them and inserts their jobs).
+JavaScript, one statement that moves them and inserts their jobs).${
+    pass?.pass_ms !== undefined
+      ? `
+pg-boss: as many rows in its schedule table, as many due at the pass (\`0 * * * *\`, the others at
+minutes 1 to 59), its pass read and evaluated as parts (repeated) and run whole once
+(bench/schedule-tick-pgboss.ts); its pass files the due occurrences in an internal send-it queue,
+whose worker sends each to its queue.`
+      : ''
+  }
 
 | | figure |
 | --- | --- |
@@ -246,6 +187,13 @@ JavaScript, one statement that moves them and inserts their jobs).
 | 4 ticks at once on the same ${n(r.due)} | ${r.concurrent_ticks_ms} ms for all, ${n(r.concurrent_jobs)} jobs (one per occurrence) |
 | a tick with nothing due (called on its own) | ${r.idle_tick_ms} ms, ${r.idle_tick_statements} statement |
 | the invocation's sweep without / with the probe it carries (what a worker pays when nothing is due) | ${r.idle_sweep_ms} / ${r.idle_sweep_with_probe_ms} ms, no statement of its own |
-${pass ? `| pg-boss 12's schedule pass over ${n(pass.rows)} schedules (every 30 s, one leader): read every row / evaluate every cron | ${n(pass.read_all_ms)} / ${n(pass.evaluate_ms)} ms (evaluation: cron-parser on 20,000 rows, scaled) |\n` : ''}
+${pass ? `| pg-boss 12's schedule pass over ${n(pass.rows)} schedules (every 30 s, one leader): read every row / evaluate every cron | ${n(pass.read_all_ms)} / ${n(pass.evaluate_ms)} ms (evaluation: cron-parser on 20,000 rows, scaled) |\n` : ''}${pass?.pass_ms !== undefined ? `${pgBossOwnPassRow(pass, r.due)}\n` : ''}
 `;
+}
+
+/** pg-boss's own pass and forwarding, as a row of a two-column table (runs that measured it). */
+export function pgBossOwnPassRow(pass: PgBossPassFigures, due: number): string {
+  const n = (v: number | undefined) => (v ?? 0).toLocaleString('en-US');
+  const waits = (pass.forward_clock_steps ?? 0) * (pass.forward_poll_s ?? 0);
+  return `| pg-boss 12's own pass (one run, driven by its \`TestClock\` at the due minute): from its start to the ${n(due)} occurrences in its send-it queue / their forwarding, ${n(pass.forward_clock_steps)} fetches ${pass.forward_poll_s} s apart | ${n(pass.pass_ms)} ms / ${n(pass.forward_ms)} ms of work at most (the clock's settling between steps included), the last occurrence in its queue up to ${n(waits)} s after the pass in a deployment |`;
 }
