@@ -312,21 +312,13 @@ async function runClaim(db: Executor, schema: string, request: ClaimRequest, sha
     progress,
     traceContext,
   ] of row.jobs ?? []) {
-    result.jobs.push({
-      id,
-      kind,
-      queue,
-      payload,
-      priority,
-      attempt,
-      maxAttempts,
-      leaseToken,
-      correlationId,
-      ...(orderingKey === null ? {} : { orderingKey }),
-      ...(destination === null ? {} : { destination }),
-      ...(progress === null ? {} : { progress }),
-      ...(traceContext === null ? {} : { traceContext }),
-    });
+    const job: ClaimedJob = { id, kind, queue, payload, priority, attempt, maxAttempts, leaseToken, correlationId };
+    // Set only when present, as before; without a spread per field (four objects per job).
+    if (orderingKey !== null) job.orderingKey = orderingKey;
+    if (destination !== null) job.destination = destination;
+    if (progress !== null) job.progress = progress;
+    if (traceContext !== null) job.traceContext = traceContext;
+    result.jobs.push(job);
   }
   return result;
 }
