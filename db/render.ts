@@ -1,5 +1,5 @@
-import type { SQL } from 'drizzle-orm';
 import { CasingCache } from 'drizzle-orm/casing';
+import { type BuildQueryConfig, type QueryWithTypings, SQL } from 'drizzle-orm/sql/sql';
 
 /**
  * The rendering settings of Drizzle's Postgres dialect (PgDialect.sqlToQuery), without a dialect:
@@ -15,4 +15,23 @@ const RENDERING = {
 /** A statement as the text and parameters Postgres receives. */
 export function renderSql(statement: SQL): { sql: string; params: unknown[] } {
   return statement.toQuery(RENDERING);
+}
+
+/**
+ * A statement rendered already (db/statements/claim-cache.ts): Drizzle and the drivers take it as
+ * any other statement and render nothing again. Never a part of another statement.
+ */
+export class RenderedSql extends SQL {
+  readonly #text: string;
+  readonly #params: unknown[];
+
+  constructor(text: string, params: unknown[]) {
+    super([]);
+    this.#text = text;
+    this.#params = params;
+  }
+
+  override toQuery(_config?: BuildQueryConfig): QueryWithTypings {
+    return { sql: this.#text, params: this.#params };
+  }
 }

@@ -251,19 +251,15 @@ export class Attempt implements ContextSource {
       return;
     }
     const { job } = this;
-    this.#finish({
-      job,
-      startedAt: this.startedAt,
-      outcome: {
-        id: job.id,
-        leaseToken: job.leaseToken,
-        outcome: 'completed',
-        ...(result === undefined ? {} : { result }),
-        ...keyOf(job),
-        ...destinationOf(this, undefined),
-      },
-      reason: undefined,
-    });
+    const outcome: Outcome = { id: job.id, leaseToken: job.leaseToken, outcome: 'completed' };
+    // Each field only when there is one, as keyOf and destinationOf give them (no object per field).
+    if (result !== undefined) outcome.result = result;
+    if (job.orderingKey) outcome.orderingKey = job.orderingKey;
+    if (job.destination) {
+      const { destination } = destinationOf(this, undefined);
+      if (destination) outcome.destination = destination;
+    }
+    this.#finish({ job, startedAt: this.startedAt, outcome, reason: undefined });
   }
 
   /** The handler threw (or the attempt was aborted): a lost lease, or a failure to write. */

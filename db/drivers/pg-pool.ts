@@ -80,14 +80,20 @@ export function namedRunner(pool: pg.Pool): (statement: SQL) => Promise<unknown[
  * has its own Sync: when the statement fails, COMMIT ends the aborted transaction as a ROLLBACK.
  */
 async function hotTransaction(client: pg.PoolClient, statement: pg.QueryConfig): Promise<unknown[]> {
-  const pipelined = client as pg.PoolClient & { pipeline?: boolean };
+  const pipelined = client as pg.PoolClient & { pipeline?: boolean; connection?: { stream?: Corkable } };
   pipelined.pipeline = true;
   try {
-    const [begun, ran, committed] = await Promise.allSettled([
-      client.query(HOT_PLANS),
-      client.query(statement),
-      client.query('commit'),
-    ]);
+    // In pipeline mode each query is written as it is given: corked, the three leave in one write
+    // (one system call, one wake-up of the server's process) instead of three.
+    const stream = pipelined.connection?.stream;
+    stream?.cork?.();
+    let sent: [Promise<pg.QueryResult>, Promise<pg.QueryResult>, Promise<pg.QueryResult>];
+    try {
+      sent = [client.query(HOT_PLANS), client.query(statement), client.query('commit')];
+    } finally {
+      stream?.uncork?.();
+    }
+    const [begun, ran, committed] = await Promise.allSettled(sent);
     for (const step of [begun, ran, committed]) if (step.status === 'rejected') throw step.reason;
     return (ran as PromiseFulfilledResult<pg.QueryResult>).value.rows;
   } finally {
@@ -95,6 +101,9 @@ async function hotTransaction(client: pg.PoolClient, statement: pg.QueryConfig):
     pipelined.pipeline = false;
   }
 }
+
+/** A socket that can hold its writes back (not every stream pg runs on can: cork is optional). */
+type Corkable = { cork?: () => void; uncork?: () => void };
 
 /**
  * Runs `work` on one connection of the pool and gives it back. After a failure the transaction is

@@ -4,6 +4,7 @@ import type { BreakerMove, Completion, Outcome, SettleReport } from '../../base/
 import type { ClaimedJob } from '../../base/rows.js';
 import { queryHotRows, sqlStateOf } from '../execute.js';
 import type { Executor } from '../executor.js';
+import { cachedClaimStatement } from './claim-cache.js';
 import {
   appendCapped,
   epochMs,
@@ -33,7 +34,14 @@ import {
   rateHeldCte,
   recordRateStartsCte,
 } from './rate-limits.js';
-import { addReportTuples, type SettleReportTuple, settleCtes, settleOutcomes, settleReportJson } from './settle.js';
+import {
+  addReportTuples,
+  type SettleParams,
+  type SettleReportTuple,
+  settleCtes,
+  settleOutcomes,
+  settleReportJson,
+} from './settle.js';
 import { closedWindowsCte, type DeclaredWindow, inWindow } from './windows.js';
 
 export interface ClaimRequest {
@@ -249,7 +257,9 @@ const RICHNESS: Record<Shape, number> = { plain: 0, ordered: 1, limited: 2, rate
 async function runClaim(db: Executor, schema: string, request: ClaimRequest, shape: Shape): Promise<ClaimResult> {
   // A shape that finds it needs a richer one claims nothing, so its follower may use the same token.
   const leaseToken = request.leaseToken ?? randomUUID();
-  const statement = claimStatement(schema, request, shape, leaseToken);
+  const statement =
+    cachedClaimStatement(schema, request, shape, leaseToken, claimStatement) ??
+    claimStatement(schema, request, shape, leaseToken);
   // The plain claim walks an index under LIMIT: its plan's cost does not grow with the backlog.
   const hint = { cheap: shape === 'plain' };
   // Two heads of one ordering key can both be ready when their enqueues raced (neither saw the
@@ -302,27 +312,28 @@ async function runClaim(db: Executor, schema: string, request: ClaimRequest, sha
     progress,
     traceContext,
   ] of row.jobs ?? []) {
-    result.jobs.push({
-      id,
-      kind,
-      queue,
-      payload,
-      priority,
-      attempt,
-      maxAttempts,
-      leaseToken,
-      correlationId,
-      ...(orderingKey === null ? {} : { orderingKey }),
-      ...(destination === null ? {} : { destination }),
-      ...(progress === null ? {} : { progress }),
-      ...(traceContext === null ? {} : { traceContext }),
-    });
+    const job: ClaimedJob = { id, kind, queue, payload, priority, attempt, maxAttempts, leaseToken, correlationId };
+    // Set only when present, as before; without a spread per field (four objects per job).
+    if (orderingKey !== null) job.orderingKey = orderingKey;
+    if (destination !== null) job.destination = destination;
+    if (progress !== null) job.progress = progress;
+    if (traceContext !== null) job.traceContext = traceContext;
+    result.jobs.push(job);
   }
   return result;
 }
 
-/** The claim statement of one shape for a request (exported for scripts/claim-shapes.ts, which renders them). */
-export function claimStatement(schema: string, request: ClaimRequest, shape: Shape, leaseToken: string): SQL {
+/**
+ * The claim statement of one shape for a request (exported for scripts/claim-shapes.ts, which renders
+ * them). `settleParams`: placeholders for the settle's parameters (claim-cache.ts renders it so).
+ */
+export function claimStatement(
+  schema: string,
+  request: ClaimRequest,
+  shape: Shape,
+  leaseToken: string,
+  settleParams?: SettleParams,
+): SQL {
   const limiting = shape === 'limited' || shape === 'rated';
   const rated = shape === 'rated';
   const settle = request.settle ?? [];
@@ -453,7 +464,7 @@ export function claimStatement(schema: string, request: ClaimRequest, shape: Sha
           where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)))`;
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
-    ${hasSettle ? sql`${settleCtes(schema, settle, request.completion)},` : sql``}
+    ${hasSettle ? sql`${settleCtes(schema, settle, request.completion, settleParams)},` : sql``}
     ${claimShapeCte(schema, {
       kinds,
       queues: request.queues,

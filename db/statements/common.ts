@@ -1,4 +1,4 @@
-import { type SQL, sql } from 'drizzle-orm';
+import { type Placeholder, type SQL, sql } from 'drizzle-orm';
 
 /** `"schema"."jobs"` for an already validated schema name. */
 export function jobsRef(schema: string): SQL {
@@ -27,10 +27,12 @@ export function holdsKey(alias: string): SQL {
 
 /**
  * The statement's notion of "now": the database clock, read with clock_timestamp() so a
- * long caller transaction does not freeze it. Tests pass `now` to move time without sleeping.
+ * long caller transaction does not freeze it. Tests pass `now` to move time without sleeping (a
+ * cached statement, a placeholder for it: claim-cache.ts).
  */
-export function nowExpr(now: Date | undefined): SQL {
-  return now ? sql`${now.toISOString()}::timestamptz` : sql`clock_timestamp()`;
+export function nowExpr(now: Date | Placeholder | undefined): SQL {
+  if (!now) return sql`clock_timestamp()`;
+  return sql`${now instanceof Date ? now.toISOString() : now}::timestamptz`;
 }
 
 /** Timestamps leave the database as epoch milliseconds: one format for every driver. */

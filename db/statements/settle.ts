@@ -112,9 +112,14 @@ export function settleReportJson(): SQL {
  * RETURNING id, state, dead_reason, run_at, and `parent`: whether jobs wait for it) and `settle_done` (reading it runs every write),
  * for use after a `clock` CTE; claimJobs runs them in the same statement as the next claim.
  */
-export function settleCtes(schema: string, outcomes: readonly Outcome[], completion: Completion = 'keep'): SQL {
+export function settleCtes(
+  schema: string,
+  outcomes: readonly Outcome[],
+  completion: Completion = 'keep',
+  params: SettleParams = settleParams(outcomes),
+): SQL {
   const release = releaseNextCtes(schema, outcomes);
-  const input = sql`settle_input as (${settleInput(outcomes)})`;
+  const input = sql`settle_input as (${settleInput(params)})`;
   // What the attempts did to their destinations: written in the settle's part of the statement,
   // before the claim locks anything (settle_done gates the claim), so the destinations' row locks
   // come first in every statement, in name order (record_destination_outcomes).
@@ -122,7 +127,7 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
   const record = destined ? sql`${recordDestinationsCte(schema, outcomes)}, ` : sql``;
   const recorded = destined ? sql` + (select count(*) from destination_moves)` : sql``;
   if (completion === 'keep') {
-    return sql`${input}, settled as (${settleUpdate(schema, outcomes)}), ${record}
+    return sql`${input}, settled as (${settleUpdate(schema, outcomes, params)}), ${record}
       settle_done as (select (select count(*) from settled)${recorded} as n)${release}`;
   }
   // 'delete': completed rows go, except those holding a dedupe window (their row is the window) and
@@ -148,9 +153,9 @@ export function settleCtes(schema: string, outcomes: readonly Outcome[], complet
       returning 1)`,
     // Only the completions the delete left are looked up: by all of settle_input, the update probed
     // the primary key for each of the batch's rows the delete had just removed (45 % of the settle).
-    sql`kept as (${settleUpdate(schema, completions, sql`select r.id from settle_input r where r.id not in (select id from deleted) ${onlyCompletions}`)})`,
+    sql`kept as (${settleUpdate(schema, completions, params, sql`select r.id from settle_input r where r.id not in (select id from deleted) ${onlyCompletions}`)})`,
   ];
-  if (others.length > 0) parts.push(sql`others as (${settleUpdate(schema, others)})`);
+  if (others.length > 0) parts.push(sql`others as (${settleUpdate(schema, others, params)})`);
   parts.push(sql`settled as (
     select d.id, 'completed'::text as state, null::text as dead_reason, null::timestamptz as run_at, false as parent
     from deleted d
@@ -183,14 +188,27 @@ function settleReportRows(): SQL {
 }
 
 /**
- * Each outcome's id and lease token. A lease token is issued per claim, so a batch carries a
- * handful of distinct tokens: they are sent once, and each id refers to its token by position.
+ * What a settle sends as parameters, apart from the outcomes' form (which decides its text): each
+ * outcome's id and lease token, and the completions' results. A cached statement (claim-cache.ts)
+ * is rendered with placeholders in their place and filled with these for each batch.
  */
-function settleInput(outcomes: readonly Outcome[]): SQL {
+export interface SettleParams {
+  /** The batch's distinct lease tokens (a token is issued per claim: a handful per batch). */
+  tokens: readonly string[];
+  /** The ids, comma-separated (see idList). */
+  ids: string;
+  /** For each id, the position of its token in `tokens` (from 1), comma-separated. */
+  tokenAt: string;
+  /** The completions' results as one JSON array of {id, result}, when some return one. */
+  results: string | undefined;
+}
+
+export function settleParams(outcomes: readonly Outcome[]): SettleParams {
   const tokens: string[] = [];
   const positions = new Map<string, number>();
   const ids: string[] = new Array(outcomes.length);
   const tokenAt: number[] = new Array(outcomes.length);
+  let results: string[] | undefined;
   for (let i = 0; i < outcomes.length; i++) {
     const o = outcomes[i] as Outcome;
     let position = positions.get(o.leaseToken);
@@ -201,9 +219,27 @@ function settleInput(outcomes: readonly Outcome[]): SQL {
     }
     ids[i] = o.id;
     tokenAt[i] = position;
+    // Each handler's JSON text spliced in as it is (no re-parse).
+    if (o.outcome === 'completed' && o.result !== undefined) {
+      results ??= [];
+      results.push(`{"id":${o.id},"result":${o.result}}`);
+    }
   }
-  return sql`select r.id, (${sql.param(tokens)}::uuid[])[r.t] as token
-    from unnest(${idList(ids)}, string_to_array(${tokenAt.join(',')}, ',')::int[]) as r(id, t)`;
+  return {
+    tokens,
+    ids: ids.join(','),
+    tokenAt: tokenAt.join(','),
+    results: results === undefined ? undefined : `[${results.join(',')}]`,
+  };
+}
+
+/**
+ * Each outcome's id and lease token. A lease token is issued per claim, so a batch carries a
+ * handful of distinct tokens: they are sent once, and each id refers to its token by position.
+ */
+function settleInput(params: SettleParams): SQL {
+  return sql`select r.id, (${sql.param(params.tokens)}::uuid[])[r.t] as token
+    from unnest(string_to_array(${params.ids}, ',')::bigint[], string_to_array(${params.tokenAt}, ',')::int[]) as r(id, t)`;
 }
 
 /**
@@ -230,24 +266,24 @@ const heldById = (): SQL => sql`(case when j.state = 'running' then true end)`;
 function settleUpdate(
   schema: string,
   outcomes: readonly Outcome[],
+  params: SettleParams,
   among: SQL = sql`select id from settle_input`,
 ): SQL {
   const jobs = jobsRef(schema);
   const now = sql`(select now from clock)`;
   if (outcomes.every((o) => o.outcome === 'completed')) {
-    const results = outcomes.filter((o) => o.outcome === 'completed' && o.result !== undefined);
-    // Results ride as one JSON array, each handler's JSON text spliced in as it is (no re-parse).
-    const resultsFrom =
-      results.length === 0
-        ? sql``
-        : sql` left join jsonb_to_recordset(${`[${results.map((o) => `{"id":${o.id},"result":${(o as { result: string }).result}}`).join(',')}]`}::jsonb)
-            as x(id bigint, result jsonb) on x.id = r.id`;
+    // Results ride as one JSON array (SettleParams.results).
+    const withResults = outcomes.some((o) => o.outcome === 'completed' && o.result !== undefined);
+    const resultsFrom = withResults
+      ? sql` left join jsonb_to_recordset(${params.results}::jsonb)
+            as x(id bigint, result jsonb) on x.id = r.id`
+      : sql``;
     return sql`update ${jobs} j set
         lease_token = r.token,
         state = 'completed',
         finished_at = ${now},
         lease_expires_at = null,
-        ${results.length === 0 ? sql`` : sql`result = x.result,`}
+        ${withResults ? sql`result = x.result,` : sql``}
         updated_at = ${now}
       from settle_input r${resultsFrom}
       where j.id = r.id and ${byIds(among)} and j.lease_token = r.token and ${heldById()}
