@@ -139,6 +139,8 @@ function serverlessBlock({ serverless: s }: Results): string {
     `| the same without a nudge, a ${s.nudge.cron.tickMs / 1000} s cron tick, p50 | ${ms(s.nudge.cron.p50)} | – | – |`,
     burst('pg'),
     burst('neon-http'),
+    // The same bursts over a slow link (issue 41), when the run had them.
+    ...s.bursts.filter((b) => (b.addedRoundTripMs ?? 0) > 0).map((b) => burst(b.label)),
     '',
     `| K invocations, no-op jobs, jobs/s | skiplock | graphile-worker | floor | skiplock ÷ floor | skiplock ÷ its K = 4 | floor ÷ its K = 4 |`,
     '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |',

@@ -1,9 +1,10 @@
 /**
  * Dev probe: the serverless bench's burst drain alone
- * (`node .bench/probe-burst.mjs [pg|neon-http|neon-http-apart|floor|floor-neon-http] [ROUNDS]`), the same
- * parameters as `npm run bench:serverless` phase 2, for A/B runs of the small-batch path.
+ * (`node .bench/probe-burst.mjs [pg|neon-http|neon-http-apart|floor|floor-neon-http] [ROUNDS] [ADDED_RTT_MS]`),
+ * the same parameters as `npm run bench:serverless` phase 2, for A/B runs of the small-batch path.
  * neon-http: the SQL-over-HTTP endpoint in this process; neon-http-apart and floor-neon-http: in a
- * process of its own (bench/serverless/neon-endpoint.ts), as the bench runs it.
+ * process of its own (bench/serverless/neon-endpoint.ts), as the bench runs it. ADDED_RTT_MS: a slow
+ * link (the bench's `--rtt`): on pg a delaying proxy, on neon-http-apart the endpoint's own delay.
  */
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { startLocalNeon } from '../testing/neon-local.js';
@@ -31,6 +32,10 @@ process.on('uncaughtException', (err) => {
 const mode = process.argv[2] ?? 'pg';
 const driver = mode.includes('neon-http') ? 'neon-http' : 'pg';
 const rounds = Number(process.argv[3] ?? 1);
+const addedRoundTripMs = Number(process.argv[4] ?? 0);
+if (addedRoundTripMs > 0 && mode !== 'pg' && mode !== 'neon-http-apart') {
+  throw new Error('a slow link (ADDED_RTT_MS) is measured on pg and neon-http-apart');
+}
 const params = {
   jobs: 10_000,
   jobMs: 100,
@@ -44,7 +49,7 @@ const neon =
   mode === 'neon-http'
     ? await startLocalNeon()
     : driver === 'neon-http'
-      ? await startNeonHttpEndpointProcess()
+      ? await startNeonHttpEndpointProcess(addedRoundTripMs)
       : undefined;
 for (let r = 0; r < rounds; r++) {
   const url = await freshDatabase(server, 'skiplock_probe_burst');
@@ -57,9 +62,13 @@ for (let r = 0; r < rounds; r++) {
     );
     continue;
   }
-  const result = await measureBurstDrain(url, { driver, label: driver, ...(neon ? { neon: neon.neon } : {}) }, params);
+  const result = await measureBurstDrain(
+    url,
+    { driver, label: driver, addedRoundTripMs, ...(neon ? { neon: neon.neon } : {}) },
+    params,
+  );
   console.log(
-    `${mode}: ${result.seconds} s (÷ ideal ${(result.seconds / result.idealSeconds).toFixed(2)}), ${result.statementsPerJob} statements per job, load ${JSON.stringify(result.load)}`,
+    `${mode}${addedRoundTripMs > 0 ? ` +${addedRoundTripMs} ms` : ''}: ${result.seconds} s (÷ ideal ${(result.seconds / result.idealSeconds).toFixed(2)}), ${result.statementsPerJob} statements per job, load ${JSON.stringify(result.load)}`,
   );
 }
 await neon?.close();

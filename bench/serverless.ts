@@ -1,7 +1,8 @@
 /**
- * `npm run bench:serverless [-- --quick] [-- --json]`: the serverless benchmark of issue 11 — how
- * soon a nudged job starts, how fast fan-out drains a burst under the invocation cap, and how K
- * concurrent invocations share the head of the queue. Writes bench/RESULTS.serverless.json (every
+ * `npm run bench:serverless [-- --quick] [-- --json] [-- --rtt N]`: the serverless benchmark of issue
+ * 11 — how soon a nudged job starts, how fast fan-out drains a burst under the invocation cap (on pg
+ * and neon-http, and again with N ms added to every round trip to the database: 20 unless `--rtt`
+ * says otherwise, `--rtt 0` for none), and how K concurrent invocations share the head of the queue. Writes bench/RESULTS.serverless.json (every
  * figure, the source the docs quote) and bench/RESULTS.serverless.md rendered from it, with the
  * hand-written notes of bench/serverless/NOTES.md appended (a --quick run: the `.quick` siblings,
  * not committed); with --json, also prints a summary as one JSON object on stdout.
@@ -31,6 +32,10 @@ await serveNeonHttpEndpointIfAsked();
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const asJson = args.includes('--json');
+/** The slow link's added round trip (issue 41): `--rtt N`, 20 ms by default, 0 for none. */
+const rttArg = args.indexOf('--rtt');
+const ADDED_RTT_MS = rttArg >= 0 ? Number(args[rttArg + 1]) : 20;
+if (!(Number.isFinite(ADDED_RTT_MS) && ADDED_RTT_MS >= 0)) throw new Error('--rtt takes a number of ms, 0 or more');
 const log = progressLog(asJson);
 
 const PARAMS = quick
@@ -111,6 +116,25 @@ try {
   log(`  the floors (no library, every loop from the start): ${JSON.stringify(burstFloors)}`);
   // Tried: a local queue of one more batch per invocation, so the claim's round trip overlaps the running jobs.
   await burst({ driver: 'pg', label: 'pg, SKIPLOCK_BATCH_SIZE=20 (tried)', env: { SKIPLOCK_BATCH_SIZE: '20' } });
+  // A function far from its database (issue 41): the same bursts with every round trip slower (after
+  // the others: the docs quote bursts 0 to 2 by their place).
+  if (ADDED_RTT_MS > 0) {
+    const slow = await startNeonHttpEndpointProcess(ADDED_RTT_MS);
+    try {
+      await burst(
+        {
+          driver: 'neon-http',
+          label: `neon-http +${ADDED_RTT_MS} ms`,
+          neon: slow.neon,
+          addedRoundTripMs: ADDED_RTT_MS,
+        },
+        (url) => warmNeonHttpEndpoint(slow, url, 20, 10),
+      );
+    } finally {
+      await slow.close();
+    }
+    await burst({ driver: 'pg', label: `pg +${ADDED_RTT_MS} ms`, addedRoundTripMs: ADDED_RTT_MS });
+  }
   const coldImportMs = await workerColdImportMs();
   log(`  worker bundle cold import ${coldImportMs} ms`);
 
@@ -167,6 +191,11 @@ try {
           limit: pgBurst.limit,
           lost: pgBurst.lost,
         },
+        burst_drain_by_driver: Object.fromEntries(
+          bursts
+            .filter((b) => !b.label.includes('(tried)'))
+            .map((b) => [b.label, { seconds: b.seconds, ideal_seconds: b.idealSeconds }]),
+        ),
         burst_floor: Object.fromEntries(
           burstFloors.map((f) => [f.transport, { seconds: f.seconds, ideal_seconds: f.idealSeconds }]),
         ),

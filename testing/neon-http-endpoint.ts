@@ -8,14 +8,17 @@ import { Faults } from './faults.js';
  * POST, or a batch run in BEGIN … COMMIT. Values go back as raw text (the driver parses
  * them), rows as arrays, errors as HTTP 400 with the SQLSTATE — what drizzle's neon-http
  * driver expects. `faults` act per request: refused (503) or dropped before it runs, its answer
- * lost after it committed, answered late, or never answered.
+ * lost after it committed, answered late, or never answered. `addedRoundTripMs` plays a link that
+ * far from the database: every request waits half of it before it runs and half before its answer.
  */
-export async function startNeonHttpEndpoint(options: { faults?: Faults } = {}): Promise<{
+export async function startNeonHttpEndpoint(options: { faults?: Faults; addedRoundTripMs?: number } = {}): Promise<{
   url: string;
   faults: Faults;
   close(): Promise<void>;
 }> {
   const faults = options.faults ?? new Faults();
+  const halfTrip = (options.addedRoundTripMs ?? 0) / 2;
+  const travel = () => (halfTrip > 0 ? new Promise((resolve) => setTimeout(resolve, halfTrip)) : undefined);
   const pools = new Map<string, pg.Pool>();
   const poolFor = (connectionString: string) => {
     let pool = pools.get(connectionString);
@@ -65,6 +68,7 @@ export async function startNeonHttpEndpoint(options: { faults?: Faults } = {}): 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
+    await travel();
     const reply = (status: number, body: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(body));
@@ -103,6 +107,7 @@ export async function startNeonHttpEndpoint(options: { faults?: Faults } = {}): 
       return;
     }
     if (fault?.mode === 'slow') await new Promise((resolve) => setTimeout(resolve, fault?.delayMs));
+    await travel();
     reply(answer.status, answer.body);
   };
 

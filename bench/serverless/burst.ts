@@ -14,6 +14,7 @@ import { scheduledEvent } from '../../testing/events.js';
 import { vacuumAnalyze } from '../db.js';
 import { round, sleep } from './figures.js';
 import { startInvokeEndpoint } from './lambda-endpoint.js';
+import { startSlowLink } from './slow-link.js';
 import { INVOCATION_APP, type LoggedLine, workerFunction } from './worker-function.js';
 
 export interface BurstParams {
@@ -35,11 +36,19 @@ export interface BurstVariant {
   neon?: NeonOptions;
   /** More SKIPLOCK_* variables for the function (what was tried). */
   env?: Record<string, string>;
+  /**
+   * A slow link: ms added to each round trip between the function and the database. On pg the
+   * function's connections go through a delaying TCP proxy (bench/serverless/slow-link.ts); on
+   * neon-http the endpoint in `neon` must have been started with the same delay (neon-endpoint.ts).
+   */
+  addedRoundTripMs?: number;
 }
 
 export interface BurstResult {
   driver: Driver;
   label: string;
+  /** The round trip the slow link added, ms (absent or 0: none; runs before issue 41 did not record it). */
+  addedRoundTripMs?: number;
   seconds: number;
   idealSeconds: number;
   /** Every invocation the endpoint ran: the tick's and those fan-out started. */
@@ -149,9 +158,11 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
   });
   await seedBurst(url, wait100, params.jobs);
 
+  const addedRoundTripMs = variant.addedRoundTripMs ?? 0;
+  const link = driver === 'pg' && addedRoundTripMs > 0 ? await startSlowLink(url, addedRoundTripMs) : undefined;
   const fn = workerFunction({
     functionName: FUNCTION,
-    connectionString: url,
+    connectionString: link ? link.url(url) : url,
     env: {
       SKIPLOCK_DRIVER: driver,
       SKIPLOCK_CONCURRENCY: String(params.concurrency),
@@ -270,6 +281,7 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
     return {
       driver,
       label: variant.label,
+      addedRoundTripMs,
       seconds: round(seconds, 2),
       idealSeconds: round((params.jobs * params.jobMs) / 1000 / (params.concurrency * params.maxInvocations), 2),
       invocationsStarted: endpoint.invokes.length,
@@ -300,5 +312,6 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
     await endpoint.close();
     await fn.close();
     await monitor.end();
+    await link?.close();
   }
 }

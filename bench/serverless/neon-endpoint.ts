@@ -10,11 +10,15 @@ import { localNeonOptions } from '../../testing/neon-local.js';
 /** The environment variable that turns a bench bundle into the SQL-over-HTTP endpoint alone. */
 const ROLE = 'SKIPLOCK_BENCH_ROLE';
 const ENDPOINT_ROLE = 'neon-http-endpoint';
+/** The round trip the endpoint's process adds to every request (ms), when started for a slow link. */
+const ROUND_TRIP = 'SKIPLOCK_BENCH_ADDED_RTT_MS';
 
 export interface NeonHttpEndpointProcess {
   /** For `connect({ driver: 'neon-http', neon })`: the endpoint's URL as Neon's fetchEndpoint. */
   neon: NeonOptions;
   url: string;
+  /** What it adds to every request's round trip, ms (a slow link; 0: none). */
+  addedRoundTripMs: number;
   close(): Promise<void>;
 }
 
@@ -23,13 +27,15 @@ export interface NeonHttpEndpointProcess {
  * Neon's proxy is a machine of its own: its JSON work and its pool then stop competing with the
  * invocations for this process's event loop (they still share the machine's cores). It is this
  * same bundle started again with SKIPLOCK_BENCH_ROLE set: the entry point calls
- * `serveNeonHttpEndpointIfAsked()` first, which serves and never returns.
+ * `serveNeonHttpEndpointIfAsked()` first, which serves and never returns. With `addedRoundTripMs`,
+ * every request waits that much longer in all (half before it runs, half before its answer): a
+ * function far from its database.
  */
-export async function startNeonHttpEndpointProcess(): Promise<NeonHttpEndpointProcess> {
+export async function startNeonHttpEndpointProcess(addedRoundTripMs = 0): Promise<NeonHttpEndpointProcess> {
   const script = process.argv[1];
   if (!script) throw new Error('no script to start the endpoint from');
   const child = spawn(process.execPath, [...process.execArgv, script], {
-    env: { ...process.env, [ROLE]: ENDPOINT_ROLE },
+    env: { ...process.env, [ROLE]: ENDPOINT_ROLE, [ROUND_TRIP]: String(addedRoundTripMs) },
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const url = await firstLine(child).catch((err: unknown) => {
@@ -38,6 +44,7 @@ export async function startNeonHttpEndpointProcess(): Promise<NeonHttpEndpointPr
   });
   return {
     url,
+    addedRoundTripMs,
     neon: localNeonOptions({ wsProxyPort: 0, httpUrl: url }),
     close: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
@@ -70,7 +77,7 @@ export async function warmNeonHttpEndpoint(
 /** In the endpoint's process: serve until the parent closes stdin (or dies), then exit. */
 export async function serveNeonHttpEndpointIfAsked(): Promise<void> {
   if (process.env[ROLE] !== ENDPOINT_ROLE) return;
-  const endpoint = await startNeonHttpEndpoint();
+  const endpoint = await startNeonHttpEndpoint({ addedRoundTripMs: Number(process.env[ROUND_TRIP] ?? 0) });
   process.stdout.write(`${endpoint.url}\n`);
   process.stdin.resume();
   await once(process.stdin, 'end');

@@ -103,9 +103,13 @@ export function renderServerlessReport(report: ServerlessReport): string {
     return `on ${f.transport} **${f.seconds} s, ${floorRatio(f)}× the ideal**, ${f.statementsPerJob} statements per job${own ? ` (skiplock on ${f.transport}: ${(own.seconds / f.seconds).toFixed(2)}× the floor's drain)` : ''}`;
   };
   const k32 = p['32'];
+  const neonHttp = bursts.find((x) => x.label === 'neon-http');
   const issue25 = [
     issue25Burst('pg', 1.25),
     issue25Burst('neon-http', 1.35),
+    neonHttp
+      ? `| burst drain (neon-http) ≤ 1.25× ideal (issue 41) | ${(neonHttp.seconds / neonHttp.idealSeconds).toFixed(2)}× (${neonHttp.seconds} s) | ${yes(neonHttp.seconds / neonHttp.idealSeconds <= 1.25)} |`
+      : '',
     k32 && k4
       ? `| K = 32 ≥ 0.9× K = 4 (issue 25) | ${ratio(k32.skiplock, k4.skiplock)} (the raw floor: ${ratio(k32.raw_floor, k4.raw_floor)}) | ${yes(k32.skiplock >= 0.9 * k4.skiplock)} |`
       : '',
@@ -113,6 +117,24 @@ export function renderServerlessReport(report: ServerlessReport): string {
     .filter(Boolean)
     .join('\n');
   const bp = report.burstParams;
+  // Issue 41: the bursts over a slow link, each beside the same driver's on the plain one.
+  const slowLinks = bursts.filter((b) => (b.addedRoundTripMs ?? 0) > 0);
+  const slowLinkSentence =
+    slowLinks.length === 0
+      ? ''
+      : `\n\nOver a slow link (issue 41): the same bursts with ${slowLinks
+          .map((b) => b.addedRoundTripMs)
+          .filter((v, i, all) => all.indexOf(v) === i)
+          .join(
+            ' / ',
+          )} ms added to every round trip between the functions and the database — on pg a TCP proxy on loopback holds each chunk of the wire protocol half of it in each direction (bench/serverless/slow-link.ts: statements and connection start-ups alike), on neon-http the SQL-over-HTTP endpoint holds each request half of it before running it and half before answering (a second endpoint process, warmed with 200 small queries). ${slowLinks
+          .map((b) => {
+            const plain = bursts.find(
+              (x) => x.driver === b.driver && (x.addedRoundTripMs ?? 0) === 0 && !x.label.includes('(tried)'),
+            );
+            return `${b.label}: ${(b.seconds / b.idealSeconds).toFixed(2)}× the ideal, ${b.statementsPerJob} statements per job${plain ? ` (${plain.label}: ${(plain.seconds / plain.idealSeconds).toFixed(2)}×, ${plain.statementsPerJob})` : ''}`;
+          })
+          .join('; ')}.`;
   return `# Serverless benchmark results (issue 11)
 
 Written by \`npm run bench:serverless\` (bench/serverless.ts) from [RESULTS.serverless.json](RESULTS.serverless.json), which holds every figure below (\`--json\` prints a summary as one object).
@@ -135,7 +157,7 @@ ${fmt(bp.jobs)} jobs that each wait ${bp.jobMs} ms (a real timer), concurrency $
 
 | run | drain | ideal | ÷ ideal | invocations started | most running at once / limit | most slots held | peak Postgres connections (invocations') | containers | tick → first job | jobs/s per invocation (ideal ${(bp.concurrency * 1000) / bp.jobMs}) | statements per job | CPU cores: this process / the bench database's backends / whole machine | event-loop delay p50 / p99 / max | lost |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-${bursts.map(burstRow).join('\n')}
+${bursts.map(burstRow).join('\n')}${slowLinkSentence}
 
 ${bursts.map(timeline).join('\n')}
 

@@ -41,9 +41,9 @@ export class Deadline {
     return startedAt + START_ALLOWANCE_MS + kind.definition.timeoutMs <= this.stopClaimingAt;
   }
 
-  /** Whether an attempt of `kind` started now would end before claiming stops. */
-  fits(kind: Kind): boolean {
-    return this.#clock.now() + kind.definition.timeoutMs <= this.stopClaimingAt;
+  /** Whether an attempt of `kind` started now (or `laterMs` from now) would end before claiming stops. */
+  fits(kind: Kind, laterMs = 0): boolean {
+    return this.#clock.now() + laterMs + kind.definition.timeoutMs <= this.stopClaimingAt;
   }
 
   /** `statement`, or an InvocationDeadlineError at answerBy (the statement goes on, unwatched). */
@@ -69,6 +69,7 @@ export class Deadline {
 
 /** What the watchdog aborts: one attempt, or a batch (whose jobs share one timeout). */
 export interface Watched {
+  readonly startedAt: number;
   readonly timeoutAt: number;
   readonly kind: Kind;
   abort(reason: JobAbort): void;
@@ -97,6 +98,11 @@ export class Watchdog {
 
   forget(attempt: Watched): void {
     this.#running.delete(attempt);
+  }
+
+  /** The attempts (and batches) running now. */
+  get running(): ReadonlySet<Watched> {
+    return this.#running;
   }
 
   stop(): void {

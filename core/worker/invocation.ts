@@ -13,6 +13,7 @@ import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
 import { BatchRun } from './batch.js';
+import { ClaimAhead } from './claim-ahead.js';
 import { Deadline, Watchdog } from './deadline.js';
 import { OutcomeBuffer, outcomesOf, RIDE_ALONG_MAX } from './outcome-buffer.js';
 import { type Kind, statementNow, type WorkerSettings } from './settings.js';
@@ -28,7 +29,8 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
  *   anything), the loop stops there (drained) without sending it.
  * - `unfit`: no kind's timeoutMs fits even the whole invocation: nothing is claimed, and the loop
  *   stops (no_kind_fits) rather than wait for its deadline.
- * - `running`: attempts run; when a slot is free and nothing waits locally, the loop claims.
+ * - `running`: attempts run; when slots are free (or about to be: see ClaimAhead) and nothing waits
+ *   locally, the loop claims.
  * - `claiming`: a claim statement is out; the buffered outcomes ride along with it.
  * - `draining`: the last claim found fewer jobs than it asked for. No claim until everything in
  *   hand is done, then one more look (retries that came due, jobs the handlers enqueued).
@@ -114,6 +116,10 @@ export class Invocation implements AttemptHost {
   #pacing = false;
   /** Since when a slot has been free without a claim to fill it (see #mayRefill). */
   #freeSince: number | undefined;
+  /** The claims' round trip and the kinds' durations: how many slots a claim sent now may count as free. */
+  readonly #ahead = new ClaimAhead();
+  /** When the loop looks again because an attempt comes within a round trip of its end, and its timer. */
+  #aheadWake: { at: number; cancel: () => void } | undefined;
   /** Attempts that ended, and when the first claim went out: this invocation's rate. */
   #finished = 0;
   #firstClaimAt: number | undefined;
@@ -220,6 +226,7 @@ export class Invocation implements AttemptHost {
       await this.#fail(err);
     }
     this.#watchdog.stop();
+    this.#aheadWake?.cancel();
     await this.#startContinuations();
     if (this.#admission) {
       await this.#admission.close();
@@ -427,14 +434,48 @@ export class Invocation implements AttemptHost {
    * 100 ms jobs, and 2 connections per invocation). With nothing running it claims at once; otherwise
    * it waits until half a batch is free — but a freed slot never waits longer than flushIntervalMs
    * (the flush timer wakes the loop then), so long jobs that end one by one keep their slots busy.
+   * The attempts expected to end before a claim sent now is answered count as free (ClaimAhead): over
+   * a slow link the claim goes out a round trip earlier and brings their jobs too.
    */
   #mayRefill(): boolean {
     const { concurrency, batchSize, flushIntervalMs, clock } = this.settings;
     const free = concurrency - this.#inflight;
-    if (free <= 0) return false;
     if (this.#inflight === 0) return true;
-    if (free >= Math.ceil(Math.min(batchSize, concurrency) / 2)) return true;
+    const half = Math.ceil(Math.min(batchSize, concurrency) / 2);
+    if (free >= half) return true;
+    // The attempts that end before a claim sent now is answered count as free (ClaimAhead); when
+    // they do not make half a batch yet, the loop looks again as the next one comes that close.
+    const soon = batchSize > concurrency ? NONE_ENDING : this.#endingSoon(half - free);
+    if (free + soon.count >= half) return true;
+    this.#wakeAt(soon.nextAt);
+    if (free <= 0) return false;
     return this.#freeSince !== undefined && clock.now() - this.#freeSince >= flushIntervalMs;
+  }
+
+  /**
+   * The running attempts expected to end before a claim sent now is answered (counted up to `enough`),
+   * and when the next one comes that close. None while a kind that fits now would not fit once the
+   * jobs claimed ahead start (about two round trips from now): near its end the invocation claims
+   * only for the slots already free.
+   */
+  #endingSoon(enough = Number.POSITIVE_INFINITY): { count: number; nextAt: number } {
+    const roundTripMs = this.#ahead.roundTripMs;
+    if (roundTripMs === 0) return NONE_ENDING;
+    for (const kind of this.settings.kindList) {
+      if (this.#fits(kind) && !this.#deadline.fits(kind, 2 * roundTripMs)) return NONE_ENDING;
+    }
+    return this.#ahead.endingSoon(this.#watchdog.running, this.settings.clock.now(), enough);
+  }
+
+  /** Wakes the loop at `at` (on its clock), unless a wake-up at or before it is set already. */
+  #wakeAt(at: number): void {
+    if (!Number.isFinite(at) || (this.#aheadWake && this.#aheadWake.at <= at)) return;
+    this.#aheadWake?.cancel();
+    const cancel = this.settings.clock.setTimer(() => {
+      this.#aheadWake = undefined;
+      this.#notify();
+    }, at - this.settings.clock.now());
+    this.#aheadWake = { at, cancel };
   }
 
   /** Whether to keep looking for work: lingerMs have not passed since claims started finding none. */
@@ -671,10 +712,11 @@ export class Invocation implements AttemptHost {
     this.#claimedAt = clock.now();
     this.#firstClaimAt ??= this.#claimedAt;
     this.#freeSince = undefined;
-    // Claim only what can start now (at most batchSize), unless a local queue was asked for
-    // (batchSize > concurrency): a claimed job's lease runs from the claim, not from its start.
+    // Claim only what can start now or once the attempts ending before the answer comes have
+    // ended (at most batchSize; see ClaimAhead), unless a local queue was asked for (batchSize >
+    // concurrency): a claimed job's lease runs from the claim, not from its start.
     const free = concurrency - this.#inflight;
-    let limit = batchSize > concurrency ? batchSize : Math.min(batchSize, free);
+    let limit = batchSize > concurrency ? batchSize : Math.min(batchSize, free + this.#endingSoon().count);
     const leases: { kind: string; leaseMs: number }[] = [];
     for (const kind of this.settings.kindList) {
       if (this.#fits(kind)) {
@@ -688,13 +730,19 @@ export class Invocation implements AttemptHost {
       }
     }
     const leaseToken = randomUUID();
+    const sentAt = this.#claimedAt;
     const [settled, claimed] = await Promise.allSettled([
       settling,
-      this.#deadline.inTime(
-        traced(this.settings.tracing, queues, () =>
-          this.#claimStatement({ leases, limit, leaseToken, settle: outcomesOf(batch) }),
-        ),
-      ),
+      this.#deadline
+        .inTime(
+          traced(this.settings.tracing, queues, () =>
+            this.#claimStatement({ leases, limit, leaseToken, settle: outcomesOf(batch) }),
+          ),
+        )
+        .then((answer) => {
+          this.#ahead.answered(clock.now() - sentAt);
+          return answer;
+        }),
     ]);
     // Jobs claimed are taken in even if the settle beside the claim failed: the error path then
     // gives them back instead of leaving them to their leases.
@@ -765,6 +813,7 @@ export class Invocation implements AttemptHost {
         this.#watchdog.forget(batch ?? attempt);
         this.#inflight--;
       }
+      if (!batch) this.#ahead.ended(attempt.kind.definition.kind, this.settings.clock.now() - attempt.startedAt);
       if (this.#freeSince === undefined && this.#inflight < this.settings.concurrency) {
         // A slot came free: claim when half a batch is free, or when this one has waited enough
         // (the timer wakes the loop even when no outcome is buffered, e.g. a transactional kind).
@@ -832,6 +881,9 @@ export class Invocation implements AttemptHost {
     this.#to('stopped');
   }
 }
+
+/** No attempt ending before a claim's answer, and none coming that close. */
+const NONE_ENDING = { count: 0, nextAt: Number.POSITIVE_INFINITY } as const;
 
 /** The most jobs one claim asks for (a batch kind's claims: batch.size per free slot). */
 const MAX_CLAIM = 1_000;

@@ -122,3 +122,130 @@ describe(`claiming a backlog of jobs that end one by one (${testDriver()})`, () 
     expect(await run).toMatchObject({ claimed: 30, completed: 30 });
   });
 });
+
+/**
+ * Over a slow link. The connection's executor moves the invocation's clock on by `roundTripMs` in every
+ * hot statement (the claim and the settle), as a round trip to a database far away would; jobs hold
+ * until the test ends them, after it moved the clock by their duration. Ten jobs start; after 100 ms
+ * five end, and the other five are as old: they end before a claim sent now could be answered.
+ */
+describe(`claiming over a slow link (${testDriver()})`, () => {
+  type Stand = { clock: ManualClock; running: (() => void)[]; claimed: number[]; starts: () => number };
+  const scenario = async (
+    options: { roundTripMs: number; jobMs?: number; timeoutMs?: number; remainingMs?: number },
+    more?: (stand: Stand) => Promise<void>,
+  ) => {
+    const clock = new ManualClock();
+    const running: (() => void)[] = [];
+    let starts = 0;
+    const held = defineJob({
+      kind: 'held',
+      payload: z.object({ n: z.number() }),
+      timeoutMs: options.timeoutMs ?? 60_000,
+      handler: () =>
+        new Promise<void>((resolve) => {
+          starts++;
+          running.push(resolve);
+        }),
+    });
+    await enqueuerFor(t.schema).enqueueMany(
+      t.db,
+      Array.from({ length: 40 }, (_, n) => held.with({ n })),
+    );
+    const { executor } = t.db;
+    /** How many jobs each claim took, in order. */
+    const claimed: number[] = [];
+    const slow = {
+      ...t.db,
+      executor: {
+        query: (statement: Parameters<typeof executor.query>[0]) => executor.query(statement),
+        batch: (statements: Parameters<typeof executor.batch>[0]) => executor.batch(statements),
+        transaction: executor.transaction,
+        hot: async (statement: Parameters<typeof executor.hot>[0], hint: Parameters<typeof executor.hot>[1]) => {
+          const rows = await executor.hot(statement, hint);
+          clock.advance(options.roundTripMs);
+          const row = rows[0] as { jobs?: unknown[] | null } | undefined;
+          if (row && 'jobs' in row) claimed.push(row.jobs?.length ?? 0);
+          return rows;
+        },
+      },
+    };
+    const run = createWorker({
+      db: slow,
+      schema: t.schema,
+      jobs: [held],
+      logger: silentLogger,
+      clock,
+      concurrency: 10,
+    }).runInvocation({ remainingMs: options.remainingMs ?? 600_000 });
+    await vi.waitFor(() => expect(starts).toBe(10), { timeout: 30_000, interval: 5 });
+    clock.advance(options.jobMs ?? 100);
+    for (const end of running.splice(0, 5)) end(); // five end: half a batch is free, a claim goes out
+    await vi.waitFor(() => expect(starts).toBe(15), { timeout: 30_000, interval: 5 });
+    const claimsBefore = claimed.length;
+    for (const end of running.splice(0, 5)) end(); // the other five, as old, end while it was out
+    await nextTurns(300);
+    const startedWithoutClaim = starts - 15;
+    const claimsMeanwhile = claimed.length - claimsBefore;
+    await more?.({ clock, running, claimed, starts: () => starts });
+    // Let the rest run to the end (the clock stays: no lease runs out while a claim is on its way).
+    let finished = false;
+    void run.then(() => {
+      finished = true;
+    });
+    while (!finished) {
+      for (const end of running.splice(0)) end();
+      await nextTurns(5);
+    }
+    return { summary: await run, claimed, startedWithoutClaim, claimsMeanwhile };
+  };
+
+  it('claims ahead for the slots that free while its claim is out, and they start without waiting for another', async () => {
+    const { summary, claimed, startedWithoutClaim, claimsMeanwhile } = await scenario({ roundTripMs: 40 });
+    // The second claim asked for the five free slots and the five that end within its 40 ms.
+    expect(claimed.slice(0, 2)).toEqual([10, 10]);
+    expect(startedWithoutClaim).toBe(5);
+    expect(claimsMeanwhile).toBe(0);
+    expect(summary).toMatchObject({ claimed: 40, completed: 40, released: 0 });
+  });
+
+  it('claims before half a batch is free when the running attempts come within a round trip of their end', async () => {
+    let early: number[] = [];
+    await scenario({ roundTripMs: 40 }, async ({ clock, running, claimed, starts }) => {
+      // Ten jobs now run, all started as the second claim was answered; the kind's usual duration in
+      // this invocation is ~100 ms (the three that end early below pull it down to ~70 ms).
+      await vi.waitFor(() => expect(starts()).toBe(20), { timeout: 30_000, interval: 5 });
+      const before = claimed.length;
+      clock.advance(30);
+      for (const end of running.splice(0, 3)) end(); // three free: not half a batch
+      await nextTurns(300);
+      expect(claimed.length).toBe(before);
+      // 30 ms later the other seven are within a round trip (40 ms) of their usual end: the loop wakes and
+      // claims for all ten, long before a freed slot has waited flushIntervalMs (200 ms).
+      clock.advance(30);
+      await vi.waitFor(() => expect(claimed.length).toBe(before + 1), { timeout: 30_000, interval: 5 });
+      early = claimed.slice(before);
+    });
+    expect(early).toEqual([10]);
+  });
+
+  it('over a fast link claims only for the free slots', async () => {
+    const { summary, claimed } = await scenario({ roundTripMs: 0 });
+    expect(claimed.slice(0, 2)).toEqual([10, 5]);
+    expect(summary).toMatchObject({ claimed: 40, completed: 40, released: 0 });
+  });
+
+  it('claims no further ahead than the jobs claimed could still finish before claiming stops', async () => {
+    // Claiming stops 1,750 ms after the start (the rest is the 1,000 ms safety margin). The second claim
+    // goes out 600 ms in (the sweep's and the first claim's round trips of 100 ms, then the jobs' 400 ms):
+    // a 1,000 ms job it brings starts in time, 700 ms in, but one that waited for a slot freeing while
+    // the claim is out would start two round trips from now, too late: only the free slots are claimed.
+    const { claimed } = await scenario({
+      roundTripMs: 100,
+      jobMs: 400,
+      timeoutMs: 1_000,
+      remainingMs: 1_750 + 1_000,
+    });
+    expect(claimed.slice(0, 2)).toEqual([10, 5]);
+  });
+});

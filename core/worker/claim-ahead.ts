@@ -1,0 +1,74 @@
+import type { Watched } from './deadline.js';
+
+/**
+ * Claiming ahead of the slots that will come free while a claim is out. A claim sent when slots are
+ * free leaves them idle for its whole round trip, and the slots that free meanwhile wait for the
+ * claim after it: over a slow link (neon-http, a database far from the function) the idle time per
+ * job is about one round trip, and claims come back with fewer jobs, so statements per job grow too.
+ * So the loop counts the attempts expected to end before a claim sent now is answered — each one's
+ * time so far against its kind's usual duration in this invocation — as free already: it claims for
+ * them (they wait locally for at most about one round trip), and it claims as soon as the slots
+ * free or about to be free make half a batch, waking itself when the next attempt comes within a
+ * round trip of its end (a timer on the invocation's clock).
+ *
+ * The peers fetch a fixed amount: graphile-worker a local queue of `localQueue.size` refilled when
+ * empty, pg-boss `batchSize` per poll, River the free workers after a fetch cooldown. None of them
+ * sizes the fetch from its round trip, which over HTTP to a serverless database is the cost that
+ * matters. Here nothing is claimed beyond the invocation's concurrency (ahead counts only running
+ * attempts), a job that waits locally still starts only while its lease covers its whole timeout
+ * (else it is given back unstarted), and the invocation claims ahead only while its kinds fit the
+ * time left after the round trips (see Invocation.#claim). Until a kind has ended once, its
+ * attempts are not counted: the first claims are sized by the free slots alone.
+ */
+export class ClaimAhead {
+  /** A claim's round trip on the invocation's clock (sent → answered, its settle included), smoothed; 0 until measured. */
+  #roundTripMs = 0;
+  /** How long an attempt of each kind (by name) took in this invocation, smoothed. */
+  readonly #jobMs = new Map<string, number>();
+
+  get roundTripMs(): number {
+    return this.#roundTripMs;
+  }
+
+  /** A claim was answered `ms` after it was sent. */
+  answered(ms: number): void {
+    this.#roundTripMs = this.#roundTripMs === 0 ? ms : this.#roundTripMs + SMOOTHING * (ms - this.#roundTripMs);
+  }
+
+  /** An attempt of `kind` ended after `ms`. */
+  ended(kind: string, ms: number): void {
+    const known = this.#jobMs.get(kind);
+    this.#jobMs.set(kind, known === undefined ? ms : known + SMOOTHING * (ms - known));
+  }
+
+  /**
+   * Of the `running` attempts, how many are expected to end before a claim sent `now` is answered
+   * (counted up to `enough`: the loop only asks whether they make half a batch), and when the next
+   * of the others comes within a round trip of its end (Infinity: none will). An attempt already past
+   * twice its kind's usual duration is an outlier, not counted; a batch is never counted (its jobs
+   * wait for a batch.size of their own).
+   */
+  endingSoon(
+    running: Iterable<Watched>,
+    now: number,
+    enough = Number.POSITIVE_INFINITY,
+  ): { count: number; nextAt: number } {
+    let count = 0;
+    let nextAt = Number.POSITIVE_INFINITY;
+    const roundTrip = this.#roundTripMs;
+    if (roundTrip === 0) return { count, nextAt };
+    for (const attempt of running) {
+      const { definition } = attempt.kind;
+      if (definition.batch) continue;
+      const usual = this.#jobMs.get(definition.kind);
+      if (usual === undefined) continue;
+      const entersAt = attempt.startedAt + usual - roundTrip;
+      if (entersAt > now) nextAt = Math.min(nextAt, entersAt);
+      else if (now - attempt.startedAt <= 2 * usual && ++count >= enough) break;
+    }
+    return { count, nextAt };
+  }
+}
+
+/** The weight of a new measure in the smoothed round trip and durations. */
+const SMOOTHING = 0.2;
