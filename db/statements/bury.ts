@@ -139,8 +139,12 @@ export async function sweepDoomed(
       updated_at = ${now}
     where j.id = any(array(select id from by_deadline union all select id from by_lease))
     returning j.id, j.kind, j.queue, j.attempt, j.dead_reason, j.correlation_id
-    )${ordering ? sql`,
-    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}` : sql``}${request.served ? workerSeenCte(schema, request.served, request.kinds, request.queues) : sql``}${
+    )${
+      ordering
+        ? sql`,
+    ${releaseAfterCtes(schema, sql`select id, 'dead'::text as state from buried`)}`
+        : sql``
+    }${request.served ? workerSeenCte(schema, request.served, request.kinds, request.queues) : sql``}${
       request.served?.subscriptions?.length && request.served.record !== false
         ? sql`, ${syncSubscriptionsCte(schema, 'subscriptions_seen', request.served.subscriptions, now)}`
         : sql``
@@ -218,8 +222,10 @@ function readyProbe(
           where j.state = 'queued' and j.run_at <= ${now} and ${mine} and j.concurrency_key is null)
         or exists (select 1 from ${jobs} j where j.state = 'queued' and ${mine} and j.concurrency_key is not null)
         or cardinality(${lapsedLeases(schema, now, kinds, 1)}) > 0${
-          ordering ? sql`
-        or exists (select 1 from released) or exists (select 1 from released_next)` : sql``
+          ordering
+            ? sql`
+        or exists (select 1 from released) or exists (select 1 from released_next)`
+            : sql``
         })`;
 }
 

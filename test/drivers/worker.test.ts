@@ -179,7 +179,9 @@ describe(`round trips (${testDriver()})`, () => {
 
   it('the sweep leaves out the ordering releases until a job with an ordering key is unfinished; then the full sweep follows', async () => {
     const sweeps = (texts: string[]) =>
-      texts.filter((text) => /\bby_deadline as\b/.test(text)).map((text) => (/\bparked_heads\b/.test(text) ? 'full' : 'plain'));
+      texts
+        .filter((text) => /\bby_deadline as\b/.test(text))
+        .map((text) => (/\bparked_heads\b/.test(text) ? 'full' : 'plain'));
     const worker = createWorker({ db: t.db, schema: t.schema, jobs: [noop], logger: silentLogger });
     const invocation = async () => {
       const { result, texts } = await captureStatements(testDriver(), () =>
