@@ -135,6 +135,12 @@ for (const [i, target] of targets.entries()) {
   console.log(
     `  new − warm: server ${m((r) => r.fresh.server - r.warm.server)} ms, node ${m((r) => r.fresh.node - r.warm.node)} ms; with the backend start: server ${m((r) => r.backend + r.fresh.server - r.warm.server)} ms`,
   );
+  // The statements up to the first claim with a settle: where the new connection's cold caches and
+  // first plans are paid, without the noise of the batches after them.
+  const firstFour = (loop: Loop) => loop.each.slice(0, 4).reduce((sum, e) => sum + e.server, 0);
+  console.log(
+    `  first 4 statements, new − warm: server ${m((r) => firstFour(r.fresh) - firstFour(r.warm))} ms (new ${m((r) => firstFour(r.fresh))}, warm ${m((r) => firstFour(r.warm))})`,
+  );
   if (process.env.PROBE_EACH)
     for (const [j, s] of (later[0]?.fresh.each ?? []).entries()) {
       const f = median(later.map((r) => r.fresh.each[j]?.server ?? 0));
