@@ -294,17 +294,34 @@ export class Invocation implements AttemptHost {
     // Whether a claim could find anything, asked only where finding nothing ends the invocation
     // (drain on, no linger): an invocation with nothing to do then sends no claim.
     const probeReady = this.settings.drain && this.settings.lingerMs === 0;
-    const { dead, schedulesDue, mayClaim } = await this.#deadline.inTime(
-      sweepDoomed(db.executor, schema, {
-        kinds: [...kinds.keys()],
-        queues,
-        limit: 1000,
-        now: statementNow(this.settings),
-        probeSchedules: this.settings.runtimeSchedules,
-        probeReady,
-        served,
-      }),
-    );
+    const sweep = (ordering: boolean) =>
+      this.#deadline.inTime(
+        sweepDoomed(db.executor, schema, {
+          kinds: [...kinds.keys()],
+          queues,
+          limit: 1000,
+          now: statementNow(this.settings),
+          probeSchedules: this.settings.runtimeSchedules,
+          probeReady,
+          served,
+          ordering,
+          probeOrdered: true,
+        }),
+      );
+    // Without a job with an ordering key in sight, the sweep that leaves out their releases (cheaper
+    // to plan: what a new connection pays first). When it finds one, the full sweep follows at once,
+    // and this warm instance sends the full one until a sweep sees none again.
+    const shape = this.settings.sweepShape;
+    let swept = await sweep(shape.ordered);
+    const { dead } = swept;
+    if (!shape.ordered && swept.ordered) {
+      shape.ordered = true;
+      swept = await sweep(true);
+      dead.push(...swept.dead);
+    } else {
+      shape.ordered = swept.ordered;
+    }
+    const { schedulesDue, mayClaim } = swept;
     for (const job of dead) this.#ledger.buried(job);
     await this.#tickSchedules();
     if (schedulesDue) await this.#tickRuntimeSchedules();

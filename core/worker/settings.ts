@@ -85,6 +85,11 @@ export interface WorkerSettings {
    * the claim shape its last one ended with. The only state shared between invocations.
    */
   readonly claimShape: { limited: boolean; ordered: boolean; rated: boolean };
+  /**
+   * What the last sweep said (`ordered`: a job with an ordering key is unfinished): the sweep with the
+   * release of ordering keys is sent only then (sweepDoomed's `ordering`).
+   */
+  readonly sweepShape: { ordered: boolean };
   /** The durations of the durable steps this warm instance ran (the time-left check reads their p95). */
   readonly stepTimings: StepTimings;
   /** Counters and durations (the worker's `metrics`), or undefined. */

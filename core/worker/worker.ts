@@ -321,6 +321,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     scheduleTick: tickStateOf(schedules),
     breakers: breakerOverrides(options.breakers),
     claimShape: { limited: false, ordered: false, rated: false },
+    sweepShape: { ordered: false },
     stepTimings: new StepTimings(),
     served: { lastAt: undefined },
     unfitWarned: new Set(),

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { queryRows } from '../execute.js';
+import { queryHotRows, queryRows } from '../execute.js';
 import type { Executor } from '../executor.js';
 import { jobsRef, nowExpr } from './common.js';
 import { notPaused } from './pauses.js';
@@ -28,7 +28,9 @@ export async function registerInvocation(
   request: { worker: string; invocationId: string; max: number; ttlMs: number; now?: Date },
 ): Promise<Registration> {
   const invocations = invocationsRef(schema);
-  const rows = await queryRows<{ slot: number | null; running: number }>(
+  // A hot statement (cheap: its plan reads the primary key of a small table): on pg a named statement
+  // whose plan the connection keeps, so a warm instance does not plan it at each invocation again.
+  const rows = await queryHotRows<{ slot: number | null; running: number }>(
     db,
     sql`with clock as (select ${nowExpr(request.now)} as now),
     held as (
@@ -55,6 +57,7 @@ export async function registerInvocation(
     )
     select (select slot from taken)::int as slot, (select count(*) from held)::int as running`,
     schema,
+    { cheap: true },
   );
   return { slot: rows[0]?.slot ?? null, running: rows[0]?.running ?? 0 };
 }

@@ -177,6 +177,46 @@ describe(`round trips (${testDriver()})`, () => {
     expect(await invocation()).toEqual(idle);
   });
 
+  it('the sweep leaves out the ordering releases until a job with an ordering key is unfinished; then the full sweep follows', async () => {
+    const sweeps = (texts: string[]) =>
+      texts
+        .filter((text) => /\bby_deadline as\b/.test(text))
+        .map((text) => (/\bparked_heads\b/.test(text) ? 'full' : 'plain'));
+    const worker = createWorker({ db: t.db, schema: t.schema, jobs: [noop], logger: silentLogger });
+    const invocation = async () => {
+      const { result, texts } = await captureStatements(testDriver(), () =>
+        worker.runInvocation({ remainingMs: 60_000 }),
+      );
+      return { claimed: result.claimed, sweeps: sweeps(texts) };
+    };
+    await enqueueNoops(2);
+    expect(await invocation()).toEqual({ claimed: 2, sweeps: ['plain'] });
+    // A parked follower whose release was missed: the plain sweep sees it, the full one releases it
+    // at once, and this warm worker sends the full sweep while a job with a key is unfinished.
+    const [head, follower] = await q.enqueueMany(t.db, [
+      noop.with({ n: 4 }, { orderingKey: 'k' }),
+      noop.with({ n: 5 }, { orderingKey: 'k' }),
+    ]);
+    await t.admin.query(`update "${t.schema}".jobs set run_at = 'infinity' where id = $1`, [follower?.id]);
+    await t.admin.query(
+      `update "${t.schema}".jobs set state = 'completed', attempt = 1, started_at = now(), attempted_at = now(),
+        finished_at = now() where id = $1`,
+      [head?.id],
+    );
+    expect(await invocation()).toEqual({ claimed: 1, sweeps: ['plain', 'full'] });
+    expect(await job(follower?.id as string)).toMatchObject({ state: 'completed' });
+    // Every job with a key finished: the next full sweep says so, and the one after is plain again.
+    expect(await invocation()).toEqual({ claimed: 0, sweeps: ['full'] });
+    expect(await invocation()).toEqual({ claimed: 0, sweeps: ['plain'] });
+    // A doomed job with a key (past its deadline) is left to the full sweep, which buries it.
+    const [late] = await q.enqueueMany(t.db, [noop.with({ n: 6 }, { orderingKey: 'k2' })]);
+    await t.admin.query(`update "${t.schema}".jobs set deadline = now() - interval '1 minute' where id = $1`, [
+      late?.id,
+    ]);
+    expect(await invocation()).toEqual({ claimed: 0, sweeps: ['plain', 'full'] });
+    expect(await job(late?.id as string)).toMatchObject({ state: 'dead', dead_reason: 'deadline_exceeded' });
+  });
+
   it('more than 128 outcomes are written by their own statement, beside the next claim', async () => {
     await enqueueNoops(300);
     const { result, texts } = await captureStatements(testDriver(), () =>
