@@ -45,8 +45,9 @@ export class ClaimAhead {
    * Of the `running` attempts, how many are expected to end before a claim sent `now` is answered
    * (counted up to `enough`: the loop only asks whether they make half a batch), and when the next
    * of the others comes within a round trip of its end (Infinity: none will). An attempt already past
-   * twice its kind's usual duration is an outlier, not counted; a batch is never counted (its jobs
-   * wait for a batch.size of their own).
+   * twice its kind's usual duration is an outlier, not counted, and so is one of a kind that usually
+   * takes no longer than a round trip; a batch is never counted (its jobs wait for a batch.size of
+   * their own).
    */
   endingSoon(
     running: Iterable<Watched>,
@@ -61,7 +62,9 @@ export class ClaimAhead {
       const { definition } = attempt.kind;
       if (definition.batch) continue;
       const usual = this.#jobMs.get(definition.kind);
-      if (usual === undefined) continue;
+      // Attempts shorter than a round trip free their slots at once anyway: claiming ahead of them
+      // would only send claims before their outcomes could ride along.
+      if (usual === undefined || usual <= roundTrip) continue;
       const entersAt = attempt.startedAt + usual - roundTrip;
       if (entersAt > now) nextAt = Math.min(nextAt, entersAt);
       else if (now - attempt.startedAt <= 2 * usual && ++count >= enough) break;

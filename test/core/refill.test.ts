@@ -235,6 +235,12 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
     expect(summary).toMatchObject({ claimed: 40, completed: 40, released: 0 });
   });
 
+  it('does not claim ahead of attempts shorter than a round trip: their outcomes ride along the next claim', async () => {
+    const { summary, claimed } = await scenario({ roundTripMs: 40, jobMs: 20 });
+    expect(claimed.slice(0, 2)).toEqual([10, 5]);
+    expect(summary).toMatchObject({ claimed: 40, completed: 40, released: 0 });
+  });
+
   it('claims no further ahead than the jobs claimed could still finish before claiming stops', async () => {
     // Claiming stops 1,750 ms after the start (the rest is the 1,000 ms safety margin). The second claim
     // goes out 600 ms in (the sweep's and the first claim's round trips of 100 ms, then the jobs' 400 ms):
