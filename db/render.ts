@@ -1,5 +1,5 @@
+import { type BuildQueryConfig, type QueryWithTypings, SQL } from 'drizzle-orm';
 import { CasingCache } from 'drizzle-orm/casing';
-import { type BuildQueryConfig, type QueryWithTypings, SQL } from 'drizzle-orm/sql/sql';
 
 /**
  * The rendering settings of Drizzle's Postgres dialect (PgDialect.sqlToQuery), without a dialect:

@@ -1,4 +1,4 @@
-import { Param, Placeholder, type SQL, sql } from 'drizzle-orm/sql/sql';
+import { Param, Placeholder, type SQL, sql } from 'drizzle-orm';
 import type { Outcome } from '../../base/outcomes.js';
 import { RenderedSql, renderSql } from '../render.js';
 import type { ClaimRequest, ClaimShape } from './claim.js';
