@@ -214,7 +214,7 @@ export function createConsole(
       : null;
     if (!session) {
       if (method === 'GET') {
-        return redirect(`${base}/login?next=${encodeURIComponent(base + path + request.url.search)}`);
+        return redirect(`${base}/login?next=${encodeURIComponent(gateway + pathname + request.url.search)}`);
       }
       const expired = page(
         401,
