@@ -14,7 +14,8 @@
  *   the due minute runs it at start, from the read to the send-it jobs; then the send-it worker
  *   forwards them, the clock stepping over its waits between fetches (counted: each is 5 s of wall
  *   time in a deployment before the last occurrence is in its queue). One run: over 1,000,000 rows
- *   the pass is minutes of CPU.
+ *   the pass is minutes of CPU. Before the forwarding the schedules that were not due are deleted:
+ *   the stepped clock would run the pass again every 30 s, and those passes are not forwarding.
  */
 import { CronExpressionParser } from 'cron-parser';
 import pg from 'pg';
@@ -146,6 +147,10 @@ async function ownPass(url: string, due: number) {
     const passMs = performance.now() - started;
     if (filed !== due) throw new Error(`pg-boss's pass filed ${filed} occurrences, not ${due}`);
     // The send-it worker waits cronWorkerIntervalSeconds between fetches: step the clock over each wait.
+    // Every 30 s of that clock pg-boss's pass runs again and reads every schedule, so the rows that
+    // were not due go first: the forwarding is measured, not three more passes over all the rows
+    // (454 s of a million-row run). The due rows stay, for the forward's last_job_id update.
+    await check.query(`delete from pgboss.schedule where cron <> '0 * * * *'`);
     const forwarding = performance.now();
     let steps = 0;
     while ((await count('digest')) < filed) {
