@@ -19,6 +19,8 @@ export interface NeonHttpEndpointProcess {
   url: string;
   /** What it adds to every request's round trip, ms (a slow link; 0: none). */
   addedRoundTripMs: number;
+  /** Its process id: the bench reads the endpoint's own CPU time from /proc. */
+  pid: number | undefined;
   close(): Promise<void>;
 }
 
@@ -45,6 +47,7 @@ export async function startNeonHttpEndpointProcess(addedRoundTripMs = 0): Promis
   return {
     url,
     addedRoundTripMs,
+    pid: child.pid,
     neon: localNeonOptions({ wsProxyPort: 0, httpUrl: url }),
     close: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
