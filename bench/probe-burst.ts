@@ -54,12 +54,10 @@ const httpRequests = new Map<string, { n: number; sent: number; received: number
 if (process.env.PROBE_HTTP === '1') {
   neonConfig.fetchFunction = async (url: string, init: RequestInit) => {
     const body = String(init.body ?? '');
-    const head = body.slice(0, 400);
-    const label = head.includes('settle_input')
-      ? 'claim + settle'
-      : head.includes('ready as') || body.includes('ready as (')
-        ? 'claim'
-        : head.slice(0, 60);
+    const claim = body.includes('ready as (');
+    const label = claim
+      ? `claim${body.includes('in_lane as (') ? ' from a lane' : ''}${body.includes('settle_input as (') ? ' + settle' : ''}`
+      : body.slice(0, 60);
     const t = performance.now();
     const response = await fetch(url, init);
     const answer = await response.arrayBuffer();
@@ -101,6 +99,8 @@ for (let r = 0; r < rounds; r++) {
       addedRoundTripMs,
       ...(neon ? { neon: neon.neon } : {}),
       ...(neon && 'pid' in neon ? { endpointPid: neon.pid } : {}),
+      // PROBE_ENV='{"SKIPLOCK_BATCH_SIZE":"20"}': more SKIPLOCK_* variables for the function (what is tried).
+      ...(process.env.PROBE_ENV ? { env: JSON.parse(process.env.PROBE_ENV) as Record<string, string> } : {}),
     },
     params,
   );
