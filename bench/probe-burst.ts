@@ -70,6 +70,14 @@ if (process.env.PROBE_HTTP === '1') {
     return new Response(answer, { status: response.status, headers: response.headers });
   };
 }
+function printRequests() {
+  for (const [label, h] of httpRequests) {
+    console.log(
+      `  ${(h.n / params.jobs).toFixed(3)} requests per job, ${Math.round(h.sent / h.n)} B sent, ${Math.round(h.received / h.n)} B received, ${(h.ms / h.n).toFixed(1)} ms each: ${JSON.stringify(label)}`,
+    );
+  }
+  httpRequests.clear();
+}
 const server = (await resolveTestDatabase()).url;
 const neon =
   mode === 'neon-http'
@@ -89,6 +97,7 @@ for (let r = 0; r < rounds; r++) {
     console.log(
       `floor (${floor.transport}): ${floor.seconds} s (÷ ideal ${(floor.seconds / floor.idealSeconds).toFixed(2)}), ${floor.statementsPerJob} statements per job, load ${JSON.stringify(floor.load)}`,
     );
+    printRequests();
     continue;
   }
   const result = await measureBurstDrain(
@@ -107,12 +116,7 @@ for (let r = 0; r < rounds; r++) {
   console.log(
     `${mode}${addedRoundTripMs > 0 ? ` +${addedRoundTripMs} ms` : ''}: ${result.seconds} s (÷ ideal ${(result.seconds / result.idealSeconds).toFixed(2)}), ${result.statementsPerJob} statements per job, load ${JSON.stringify(result.load)}`,
   );
-  for (const [label, h] of httpRequests) {
-    console.log(
-      `  ${(h.n / params.jobs).toFixed(3)} requests per job, ${Math.round(h.sent / h.n)} B sent, ${Math.round(h.received / h.n)} B received, ${(h.ms / h.n).toFixed(1)} ms each: ${JSON.stringify(label)}`,
-    );
-  }
-  httpRequests.clear();
+  printRequests();
 }
 await neon?.close();
 process.exit(0);
