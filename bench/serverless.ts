@@ -25,6 +25,7 @@ import {
 import { measureNudgeLatency, type NudgeParams } from './serverless/nudge.js';
 import { measureProcess, processSettings } from './serverless/process.js';
 import { writeServerlessReport } from './serverless/report.js';
+import { invocationUrl } from './serverless/worker-function.js';
 
 // Started again with SKIPLOCK_BENCH_ROLE set, this bundle is the SQL-over-HTTP endpoint alone.
 await serveNeonHttpEndpointIfAsked();
@@ -94,7 +95,10 @@ try {
   const bursts: BurstResult[] = [];
   const burst = async (variant: BurstVariant, warm?: (url: string) => Promise<void>) => {
     const url = await freshDatabase(server, DB);
-    await warm?.(url);
+    // The pool the invocations will use: the endpoint keeps one per connection string, and theirs
+    // carries an application_name (until 2026-11-29 the warm-up opened another, and the drain paid
+    // for 16–20 new connections, cold backends, on the machine it was measured on).
+    await warm?.(invocationUrl(url));
     const result = await measureBurstDrain(url, variant, BURST);
     bursts.push(result);
     log(
@@ -106,10 +110,10 @@ try {
   const neon = await startNeonHttpEndpointProcess();
   try {
     const warm = (url: string) => warmNeonHttpEndpoint(neon, url);
-    await burst({ driver: 'neon-http', label: 'neon-http', neon: neon.neon }, warm);
+    await burst({ driver: 'neon-http', label: 'neon-http', neon: neon.neon, endpointPid: neon.pid }, warm);
     const floorDb = await freshDatabase(server, DB);
     await warm(floorDb);
-    burstFloors.push(await measureBurstFloor(floorDb, BURST, neon.neon));
+    burstFloors.push(await measureBurstFloor(floorDb, BURST, neon.neon, neon.pid));
   } finally {
     await neon.close();
   }
@@ -127,6 +131,7 @@ try {
           label: `neon-http +${ADDED_RTT_MS} ms`,
           neon: slow.neon,
           addedRoundTripMs: ADDED_RTT_MS,
+          endpointPid: slow.pid,
         },
         (url) => warmNeonHttpEndpoint(slow, url, 20, 10),
       );

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { cpus } from 'node:os';
 import { setTimeout as wait } from 'node:timers/promises';
 import { neon } from '@neondatabase/serverless';
 import pg from 'pg';
@@ -7,7 +8,7 @@ import { defineJob } from '../../core/jobs.js';
 import type { NeonOptions } from '../../db/connection-options.js';
 import { applyNeonOptions } from '../../db/drivers/neon-config.js';
 import { RAW_SCHEMA_CLAIM, RAW_SCHEMA_COMPLETE } from '../systems/raw-schema.js';
-import { type BurstParams, seedBurst } from './burst.js';
+import { type BurstParams, machineCpu, processTicks, seedBurst, TICKS_PER_SECOND } from './burst.js';
 import { round } from './figures.js';
 
 export interface BurstFloor {
@@ -17,6 +18,8 @@ export interface BurstFloor {
   idealSeconds: number;
   /** Statements the loops sent, per job. */
   statementsPerJob: number;
+  /** During the drain: the machine's cores busy (all processes), and the SQL-over-HTTP endpoint's process when apart. */
+  load?: { machineBusyCores: number; endpointCores?: number };
 }
 
 /**
@@ -36,6 +39,7 @@ export async function measureBurstFloor(
   url: string,
   params: BurstParams,
   neonOptions?: NeonOptions,
+  endpointPid?: number,
 ): Promise<BurstFloor> {
   const job = defineJob({ kind: 'burst', payload: z.object({ n: z.number() }), handler: async () => {} });
   await seedBurst(url, job, params.jobs);
@@ -43,14 +47,25 @@ export async function measureBurstFloor(
     Array.from({ length: params.maxInvocations }, () => (neonOptions ? httpQuery(url, neonOptions) : pgQuery(url))),
   );
   try {
+    const machine0 = machineCpu();
+    const endpoint0 = endpointPid === undefined ? undefined : processTicks(endpointPid);
     const t0 = performance.now();
     const statements = await Promise.all(clients.map((client) => drainLoop(client.query, params)));
     const seconds = (performance.now() - t0) / 1000;
+    const machine1 = machineCpu();
+    const endpoint1 = endpointPid === undefined ? undefined : processTicks(endpointPid);
+    const busy = ((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * cpus().length;
     return {
       transport: neonOptions ? 'neon-http' : 'pg',
       seconds: round(seconds, 2),
       idealSeconds: round((params.jobs * params.jobMs) / 1000 / (params.concurrency * params.maxInvocations), 2),
       statementsPerJob: round(statements.reduce((a, b) => a + b, 0) / params.jobs, 2),
+      load: {
+        machineBusyCores: round(busy, 2),
+        ...(endpoint0 !== undefined && endpoint1 !== undefined
+          ? { endpointCores: round((endpoint1 - endpoint0) / TICKS_PER_SECOND / seconds, 2) }
+          : {}),
+      },
     };
   } finally {
     await Promise.all(clients.map((client) => client.end()));

@@ -42,6 +42,8 @@ export interface BurstVariant {
    * neon-http the endpoint in `neon` must have been started with the same delay (neon-endpoint.ts).
    */
   addedRoundTripMs?: number;
+  /** The SQL-over-HTTP endpoint's process (neon-endpoint.ts), when apart: its CPU is counted in `load`. */
+  endpointPid?: number;
 }
 
 export interface BurstResult {
@@ -77,18 +79,22 @@ export interface BurstResult {
   statementsPerJob: number;
   /** Jobs per second of each admitted invocation (completed ÷ its duration), mean; the ideal is concurrency ÷ the job's time. */
   perInvocationRate: number;
-  /** During the drain: CPU this process used (in cores), the machine's cores busy (all processes), the event loop's delay. */
+  /**
+   * During the drain: CPU this process used (in cores), the machine's cores busy (all processes), the
+   * bench database's backends, the SQL-over-HTTP endpoint's process when apart, the event loop's delay.
+   */
   load: {
     processCores: number;
     machineBusyCores: number;
     backendCores: number;
+    endpointCores?: number;
     loopDelayMs: { p50: number; p99: number; max: number };
   };
   warnings: string[];
 }
 
 /** CPU time a local process has used so far, in clock ticks (utime + stime); undefined once it is gone. */
-function processTicks(pid: number): number | undefined {
+export function processTicks(pid: number): number | undefined {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
     return Number(fields[11]) + Number(fields[12]);
@@ -97,10 +103,10 @@ function processTicks(pid: number): number | undefined {
   }
 }
 /** Linux's USER_HZ: /proc's clock ticks per second. */
-const TICKS_PER_SECOND = 100;
+export const TICKS_PER_SECOND = 100;
 
 /** Busy and total CPU time of the machine so far (all cores), ms. */
-function machineCpu(): { busy: number; total: number } {
+export function machineCpu(): { busy: number; total: number } {
   let busy = 0;
   let total = 0;
   for (const { times } of cpus()) {
@@ -228,6 +234,7 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
     const machine0 = machineCpu();
     const commits0 = await commits();
     const own0 = ownQueries;
+    const endpoint0 = variant.endpointPid === undefined ? undefined : processTicks(variant.endpointPid);
     t0 = performance.now();
     await lambdaStarter(FUNCTION, scheduledEvent()).start(1); // the tick
     let drainedAt: number | undefined;
@@ -242,6 +249,7 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
     loop.disable();
     const cpu = process.cpuUsage(cpu0);
     const machine1 = machineCpu();
+    const endpoint1 = variant.endpointPid === undefined ? undefined : processTicks(variant.endpointPid);
     const cores = cpus().length;
     const load = {
       processCores: round((cpu.user + cpu.system) / 1000 / (seconds * 1000), 2),
@@ -251,6 +259,9 @@ export async function measureBurstDrain(url: string, variant: BurstVariant, para
         [...backends.values()].reduce((sum, b) => sum + b.last - b.first, 0) / TICKS_PER_SECOND / seconds,
         2,
       ),
+      ...(endpoint0 !== undefined && endpoint1 !== undefined
+        ? { endpointCores: round((endpoint1 - endpoint0) / TICKS_PER_SECOND / seconds, 2) }
+        : {}),
       loopDelayMs: {
         p50: round(loop.percentile(50) / 1e6),
         p99: round(loop.percentile(99) / 1e6),

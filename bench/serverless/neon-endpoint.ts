@@ -19,6 +19,8 @@ export interface NeonHttpEndpointProcess {
   url: string;
   /** What it adds to every request's round trip, ms (a slow link; 0: none). */
   addedRoundTripMs: number;
+  /** Its process id: the bench reads the endpoint's own CPU time from /proc. */
+  pid: number | undefined;
   close(): Promise<void>;
 }
 
@@ -45,6 +47,7 @@ export async function startNeonHttpEndpointProcess(addedRoundTripMs = 0): Promis
   return {
     url,
     addedRoundTripMs,
+    pid: child.pid,
     neon: localNeonOptions({ wsProxyPort: 0, httpUrl: url }),
     close: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
@@ -70,9 +73,17 @@ export async function warmNeonHttpEndpoint(
 ) {
   applyNeonOptions(endpoint.neon);
   const sql = neon(url);
-  for (let r = 0; r < rounds; r++)
-    await Promise.all(Array.from({ length: connections }, (_, i) => sql.query('select $1::int as n', [i])));
+  const round = () => Promise.all(Array.from({ length: connections }, (_, i) => sql.query('select $1::int as n', [i])));
+  for (let r = 0; r < rounds; r++) await round();
+  // A backend reports its counts to the statistics at most once a second, and an idle one 10 s
+  // after its last transaction: the drain that reuses these connections would count the warm-up's
+  // commits among its statements (0.07–0.1 per job of a 10,000-job burst) unless they are reported
+  // before it starts.
+  await new Promise((resolve) => setTimeout(resolve, IDLE_STATS_MS));
 }
+
+/** Postgres's PGSTAT_IDLE_INTERVAL (10 s), and a little more. */
+const IDLE_STATS_MS = 10_500;
 
 /** In the endpoint's process: serve until the parent closes stdin (or dies), then exit. */
 export async function serveNeonHttpEndpointIfAsked(): Promise<void> {

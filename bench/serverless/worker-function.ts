@@ -10,6 +10,17 @@ import { connectLazily } from '../../db/connect-lazy.js';
 /** Connections the benchmark's worker containers open carry this application_name. */
 export const INVOCATION_APP = 'skiplock_bench_invocation';
 
+/**
+ * The connection string the function's containers use: `connectionString` with INVOCATION_APP as
+ * its application_name. The SQL-over-HTTP endpoint keeps a pool per connection string, so this is
+ * the one to warm before a neon-http drain.
+ */
+export function invocationUrl(connectionString: string): string {
+  const url = new URL(connectionString);
+  url.searchParams.set('application_name', INVOCATION_APP);
+  return url.toString();
+}
+
 /** A worker log line the benchmark keeps: every fan-out decision, every warning and error. */
 export interface LoggedLine {
   level: 'info' | 'warn' | 'error';
@@ -53,8 +64,7 @@ export function workerFunction(options: WorkerFunctionOptions) {
     DATABASE_URL: options.connectionString,
     AWS_LAMBDA_FUNCTION_NAME: options.functionName,
   });
-  const url = new URL(options.connectionString);
-  url.searchParams.set('application_name', INVOCATION_APP);
+  const url = invocationUrl(options.connectionString);
   const idle: Container[] = [];
   const all: Container[] = [];
   const summaries: InvocationSummary[] = [];
@@ -79,7 +89,7 @@ export function workerFunction(options: WorkerFunctionOptions) {
       container = {
         // As the adapter connects (connectLazily): on pg, the pool without a Drizzle database.
         db: await connectLazily({
-          connectionString: url.toString(),
+          connectionString: url,
           driver: config.driver,
           max: config.poolMax,
           statementTimeoutMs: config.statementTimeoutMs,
