@@ -94,11 +94,12 @@ for (let t = 0; t < trials; t++) {
     const pid = Number((await client.query('select pg_backend_pid() as pid')).rows[0].pid);
     for (const round of [0, 1]) {
       const each: number[] = [];
-      for (const [i, statement] of (sequences[side] ?? []).entries()) {
+      for (const statement of sequences[side] ?? []) {
         await client.query(statement.hot ? HOT_PLANS : 'begin');
         const before = cpuNs(pid);
         await client.query({
-          ...(statement.hot ? { name: `s${i}` } : {}),
+          // Named by text, as the driver names them (db/drivers/pg-pool.ts): a text sent again is not parsed again.
+          ...(statement.hot ? { name: `s${sequences[side]?.findIndex((s) => s.text === statement.text)}` } : {}),
           text: statement.text,
           values: statement.values,
         });
