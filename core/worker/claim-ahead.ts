@@ -1,4 +1,6 @@
+import type { ClaimedJob } from '../../base/rows.js';
 import type { Watched } from './deadline.js';
+import type { Kind } from './settings.js';
 
 /**
  * Claiming ahead of the slots that will come free while a claim is out. A claim sent when slots are
@@ -71,6 +73,40 @@ export class ClaimAhead {
     }
     return { count, nextAt };
   }
+
+  /**
+   * Whether the next claim may go out before `jobs` start: each of a kind that usually ends within a
+   * round trip, so their slots are free again before a claim sent now is answered. Then the database
+   * claims while this process runs them, instead of each waiting for the other (on one connection a
+   * claim and a batch of no-op jobs otherwise take turns: 0.90× graphile-worker's rate at K = 1).
+   * Not for a job whose outcome the next claim must see first: one with a destination (its failure
+   * may open a breaker that must keep the next job of it from starting), one with an ordering key
+   * (its outcome releases the next of its key), and not for the kinds that use the connection while
+   * they run (a transactional kind) or wait for a batch.
+   */
+  endBeforeAnswer(jobs: readonly ClaimedJob[], kinds: ReadonlyMap<string, Kind>): boolean {
+    const roundTrip = this.#roundTripMs;
+    if (roundTrip === 0) return false;
+    for (const job of jobs) {
+      if (job.destination || job.orderingKey) return false;
+      const definition = kinds.get(job.kind)?.definition;
+      if (!definition || definition.batch || definition.transactional) return false;
+      const usual = this.#jobMs.get(definition.kind);
+      if (usual === undefined || usual > roundTrip) return false;
+    }
+    return true;
+  }
+}
+
+/**
+ * Resolves once what is pending now has run, the I/O it started included: a statement handed to the
+ * driver goes out on a later tick (a pool's checkout), and must leave before the jobs run.
+ */
+export function afterPendingWork(): Promise<void> {
+  return new Promise((resolve) => {
+    if (typeof setImmediate === 'function') setImmediate(resolve);
+    else setTimeout(resolve, 0);
+  });
 }
 
 /** The weight of a new measure in the smoothed round trip and durations. */

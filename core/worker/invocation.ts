@@ -13,7 +13,7 @@ import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
 import { BatchRun } from './batch.js';
-import { ClaimAhead } from './claim-ahead.js';
+import { afterPendingWork, ClaimAhead } from './claim-ahead.js';
 import { Deadline, Watchdog } from './deadline.js';
 import { OutcomeBuffer, outcomesOf, RIDE_ALONG_MAX } from './outcome-buffer.js';
 import { type Kind, statementNow, type WorkerSettings } from './settings.js';
@@ -405,12 +405,14 @@ export class Invocation implements AttemptHost {
     if (this.#state === 'unfit') return this.#settle(); // nothing claimed, nothing to write
     const { concurrency } = this.settings;
     const buffer = this.#buffer;
+    const claimFirst = this.#mayClaimBeforeStart();
     // Outcomes normally ride along with the next claim; they are written on their own only when
     // they have waited flushIntervalMs, pile up while a claimed batch is still being worked
     // through, or are too many to ride along (RIDE_ALONG_MAX, in #claim).
-    if (buffer.size > 0 && (buffer.due || (this.#waiting.length > 0 && buffer.size >= concurrency))) {
+    if (buffer.size > 0 && (buffer.due || (!claimFirst && this.#waiting.length > 0 && buffer.size >= concurrency))) {
       await buffer.flush();
     }
+    if (claimFirst) return this.#claimBeforeStart();
     const release = this.#startWaiting();
     if (release) await this.#release(release);
     if (this.#filling) await this.#fill();
@@ -484,6 +486,42 @@ export class Invocation implements AttemptHost {
     return this.#ahead.endingSoon(this.#watchdog.running, this.settings.clock.now(), enough);
   }
 
+  /**
+   * Whether the next claim goes out before the jobs waiting locally start (ClaimAhead.endBeforeAnswer):
+   * all of them start now and end before its answer, and every kind that fits now still fits when
+   * the jobs it brings start, about two round trips from now. Only while the buffered outcomes ride
+   * along (one statement): on one connection a settle of its own goes first and the claim after it
+   * waits for the jobs to end anyway (probe 50,000 K=1 batch 500: 0.85–0.98× of claiming after them).
+   */
+  #mayClaimBeforeStart(): boolean {
+    const { concurrency, batchSize, kindList, kinds } = this.settings;
+    const waiting = this.#waiting;
+    if (this.#state !== 'running' || this.#filling || waiting.length === 0) return false;
+    if (this.#buffer.size > RIDE_ALONG_MAX) return false;
+    if (batchSize > concurrency || waiting.length > concurrency - this.#inflight) return false;
+    const roundTripMs = this.#ahead.roundTripMs;
+    for (const kind of kindList) {
+      if (this.#fits(kind) && !this.#deadline.fits(kind, 2 * roundTripMs)) return false;
+    }
+    for (const job of waiting) if (!this.#fits(kinds.get(job.kind) as Kind)) return false;
+    return this.#ahead.endBeforeAnswer(waiting, kinds);
+  }
+
+  /**
+   * Sends the next claim, with the buffered outcomes, then starts the jobs waiting while it is out:
+   * the database claims while they run. Their slots count as free in the claim's limit (they end
+   * before its answer).
+   */
+  async #claimBeforeStart(): Promise<void> {
+    const claimedAt = this.#claimedAt; // the waiting jobs' leases run from their own claim
+    const claim = this.#claim();
+    claim.catch(() => {}); // awaited below: its failure must not count as unhandled meanwhile
+    await afterPendingWork(); // the claim is on its way before the jobs take the process
+    const release = this.#startWaiting(claimedAt);
+    await claim;
+    if (release) await this.#release(release);
+  }
+
   /** Wakes the loop at `at` (on its clock), unless a wake-up at or before it is set already. */
   #wakeAt(at: number): void {
     if (!Number.isFinite(at) || (this.#aheadWake && this.#aheadWake.at <= at)) return;
@@ -548,7 +586,7 @@ export class Invocation implements AttemptHost {
    * The jobs of a batch kind start together, up to its `batch.size` (one slot per batch, in claim
    * order); a batch that came short and may wait to fill is set aside for #fill instead.
    */
-  #startWaiting(): ClaimedJob[] | undefined {
+  #startWaiting(claimedAt = this.#claimedAt): ClaimedJob[] | undefined {
     const { concurrency, kinds, leaseGraceMs, clock } = this.settings;
     const waiting = this.#waiting;
     if (waiting.length === 0) return undefined;
@@ -563,7 +601,7 @@ export class Invocation implements AttemptHost {
       const { timeoutMs, batch } = kind.definition;
       // Its lease started at the claim: a job that waited locally too long to finish inside it
       // is given back rather than started (someone else could rescue it mid-run).
-      const leaseLeft = this.#claimedAt + timeoutMs + leaseGraceMs - clock.now();
+      const leaseLeft = claimedAt + timeoutMs + leaseGraceMs - clock.now();
       if (!(this.#fits(kind) && leaseLeft >= timeoutMs)) {
         release.push(job);
         continue;

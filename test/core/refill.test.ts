@@ -124,6 +124,31 @@ describe(`claiming a backlog of jobs that end one by one (${testDriver()})`, () 
 });
 
 /**
+ * The test database behind a link whose every hot statement (the claim, the settle) moves `clock` on by
+ * `roundTripMs` before its answer comes. `sent` is called as each one is sent; what it returns, with
+ * the answer (the number of jobs a claim took, undefined for another statement).
+ */
+function slowLink(clock: ManualClock, roundTripMs: number, sent: () => (jobs: number | undefined) => void) {
+  const { executor } = t.db;
+  return {
+    ...t.db,
+    executor: {
+      query: (statement: Parameters<typeof executor.query>[0]) => executor.query(statement),
+      batch: (statements: Parameters<typeof executor.batch>[0]) => executor.batch(statements),
+      transaction: executor.transaction,
+      hot: async (statement: Parameters<typeof executor.hot>[0], hint: Parameters<typeof executor.hot>[1]) => {
+        const answered = sent();
+        const rows = await executor.hot(statement, hint);
+        clock.advance(roundTripMs);
+        const row = rows[0] as { jobs?: unknown[] | null } | undefined;
+        answered(row && 'jobs' in row ? (row.jobs?.length ?? 0) : undefined);
+        return rows;
+      },
+    },
+  };
+}
+
+/**
  * Over a slow link. The connection's executor moves the invocation's clock on by `roundTripMs` in every
  * hot statement (the claim and the settle), as a round trip to a database far away would; jobs hold
  * until the test ends them, after it moved the clock by their duration. Ten jobs start; after 100 ms
@@ -152,24 +177,11 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
       t.db,
       Array.from({ length: 40 }, (_, n) => held.with({ n })),
     );
-    const { executor } = t.db;
     /** How many jobs each claim took, in order. */
     const claimed: number[] = [];
-    const slow = {
-      ...t.db,
-      executor: {
-        query: (statement: Parameters<typeof executor.query>[0]) => executor.query(statement),
-        batch: (statements: Parameters<typeof executor.batch>[0]) => executor.batch(statements),
-        transaction: executor.transaction,
-        hot: async (statement: Parameters<typeof executor.hot>[0], hint: Parameters<typeof executor.hot>[1]) => {
-          const rows = await executor.hot(statement, hint);
-          clock.advance(options.roundTripMs);
-          const row = rows[0] as { jobs?: unknown[] | null } | undefined;
-          if (row && 'jobs' in row) claimed.push(row.jobs?.length ?? 0);
-          return rows;
-        },
-      },
-    };
+    const slow = slowLink(clock, options.roundTripMs, () => (jobs) => {
+      if (jobs !== undefined) claimed.push(jobs);
+    });
     const run = createWorker({
       db: slow,
       schema: t.schema,
@@ -253,5 +265,96 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
       remainingMs: 1_750 + 1_000,
     });
     expect(claimed.slice(0, 2)).toEqual([10, 5]);
+  });
+});
+
+/**
+ * Jobs that end within a round trip, over a link whose every hot statement moves the invocation's clock
+ * on by 40 ms: the order in which claims leave (when the executor is called) and jobs start.
+ */
+describe(`claiming before short jobs start (${testDriver()})`, () => {
+  const order = async (destination: boolean) => {
+    const clock = new ManualClock();
+    const events: { what: string }[] = [];
+    const quick = defineJob({
+      kind: 'quick',
+      payload: z.object({ n: z.number() }),
+      ...(destination ? { destination: () => 'partner.example' } : {}),
+      handler: async () => {
+        events.push({ what: 'job' });
+      },
+    });
+    await enqueuerFor(t.schema).enqueueMany(
+      t.db,
+      Array.from({ length: 30 }, (_, n) => quick.with({ n })),
+    );
+    const slow = slowLink(clock, 40, () => {
+      const sent = { what: 'statement' };
+      events.push(sent);
+      return (jobs) => {
+        if (jobs !== undefined) sent.what = `claim ${jobs}`;
+      };
+    });
+    const summary = await createWorker({
+      db: slow,
+      schema: t.schema,
+      jobs: [quick],
+      logger: silentLogger,
+      clock,
+      concurrency: 10,
+    }).runInvocation({ remainingMs: 600_000 });
+    // Runs of jobs as one entry with their count.
+    const collapsed: string[] = [];
+    let jobs = 0;
+    for (const { what } of events) {
+      if (what === 'job') {
+        jobs++;
+        continue;
+      }
+      if (jobs > 0) collapsed.push(`${jobs} jobs`);
+      jobs = 0;
+      collapsed.push(what);
+    }
+    if (jobs > 0) collapsed.push(`${jobs} jobs`);
+    const completed = await t.admin.query(
+      `select count(*)::int as n from "${t.schema}".jobs where state = 'completed' and attempt = 1`,
+    );
+    return { summary, collapsed, completed: completed.rows[0].n as number };
+  };
+
+  it('sends the next claim before they start, and their outcomes ride along the claim after it', async () => {
+    const { summary, collapsed, completed } = await order(false);
+    // The first ten start before the next claim: their duration is not known yet. From then on each
+    // claim leaves before the jobs the last one brought start; the one that finds the queue empty
+    // carries the outcomes of the jobs before the last ten, and one more look carries those of the last.
+    // No statement of their own for the outcomes: the sweep is the only other one.
+    expect(collapsed).toEqual([
+      'statement',
+      'claim 10',
+      '10 jobs',
+      'claim 10',
+      'claim 10',
+      '10 jobs',
+      'claim 0',
+      '10 jobs',
+      'claim 0',
+    ]);
+    expect(summary).toMatchObject({ claimed: 30, completed: 30, released: 0 });
+    expect(completed).toBe(30);
+  });
+
+  it('not before jobs with a destination: a failure among them may open a breaker the next claim must see', async () => {
+    const { summary, collapsed } = await order(true);
+    expect(collapsed).toEqual([
+      'statement',
+      'claim 10',
+      '10 jobs',
+      'claim 10',
+      '10 jobs',
+      'claim 10',
+      '10 jobs',
+      'claim 0',
+    ]);
+    expect(summary).toMatchObject({ claimed: 30, completed: 30, released: 0 });
   });
 });
