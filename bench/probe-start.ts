@@ -27,6 +27,7 @@ import { connect, type SkiplockConnection } from '../db/connect.js';
 import type { Executor } from '../db/executor.js';
 import { renderSql } from '../db/render.js';
 import { listenToStatements } from '../db/statement-listeners.js';
+import { startCpuProfile } from './cpu-profile.js';
 import { freshDatabase, vacuumAnalyze } from './db.js';
 import { skiplockSystem } from './systems/skiplock.js';
 
@@ -130,14 +131,7 @@ const warm: Start[] = [];
 /** Opening a connection (fork, authentication, `set jit = off`, a `select`): ms and server CPU ms. */
 const connects: { ms: number; serverCpuMs: number }[] = [];
 // PROBE_PROF=<file>: a V8 CPU profile of the trials (not the setup).
-const { Session } = await import('node:inspector/promises');
-const session = new Session();
-if (process.env.PROBE_PROF) {
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.setSamplingInterval', { interval: 100 });
-  await session.post('Profiler.start');
-}
+const stopProfile = await startCpuProfile();
 for (let trial = 0; trial < TRIALS; trial++) {
   const app = `probe_start_${trial}`;
   const backend: { app: string; pid?: number } = { app };
@@ -173,10 +167,7 @@ for (let trial = 0; trial < TRIALS; trial++) {
   }
 }
 
-if (process.env.PROBE_PROF) {
-  const { profile } = await session.post('Profiler.stop');
-  (await import('node:fs')).writeFileSync(process.env.PROBE_PROF, JSON.stringify(profile));
-}
+await stopProfile();
 const show = (label: string, starts: Start[]) => {
   const later = starts.length > 1 ? starts.slice(1) : starts;
   console.log(

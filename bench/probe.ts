@@ -5,6 +5,7 @@
  * setup), PROBE_PROF (a V8 CPU profile of the processing), PROBE_PERF (`perf record -a -g` of it).
  */
 import os from 'node:os';
+import { startCpuProfile } from './cpu-profile.js';
 import { freshDatabase, vacuumAnalyze } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
 import { rawSystem } from './systems/raw.js';
@@ -41,14 +42,7 @@ await sys.enqueueBulk(N, 1000);
 await vacuumAnalyze(url);
 const cpu0 = process.cpuUsage();
 const busy0 = busy();
-const { Session } = await import('node:inspector/promises');
-const session = new Session();
-if (process.env.PROBE_PROF) {
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.setSamplingInterval', { interval: 100 });
-  await session.post('Profiler.start');
-}
+const stopProfile = await startCpuProfile();
 // PROBE_PERF=<file>: `perf record` of the whole machine while the jobs are processed (not the enqueue).
 const perf = process.env.PROBE_PERF
   ? (await import('node:child_process')).spawn(
@@ -66,10 +60,7 @@ if (perf) {
   perf.kill('SIGINT');
   await new Promise((resolve) => perf.once('exit', resolve));
 }
-if (process.env.PROBE_PROF) {
-  const { profile } = await session.post('Profiler.stop');
-  (await import('node:fs')).writeFileSync(process.env.PROBE_PROF, JSON.stringify(profile));
-}
+await stopProfile();
 const secs = (performance.now() - t) / 1000;
 const cpu = process.cpuUsage(cpu0);
 const nodeUs = (cpu.user + cpu.system) / N;

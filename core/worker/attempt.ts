@@ -122,12 +122,13 @@ export class Attempt implements ContextSource {
     return this.#host.settings.breakers;
   }
 
-  constructor(job: ClaimedJob, kind: Kind, host: AttemptHost, batch?: BatchRun) {
+  /** `startedAt`: the clock's reading as it starts, when the host has just taken it. */
+  constructor(job: ClaimedJob, kind: Kind, host: AttemptHost, batch?: BatchRun, startedAt = host.settings.clock.now()) {
     this.job = job;
     this.kind = kind;
     this.#host = host;
     this.batch = batch;
-    this.startedAt = host.settings.clock.now();
+    this.startedAt = startedAt;
     this.timeoutAt = this.startedAt + kind.definition.timeoutMs;
     this.lastProgress = job.progress ?? null;
   }

@@ -41,9 +41,12 @@ export class Deadline {
     return startedAt + START_ALLOWANCE_MS + kind.definition.timeoutMs <= this.stopClaimingAt;
   }
 
-  /** Whether an attempt of `kind` started now (or `laterMs` from now) would end before claiming stops. */
-  fits(kind: Kind, laterMs = 0): boolean {
-    return this.#clock.now() + laterMs + kind.definition.timeoutMs <= this.stopClaimingAt;
+  /**
+   * Whether an attempt of `kind` started now (or `laterMs` from now) would end before claiming stops.
+   * `now`: the clock's reading, when the caller has just taken it.
+   */
+  fits(kind: Kind, laterMs = 0, now = this.#clock.now()): boolean {
+    return now + laterMs + kind.definition.timeoutMs <= this.stopClaimingAt;
   }
 
   /** `statement`, or an InvocationDeadlineError at answerBy (the statement goes on, unwatched). */

@@ -114,8 +114,9 @@ export class Invocation implements AttemptHost {
   /** The last claim came right after a wait for a rate and found nothing. */
   #pacedInVain = false;
   #pacing = false;
-  /** Since when a slot has been free without a claim to fill it (see #mayRefill). */
+  /** Since when a slot has been free without a claim to fill it (see #mayRefill), and its timer's cancel. */
   #freeSince: number | undefined;
+  #cancelFreeTimer: (() => void) | undefined;
   /** The claims' round trip and the kinds' durations: how many slots a claim sent now may count as free. */
   readonly #ahead = new ClaimAhead();
   /** When the loop looks again because an attempt comes within a round trip of its end, and its timer. */
@@ -227,6 +228,7 @@ export class Invocation implements AttemptHost {
     }
     this.#watchdog.stop();
     this.#aheadWake?.cancel();
+    this.#cancelFreeTimer?.();
     await this.#startContinuations();
     if (this.#admission) {
       await this.#admission.close();
@@ -601,13 +603,15 @@ export class Invocation implements AttemptHost {
       const { timeoutMs, batch } = kind.definition;
       // Its lease started at the claim: a job that waited locally too long to finish inside it
       // is given back rather than started (someone else could rescue it mid-run).
-      const leaseLeft = claimedAt + timeoutMs + leaseGraceMs - clock.now();
-      if (!(this.#fits(kind) && leaseLeft >= timeoutMs)) {
+      // One reading of the clock per job: the checks and the attempt's start share it.
+      const now = clock.now();
+      const leaseLeft = claimedAt + timeoutMs + leaseGraceMs - now;
+      if (!(this.#fits(kind, now) && leaseLeft >= timeoutMs)) {
         release.push(job);
         continue;
       }
       if (!batch) {
-        this.#start(job, kind);
+        this.#start(job, kind, now);
         continue;
       }
       grouped ??= new Set();
@@ -729,8 +733,9 @@ export class Invocation implements AttemptHost {
     });
   }
 
-  #start(job: ClaimedJob, kind: Kind): void {
-    const attempt = new Attempt(job, kind, this);
+  /** Starts one attempt; `now`: the clock's reading as it starts. */
+  #start(job: ClaimedJob, kind: Kind, now: number): void {
+    const attempt = new Attempt(job, kind, this, undefined, now);
     this.settings.metrics?.started(job);
     this.#inflight++;
     this.#watchdog.watch(attempt);
@@ -766,7 +771,11 @@ export class Invocation implements AttemptHost {
     const batch = buffer.take();
     this.#claimedAt = clock.now();
     this.#firstClaimAt ??= this.#claimedAt;
+    // The slots that came free are being filled: their timer would only wake the loop for nothing
+    // (one spurious turn per batch, flushIntervalMs later).
     this.#freeSince = undefined;
+    this.#cancelFreeTimer?.();
+    this.#cancelFreeTimer = undefined;
     // Claim only what can start now or once the attempts ending before the answer comes have
     // ended (at most batchSize; see ClaimAhead), unless a local queue was asked for (batchSize >
     // concurrency): a claimed job's lease runs from the claim, not from its start.
@@ -847,8 +856,8 @@ export class Invocation implements AttemptHost {
    * whose job just went on to a later invocation (its next step did not fit), never again in this
    * one: claiming that job back at once would only suspend it again.
    */
-  #fits(kind: Kind): boolean {
-    return this.#deadline.fits(kind) && !this.#continuedKinds.has(kind.definition.kind);
+  #fits(kind: Kind, now?: number): boolean {
+    return this.#deadline.fits(kind, 0, now) && !this.#continuedKinds.has(kind.definition.kind);
   }
 
   /** AttemptHost: an attempt ended. Its bookkeeping waits for a microtask, never under the loop's feet. */
@@ -860,6 +869,8 @@ export class Invocation implements AttemptHost {
   readonly #deliver = (): void => {
     const ended = this.#ended;
     this.#ended = [];
+    // One reading of the clock for all of them: they ended before this microtask.
+    const now = this.settings.clock.now();
     for (const attempt of ended) {
       this.#finished++;
       // A batch's jobs end one by one; its slot comes free with the last.
@@ -868,12 +879,12 @@ export class Invocation implements AttemptHost {
         this.#watchdog.forget(batch ?? attempt);
         this.#inflight--;
       }
-      if (!batch) this.#ahead.ended(attempt.kind.definition.kind, this.settings.clock.now() - attempt.startedAt);
+      if (!batch) this.#ahead.ended(attempt.kind.definition.kind, now - attempt.startedAt);
       if (this.#freeSince === undefined && this.#inflight < this.settings.concurrency) {
         // A slot came free: claim when half a batch is free, or when this one has waited enough
         // (the timer wakes the loop even when no outcome is buffered, e.g. a transactional kind).
-        this.#freeSince = this.settings.clock.now();
-        this.settings.clock.setTimer(this.#notify, this.settings.flushIntervalMs);
+        this.#freeSince = now;
+        this.#cancelFreeTimer = this.settings.clock.setTimer(this.#notify, this.settings.flushIntervalMs);
       }
       const { end } = attempt;
       if (end === 'committed') this.#ledger.committed(attempt.job, attempt.startedAt);

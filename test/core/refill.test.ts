@@ -17,6 +17,19 @@ const nextTurns = async (turns: number) => {
   for (let i = 0; i < turns; i++) await new Promise((resolve) => setImmediate(resolve));
 };
 
+/** Ends every job that runs, again and again, until the invocation `run` returns; its summary. */
+async function runToEnd<T>(run: Promise<T>, running: (() => void)[]): Promise<T> {
+  let finished = false;
+  void run.then(() => {
+    finished = true;
+  });
+  while (!finished) {
+    for (const end of running.splice(0)) end();
+    await nextTurns(5);
+  }
+  return run;
+}
+
 describe(`claiming a backlog of jobs that end one by one (${testDriver()})`, () => {
   it('claims when half a batch is free, not a statement per freed slot, and every job runs', async () => {
     // Each job runs until the test ends it; the test ends them one at a time, oldest first, as
@@ -75,7 +88,11 @@ describe(`claiming a backlog of jobs that end one by one (${testDriver()})`, () 
     expect(claims.length).toBeLessThanOrEqual(15);
   });
 
-  it("a freed slot waits for companions at most flushIntervalMs of the invocation's clock", async () => {
+  /**
+   * `count` jobs that each run until the test ends them (`running`), an invocation of concurrency 10
+   * and flushIntervalMs 200 on a manual clock, and `finish`: ends what runs until the invocation returns.
+   */
+  const heldBacklog = async (count: number) => {
     const clock = new ManualClock();
     const running: (() => void)[] = [];
     let starts = 0;
@@ -91,7 +108,7 @@ describe(`claiming a backlog of jobs that end one by one (${testDriver()})`, () 
     });
     await enqueuerFor(t.schema).enqueueMany(
       t.db,
-      Array.from({ length: 30 }, (_, n) => held.with({ n })),
+      Array.from({ length: count }, (_, n) => held.with({ n })),
     );
     const run = createWorker({
       db: t.db,
@@ -102,24 +119,35 @@ describe(`claiming a backlog of jobs that end one by one (${testDriver()})`, () 
       concurrency: 10,
       flushIntervalMs: 200,
     }).runInvocation({ remainingMs: 600_000 });
-    while (starts < 10) await nextTurns(10);
+    const finish = () => runToEnd(run, running);
+    return { clock, running, starts: () => starts, finish };
+  };
+
+  it("a freed slot waits for companions at most flushIntervalMs of the invocation's clock", async () => {
+    const { clock, running, starts, finish } = await heldBacklog(30);
+    while (starts() < 10) await nextTurns(10);
     running.shift()?.(); // one slot free: not half a batch
     await nextTurns(300);
-    expect(starts).toBe(10);
+    expect(starts()).toBe(10);
     clock.advance(200); // it has waited flushIntervalMs: the slot is filled
     // The claim that fills it is a round trip to Postgres: wait for it, however busy the machine (a
     // bound of 10,000 event-loop turns ran out under CI's three test files at once).
-    await vi.waitFor(() => expect(starts).toBe(11), { timeout: 30_000, interval: 5 });
-    // Let the rest run to the end.
-    let finished = false;
-    void run.then(() => {
-      finished = true;
-    });
-    while (!finished) {
-      for (const end of running.splice(0)) end();
-      await nextTurns(5);
-    }
-    expect(await run).toMatchObject({ claimed: 30, completed: 30 });
+    await vi.waitFor(() => expect(starts()).toBe(11), { timeout: 30_000, interval: 5 });
+    expect(await finish()).toMatchObject({ claimed: 30, completed: 30 });
+  });
+
+  it('leaves no timer behind for the slots a claim filled', async () => {
+    // The timer that lets a freed slot wait at most flushIntervalMs belongs to the slots that came
+    // free; once a claim fills them it would only wake the loop for nothing, once per batch.
+    const { clock, running, starts, finish } = await heldBacklog(20);
+    await vi.waitFor(() => expect(starts()).toBe(10), { timeout: 30_000, interval: 5 });
+    await nextTurns(20);
+    const whileFirstRuns = clock.pending; // the watchdog's
+    for (const end of running.splice(0)) end(); // the whole batch ends: its slots are claimed at once
+    await vi.waitFor(() => expect(starts()).toBe(20), { timeout: 30_000, interval: 5 });
+    await nextTurns(20);
+    expect(clock.pending).toBe(whileFirstRuns);
+    expect(await finish()).toMatchObject({ claimed: 20, completed: 20 });
   });
 });
 
@@ -201,15 +229,7 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
     const claimsMeanwhile = claimed.length - claimsBefore;
     await more?.({ clock, running, claimed, starts: () => starts });
     // Let the rest run to the end (the clock stays: no lease runs out while a claim is on its way).
-    let finished = false;
-    void run.then(() => {
-      finished = true;
-    });
-    while (!finished) {
-      for (const end of running.splice(0)) end();
-      await nextTurns(5);
-    }
-    return { summary: await run, claimed, startedWithoutClaim, claimsMeanwhile };
+    return { summary: await runToEnd(run, running), claimed, startedWithoutClaim, claimsMeanwhile };
   };
 
   it('claims ahead for the slots that free while its claim is out, and they start without waiting for another', async () => {
