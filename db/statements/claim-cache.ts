@@ -42,14 +42,12 @@ interface Form {
   slots: [position: number, slot: Slot][];
 }
 
-/**
- * What the outcomes riding along look like: completions (or none: an invocation's first claim carries
- * an empty settle, the same text), completions some with a result.
- */
-type SettleForm = 'completed' | 'results';
+/** What the outcomes riding along look like: none, completions, completions some with a result. */
+type SettleForm = 'none' | 'completed' | 'results';
 
 /** Outcomes of each settle form, for the one render (their values are placeholders: SettleParams). */
 const FORM_OUTCOMES: Record<SettleForm, readonly Outcome[]> = {
+  none: [],
   completed: [{ id: '0', leaseToken: '', outcome: 'completed' }],
   results: [{ id: '0', leaseToken: '', outcome: 'completed', result: 'null' }],
 };
@@ -102,7 +100,7 @@ export function cachedClaimStatement(
     if (forms.size >= MAX_FORMS) forms.delete(forms.keys().next().value as string);
   }
   forms.set(key, form);
-  const settled = settleParams(settle);
+  const settled = settle.length > 0 ? settleParams(settle) : undefined;
   const params = form.params.slice();
   for (const [position, slot] of form.slots) {
     params[position] = slotValue(slot, request, leaseToken, settled);
@@ -110,7 +108,7 @@ export function cachedClaimStatement(
   return new RenderedSql(form.text, params);
 }
 
-function slotValue(slot: Slot, request: ClaimRequest, leaseToken: string, settled: SettleParams): unknown {
+function slotValue(slot: Slot, request: ClaimRequest, leaseToken: string, settled: SettleParams | undefined): unknown {
   switch (slot) {
     case 'leaseToken':
       return leaseToken;
@@ -127,22 +125,23 @@ function slotValue(slot: Slot, request: ClaimRequest, leaseToken: string, settle
     case 'laneMoreThan':
       return request.laneWhen?.moreThan;
     case 'tokens':
-      return settled.tokens;
+      return settled?.tokens;
     case 'ids':
-      return settled.ids;
+      return settled?.ids;
     case 'tokenAt':
-      return settled.tokenAt;
+      return settled?.tokenAt;
     case 'results':
-      return settled.results;
+      return settled?.results;
   }
 }
 
 /** The settle form of these outcomes, or undefined when the cache does not serve it. */
 function settleFormOf(settle: readonly Outcome[]): SettleForm | undefined {
-  let form: SettleForm = 'completed';
+  let form: SettleForm = 'none';
   for (const o of settle) {
     if (o.outcome !== 'completed' || o.orderingKey || o.destination) return undefined;
     if (o.result !== undefined) form = 'results';
+    else if (form === 'none') form = 'completed';
   }
   return form;
 }
