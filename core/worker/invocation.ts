@@ -7,7 +7,7 @@ import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
 import { releaseClaim, releaseJobs } from '../../db/statements/settle.js';
 import { nextDue } from '../../db/statements/wake.js';
 import { subscriptionsOf } from '../events.js';
-import { runRuntimeSchedules } from '../runtime-schedule-tick.js';
+import { RUNTIME_TICK_DEFAULTS, runRuntimeSchedules } from '../runtime-schedule-tick.js';
 import { runSchedules } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
@@ -383,13 +383,18 @@ export class Invocation implements AttemptHost {
 
   /**
    * Enqueues the run-time schedules' due occurrences (the sweep said one is due: an app with none
-   * due sends nothing for them); a failure is logged, and the invocation goes on.
+   * due sends nothing for them); a failure is logged, and the invocation goes on. The tick's claim
+   * on them lasts no longer than this invocation's time (at least 1 s, at most the tick's 30 s): a
+   * tick killed or refused between its claim and its fire leaves them to the next invocation, not
+   * for half a minute. A claim that lapses early costs nothing: the fire is fenced on each
+   * schedule's version, so two ticks never both enqueue an occurrence.
    */
   async #tickRuntimeSchedules(): Promise<void> {
-    const { db, schema, logger } = this.settings;
+    const { db, schema, logger, clock } = this.settings;
+    const leaseMs = Math.min(RUNTIME_TICK_DEFAULTS.leaseMs, Math.max(1_000, this.#deadline.at - clock.now()));
     try {
       const tick = await this.#deadline.inTime(
-        runRuntimeSchedules(db, { schema, logger, now: statementNow(this.settings) }),
+        runRuntimeSchedules(db, { schema, logger, now: statementNow(this.settings), leaseMs }),
       );
       this.#ledger.summary.runtimeScheduled = tick.enqueued.length;
     } catch (err) {

@@ -98,4 +98,24 @@ describe('run-time schedules in a worker invocation', () => {
     expect(summary.stoppedBecause).toBe('drained');
     expect(summary.nextDueAt).toBe(at('2027-06-01T09:00:00Z').getTime());
   });
+  it("a tick that failed after its claim holds the schedules no longer than its invocation's time", async () => {
+    await scheduler().createSchedule(
+      t.db,
+      { key: 'digest:held', job: digest, everyMs: 60_000, payload: { userId: 'held' } },
+      { now: at('2027-06-01T08:00:00Z') },
+    );
+    // The fire (it inserts the occurrence's job) fails after the tick's claim committed.
+    await t.admin.query(
+      `create function "${t.schema}".refuse_digest() returns trigger language plpgsql as $$
+       begin raise exception 'refused for the test'; end $$;
+       create trigger refuse_digest before insert on "${t.schema}".jobs for each row
+       when (new.kind = 'digest') execute function "${t.schema}".refuse_digest()`,
+    );
+    const failed = await worker([other], '2027-06-01T08:01:01Z').runInvocation({ remainingMs: 5_000 });
+    expect(failed.runtimeScheduled).toBeUndefined();
+    await t.admin.query(`drop trigger refuse_digest on "${t.schema}".jobs`);
+    // 6 s later that invocation is long over: the next one ticks the schedule, not 30 s later.
+    const next = await worker([other], '2027-06-01T08:01:07Z').runInvocation({ remainingMs: 5_000 });
+    expect(next.runtimeScheduled).toBe(1);
+  });
 });
