@@ -49,7 +49,7 @@ export class ClaimAhead {
    * of the others comes within a round trip of its end (Infinity: none will). An attempt already past
    * twice its kind's usual duration is an outlier, not counted, and so is one of a kind that usually
    * takes no longer than a round trip; a batch is never counted (its jobs wait for a batch.size of
-   * their own).
+   * their own), nor an attempt of a kind with destinations.
    */
   endingSoon(
     running: Iterable<Watched>,
@@ -62,7 +62,9 @@ export class ClaimAhead {
     if (roundTrip === 0) return { count, nextAt };
     for (const attempt of running) {
       const { definition } = attempt.kind;
-      if (definition.batch) continue;
+      // Nor a kind with destinations: its attempt's failure may open a breaker that the next claim
+      // must see before it hands out another job for the same destination.
+      if (definition.batch || definition.destination) continue;
       const usual = this.#jobMs.get(definition.kind);
       // Attempts shorter than a round trip free their slots at once anyway: claiming ahead of them
       // would only send claims before their outcomes could ride along.

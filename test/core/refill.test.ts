@@ -185,7 +185,7 @@ function slowLink(clock: ManualClock, roundTripMs: number, sent: () => (jobs: nu
 describe(`claiming over a slow link (${testDriver()})`, () => {
   type Stand = { clock: ManualClock; running: (() => void)[]; claimed: number[]; starts: () => number };
   const scenario = async (
-    options: { roundTripMs: number; jobMs?: number; timeoutMs?: number; remainingMs?: number },
+    options: { roundTripMs: number; jobMs?: number; timeoutMs?: number; remainingMs?: number; destination?: boolean },
     more?: (stand: Stand) => Promise<void>,
   ) => {
     const clock = new ManualClock();
@@ -195,6 +195,7 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
       kind: 'held',
       payload: z.object({ n: z.number() }),
       timeoutMs: options.timeoutMs ?? 60_000,
+      ...(options.destination ? { destination: () => 'partner.example' } : {}),
       handler: () =>
         new Promise<void>((resolve) => {
           starts++;
@@ -269,6 +270,12 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
 
   it('does not claim ahead of attempts shorter than a round trip: their outcomes ride along the next claim', async () => {
     const { summary, claimed } = await scenario({ roundTripMs: 40, jobMs: 20 });
+    expect(claimed.slice(0, 2)).toEqual([10, 5]);
+    expect(summary).toMatchObject({ claimed: 40, completed: 40, released: 0 });
+  });
+
+  it('does not claim ahead of attempts with a destination: a failure among them may open a breaker the next claim must see', async () => {
+    const { summary, claimed } = await scenario({ roundTripMs: 40, destination: true });
     expect(claimed.slice(0, 2)).toEqual([10, 5]);
     expect(summary).toMatchObject({ claimed: 40, completed: 40, released: 0 });
   });
