@@ -13,9 +13,8 @@
  * `--process-only` runs just the processing phase for skiplock and graphile-worker at K = 1, 4 and 16
  * and prints their rates and ratios (writes nothing): an A/B of a change to the worker's fixed cost.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import * as z from 'zod';
@@ -25,7 +24,6 @@ import { defineJob } from '../core/jobs.js';
 import { CONNECT_DEFAULTS, connect } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { claimJobs } from '../db/statements/claim.js';
-import { bundleFunction } from '../scripts/bundle.js';
 import { resolveTestDatabase } from '../scripts/local-postgres.js';
 import { type BatchHandlerFigures, batchHandlerSection, runBatchHandlerBench } from './batch-handler.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze, walBytes, withClient } from './db.js';
@@ -33,6 +31,7 @@ import { eventsPublishPhase } from './events.js';
 import { type BenchRecord, soakRecord, soakSection, writeReport } from './report.js';
 import { resultPath, today, writeResult } from './results.js';
 import { runScheduleTick, SCHEDULE_TICK_FULL, SCHEDULE_TICK_QUICK } from './schedule-tick.js';
+import { workerColdImport } from './serverless/cold-start.js';
 import { runSoak, SOAK_FULL, SOAK_QUICK, type SoakResult } from './soak.js';
 import { graphileSystem } from './systems/graphile.js';
 import { pgBossSystem } from './systems/pgboss.js';
@@ -449,32 +448,16 @@ results.schedule_tick = await scheduleTickPhase();
 
 results.batch_handler = await batchHandlerPhase();
 
-// 7. Cold start: the worker bundle and its import time vs a bare handler.
-log('phase 7: cold start');
-const dir = mkdtempSync(join(tmpdir(), 'skiplock-bench-'));
-const bundle = join(dir, 'worker.mjs');
-const bare = join(dir, 'bare.mjs');
-const built = await bundleFunction('worker', 'pg');
-writeFileSync(bundle, built);
-writeFileSync(bare, 'export const handler = async () => ({ ok: true });\n');
-const coldImport = (file: string) => {
-  const times: number[] = [];
-  for (let i = 0; i < 7; i++) {
-    const run = spawnSync(
-      process.execPath,
-      ['-e', `const t=performance.now();import(${JSON.stringify(file)}).then(()=>console.log(performance.now()-t))`],
-      { encoding: 'utf8' },
-    );
-    times.push(Number(run.stdout.trim()));
-  }
-  return Math.round(median(times) * 10) / 10;
-};
-results.bundle_bytes = built.byteLength;
-results.cold_import_ms = { worker: coldImport(bundle), bare: coldImport(bare) };
-log(`  worker bundle ${results.bundle_bytes} bytes; cold import ${JSON.stringify(results.cold_import_ms)}`);
-
 await dropDatabase(server, DB);
 await database.stop();
+
+// 7. Cold start: the worker bundle and its import time vs a bare handler, once the database has
+// stopped (its checkpoint of the run's writes would otherwise share the machine with the imports).
+log('phase 7: cold start');
+const cold = await workerColdImport();
+results.bundle_bytes = cold.bytes;
+results.cold_import_ms = { worker: cold.worker, bare: cold.bare };
+log(`  worker bundle ${results.bundle_bytes} bytes; cold import ${JSON.stringify(results.cold_import_ms)}`);
 
 /** The peers as installed (npm ci from package-lock.json), read from their own package.json. */
 const versions = Object.fromEntries(

@@ -14,7 +14,7 @@ import { dropDatabase, freshDatabase, withClient } from './db.js';
 import { today } from './results.js';
 import { type BurstParams, type BurstResult, type BurstVariant, measureBurstDrain } from './serverless/burst.js';
 import { measureBurstFloor } from './serverless/burst-floor.js';
-import { workerColdImportMs } from './serverless/cold-start.js';
+import { workerColdImport } from './serverless/cold-start.js';
 import { progressLog } from './serverless/figures.js';
 import { type LingerParams, type LingerResult, measureLinger } from './serverless/linger.js';
 import {
@@ -140,7 +140,7 @@ try {
     }
     await burst({ driver: 'pg', label: `pg +${ADDED_RTT_MS} ms`, addedRoundTripMs: ADDED_RTT_MS });
   }
-  const coldImportMs = await workerColdImportMs();
+  const coldImportMs = (await workerColdImport()).worker;
   log(`  worker bundle cold import ${coldImportMs} ms`);
 
   log(`phase 3: K = ${KS.join(', ')} invocations on no-op jobs (${PARAMS.processJobs} jobs per run)`);
