@@ -21,7 +21,7 @@ import { defineJob } from '../core/jobs.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker/index.js';
 import { connect } from '../db/connect.js';
-import { HOT_PLANS } from '../db/drivers/pg-pool.js';
+import { HOT_PLANS } from '../db/drivers/pg-hot.js';
 import type { Executor } from '../db/executor.js';
 import { migrate } from '../db/migrate.js';
 import { renderSql } from '../db/render.js';

@@ -1,24 +1,31 @@
 import { sql } from 'drizzle-orm';
+import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker/index.js';
 import type { SkiplockDb } from '../../db/connect.js';
-import { openDb, type TestContext, useTestSchema } from '../helpers/db.js';
+import { poolSettings } from '../../db/connection-options.js';
+import { namedRunner, openPgPool } from '../../db/drivers/pg-pool.js';
+import { Faults } from '../../testing/faults.js';
+import { startPgProxy } from '../../testing/pg-proxy.js';
+import { databaseUrl, openDb, type TestContext, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 
 // pg sends a worker's per-batch statements (the claim, the settle) as named prepared statements,
-// each in a transaction of its own that asks for one generic plan (db/drivers/pg-pool.ts). Each pool
-// here has one connection, so what the test reads from pg_prepared_statements is the worker's own
-// session.
+// each in a transaction of its own that asks for one generic plan (db/drivers/pg-pool.ts), sent and
+// answered as one exchange (db/drivers/pg-hot.ts). Each pool here has one connection, so what the
+// test reads from pg_prepared_statements is the worker's own session.
 let t: TestContext;
 useTestSchema('core-prepared', (ctx) => {
   t = ctx;
 });
 const pools: SkiplockDb[] = [];
+const pgPools: pg.Pool[] = [];
 afterEach(async () => {
   for (const pool of pools.splice(0)) await pool.close();
+  for (const pool of pgPools.splice(0)) await pool.end();
 });
 
 const noop = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: async () => {} });
@@ -99,5 +106,104 @@ describe('named prepared statements (pg)', () => {
     expect((await session(db)).names).toEqual([]);
     const states = await t.admin.query(`select state, count(*)::int as n from "${t.schema}".jobs group by state`);
     expect(states.rows).toEqual([{ state: 'completed', n: 20 }]);
+  });
+});
+
+/**
+ * The pg driver's hot runner on a pool of one connection, with what the server answered on it: each
+ * ReadyForQuery (one per Sync: one per exchange) and its transaction status.
+ */
+function hotRunner() {
+  const pool = openPgPool(poolSettings({ connectionString: databaseUrl(), max: 1 }).settings);
+  pgPools.push(pool);
+  const ready: string[] = [];
+  pool.on('connect', (client) => {
+    const { connection } = client as unknown as { connection: NodeJS.EventEmitter };
+    connection.on('readyForQuery', (message: { status: string }) => ready.push(message.status));
+  });
+  const hot = namedRunner(pool);
+  return {
+    /** Runs `statement` hot; returns its rows and the ReadyForQuery statuses it took. */
+    run: async (statement: ReturnType<typeof sql>) => {
+      const before = ready.length;
+      const rows = await hot(statement);
+      return { rows, ready: ready.slice(before) };
+    },
+    /** A plain statement on the same connection (the pool has one). */
+    query: async (text: string) => (await pool.query(text)).rows,
+    ready,
+  };
+}
+
+describe('a hot statement on pg: one exchange of BEGIN, the plan settings, the statement and COMMIT', () => {
+  it('is answered once, runs under the settings, and leaves the connection idle', async () => {
+    const hot = hotRunner();
+    await hot.query('select 1'); // the connection's own start and JIT setting
+    const settings = sql`select current_setting('plan_cache_mode') as mode, current_setting('enable_seqscan') as seqscan`;
+    for (let i = 0; i < 3; i++) {
+      // The first run parses the name, the later ones bind it alone: one ReadyForQuery either way.
+      expect(await hot.run(settings)).toEqual({
+        rows: [{ mode: 'force_generic_plan', seqscan: 'off' }],
+        ready: ['I'],
+      });
+    }
+    expect(await hot.query('select count(*)::int as n from pg_prepared_statements')).toEqual([{ n: 1 }]);
+    expect(await hot.query(`select current_setting('plan_cache_mode') as mode`)).toEqual([{ mode: 'auto' }]);
+  });
+
+  it('a statement that fails after writing gives its SQLSTATE, writes nothing, and the connection serves the next', async () => {
+    const hot = hotRunner();
+    await t.admin.query(`create table "${t.schema}".hot_probe (n int)`);
+    const failing = sql.raw(
+      `with written as (insert into "${t.schema}".hot_probe values (1) returning n) select n / (n - 1) as q from written`,
+    );
+    for (let i = 0; i < 2; i++) {
+      await expect(hot.run(failing)).rejects.toMatchObject({ code: '22012' });
+      // Skipped to the Sync with the transaction BEGIN opened aborted ('E'); withClient's ROLLBACK ended it ('I').
+      expect(hot.ready.slice(-2)).toEqual(['E', 'I']);
+    }
+    expect((await t.admin.query(`select count(*)::int as n from "${t.schema}".hot_probe`)).rows).toEqual([{ n: 0 }]);
+    expect((await hot.run(sql`select 1 as one`)).rows).toEqual([{ one: 1 }]);
+    expect(await hot.query('select pg_current_xact_id_if_assigned() is null as idle')).toEqual([{ idle: true }]);
+  });
+
+  it('a statement that fails to parse (before BEGIN took effect) is parsed again once it can be, still named', async () => {
+    const hot = hotRunner();
+    const later = sql.raw(`select count(*)::int as n from "${t.schema}".hot_later`);
+    await expect(hot.run(later)).rejects.toMatchObject({ code: '42P01' });
+    // Nothing was begun: the Sync ended the failed implicit transaction ('I'), and so did ROLLBACK.
+    expect(hot.ready.slice(-2)).toEqual(['I', 'I']);
+    await t.admin.query(`create table "${t.schema}".hot_later (n int)`);
+    expect((await hot.run(later)).rows).toEqual([{ n: 0 }]);
+    // Parsed under its name this time, not bound to a name the server never had (which would read as a
+    // pooler's refusal and turn the pool to unnamed statements).
+    expect(await hot.query('select count(*)::int as n from pg_prepared_statements')).toEqual([{ n: 1 }]);
+  });
+
+  it('an answer that never comes fails at the query timeout, and the connection is dropped, not waited on', async () => {
+    const faults = new Faults();
+    const upstream = new URL(databaseUrl());
+    const proxy = await startPgProxy({
+      upstreamHost: upstream.hostname,
+      upstreamPort: Number(upstream.port || 5432),
+      faults,
+    });
+    const timeoutMs = 1_000;
+    const pool = openPgPool(
+      poolSettings({ connectionString: proxy.urlFor(databaseUrl()), max: 1, queryTimeoutMs: timeoutMs }).settings,
+    );
+    pgPools.push(pool);
+    const hot = namedRunner(pool);
+    try {
+      expect(await hot(sql`select 1 as one`)).toEqual([{ one: 1 }]);
+      faults.inject({ mode: 'half-open', match: 'never_answered', delayMs: 20_000 });
+      const started = performance.now();
+      await expect(hot(sql`select 'never_answered' as marker`)).rejects.toThrow('Query read timeout');
+      // Once the timeout, not twice (a ROLLBACK behind the unanswered exchange would time out too).
+      expect(performance.now() - started).toBeLessThan(1.9 * timeoutMs);
+      expect(await hot(sql`select 2 as two`)).toEqual([{ two: 2 }]);
+    } finally {
+      await proxy.close();
+    }
   });
 });

@@ -9,7 +9,7 @@ import { pause } from '../../core/controls.js';
 import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { connect } from '../../db/connect.js';
-import { HOT_PLANS } from '../../db/drivers/pg-pool.js';
+import { HOT_PLANS } from '../../db/drivers/pg-hot.js';
 import type { Executor } from '../../db/executor.js';
 import { migrate } from '../../db/migrate.js';
 import { renderSql } from '../../db/render.js';
