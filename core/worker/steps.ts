@@ -262,7 +262,9 @@ export class StepRunner {
   /**
    * The job's recorded steps, read once per attempt, on the first step — the same statement pushes
    * the lease far enough for a step of the kind's timeout and the code after it (twice that, as
-   * #beforeStart grants), so a job of short steps extends its lease here and nowhere else.
+   * #beforeStart grants), so a job of short steps extends its lease here and nowhere else. Its commit
+   * does not wait for the WAL flush (readStepsStatement says why losing it is safe), so the first
+   * step waits for one flushed commit, its record's, as every later step does.
    */
   #load(): Promise<Map<string, StepRow>> {
     if (!this.#recorded) {

@@ -80,6 +80,33 @@ describe('named prepared statements (pg)', () => {
     expect({ planCacheMode, enableSeqscan }).toEqual({ planCacheMode: 'auto', enableSeqscan: 'on' });
   });
 
+  it("a durable step's read and record are parsed once per connection and planned once", async () => {
+    const stepped = defineJob({
+      kind: 'stepped',
+      payload: z.object({ n: z.number() }),
+      handler: async (_p, ctx) => {
+        for (const name of ['a', 'b', 'c']) await ctx.step(name, () => name);
+      },
+    });
+    await enqueuerFor(t.schema).enqueueMany(
+      t.db,
+      Array.from({ length: 10 }, (_, n) => stepped.with({ n })),
+    );
+    const db = onePool();
+    const worker = createWorker({ db, schema: t.schema, jobs: [stepped], logger: silentLogger, batchSize: 5 });
+    expect(await worker.runInvocation({ remainingMs: 60_000 })).toMatchObject({ completed: 10 });
+    const steps = await rowsOf<{ reads: boolean; generic_plans: string; custom_plans: string }>(
+      db,
+      sql`select statement like '%left join%' as reads, generic_plans, custom_plans from pg_prepared_statements
+        where statement like '%job_steps%' order by 1`,
+    );
+    // One read per job (its first step), one record per step: 10 and 30 runs of two statements.
+    expect(steps.map((s) => [s.reads, Number(s.generic_plans), Number(s.custom_plans)])).toEqual([
+      [false, 30, 0],
+      [true, 10, 0],
+    ]);
+  });
+
   it('preparedStatements: false sends them unnamed and leaves the planner alone', async () => {
     await enqueue(100, 10);
     const db = onePool(false);

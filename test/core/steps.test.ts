@@ -273,6 +273,43 @@ describe('durable steps (ctx.step)', () => {
     expect((await t.admin.query(`select count(*)::int as n from "${t.schema}".invoices`)).rows[0].n).toBe(0);
     expect(await steps(id)).toEqual([]);
   });
+
+  it("a job rescued from a holder whose lease ran out mid-step replays the recorded step, reruns the one in flight, and the stale holder's record is lease_lost", async () => {
+    const ran: string[] = [];
+    let rescuer: Promise<Awaited<ReturnType<typeof run>>> | undefined;
+    // biome-ignore lint/suspicious/noExplicitAny: the kind's handler runs the kind (its rescuer).
+    const rescued: JobDefinition<any, any> = defineJob({
+      kind: 'rescued',
+      payload,
+      handler: async (_p, ctx) => {
+        await ctx.step('one', () => {
+          ran.push(`one@${ctx.attempt}`);
+          return 'first';
+        });
+        await ctx.step('two', async () => {
+          ran.push(`two@${ctx.attempt}`);
+          if (rescuer) return;
+          // This holder's lease runs out (an extension lost with a crash of the database leaves the
+          // claim's) and another invocation rescues the job while this step still runs.
+          await t.admin.query(
+            `update "${t.schema}".jobs set lease_expires_at = now() - interval '1 second' where id = $1`,
+            [ctx.id],
+          );
+          rescuer = run([rescued]);
+          await rescuer;
+        });
+      },
+    });
+    const id = await enqueue(rescued);
+    expect(await run([rescued])).toMatchObject({ completed: 0, leaseLost: 1 });
+    expect(await rescuer).toMatchObject({ completed: 1, leaseLost: 0 });
+    expect(ran).toEqual(['one@1', 'two@1', 'two@2']);
+    expect(await job(id)).toMatchObject({ state: 'completed', attempt: 2 });
+    expect(await steps(id)).toMatchObject([
+      { name: 'one', state: 'completed', attempts: 1, result: 'first' },
+      { name: 'two', state: 'completed', attempts: 1 },
+    ]);
+  });
 });
 
 describe('continuation within the budget', () => {

@@ -1,8 +1,9 @@
+import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineJob } from '../../core/jobs.js';
 import { claimJobs } from '../../db/statements/claim.js';
-import { readSteps, recordStep, suspendJob } from '../../db/statements/steps.js';
+import { readSteps, readStepsStatement, recordStep, suspendJob } from '../../db/statements/steps.js';
 import { type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
 
@@ -53,9 +54,59 @@ describe(`step statements (${testDriver()})`, () => {
   it('writes nothing for a holder whose lease was lost', async () => {
     const job = await claimOne();
     await t.admin.query(`update "${t.schema}".jobs set lease_token = gen_random_uuid() where id = $1`, [job.id]);
+    const lease = async () =>
+      (await t.admin.query(`select lease_expires_at from "${t.schema}".jobs where id = $1`, [job.id])).rows[0];
+    const before = await lease();
     const step = { name: 'a', position: 0, type: 'run' as const, state: 'completed' as const, attempts: 1 };
+    expect(await readSteps(t.db.executor, t.schema, job, 600_000)).toBeNull();
+    expect(await lease()).toEqual(before); // no extension for a stale holder
     expect(await recordStep(t.db.executor, t.schema, job, step)).toBe(false);
     expect(await suspendJob(t.db.executor, t.schema, job, { delayMs: 0, step })).toBeNull();
     expect((await t.admin.query(`select count(*)::int as n from "${t.schema}".job_steps`)).rows[0].n).toBe(0);
+  });
+
+  it("a job's first step waits for one flushed commit: the read of its steps and lease extension commits unflushed", async () => {
+    const job = await claimOne();
+    // Run in a batch (one transaction) with a look at the setting its COMMIT reads.
+    const [read, setting] = await t.db.executor.batch([
+      readStepsStatement(t.schema, job, 600_000),
+      sql`select current_setting('synchronous_commit') as commit`,
+    ]);
+    expect(read).toHaveLength(1); // held, no steps yet
+    expect(setting).toEqual([{ commit: 'off' }]);
+    const lease = await t.admin.query(
+      `select lease_expires_at > now() + interval '500 seconds' as extended from "${t.schema}".jobs where id = $1`,
+      [job.id],
+    );
+    expect(lease.rows[0].extended).toBe(true);
+  });
+
+  it('a rescuer reads the steps its stale predecessor recorded and extends its own lease; the predecessor then reads and writes nothing', async () => {
+    const first = await claimOne();
+    const a = { name: 'a', position: 0, type: 'run' as const, state: 'completed' as const, attempts: 1 };
+    expect(await readSteps(t.db.executor, t.schema, first, 60_000)).toEqual([]);
+    expect(await recordStep(t.db.executor, t.schema, first, { ...a, resultJson: '"A"' })).toBe(true);
+    // Its lease runs out (an extension lost with a crash of the database leaves the claim's) and another claims it.
+    await t.admin.query(`update "${t.schema}".jobs set lease_expires_at = now() - interval '1 second' where id = $1`, [
+      first.id,
+    ]);
+    const { jobs } = await claimJobs(t.db.executor, t.schema, {
+      leases: [{ kind: 'stepped', leaseMs: 60_000 }],
+      limit: 1,
+      invocationId: 'rescuer',
+    });
+    const second = jobs[0] as NonNullable<(typeof jobs)[number]>;
+    expect(second).toMatchObject({ id: first.id, attempt: 2 });
+    expect(await readSteps(t.db.executor, t.schema, second, 600_000)).toMatchObject([
+      { name: 'a', state: 'completed', resultJson: '"A"' },
+    ]);
+    expect(await readSteps(t.db.executor, t.schema, first, 600_000)).toBeNull();
+    const b = { name: 'b', position: 1, type: 'run' as const, state: 'completed' as const, attempts: 1 };
+    expect(await recordStep(t.db.executor, t.schema, first, b)).toBe(false);
+    expect(await recordStep(t.db.executor, t.schema, second, b)).toBe(true);
+    const rows = await t.admin.query(`select name from "${t.schema}".job_steps where job_id = $1 order by position`, [
+      first.id,
+    ]);
+    expect(rows.rows).toEqual([{ name: 'a' }, { name: 'b' }]);
   });
 });
