@@ -183,7 +183,14 @@ function slowLink(clock: ManualClock, roundTripMs: number, sent: () => (jobs: nu
  * five end, and the other five are as old: they end before a claim sent now could be answered.
  */
 describe(`claiming over a slow link (${testDriver()})`, () => {
-  type Stand = { clock: ManualClock; running: (() => void)[]; claimed: number[]; starts: () => number };
+  type Stand = {
+    clock: ManualClock;
+    running: (() => void)[];
+    claimed: number[];
+    starts: () => number;
+    /** Hot statements other than claims sent so far (the sweep, settles of their own). */
+    others: () => number;
+  };
   const scenario = async (
     options: { roundTripMs: number; jobMs?: number; timeoutMs?: number; remainingMs?: number; destination?: boolean },
     more?: (stand: Stand) => Promise<void>,
@@ -208,8 +215,10 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
     );
     /** How many jobs each claim took, in order. */
     const claimed: number[] = [];
+    let others = 0;
     const slow = slowLink(clock, options.roundTripMs, () => (jobs) => {
       if (jobs !== undefined) claimed.push(jobs);
+      else others++;
     });
     const run = createWorker({
       db: slow,
@@ -228,7 +237,7 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
     await nextTurns(300);
     const startedWithoutClaim = starts - 15;
     const claimsMeanwhile = claimed.length - claimsBefore;
-    await more?.({ clock, running, claimed, starts: () => starts });
+    await more?.({ clock, running, claimed, starts: () => starts, others: () => others });
     // Let the rest run to the end (the clock stays: no lease runs out while a claim is on its way).
     return { summary: await runToEnd(run, running), claimed, startedWithoutClaim, claimsMeanwhile };
   };
@@ -260,6 +269,37 @@ describe(`claiming over a slow link (${testDriver()})`, () => {
       early = claimed.slice(before);
     });
     expect(early).toEqual([10]);
+  });
+
+  it('starts the jobs claimed ahead as their slots free, and their outcomes ride along the next claim', async () => {
+    let settledAlone = -1;
+    let nextClaim: number[] = [];
+    let completedByThen = -1;
+    const { summary } = await scenario({ roundTripMs: 40 }, async ({ clock, running, claimed, starts, others }) => {
+      await vi.waitFor(() => expect(starts()).toBe(20), { timeout: 30_000, interval: 5 });
+      // All ten come within a round trip of their usual end (~127 ms) together: one claim goes out for
+      // all their slots, and its ten jobs wait locally while the ten run.
+      const before = claimed.length;
+      clock.advance(100);
+      await vi.waitFor(() => expect(claimed.length).toBe(before + 1), { timeout: 30_000, interval: 5 });
+      const othersBefore = others();
+      for (const end of running.splice(0)) end(); // a whole batch of outcomes, with jobs waiting for their slots
+      await vi.waitFor(() => expect(starts()).toBe(30), { timeout: 30_000, interval: 5 });
+      settledAlone = others() - othersBefore;
+      // The next claim, as the ten come within a round trip of their end, carries the outcomes.
+      clock.advance(100);
+      await vi.waitFor(() => expect(claimed.length).toBe(before + 2), { timeout: 30_000, interval: 5 });
+      nextClaim = claimed.slice(before + 1);
+      expect(others()).toBe(othersBefore);
+      const { rows } = await t.admin.query(
+        `select count(*)::int as n from "${t.schema}".jobs where state = 'completed'`,
+      );
+      completedByThen = rows[0].n;
+    });
+    expect(settledAlone).toBe(0);
+    expect(nextClaim).toEqual([10]);
+    expect(completedByThen).toBe(20); // every job that ended so far: written by the claims alone
+    expect(summary).toMatchObject({ claimed: 40, completed: 40, released: 0 });
   });
 
   it('over a fast link claims only for the free slots', async () => {
