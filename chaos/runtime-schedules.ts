@@ -42,6 +42,8 @@ export interface RuntimeScheduleCheck {
   missing: number;
   /** applySchedules calls sent again after a failure (lost answers included). */
   applyRetries: number;
+  /** Up to five missing occurrences, each with its schedule's row at the check (empty when none). */
+  missingSample: string;
 }
 
 export function runtimeScheduleChaos(options: {
@@ -121,6 +123,19 @@ export function runtimeScheduleChaos(options: {
           params,
         ),
         applyRetries,
+        // What a failure needs to be read: which occurrences, and where their schedules stood.
+        missingSample: String(
+          (
+            await admin.query(
+              `select string_agg(format('%s (last %s, next %s, claimed %s, version %s)', e.occurrence,
+                 r.last_occurrence, r.next_run_at, r.claimed_until, r.version), '; ') as sample
+               from (select * from (${expected}) e where not exists
+                 (select 1 from (${seen}) x where x.occurrence = e.occurrence) order by 1 limit 5) e
+               join ${s}.runtime_schedules r on e.occurrence like r.key || '@%'`,
+              params,
+            )
+          ).rows[0]?.sample ?? '',
+        ),
       };
     },
   };
