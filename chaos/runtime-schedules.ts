@@ -10,8 +10,9 @@ import { connectFaulty, type FaultyConnection } from './stand-ins.js';
  * Run-time schedules under the chaos: a set of schedules, each every second from the same start,
  * written with applySchedules through the driver under test and its faulty stand-in (sent again
  * blindly until answered: applying a set twice writes nothing), ticked by every worker process
- * through the same faults, kills included. At the end every occurrence from the start to each
- * schedule's last one must have become exactly one job: none missing, none doubled, whatever the
+ * through the same faults, kills included. At the end every occurrence from each schedule's first
+ * (the first at or after its write: a write that lands late skips none of the checked ones) to its
+ * last one must have become exactly one job: none missing, none doubled, whatever the
  * lost answers, the claims a killed tick left behind and the concurrent ticks.
  */
 
@@ -58,6 +59,8 @@ export function runtimeScheduleChaos(options: {
   const scheduler = createScheduler({ schema });
   const job = chaosRuntimeJob(admin, schema);
   let start = new Date();
+  /** Each schedule's first occurrence as written: the first at or after the write (none before it). */
+  let firsts: { key: string; first: string }[] = [];
   let applyRetries = 0;
   const specs = () =>
     Array.from({ length: count }, (_, i) => ({
@@ -95,6 +98,18 @@ export function runtimeScheduleChaos(options: {
         RUNTIME_SET,
       ]);
       if (rows[0].n !== count) throw new Error(`applied ${rows[0].n} run-time schedules of ${count}`);
+      // A write that lands after `start` (a slow link, a loaded machine) makes a schedule whose first
+      // occurrence is the next one after the write: the occurrences to check begin there. Read before
+      // any worker runs, so no tick has moved them yet.
+      firsts = (
+        await admin.query(
+          `select key, to_char(next_run_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as first
+           from ${s}.runtime_schedules where set_id = $1`,
+          [RUNTIME_SET],
+        )
+      ).rows;
+      const late = firsts.filter((f) => new Date(f.first).getTime() < start.getTime());
+      if (late.length > 0) throw new Error(`run-time schedules start before their startAt: ${late[0]?.key}`);
     },
     /** Stops the schedules (a pause per schedule, no fault): the occurrences to check end here. */
     async stop(): Promise<void> {
@@ -104,14 +119,15 @@ export function runtimeScheduleChaos(options: {
     async check(): Promise<RuntimeScheduleCheck> {
       const one = async (text: string, params: unknown[] = []) =>
         Number((await admin.query(text, params)).rows[0]?.n ?? 0);
-      // Each occurrence a schedule moved past, by its dedupe key.
+      // Each occurrence a schedule moved past, from its first as written, by its dedupe key.
       const expected = `select r.key || '@' || to_char(g.at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as occurrence
         from ${s}.runtime_schedules r
-        cross join lateral generate_series($1::timestamptz, r.last_occurrence, interval '1 second') g(at)
+        join jsonb_to_recordset($1::text::jsonb) f(key text, first timestamptz) on f.key = r.key
+        cross join lateral generate_series(f.first, r.last_occurrence, interval '1 second') g(at)
         where r.set_id = '${RUNTIME_SET}'`;
       const seen = `select dedupe_key as occurrence, id as job_id from ${s}.jobs where kind = '${RUNTIME_KIND}'
         union select occurrence, job_id from ${s}.chaos_runtime_runs`;
-      const params = [start.toISOString()];
+      const params = [JSON.stringify(firsts)];
       return {
         schedules: count,
         occurrences: await one(`select count(distinct occurrence) as n from (${seen}) x`),
