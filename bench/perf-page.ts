@@ -63,7 +63,7 @@ function fullRunBlock({ bench: r }: Results): string {
   const cold = r.cold_import_ms as { worker: number; bare: number };
   const versions = r.versions as Record<string, string>;
   return [
-    `\`npm run bench\`, ${r.date} (${fmt(r.duration_s)} s), graphile-worker ${versions['graphile-worker']} and pg-boss ${versions['pg-boss']}: ${machineLine(r.machine)}, client and server on one machine. No-op jobs in batches of ${fmt((r.settings.raw as { batch: number }).batch)}, K invocations claiming at once; each figure is the median of ${r.params.reps} runs, the systems alternating, each on a fresh database.`,
+    `\`npm run bench\`, ${r.date} (${fmt(r.duration_s)} s), graphile-worker ${versions['graphile-worker']} and pg-boss ${versions['pg-boss']}: ${machineLine(r.machine)}, client and server on one machine. No-op jobs in batches of ${fmt((r.settings.raw as { batch: number }).batch)}, K invocations claiming at once; each figure is the median of ${r.params.reps} runs${r.params.processReps ? ` (${r.params.processReps} for processing)` : ''}, the systems alternating, each on a fresh database.`,
     '',
     '| | skiplock | graphile-worker | pg-boss | floor | skiplock ÷ graphile-worker | skiplock ÷ pg-boss |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -85,8 +85,19 @@ function fullRunBlock({ bench: r }: Results): string {
     `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due, a worker's sweep carries the check (${ms(tick.idle_sweep_with_probe_ms)} with it, ${ms(tick.idle_sweep_ms)} without).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.${tick.pgboss.pass_ms !== undefined ? ` Its own pass, run once: ${ms(tick.pgboss.pass_ms)} to file the ${fmt(tick.due)} due in its send-it queue, whose worker then forwards them 50 a fetch, ${tick.pgboss.forward_poll_s} s apart (up to ${fmt((tick.pgboss.forward_clock_steps ?? 0) * (tick.pgboss.forward_poll_s ?? 0))} s for all).` : ''}` : ''}`,
     batchHandlersLine(batch),
     `- **A deployed worker** (K = 1 on the default pool of 5 connections, so a batch's settle runs beside the next claim): ${fmt(r.skiplock_default_pool_k1 as number)} jobs/s, ${ratio(r.skiplock_default_pool_k1 as number, sys('process_k1')['graphile-worker'])} graphile-worker. pg-boss with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s at K = 4 (the table's 500 is its better setting here).`,
+    ...nodeCpuLine(r.node_us_per_job as Record<string, Record<string, number>> | undefined),
     `- **Per claim**: ${trips['100']} statements per job at batches of 100 (${trips['1']} at 1); claim p50 / p99 ${latency.empty.p50} / ${ms(latency.empty.p99)} on an empty table, ${latency.finished.p50} / ${ms(latency.finished.p99)} beside ${fmt(r.params.finishedRows)} finished jobs. WAL deleting completed rows: ${fmt(del.wal_bytes_per_job)} bytes a job. The worker bundle imports in ${ms(cold.worker)} (a bare handler: ${ms(cold.bare)}).`,
   ].join('\n');
+}
+
+/** Node's CPU per job at K = 4 beside the floor's, when the run measured it (empty otherwise). */
+function nodeCpuLine(cpu: Record<string, Record<string, number>> | undefined): string[] {
+  const k4 = cpu?.k4;
+  if (!k4) return [];
+  const floor = k4['raw (skiplock schema)'];
+  return [
+    `- **Node's CPU per job** at K = 4 (user + system, the bench's whole process): skiplock ${k4.skiplock} µs, graphile-worker ${k4['graphile-worker']} µs, pg-boss ${k4['pg-boss']} µs, the minimal SQL on skiplock's table ${floor} µs (skiplock ${ratio(k4.skiplock, floor)} of it).`,
+  ];
 }
 
 /** The batch-handler bullet of the full run: skiplock's figures, and pg-boss's when the run measured them. */

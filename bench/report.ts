@@ -57,6 +57,21 @@ export function soakRecord(record: Pick<BenchRecord, 'date' | 'machine' | 'quick
 }
 
 /** bench/RESULTS.md: tables with absolute figures and ratios, rendered from the run's record. */
+type NodeCpu = Record<string, Record<string, number>>;
+/** Node's CPU per job in the processing runs (the bench, client and peers share one process). */
+function nodeCpuLine(cpu: NodeCpu | undefined): string {
+  const k4 = cpu?.k4;
+  if (!k4) return '';
+  const floor = k4['raw (skiplock schema)'];
+  const others = Object.entries(cpu ?? {})
+    .filter(([key]) => key !== 'k4')
+    .map(([key, v]) => `K = ${key.slice(1)}: skiplock ${v.skiplock} µs, graphile-worker ${v['graphile-worker']} µs`)
+    .join('; ');
+  return `
+Node's CPU per job while processing (user + system, the whole bench process, median of the reps): at K = 4 skiplock ${k4.skiplock} µs, its delete mode ${k4['skiplock (delete)']} µs, graphile-worker ${k4['graphile-worker']} µs, pg-boss ${k4['pg-boss']} µs; the minimal SQL on skiplock's table ${floor} µs, so skiplock spends ${ratio(k4.skiplock, floor)} of the floor's.${others ? ` ${others}.` : ''}
+`;
+}
+
 export function renderResultsPage(record: BenchRecord): string {
   const r: Record<string, unknown> = Object.fromEntries(
     Object.entries(record).filter(([key]) => !(RUN_KEYS as readonly string[]).includes(key)),
@@ -113,7 +128,7 @@ Machine: ${input.machine.cores} cores, ${input.machine.memoryGiB} GiB, PostgreSQ
 Peers: ${Object.entries(input.versions)
     .map(([name, version]) => `${name} ${version}`)
     .join(', ')}.
-Each figure is the median of ${input.params.reps} repetitions, systems alternating; every system gets a fresh database, vacuumed and analysed before processing.
+Each figure is the median of ${input.params.reps} repetitions${input.params.processReps ? ` (processing: ${input.params.processReps})` : ''}, systems alternating; every system gets a fresh database, vacuumed and analysed before processing.
 Parameters: ${Object.entries(input.params)
     .map(([k, v]) => `${k}=${v}`)
     .join(', ')}.
@@ -135,7 +150,7 @@ skiplock at K = 1 on the default pool (${CONNECT_DEFAULTS.max} connections, what
 pg-boss at K = 4 with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s (the table uses batchSize 500, its better setting here).
 
 Raw-SQL floor at K = 4 (the same state changes with the least SQL, batch ${(input.settings.raw as { batch: number }).batch}): completion as UPDATE ${fmt(floor)} jobs/s, as DELETE ${fmt(r.raw_floor_delete_k4 as number)} jobs/s. skiplock ÷ floor (UPDATE, its default completion mode): ${ratio(k4, floor)}. The same minimal SQL on skiplock's own table (its indexes and CHECKs, the columns skiplock writes, the completion fenced on the token): ${fmt(schemaFloor)} jobs/s, ${ratio(schemaFloor, floor)} of the bare floor (what the schema costs); skiplock runs at ${ratio(k4, schemaFloor)} of it (what the library's statement shape and Node cost). The UPDATE floor at K = 16: ${fmt(floor16)} jobs/s (${ratio(floor16, floor)} of its K = 4) — what 16 independent SKIP LOCKED claimers cost with no library at all.
-
+${nodeCpuLine(r.node_us_per_job as NodeCpu | undefined)}
 ${flowSection(r)}${eventsSection(r)}${r.soak ? soakSection(r.soak as Record<string, SoakResult>) : ''}${r.batch_handler ? batchHandlerSection(r.batch_handler as BatchHandlerFigures) : ''}${r.schedule_tick ? scheduleTickSection(r.schedule_tick as ScheduleTickResult) : ''}
 ## Round trips, scale, WAL, cold start
 

@@ -56,6 +56,7 @@ export const PARAMS = quick
       bulkBatch: 1_000,
       process: 10_000,
       reps: 3,
+      processReps: 5,
       finishedRows: 200_000,
       queuedRows: 20_000,
       wal: 5_000,
@@ -67,6 +68,8 @@ export const PARAMS = quick
       bulkBatch: 1_000,
       process: 50_000,
       reps: 3,
+      // Processing is where the targets are ±5 % and one run drifts more: five reps a row, not three.
+      processReps: 5,
       finishedRows: 1_000_000,
       queuedRows: 100_000,
       wal: 10_000,
@@ -86,6 +89,16 @@ const rate = (n: number, ms: number) => Math.round(n / (ms / 1000));
 const record = (series: Record<string, number[]>, key: string, value: number) => {
   series[key] = [...(series[key] ?? []), value];
 };
+
+/** Node's CPU per job (µs, user + system) of each processing run, by K and system: moves less than jobs/s. */
+const nodeCpu: Record<string, Record<string, number[]>> = {};
+const nodeCpuMedians = () =>
+  Object.fromEntries(
+    Object.entries(nodeCpu).map(([k, bySystem]) => [
+      k,
+      Object.fromEntries(Object.entries(bySystem).map(([n, v]) => [n, median(v)])),
+    ]),
+  );
 
 // Each phase drops its database with (force); a peer's pool that still holds a connection then
 // gets 57P01 on an idle client. That is our doing, not a failure of the system under test.
@@ -205,9 +218,9 @@ if (args.includes('--process-only')) {
   const figures: Record<string, Record<string, number>> = {};
   for (const k of KS) {
     const runs: Record<string, number[]> = {};
-    for (let rep = 0; rep < PARAMS.reps; rep++) {
+    for (let rep = 0; rep < PARAMS.processReps; rep++) {
       for (const name of rep % 2 === 0 ? pair : [...pair].reverse()) {
-        record(runs, name, await processRate(makers[name] as () => BenchSystem, k));
+        record(runs, name, await processRate(makers[name] as () => BenchSystem, k, name));
       }
     }
     const [ours, theirs] = pair.map((n) => median(runs[n] ?? []));
@@ -218,7 +231,8 @@ if (args.includes('--process-only')) {
     };
     log(`  K=${k} ${JSON.stringify(figures[`process_k${k}`])} runs ${JSON.stringify(runs)}`);
   }
-  if (asJson) console.log(JSON.stringify({ quick, ...figures }));
+  log(`  Node µs per job: ${JSON.stringify(nodeCpuMedians())}`);
+  if (asJson) console.log(JSON.stringify({ quick, ...figures, node_us_per_job: nodeCpuMedians() }));
   await dropDatabase(server, DB);
   await database.stop();
   process.exit(0);
@@ -248,27 +262,38 @@ results.enqueue_bulk = Object.fromEntries(names.map((n) => [n, median(bulk[n] ??
 log(`  single ${JSON.stringify(results.enqueue_single)}  bulk ${JSON.stringify(results.enqueue_bulk)}`);
 
 // 2. Processing (and 6. the raw floor at K = 4, and at K = 16 as the reference for contention).
-async function processRate(make: () => BenchSystem, k: number): Promise<number> {
+async function processRate(make: () => BenchSystem, k: number, name?: string): Promise<number> {
   return withSystem(make, async (system, url) => {
     await system.enqueueBulk(PARAMS.process, PARAMS.bulkBatch);
     await vacuumAnalyze(url);
     const t = performance.now();
+    const cpu0 = process.cpuUsage();
     await system.process(k);
+    const cpu = process.cpuUsage(cpu0);
+    if (name !== undefined) {
+      nodeCpu[`k${k}`] ??= {};
+      record(
+        nodeCpu[`k${k}`] as Record<string, number[]>,
+        name,
+        Math.round(((cpu.user + cpu.system) / PARAMS.process) * 10) / 10,
+      );
+    }
     return rate(PARAMS.process, performance.now() - t);
   });
 }
 log('phase 2: processing');
 for (const k of KS) {
   const runs: Record<string, number[]> = {};
-  for (let rep = 0; rep < PARAMS.reps; rep++) {
+  for (let rep = 0; rep < PARAMS.processReps; rep++) {
     for (const name of processNames.map((_, i) => processNames[(i + rep) % processNames.length] as string)) {
-      record(runs, name, await processRate(processMakers[name] as () => BenchSystem, k));
+      record(runs, name, await processRate(processMakers[name] as () => BenchSystem, k, name));
     }
     if (k === 4) {
       record(runs, 'pg-boss (batch 100)', await processRate(() => pgBossSystem(100), k));
-      record(runs, 'raw (update)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'update'), k));
+      record(runs, 'raw (update)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'update'), k, 'raw (update)'));
       record(runs, 'raw (delete)', await processRate(() => rawSystem(SKIPLOCK_BATCH, 'delete'), k));
-      record(runs, 'raw (skiplock schema)', await processRate(() => rawSchemaSystem(SKIPLOCK_BATCH), k));
+      const schemaFloor = 'raw (skiplock schema)';
+      record(runs, schemaFloor, await processRate(() => rawSchemaSystem(SKIPLOCK_BATCH), k, schemaFloor));
     }
     // One invocation on the default pool (what a deployed worker gets): a batch's settle runs beside the next claim.
     if (k === 1)
@@ -292,6 +317,8 @@ for (const k of KS) {
   if (k === 1) results.skiplock_default_pool_k1 = median(runs['skiplock (default pool)'] ?? []);
   log(`  K=${k} ${JSON.stringify(results[`process_k${k}`])} ${DELETE_MODE}: ${deleteMode[`process_k${k}`]}`);
 }
+results.node_us_per_job = nodeCpuMedians();
+log(`  Node µs per job: ${JSON.stringify(results.node_us_per_job)}`);
 log(
   `  raw floor K=4: update ${results.raw_floor_k4}, delete ${results.raw_floor_delete_k4}, on skiplock's table ${results.raw_schema_floor_k4}; K=16: update ${results.raw_floor_k16}; pg-boss batch 100: ${results.pgboss_batch100_k4}`,
 );

@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadResults, PERF_PAGE_WRITE, resultPages } from '../../bench/perf-page.js';
+import { loadResults, PERF_PAGE_WRITE, renderedPages, resultPages } from '../../bench/perf-page.js';
 import { RESULT_FILES, RESULT_SOURCES } from '../../bench/results.js';
 import { DBOS_DIR_DEFAULT, DbosNotInstalled, dbosInstallCommand, dbosRunner } from '../../bench/steps/dbos.js';
 import { read, root } from '../helpers/markdown.js';
@@ -18,6 +18,30 @@ describe('the committed bench results', () => {
 
   it.each(Object.keys(resultPages(root, loadResults(root))))('%s is what its JSON renders', (page) => {
     expect(read(page), `run ${PERF_PAGE_WRITE}`).toBe(resultPages(root, loadResults(root))[page]);
+  });
+});
+
+describe("a run that measured Node's CPU per job", () => {
+  it('puts skiplock beside the floor on its table at K = 4, on both pages', () => {
+    const results = loadResults(root);
+    const node_us_per_job = {
+      k1: { skiplock: 16, 'graphile-worker': 33.4 },
+      k4: {
+        skiplock: 7.5,
+        'graphile-worker': 23.1,
+        'pg-boss': 30,
+        'skiplock (delete)': 8,
+        'raw (skiplock schema)': 2.5,
+        'raw (update)': 2,
+      },
+    };
+    const pages = renderedPages(root, { ...results, bench: { ...results.bench, node_us_per_job } });
+    expect(pages['bench/RESULTS.md']).toContain('at K = 4 skiplock 7.5 µs');
+    expect(pages['bench/RESULTS.md']).toContain("skiplock's table 2.5 µs, so skiplock spends 3.00× of the floor's");
+    expect(pages['bench/RESULTS.md']).toContain('K = 1: skiplock 16 µs, graphile-worker 33.4 µs');
+    expect(pages['docs/performance.md']).toContain("the minimal SQL on skiplock's table 2.5 µs (skiplock 3.00× of it)");
+    // The committed run predates the measure: neither page mentions it.
+    expect(renderedPages(root, results)['docs/performance.md']).not.toContain("Node's CPU per job");
   });
 });
 
