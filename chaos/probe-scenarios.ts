@@ -53,12 +53,18 @@ const executions: string[] = [];
  */
 const TIMEOUT_MS = 5_000;
 const note = defineJob({ kind: 'note', payload, timeoutMs: 1_000 });
+/** Called once by the next task that runs (then cleared): arms a fault after the claim that took it. */
+let onRun: (() => void) | undefined;
 const task = defineJob({
   kind: 'task',
   payload,
   timeoutMs: TIMEOUT_MS,
   backoff: { type: 'constant', delayMs: 0 },
-  handler: (p) => void executions.push(`task:${p.n}`),
+  handler: (p) => {
+    executions.push(`task:${p.n}`);
+    onRun?.();
+    onRun = undefined;
+  },
 });
 const stepped = defineJob({
   kind: 'stepped',
@@ -262,14 +268,19 @@ export const SCENARIOS: Scenario[] = [
   {
     name: 'settle',
     match: 'settle_input',
-    async run(ctx) {
+    async run(ctx, mode) {
       const n = next();
       executions.length = 0;
+      // Every claim carries a settle (empty in an invocation's first claim: one text), so the fault is
+      // armed once a job ran, on the statement that then carries its outcome.
+      ctx.faults.clear();
+      onRun = () => ctx.arm(mode, 'settle_input');
       await createEnqueuer({ schema: ctx.schema }).enqueueMany(
         ctx.db,
         [0, 1, 2].map((i) => task.with({ n: n * 10 + i }, { correlationId: `settle-${n}` })),
       );
       const summaries = await work(ctx);
+      onRun = undefined;
       const rows = (
         await ctx.admin.query(`select state from "${ctx.schema}".jobs where correlation_id = $1`, [`settle-${n}`])
       ).rows as { state: string }[];

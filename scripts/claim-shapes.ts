@@ -34,7 +34,13 @@ const base: ClaimRequest = {
 };
 
 const SHAPES: { name: string; description: string; shape: ClaimShape; request: ClaimRequest }[] = [
-  { name: 'plain', description: 'no rule declared; the first claim of an invocation', shape: 'plain', request: base },
+  {
+    name: 'plain',
+    description:
+      "no rule declared; the first claim of an invocation: an empty settle, the steady state's text with completions",
+    shape: 'plain',
+    request: base,
+  },
   {
     name: 'plain-settle',
     description: 'the steady state: the previous batch settled in the same statement (a completion, a retry, a death)',

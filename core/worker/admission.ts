@@ -13,6 +13,9 @@ export type { InvocationStarter } from '../../base/starter.js';
  */
 export const LANES_AFTER = 4;
 
+/** A count of running invocations no worker reaches (maxInvocations is at most 1000): the lane never applies. */
+const NO_LANE = 2_147_483_647;
+
 /** How often, at most, an invocation reads the backlog to decide on fan-out (its clock). */
 const FAN_OUT_CHECK_MS = 1_000;
 /**
@@ -84,12 +87,13 @@ export class Admission {
    * slot on (siblings hold distinct slots, so they start apart and every lane is visited) — used only
    * while more than LANES_AFTER invocations of this worker run, which the claim itself counts. Lane 0
    * is the head instead: every CLAIM_LANES-th claim of each invocation takes the head in strict
-   * order, so an urgent job in any lane waits about one round of claims at most.
+   * order, so an urgent job in any lane waits about one round of claims at most. It is sent as the
+   * same statement with a lane that never applies (NO_LANE): one text, so one plan per connection,
+   * not a second for the head.
    */
-  lanePlan(claims: number): { lane: number; laneWhen: { worker: string; moreThan: number } } | undefined {
+  lanePlan(claims: number): { lane: number; laneWhen: { worker: string; moreThan: number } } {
     const lane = this.#slot === null ? 0 : (this.#slot + claims) % CLAIM_LANES;
-    if (lane === 0) return undefined;
-    return { lane, laneWhen: { worker: this.#settings.name, moreThan: LANES_AFTER } };
+    return { lane, laneWhen: { worker: this.#settings.name, moreThan: lane === 0 ? NO_LANE : LANES_AFTER } };
   }
 
   /**

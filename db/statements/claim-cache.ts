@@ -42,12 +42,14 @@ interface Form {
   slots: [position: number, slot: Slot][];
 }
 
-/** What the outcomes riding along look like: none, completions, completions some with a result. */
-type SettleForm = 'none' | 'completed' | 'results';
+/**
+ * What the outcomes riding along look like: completions (or none: an invocation's first claim carries
+ * an empty settle, the same text), completions some with a result.
+ */
+type SettleForm = 'completed' | 'results';
 
 /** Outcomes of each settle form, for the one render (their values are placeholders: SettleParams). */
 const FORM_OUTCOMES: Record<SettleForm, readonly Outcome[]> = {
-  none: [],
   completed: [{ id: '0', leaseToken: '', outcome: 'completed' }],
   results: [{ id: '0', leaseToken: '', outcome: 'completed', result: 'null' }],
 };
@@ -100,7 +102,7 @@ export function cachedClaimStatement(
     if (forms.size >= MAX_FORMS) forms.delete(forms.keys().next().value as string);
   }
   forms.set(key, form);
-  const settled = settle.length > 0 ? settleParams(settle) : undefined;
+  const settled = settleParams(settle);
   const params = form.params.slice();
   for (const [position, slot] of form.slots) {
     params[position] = slotValue(slot, request, leaseToken, settled);
@@ -108,7 +110,7 @@ export function cachedClaimStatement(
   return new RenderedSql(form.text, params);
 }
 
-function slotValue(slot: Slot, request: ClaimRequest, leaseToken: string, settled: SettleParams | undefined): unknown {
+function slotValue(slot: Slot, request: ClaimRequest, leaseToken: string, settled: SettleParams): unknown {
   switch (slot) {
     case 'leaseToken':
       return leaseToken;
@@ -125,23 +127,22 @@ function slotValue(slot: Slot, request: ClaimRequest, leaseToken: string, settle
     case 'laneMoreThan':
       return request.laneWhen?.moreThan;
     case 'tokens':
-      return settled?.tokens;
+      return settled.tokens;
     case 'ids':
-      return settled?.ids;
+      return settled.ids;
     case 'tokenAt':
-      return settled?.tokenAt;
+      return settled.tokenAt;
     case 'results':
-      return settled?.results;
+      return settled.results;
   }
 }
 
 /** The settle form of these outcomes, or undefined when the cache does not serve it. */
 function settleFormOf(settle: readonly Outcome[]): SettleForm | undefined {
-  let form: SettleForm = 'none';
+  let form: SettleForm = 'completed';
   for (const o of settle) {
     if (o.outcome !== 'completed' || o.orderingKey || o.destination) return undefined;
     if (o.result !== undefined) form = 'results';
-    else if (form === 'none') form = 'completed';
   }
   return form;
 }

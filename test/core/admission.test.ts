@@ -9,6 +9,7 @@ import { CLAIM_LANES, LANE_RUN } from '../../db/statements/claim.js';
 import { ManualClock } from '../../testing/clock.js';
 import { openDb, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import { enqueuerFor } from '../helpers/kinds.js';
+import { captureStatements } from '../helpers/statements.js';
 
 let t: TestContext;
 let q: ReturnType<typeof enqueuerFor>;
@@ -241,6 +242,8 @@ describe(`fan-out (${testDriver()})`, () => {
 });
 
 describe(`claim lanes (${testDriver()})`, () => {
+  /** The texts of the claims the last claimsBeside sent, in order. */
+  let claimTexts: string[] = [];
   /** Runs one counted invocation (cap 5) beside `others` running ones; returns the ids of its claims, claim by claim. */
   async function claimsBeside(others: number): Promise<string[][]> {
     const started: string[] = [];
@@ -261,15 +264,18 @@ describe(`claim lanes (${testDriver()})`, () => {
         [slot, `other-${slot}`],
       );
     }
-    const summary = await createWorker({
-      db: t.db,
-      schema: t.schema,
-      jobs: [noop],
-      logger: silentLogger,
-      concurrency: 10,
-      batchSize: 10,
-      maxInvocations: 5,
-    }).runInvocation({ remainingMs: 60_000 });
+    const { result: summary, texts } = await captureStatements(testDriver(), () =>
+      createWorker({
+        db: t.db,
+        schema: t.schema,
+        jobs: [noop],
+        logger: silentLogger,
+        concurrency: 10,
+        batchSize: 10,
+        maxInvocations: 5,
+      }).runInvocation({ remainingMs: 60_000 }),
+    );
+    claimTexts = texts.filter((text) => text.includes('claimed as ('));
     expect(summary).toMatchObject({ claimed: LANE_RUN * CLAIM_LANES, stoppedBecause: 'drained' });
     return Array.from({ length: 12 }, (_, i) => started.slice(i * 10, i * 10 + 10));
   }
@@ -287,6 +293,14 @@ describe(`claim lanes (${testDriver()})`, () => {
     // Its 12th claim falls on lane 0, which means the head: the lowest ids not yet taken.
     const taken = new Set(claims.slice(0, 11).flat().map(Number));
     expect(claims[11]?.map(Number)).toEqual(all.filter((id) => !taken.has(id)).slice(0, 10));
+  });
+
+  it("sends one claim text: its first claim (nothing to settle), the steady state's and the head's turn", async () => {
+    // One text, one plan per connection where plans are kept (pg's named statements): the first claim
+    // carries an empty settle, and lane 0 (the head) is the lane claim with a lane that never applies.
+    await claimsBeside(LANES_AFTER);
+    expect(claimTexts.length).toBeGreaterThan(CLAIM_LANES); // the head's turn (the 12th) among them
+    expect(new Set(claimTexts).size).toBe(1);
   });
 
   it(`with fewer than ${LANES_AFTER} others running, it claims from the head in strict order`, async () => {

@@ -4,6 +4,7 @@ import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { silentLogger } from '../../core/logger.js';
 import { createWorker, type WorkerOptions } from '../../core/worker/index.js';
+import type { FaultRule } from '../../testing/faults.js';
 import { testDriver } from '../helpers/db.js';
 import { type FaultyContext, useFaultySchema } from '../helpers/faulty.js';
 
@@ -15,12 +16,19 @@ useFaultySchema('drivers-faults-worker', (ctx) => {
 });
 
 const ran: number[] = [];
+/**
+ * Arms a fault on the statement that carries the outcomes, once a job has run: every claim carries a
+ * settle (empty in an invocation's first claim: one text), so the text alone names the claim before it too.
+ */
+let armOnRun: FaultRule | undefined;
 const task = defineJob({
   kind: 'task',
   payload: z.object({ n: z.number() }),
   timeoutMs: 2_000,
   handler: (p) => {
     ran.push(p.n);
+    if (armOnRun) t.faults.inject(armOnRun);
+    armOnRun = undefined;
   },
 });
 const enqueueTasks = (n: number) =>
@@ -43,7 +51,7 @@ describe(`a worker invocation when the network fails (${testDriver()})`, () => {
     ran.length = 0;
     await enqueueTasks(3);
     // The settle rides with the next claim: lose that statement's answer once it committed.
-    t.faults.inject({ mode: 'lose-answer', match: 'settle_input' });
+    armOnRun = { mode: 'lose-answer', match: 'settle_input' };
     const summary = await run();
     expect(summary).toMatchObject({
       claimed: 3,
@@ -74,7 +82,7 @@ describe(`a worker invocation when the network fails (${testDriver()})`, () => {
   it('a settle refused before it ran is sent again on the way out, and nothing is counted twice', async () => {
     ran.length = 0;
     await enqueueTasks(3);
-    t.faults.inject({ mode: 'refuse', match: 'settle_input' });
+    armOnRun = { mode: 'refuse', match: 'settle_input' };
     const summary = await run();
     expect(summary).toMatchObject({ claimed: 3, completed: 3, leaseLost: 0, stoppedBecause: 'error' });
     expect(await rows()).toEqual(Array.from({ length: 3 }, () => ({ state: 'completed', attempt: 1 })));
@@ -83,7 +91,7 @@ describe(`a worker invocation when the network fails (${testDriver()})`, () => {
   it('in delete mode, a completion whose answer was lost is counted from the row it removed', async () => {
     ran.length = 0;
     await enqueueTasks(2);
-    t.faults.inject({ mode: 'lose-answer', match: 'settle_input' });
+    armOnRun = { mode: 'lose-answer', match: 'settle_input' };
     const summary = await run({ completedJobs: 'delete' });
     expect(summary).toMatchObject({ claimed: 2, completed: 2, leaseLost: 0, answersLost: 1 });
     expect(await rows()).toEqual([]);

@@ -9,19 +9,30 @@ with recursive clock as (select clock_timestamp() as now),
         + extract(minute from (select now from clock) at time zone w.tz))::int as m) t
       where not (case when w.s < w.e then t.m >= w.s and t.m < w.e else t.m >= w.s or t.m < w.e end)
     ),
+    settle_input as (select r.id, ($6::uuid[])[r.t] as token
+    from unnest(string_to_array($7, ',')::bigint[], string_to_array($8, ',')::int[]) as r(id, t)), settled as (update "skiplock".jobs j set
+        lease_token = r.token,
+        state = 'completed',
+        finished_at = (select now from clock),
+        lease_expires_at = null,
 
-    shape as (select g.needed as needed, g.rated, g.ordered from "skiplock".claim_guard($6::text[], null::text[], (select now from clock), true) g),
+        updated_at = (select now from clock)
+      from settle_input r
+      where j.id = r.id and j.id = any(array(select id from settle_input)) and j.lease_token = r.token and (case when j.state = 'running' then true end)
+      returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent),
+      settle_done as (select (select count(*) from settled) as n),
+    shape as (select g.needed as needed, g.rated, g.ordered from "skiplock".claim_guard($9::text[], null::text[], (select now from clock), true) g),
 
 
     ready as (
       select j.id from "skiplock".jobs j
-      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($7::text[])
-    and (j.queue || '') <> all((select "skiplock".paused_names($8::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($9::text))::text[]) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+      where j.state = 'queued' and j.run_at <= (select now from clock) and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($10::text[])
+    and (j.queue || '') <> all((select "skiplock".paused_names($11::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($12::text))::text[]) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
     and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[])) and (j.after is null or not exists (
     select 1 from "skiplock".jobs p where p.id = any(j.after)
-      and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled')))))  and j.concurrency_key is null
+      and not (p.state = 'completed' or (j.on_parent_failure = 'run' and p.state in ('dead', 'cancelled'))))) and (select n from settle_done) >= 0 and j.concurrency_key is null
       order by j.priority, j.run_at, j.id
-      limit $10
+      limit $13
       for update skip locked
     ),
     expired as (
@@ -29,13 +40,13 @@ with recursive clock as (select clock_timestamp() as now),
       -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
       -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from "skiplock".jobs j
-      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $11::text[], $12::int)))
+      where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $14::text[], $15::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
-        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($13::text[])  and (j.queue || '') <> all((select "skiplock".paused_names($14::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($15::text))::text[]) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
-    and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[]))
+        and (j.deadline is null or j.deadline > (select now from clock)) and j.kind = any($16::text[])  and (j.queue || '') <> all((select "skiplock".paused_names($17::text))::text[]) and (j.kind || '') <> all((select "skiplock".paused_names($18::text))::text[]) and j.ordering_key is null and j.kind <> all(coalesce((select c.kinds from closed c), '{}'::text[]))
+    and j.queue <> all(coalesce((select c.queues from closed c), '{}'::text[])) and j.id not in (select id from settle_input) and (select n from settle_done) >= 0
 
       order by j.lease_expires_at
-      limit $16
+      limit $19
       for update skip locked
     ),
 
@@ -45,10 +56,10 @@ with recursive clock as (select clock_timestamp() as now),
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
-        lease_token = $17::uuid,
-        lease_expires_at = (select now from clock) + ($18::int[])[array_position($19::text[], j.kind)]
+        lease_token = $20::uuid,
+        lease_expires_at = (select now from clock) + ($21::int[])[array_position($22::text[], j.kind)]
           * interval '1 millisecond',
-        locked_by = $20,
+        locked_by = $23,
         started_at = coalesce(j.started_at, (select now from clock)),
         attempted_at = (select now from clock),
         updated_at = (select now from clock),
@@ -58,7 +69,7 @@ with recursive clock as (select clock_timestamp() as now),
         errors = case when j.state = 'running' then jsonb_path_query_array(j.errors || jsonb_build_array(jsonb_build_object('class', 'lease_expired',
     'message', 'the lease expired before its holder finished (the invocation died or overran)',
     'attempt', j.attempt, 'holder', j.locked_by, 'at', (select now from clock))), '$[last-9 to last]') else j.errors end
-      where j.id = any(array(select id from expired union all select id from ready limit $21))
+      where j.id = any(array(select id from expired union all select id from ready limit $24))
         and not (select f.needed from shape f) and not (select f.ordered from shape f)
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
@@ -70,10 +81,16 @@ with recursive clock as (select clock_timestamp() as now),
           c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context)
           order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
-      null::json as report,
+      (select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms, s.parent))
+    from (select 'settled' as row_kind, s.id::text as id, s.state, s.dead_reason,
+        (extract(epoch from s.run_at) * 1000)::float8 as run_at_ms, s.parent
+      from settled s where s.state <> 'completed'
+      union all
+      select 'lost', i.id::text, null, null, null::float8, null
+      from settle_input i where i.id not in (select id from settled)) s) as report,
       (select f.needed from shape f) as limited,
       (select f.ordered from shape f) as ordered,
-      false as ended_parents,
+      exists (select 1 from settled s where s.parent) as ended_parents,
       (select f.rated from shape f) as rated,
       null::json as moves,
       null::json as probes,
