@@ -463,6 +463,15 @@ export function claimStatement(
         and not (select f.needed from shape f) ${shape === 'plain' ? sql`and not (select f.ordered from shape f)` : sql``}`
     : sql`j.id = any(array(select c.id from within c
           where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)))`;
+  // expired: rescue, a lease that ran out (its holder died or overran) with attempts left. The
+  // candidates come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
+  // jobs_lease_idx there re-read every dead entry on every claim until VACUUM).
+  // claimed: the row is locked and the predicates above were re-checked on its latest version, so
+  // every row there runs: the claim's token, a lease from the database clock, one more attempt.
+  // The answer: one row with JSON arrays. The driver parses each with one JSON.parse instead of a
+  // dozen fields per job (parsing rows field by field was the largest share of Node's time per job).
+  // A job whose optional fields are all null (most) goes without them: seven fields, not twelve.
+  // (These notes are not in the statement: its text is in the worker's bundle.)
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
     ${hasSettle ? sql`${settleCtes(schema, settle, request.completion, settleParams)},` : sql``}
@@ -496,9 +505,6 @@ export function claimStatement(
       for update skip locked
     ),
     expired as (
-      -- Rescue: a lease that ran out (its holder died or overran) with attempts left. The candidates
-      -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
-      -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from ${jobs} j
       where j.id = any(${lapsedLeases(schema, now, kinds, lapsedWindow(limit))})
         and j.state = 'running' and ${leaseRanOut(now)} and j.attempt < j.max_attempts
@@ -510,8 +516,6 @@ export function claimStatement(
     ),
     ${limitCtes}
     claimed as (
-      -- The row is locked and the predicates above were re-checked on its latest version,
-      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
       update ${jobs} j set
         state = 'running',
         attempt = j.attempt + 1,
@@ -533,13 +537,9 @@ export function claimStatement(
     ${recordRateStartsCte(schema, { now })}`
         : sql``
     }
-    -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
-    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
-    -- A job whose optional fields are all null (most) goes without them: seven fields, not twelve.
     select
-      (select json_agg(case when c.correlation_id is null and c.ordering_key is null and c.destination is null
-            and c.progress is null and c.trace_context is null
-          then json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts)
+      (select json_agg(case when num_nonnulls(c.correlation_id, c.ordering_key, c.destination, c.progress,
+            c.trace_context) = 0 then json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts)
           else json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
             c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context) end
           order by c.priority, c.run_at, c.id)
