@@ -1,7 +1,8 @@
-import { type SQL, sql } from 'drizzle-orm';
+import { type Placeholder, type SQL, sql } from 'drizzle-orm';
 import type { Completion, Outcome, SettledJob, SettleReport } from '../../base/outcomes.js';
 import { queryHotRows, queryRows } from '../execute.js';
 import type { Executor } from '../executor.js';
+import { cachedSettleStatement } from './claim-cache.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
 import { destinationsRef, hasDestinations, movesJson, recordDestinationsCte, toMoves } from './destinations.js';
 import { releaseAfterCtes } from './ordering.js';
@@ -60,20 +61,34 @@ export async function settleOutcomes(
 ): Promise<SettleReport> {
   const report: SettleReport = { lost: new Set(), changed: new Map() };
   if (outcomes.length === 0) return report;
-  // One row: the report as JSON tuples, and the breakers the outcomes moved (settle_done runs
-  // every write, the destinations' record included).
   const destined = hasDestinations(outcomes);
   const [row] = await queryHotRows<{ report: SettleReportTuple[] | null; moves: Parameters<typeof toMoves>[0] }>(
     db,
-    sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
-    select ${settleReportJson()} as report,
-      ${destined ? movesJson() : sql`null::json`} as moves, (select n from settle_done) as n`,
+    cachedSettleStatement(schema, outcomes, now, completion, settleStatement) ??
+      settleStatement(schema, outcomes, now, completion),
     schema,
     { cheap: true }, // its rows are found by id
   );
   addReportTuples(report, row?.report);
   if (destined) report.moves = toMoves(row?.moves);
   return report;
+}
+
+/**
+ * settleOutcomes's statement. One row: the report as JSON tuples, and the breakers the outcomes
+ * moved (settle_done runs every write, the destinations' record included). `params`: placeholders
+ * for the settle's parameters (claim-cache.ts renders it so; exported for its test).
+ */
+export function settleStatement(
+  schema: string,
+  outcomes: readonly Outcome[],
+  now: Date | Placeholder | undefined,
+  completion: Completion,
+  params?: SettleParams,
+): SQL {
+  return sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion, params)}
+    select ${settleReportJson()} as report,
+      ${hasDestinations(outcomes) ? movesJson() : sql`null::json`} as moves, (select n from settle_done) as n`;
 }
 
 export type SettleReportRow = {
@@ -169,9 +184,10 @@ export function settleCtes(
 
 /** The release of the next jobs of the keys whose jobs this settle ended; nothing without keys. */
 function releaseNextCtes(schema: string, outcomes: readonly Outcome[]): SQL {
-  const keys = [...new Set(outcomes.flatMap((o) => (o.orderingKey ? [o.orderingKey] : [])))];
-  if (keys.length === 0) return sql``;
-  return sql`, ${releaseAfterCtes(schema, sql`select id, state from settled`, keys)}`;
+  const keys = new Set<string>();
+  for (const o of outcomes) if (o.orderingKey) keys.add(o.orderingKey);
+  if (keys.size === 0) return sql``;
+  return sql`, ${releaseAfterCtes(schema, sql`select id, state from settled`, [...keys])}`;
 }
 
 /**
@@ -308,9 +324,9 @@ function settleUpdate(
     when r.outcome = 'retry' and not ${exhausted} then 'queued'
     else 'dead'
   end)`;
+  // lease_token: equal to the current token by the WHERE below. Written anyway so that an audit of
+  // the row sees which token each write was made under (the chaos checker relies on it).
   return sql`update ${jobs} j set
-      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
-      -- the row sees which token each write was made under (the chaos checker relies on it).
       lease_token = r.token,
       state = ${newState},
       dead_reason = case

@@ -3,8 +3,6 @@ with recursive clock as (select clock_timestamp() as now),
 
     settle_input as (select r.id, ($1::uuid[])[r.t] as token
     from unnest(string_to_array($2, ',')::bigint[], string_to_array($3, ',')::int[]) as r(id, t)), settled as (update "skiplock".jobs j set
-      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
-      -- the row sees which token each write was made under (the chaos checker relies on it).
       lease_token = r.token,
       state = (case
     when r.outcome = 'completed' then 'completed'
@@ -255,12 +253,8 @@ with recursive clock as (select clock_timestamp() as now),
     cinfo as (
       select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
       from (select id, src from cands union all select id, 0 from expired) c join "skiplock".jobs j on j.id = c.id
-      -- By primary key: joined alone, the planner may hash the whole table to find the candidates.
       where j.id = any(array(select id from cands union all select id from expired))
     ),
-    -- A destination whose breaker's cool-down ended lets one job through, its probe: of its
-    -- candidates (an expired lease first: a probe whose invocation died), the first; the claim asks
-    -- claim_probes for the turn only if that job survives the limits and the batch (claimProbeCtes).
     probe_pick as (
       select distinct on (c.dest) c.dest, c.id, c.kind from cinfo c
       where c.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and (select n from settle_done) >= 0
@@ -281,8 +275,6 @@ with recursive clock as (select clock_timestamp() as now),
         (select coalesce(array_agg(scope), '{}') from need), (select coalesce(array_agg(name), '{}') from need),
         (select coalesce(array_agg(key), '{}') from need), (select coalesce(array_agg(max_running), '{}') from need))
     ),
-    -- The keys' rooms as one object, looked up per candidate: a join on (queue, key) was planned as a
-    -- merge on the queue alone, comparing every candidate with every key (250,000 pairs, 150 ms).
     key_room as (
       select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
       from room y where y.limit_scope = 'key'

@@ -20,8 +20,6 @@ with recursive clock as (select clock_timestamp() as now),
       from settle_input r
       where j.id = r.id and j.id = any(array(select r.id from settle_input r where r.id not in (select id from deleted) and r.id = any(string_to_array($5, ',')::bigint[]))) and j.lease_token = r.token and (case when j.state = 'running' then true end)
       returning j.id, j.state, j.dead_reason, j.run_at, j.dependents is not null as parent), others as (update "skiplock".jobs j set
-      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
-      -- the row sees which token each write was made under (the chaos checker relies on it).
       lease_token = r.token,
       state = (case
     when r.outcome = 'completed' then 'completed'

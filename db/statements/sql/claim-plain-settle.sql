@@ -3,8 +3,6 @@ with recursive clock as (select clock_timestamp() as now),
 
     settle_input as (select r.id, ($1::uuid[])[r.t] as token
     from unnest(string_to_array($2, ',')::bigint[], string_to_array($3, ',')::int[]) as r(id, t)), settled as (update "skiplock".jobs j set
-      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
-      -- the row sees which token each write was made under (the chaos checker relies on it).
       lease_token = r.token,
       state = (case
     when r.outcome = 'completed' then 'completed'
