@@ -2,7 +2,7 @@ import { Param, Placeholder, type SQL, sql } from 'drizzle-orm';
 import type { Completion, Outcome } from '../../base/outcomes.js';
 import { RenderedSql, renderSql } from '../render.js';
 import type { ClaimRequest, ClaimShape } from './claim.js';
-import { type SettleParams, settleParams } from './settle.js';
+import { type SettleParams, settleParams } from './settle-params.js';
 
 /**
  * The steady state's claim — the plain or the ordered shape, with the previous batch's completions
