@@ -23,7 +23,7 @@ let nextId = 1;
 function claimRow(limit: number): unknown {
   const tuples: string[] = [];
   for (let i = 0; i < limit && nextId <= N; i++, nextId++) {
-    tuples.push(`["${nextId}","noop","default",{"n": ${nextId}},0,1,25,null,null,null,null,null]`);
+    tuples.push(`["${nextId}","noop","default",{"n": ${nextId}},0,1,25]`); // no optional field: seven
   }
   const jobs = tuples.length === 0 ? null : JSON.parse(`[${tuples.join(', ')}]`);
   // The rest of the row: no rule applies, no rate waits (the flags are false when absent).

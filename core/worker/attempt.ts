@@ -91,6 +91,8 @@ export class Attempt implements ContextSource {
   timeoutAt: number;
   /** Why it was aborted; set once. */
   aborted: JobAbort | undefined = undefined;
+  /** Watched: set by the watchdog. */
+  forgotten = false;
   /** How it ended; set once, and then the host is told. */
   end: AttemptEnd | undefined = undefined;
   readonly #host: AttemptHost;

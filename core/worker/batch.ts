@@ -31,6 +31,8 @@ export class BatchRun implements Watched {
   readonly members: Attempt[];
   readonly startedAt: number;
   readonly timeoutAt: number;
+  /** Watched: set by the watchdog. */
+  forgotten = false;
   readonly #host: AttemptHost;
   #running: number;
   #controller: AbortController | undefined = undefined;

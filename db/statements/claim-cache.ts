@@ -1,8 +1,8 @@
 import { Param, Placeholder, type SQL, sql } from 'drizzle-orm';
-import type { Outcome } from '../../base/outcomes.js';
+import type { Completion, Outcome } from '../../base/outcomes.js';
 import { RenderedSql, renderSql } from '../render.js';
 import type { ClaimRequest, ClaimShape } from './claim.js';
-import { type SettleParams, settleParams } from './settle.js';
+import { type SettleParams, settleParams } from './settle-params.js';
 
 /**
  * The steady state's claim — the plain or the ordered shape, with the previous batch's completions
@@ -94,11 +94,49 @@ export function cachedClaimStatement(
     request.laneWhen ? 'laneWhen' : '',
     JSON.stringify(request.leases),
   ].join('\u0000');
+  return filled(key, () => renderForm(schema, request, shape, settleForm, build), request, leaseToken, settle);
+}
+
+type BuildSettle = (
+  schema: string,
+  outcomes: readonly Outcome[],
+  now: Date | Placeholder | undefined,
+  completion: Completion,
+  params?: SettleParams,
+) => SQL;
+
+/**
+ * settleOutcomes's statement from the cache, for completions alone (a batch larger than the claim
+ * takes along is settled by a statement of its own: composing it cost more than the claim's).
+ */
+export function cachedSettleStatement(
+  schema: string,
+  outcomes: readonly Outcome[],
+  now: Date | undefined,
+  completion: Completion,
+  build: BuildSettle,
+): SQL | undefined {
+  const settleForm = settleFormOf(outcomes);
+  if (settleForm === undefined) return undefined;
+  const key = [schema, 'settle', settleForm, completion, now ? 'now' : ''].join('\u0000');
+  const render = () =>
+    formOf(build(schema, FORM_OUTCOMES[settleForm], now && slot('now'), completion, settlePlaceholders()));
+  return filled(key, render, { now } as ClaimRequest, '', outcomes);
+}
+
+/** The statement of a form, rendered at its first use, with this request's values in its slots. */
+function filled(
+  key: string,
+  render: () => Form,
+  request: ClaimRequest,
+  leaseToken: string,
+  settle: readonly Outcome[],
+): SQL {
   let form = forms.get(key);
   if (form) {
     forms.delete(key); // to the end: the most recently used
   } else {
-    form = renderForm(schema, request, shape, settleForm, build);
+    form = render();
     if (forms.size >= MAX_FORMS) forms.delete(forms.keys().next().value as string);
   }
   forms.set(key, form);
@@ -155,7 +193,6 @@ function renderForm(
   settleForm: SettleForm,
   build: BuildClaim,
 ): Form {
-  const slot = <T>(name: Slot): T => sql.placeholder(name) as unknown as T;
   const template: ClaimRequest = {
     ...request,
     invocationId: slot('invocationId'),
@@ -165,13 +202,21 @@ function renderForm(
     laneWhen: request.laneWhen ? { worker: slot('laneWorker'), moreThan: slot('laneMoreThan') } : undefined,
     settle: FORM_OUTCOMES[settleForm],
   };
-  const settlePlaceholders: SettleParams = {
-    tokens: slot('tokens'),
-    ids: slot('ids'),
-    tokenAt: slot('tokenAt'),
-    results: slot('results'),
-  };
-  const { sql: text, params } = renderSql(build(schema, template, shape, slot('leaseToken'), settlePlaceholders));
+  return formOf(build(schema, template, shape, slot('leaseToken'), settlePlaceholders()));
+}
+
+const slot = <T>(name: Slot): T => sql.placeholder(name) as unknown as T;
+
+const settlePlaceholders = (): SettleParams => ({
+  tokens: slot('tokens'),
+  ids: slot('ids'),
+  tokenAt: slot('tokenAt'),
+  results: slot('results'),
+});
+
+/** A statement rendered with placeholders: its text, its parameters, and where the slots go. */
+function formOf(statement: SQL): Form {
+  const { sql: text, params } = renderSql(statement);
   const slots: Form['slots'] = [];
   params.forEach((param, position) => {
     const value = param instanceof Param ? param.value : param;

@@ -154,6 +154,7 @@ export interface ClaimResult {
 
 /** The claim's one row: the claimed jobs and the settle report, each a JSON array of tuples. */
 type ClaimRow = {
+  /** Each job's seven fields, and its five optional ones only when any of them is not null. */
   jobs:
     | [
         id: string,
@@ -163,11 +164,11 @@ type ClaimRow = {
         priority: number,
         attempt: number,
         maxAttempts: number,
-        correlationId: string | null,
-        orderingKey: string | null,
-        destination: string | null,
-        progress: unknown,
-        traceContext: Record<string, string> | null,
+        correlationId?: string | null,
+        orderingKey?: string | null,
+        destination?: string | null,
+        progress?: unknown,
+        traceContext?: Record<string, string> | null,
       ][]
     | null;
   report: SettleReportTuple[] | null;
@@ -298,26 +299,26 @@ async function runClaim(db: Executor, schema: string, request: ClaimRequest, sha
   };
   result.settled.moves = result.moves;
   addReportTuples(result.settled, row.report);
-  for (const [
-    id,
-    kind,
-    queue,
-    payload,
-    priority,
-    attempt,
-    maxAttempts,
-    correlationId,
-    orderingKey,
-    destination,
-    progress,
-    traceContext,
-  ] of row.jobs ?? []) {
-    const job: ClaimedJob = { id, kind, queue, payload, priority, attempt, maxAttempts, leaseToken, correlationId };
-    // Set only when present, as before; without a spread per field (four objects per job).
-    if (orderingKey !== null) job.orderingKey = orderingKey;
-    if (destination !== null) job.destination = destination;
-    if (progress !== null) job.progress = progress;
-    if (traceContext !== null) job.traceContext = traceContext;
+  // A job's tuple: its seven fields, or twelve when any of the optional ones is set (see the statement).
+  for (const t of row.jobs ?? []) {
+    const job: ClaimedJob = {
+      id: t[0],
+      kind: t[1],
+      queue: t[2],
+      payload: t[3],
+      priority: t[4],
+      attempt: t[5],
+      maxAttempts: t[6],
+      leaseToken,
+      correlationId: t[7] ?? null,
+    };
+    if (t.length > 8) {
+      // Set only when present, as before; without a spread per field (four objects per job).
+      if (t[8] != null) job.orderingKey = t[8];
+      if (t[9] != null) job.destination = t[9];
+      if (t[10] != null) job.progress = t[10];
+      if (t[11] != null) job.traceContext = t[11];
+    }
     result.jobs.push(job);
   }
   return result;
@@ -465,6 +466,15 @@ export function claimStatement(
         and not (select f.needed from shape f) ${shape === 'plain' ? sql`and not (select f.ordered from shape f)` : sql``}`
     : sql`j.id = any(array(select c.id from within c
           where c.id not in (select p.id from probe_pick p) or c.id in (select w.job_id from probe_won w)))`;
+  // expired: rescue, a lease that ran out (its holder died or overran) with attempts left. The
+  // candidates come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
+  // jobs_lease_idx there re-read every dead entry on every claim until VACUUM).
+  // claimed: the row is locked and the predicates above were re-checked on its latest version, so
+  // every row there runs: the claim's token, a lease from the database clock, one more attempt.
+  // The answer: one row with JSON arrays. The driver parses each with one JSON.parse instead of a
+  // dozen fields per job (parsing rows field by field was the largest share of Node's time per job).
+  // A job whose optional fields are all null (most) goes without them: seven fields, not twelve.
+  // (These notes are not in the statement: its text is in the worker's bundle.)
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
     ${settleCtes(schema, settle, request.completion, settleParams)},
@@ -498,9 +508,6 @@ export function claimStatement(
       for update skip locked
     ),
     expired as (
-      -- Rescue: a lease that ran out (its holder died or overran) with attempts left. The candidates
-      -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
-      -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from ${jobs} j
       where j.id = any(${lapsedLeases(schema, now, kinds, lapsedWindow(limit))})
         and j.state = 'running' and ${leaseRanOut(now)} and j.attempt < j.max_attempts
@@ -512,8 +519,6 @@ export function claimStatement(
     ),
     ${limitCtes}
     claimed as (
-      -- The row is locked and the predicates above were re-checked on its latest version,
-      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
       update ${jobs} j set
         state = 'running',
         attempt = j.attempt + 1,
@@ -535,11 +540,11 @@ export function claimStatement(
     ${recordRateStartsCte(schema, { now })}`
         : sql``
     }
-    -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
-    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
-      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context)
+      (select json_agg(case when num_nonnulls(c.correlation_id, c.ordering_key, c.destination, c.progress,
+            c.trace_context) = 0 then json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts)
+          else json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
+            c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context) end
           order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       ${settleReportJson()} as report,

@@ -295,15 +295,18 @@ export function withinLimitsCtes(
   // scope_room: the queues' and kinds' rooms apart from the keys': each candidate is joined with these
   // few rows. Joined with room itself, each of 500 candidates scanned 500 keys' rows twice (a third of
   // the statement's time at 1,000 keys).
+  // cinfo reads by primary key: joined alone, the planner may hash the whole table to find the candidates.
+  // probe_pick: a destination whose breaker's cool-down ended lets one job through, its probe: of its
+  // candidates (an expired lease first: a probe whose invocation died), the first; the claim asks
+  // claim_probes for the turn only if that job survives the limits and the batch (claimProbeCtes).
+  // key_room: the keys' rooms as one object, looked up per candidate: a join on (queue, key) was
+  // planned as a merge on the queue alone, comparing every candidate with every key (250,000 pairs, 150 ms).
+  // (Notes here, not in the statement: its text is in the worker's bundle.)
   return sql`cinfo as (
       select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
       from (select id, src from cands union all select id, 0 from expired) c join ${jobs} j on j.id = c.id
-      -- By primary key: joined alone, the planner may hash the whole table to find the candidates.
       where j.id = any(array(select id from cands union all select id from expired))
     ),
-    -- A destination whose breaker's cool-down ended lets one job through, its probe: of its
-    -- candidates (an expired lease first: a probe whose invocation died), the first; the claim asks
-    -- claim_probes for the turn only if that job survives the limits and the batch (claimProbeCtes).
     probe_pick as (
       select distinct on (c.dest) c.dest, c.id, c.kind from cinfo c
       where c.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and ${request.gate}
@@ -324,8 +327,6 @@ export function withinLimitsCtes(
         (select coalesce(array_agg(scope), '{}') from need), (select coalesce(array_agg(name), '{}') from need),
         (select coalesce(array_agg(key), '{}') from need), (select coalesce(array_agg(max_running), '{}') from need))
     ),
-    -- The keys' rooms as one object, looked up per candidate: a join on (queue, key) was planned as a
-    -- merge on the queue alone, comparing every candidate with every key (250,000 pairs, 150 ms).
     key_room as (
       select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
       from room y where y.limit_scope = 'key'

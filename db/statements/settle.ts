@@ -1,10 +1,14 @@
-import { type SQL, sql } from 'drizzle-orm';
+import { type Placeholder, type SQL, sql } from 'drizzle-orm';
 import type { Completion, Outcome, SettledJob, SettleReport } from '../../base/outcomes.js';
 import { queryHotRows, queryRows } from '../execute.js';
 import type { Executor } from '../executor.js';
+import { cachedSettleStatement } from './claim-cache.js';
 import { appendCapped, epochMs, jobsRef, nowExpr } from './common.js';
 import { destinationsRef, hasDestinations, movesJson, recordDestinationsCte, toMoves } from './destinations.js';
 import { releaseAfterCtes } from './ordering.js';
+import { type SettleParams, settleParams } from './settle-params.js';
+
+export type { SettleParams } from './settle-params.js';
 
 /**
  * Writes the outcomes of a whole batch in ONE statement (JobSetStateIfRunningMany).
@@ -60,20 +64,34 @@ export async function settleOutcomes(
 ): Promise<SettleReport> {
   const report: SettleReport = { lost: new Set(), changed: new Map() };
   if (outcomes.length === 0) return report;
-  // One row: the report as JSON tuples, and the breakers the outcomes moved (settle_done runs
-  // every write, the destinations' record included).
   const destined = hasDestinations(outcomes);
   const [row] = await queryHotRows<{ report: SettleReportTuple[] | null; moves: Parameters<typeof toMoves>[0] }>(
     db,
-    sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion)}
-    select ${settleReportJson()} as report,
-      ${destined ? movesJson() : sql`null::json`} as moves, (select n from settle_done) as n`,
+    cachedSettleStatement(schema, outcomes, now, completion, settleStatement) ??
+      settleStatement(schema, outcomes, now, completion),
     schema,
     { cheap: true }, // its rows are found by id
   );
   addReportTuples(report, row?.report);
   if (destined) report.moves = toMoves(row?.moves);
   return report;
+}
+
+/**
+ * settleOutcomes's statement. One row: the report as JSON tuples, and the breakers the outcomes
+ * moved (settle_done runs every write, the destinations' record included). `params`: placeholders
+ * for the settle's parameters (claim-cache.ts renders it so; exported for its test).
+ */
+export function settleStatement(
+  schema: string,
+  outcomes: readonly Outcome[],
+  now: Date | Placeholder | undefined,
+  completion: Completion,
+  params?: SettleParams,
+): SQL {
+  return sql`with clock as (select ${nowExpr(now)} as now), ${settleCtes(schema, outcomes, completion, params)}
+    select ${settleReportJson()} as report,
+      ${hasDestinations(outcomes) ? movesJson() : sql`null::json`} as moves, (select n from settle_done) as n`;
 }
 
 export type SettleReportRow = {
@@ -169,9 +187,10 @@ export function settleCtes(
 
 /** The release of the next jobs of the keys whose jobs this settle ended; nothing without keys. */
 function releaseNextCtes(schema: string, outcomes: readonly Outcome[]): SQL {
-  const keys = [...new Set(outcomes.flatMap((o) => (o.orderingKey ? [o.orderingKey] : [])))];
-  if (keys.length === 0) return sql``;
-  return sql`, ${releaseAfterCtes(schema, sql`select id, state from settled`, keys)}`;
+  const keys = new Set<string>();
+  for (const o of outcomes) if (o.orderingKey) keys.add(o.orderingKey);
+  if (keys.size === 0) return sql``;
+  return sql`, ${releaseAfterCtes(schema, sql`select id, state from settled`, [...keys])}`;
 }
 
 /**
@@ -185,52 +204,6 @@ function settleReportRows(): SQL {
       union all
       select 'lost', i.id::text, null, null, null::float8, null
       from settle_input i where i.id not in (select id from settled)`;
-}
-
-/**
- * What a settle sends as parameters, apart from the outcomes' form (which decides its text): each
- * outcome's id and lease token, and the completions' results. A cached statement (claim-cache.ts)
- * is rendered with placeholders in their place and filled with these for each batch.
- */
-export interface SettleParams {
-  /** The batch's distinct lease tokens (a token is issued per claim: a handful per batch). */
-  tokens: readonly string[];
-  /** The ids, comma-separated (see idList). */
-  ids: string;
-  /** For each id, the position of its token in `tokens` (from 1), comma-separated. */
-  tokenAt: string;
-  /** The completions' results as one JSON array of {id, result}, when some return one. */
-  results: string | undefined;
-}
-
-export function settleParams(outcomes: readonly Outcome[]): SettleParams {
-  const tokens: string[] = [];
-  const positions = new Map<string, number>();
-  const ids: string[] = new Array(outcomes.length);
-  const tokenAt: number[] = new Array(outcomes.length);
-  let results: string[] | undefined;
-  for (let i = 0; i < outcomes.length; i++) {
-    const o = outcomes[i] as Outcome;
-    let position = positions.get(o.leaseToken);
-    if (position === undefined) {
-      tokens.push(o.leaseToken);
-      position = tokens.length;
-      positions.set(o.leaseToken, position);
-    }
-    ids[i] = o.id;
-    tokenAt[i] = position;
-    // Each handler's JSON text spliced in as it is (no re-parse).
-    if (o.outcome === 'completed' && o.result !== undefined) {
-      results ??= [];
-      results.push(`{"id":${o.id},"result":${o.result}}`);
-    }
-  }
-  return {
-    tokens,
-    ids: ids.join(','),
-    tokenAt: tokenAt.join(','),
-    results: results === undefined ? undefined : `[${results.join(',')}]`,
-  };
 }
 
 /**
@@ -308,9 +281,9 @@ function settleUpdate(
     when r.outcome = 'retry' and not ${exhausted} then 'queued'
     else 'dead'
   end)`;
+  // lease_token: equal to the current token by the WHERE below. Written anyway so that an audit of
+  // the row sees which token each write was made under (the chaos checker relies on it).
   return sql`update ${jobs} j set
-      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
-      -- the row sees which token each write was made under (the chaos checker relies on it).
       lease_token = r.token,
       state = ${newState},
       dead_reason = case

@@ -49,6 +49,60 @@ describe(`claim (${testDriver()})`, () => {
     expect(jobs.map((j) => j.id)).toEqual([...ids].sort((a, b) => Number(a) - Number(b)));
   });
 
+  it("answers each job's fields, its optional ones only when set (alone, together, or none)", async () => {
+    await t.admin.query(`truncate "${t.schema}".jobs restart identity`);
+    const ids = (
+      await q.enqueueMany(
+        t.db,
+        Array.from({ length: 8 }, (_, i) => sendEmail.with(email(i), { priority: i })),
+      )
+    ).map((r) => r.id);
+    const set = (id: string | undefined, columns: string) =>
+      t.admin.query(`update "${t.schema}".jobs set ${columns} where id = $1`, [id]);
+    await set(ids[1], `correlation_id = 'corr-1'`);
+    await set(ids[2], `ordering_key = 'key-2'`);
+    await set(ids[3], `destination = 'dest-3'`);
+    await set(ids[4], `progress = '{"pct": 40}'`);
+    await set(ids[5], `trace_context = '{"traceparent": "00-ab-cd-01"}'`);
+    // A JSON null is no progress, as before.
+    await set(ids[6], `progress = 'null'`);
+    await set(
+      ids[7],
+      `correlation_id = 'corr-7', ordering_key = 'key-7', destination = 'dest-7', progress = '[1]', trace_context = '{"tracestate": "x"}'`,
+    );
+    const { jobs } = await claim({ limit: 10 });
+    const leaseToken = jobs[0]?.leaseToken;
+    const base = (i: number) => ({
+      id: ids[i],
+      kind: 'send-email',
+      queue: 'emails',
+      payload: { ...email(i), body: '' },
+      priority: i,
+      attempt: 1,
+      maxAttempts: 3,
+      leaseToken,
+      correlationId: null,
+    });
+    expect(jobs).toStrictEqual([
+      base(0),
+      { ...base(1), correlationId: 'corr-1' },
+      { ...base(2), orderingKey: 'key-2' },
+      { ...base(3), destination: 'dest-3' },
+      { ...base(4), progress: { pct: 40 } },
+      { ...base(5), traceContext: { traceparent: '00-ab-cd-01' } },
+      base(6),
+      {
+        ...base(7),
+        correlationId: 'corr-7',
+        orderingKey: 'key-7',
+        destination: 'dest-7',
+        progress: [1],
+        traceContext: { tracestate: 'x' },
+      },
+    ]);
+    expect(leaseToken).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
   it('sets the lease from the database clock: now + the kind lease', async () => {
     await q.enqueue(t.db, sendEmail, email());
     const [job] = (await claim({ leases: [{ kind: 'send-email', leaseMs: 45_000 }] })).jobs;

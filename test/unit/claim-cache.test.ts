@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { Outcome } from '../../base/outcomes.js';
 import { renderSql } from '../../db/render.js';
 import { type ClaimRequest, type ClaimShape, claimStatement } from '../../db/statements/claim.js';
-import { cachedClaimStatement } from '../../db/statements/claim-cache.js';
+import { cachedClaimStatement, cachedSettleStatement } from '../../db/statements/claim-cache.js';
+import { settleStatement } from '../../db/statements/settle.js';
 
 const token = (n: number) => `00000000-0000-0000-0000-${String(n).padStart(12, '0')}`;
 const completions = (from: number, count: number, tokens = 2): Outcome[] =>
@@ -129,6 +130,34 @@ describe('the cached claim statement', () => {
     ];
     for (const [shape, request] of others) {
       expect(cachedClaimStatement('skiplock', request, shape, token(1), claimStatement)).toBeUndefined();
+    }
+  });
+});
+
+describe('the cached settle statement (a batch settled on its own)', () => {
+  const at = new Date('2026-01-02T03:04:05.678Z');
+  it.each([
+    ['completions', [completions(1, 500), completions(900, 129, 3)], 'keep', undefined],
+    ['completions with results', [withResults(completions(1, 200)), withResults(completions(300, 3, 1))], 'keep', at],
+    ['delete mode', [completions(1, 300), withResults(completions(400, 130))], 'delete', undefined],
+  ] as const)('sends the text and parameters the composed statement would: %s', (_, batches, completion, now) => {
+    for (const outcomes of batches) {
+      const cached = cachedSettleStatement('skiplock', outcomes, now, completion, settleStatement);
+      expect(cached, 'served from the cache').toBeDefined();
+      const composed = renderSql(settleStatement('skiplock', outcomes, now, completion));
+      expect(renderSql(cached as NonNullable<typeof cached>)).toEqual({ sql: composed.sql, params: composed.params });
+    }
+  });
+
+  it('composes every other batch each time: failures, ordering keys, destinations', () => {
+    const failure = { class: 'Error', message: 'boom', attempt: 1 };
+    const others: Outcome[][] = [
+      [...completions(1, 200), { id: '999', leaseToken: token(1), outcome: 'retry', delayMs: 5, error: failure }],
+      [{ id: '1', leaseToken: token(1), outcome: 'completed', orderingKey: 'k' }],
+      [{ id: '1', leaseToken: token(1), outcome: 'dead', reason: 'discarded', error: failure }],
+    ];
+    for (const outcomes of others) {
+      expect(cachedSettleStatement('skiplock', outcomes, undefined, 'keep', settleStatement)).toBeUndefined();
     }
   });
 });

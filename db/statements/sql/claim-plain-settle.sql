@@ -3,8 +3,6 @@ with recursive clock as (select clock_timestamp() as now),
 
     settle_input as (select r.id, ($1::uuid[])[r.t] as token
     from unnest(string_to_array($2, ',')::bigint[], string_to_array($3, ',')::int[]) as r(id, t)), settled as (update "skiplock".jobs j set
-      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
-      -- the row sees which token each write was made under (the chaos checker relies on it).
       lease_token = r.token,
       state = (case
     when r.outcome = 'completed' then 'completed'
@@ -55,9 +53,6 @@ with recursive clock as (select clock_timestamp() as now),
       for update skip locked
     ),
     expired as (
-      -- Rescue: a lease that ran out (its holder died or overran) with attempts left. The candidates
-      -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
-      -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from "skiplock".jobs j
       where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $10::text[], $11::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
@@ -69,8 +64,6 @@ with recursive clock as (select clock_timestamp() as now),
     ),
 
     claimed as (
-      -- The row is locked and the predicates above were re-checked on its latest version,
-      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
@@ -92,11 +85,11 @@ with recursive clock as (select clock_timestamp() as now),
       returning j.id, j.kind, j.queue, j.payload, j.priority, j.attempt, j.max_attempts, j.correlation_id, j.run_at,
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     )
-    -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
-    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
-      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context)
+      (select json_agg(case when num_nonnulls(c.correlation_id, c.ordering_key, c.destination, c.progress,
+            c.trace_context) = 0 then json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts)
+          else json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
+            c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context) end
           order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       (select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms, s.parent))

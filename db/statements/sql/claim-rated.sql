@@ -3,8 +3,6 @@ with recursive clock as (select clock_timestamp() as now),
 
     settle_input as (select r.id, ($1::uuid[])[r.t] as token
     from unnest(string_to_array($2, ',')::bigint[], string_to_array($3, ',')::int[]) as r(id, t)), settled as (update "skiplock".jobs j set
-      -- Equal to the current token by the WHERE below. Written anyway so that an audit of
-      -- the row sees which token each write was made under (the chaos checker relies on it).
       lease_token = r.token,
       state = (case
     when r.outcome = 'completed' then 'completed'
@@ -107,9 +105,6 @@ with recursive clock as (select clock_timestamp() as now),
       for update skip locked
     ),
     expired as (
-      -- Rescue: a lease that ran out (its holder died or overran) with attempts left. The candidates
-      -- come from lapsed_leases, read back by primary key (see the function: a bitmap scan of
-      -- jobs_lease_idx here re-read every dead entry on every claim until VACUUM).
       select j.id from "skiplock".jobs j
       where j.id = any(array(select "skiplock".lapsed_leases((select now from clock), $18::text[], $19::int)))
         and j.state = 'running' and coalesce(j.lease_expires_at, 'infinity') <= (select now from clock) and j.attempt < j.max_attempts
@@ -289,12 +284,8 @@ with recursive clock as (select clock_timestamp() as now),
     cinfo as (
       select c.src, j.id, j.queue, j.kind, j.concurrency_key as ck, j.priority, j.run_at, j.destination as dest
       from (select id, src from cands union all select id, 0 from expired) c join "skiplock".jobs j on j.id = c.id
-      -- By primary key: joined alone, the planner may hash the whole table to find the candidates.
       where j.id = any(array(select id from cands union all select id from expired))
     ),
-    -- A destination whose breaker's cool-down ended lets one job through, its probe: of its
-    -- candidates (an expired lease first: a probe whose invocation died), the first; the claim asks
-    -- claim_probes for the turn only if that job survives the limits and the batch (claimProbeCtes).
     probe_pick as (
       select distinct on (c.dest) c.dest, c.id, c.kind from cinfo c
       where c.dest = any(coalesce((select h.probing from held h), '{}'::text[])) and (select n from settle_done) >= 0
@@ -315,8 +306,6 @@ with recursive clock as (select clock_timestamp() as now),
         (select coalesce(array_agg(scope), '{}') from need), (select coalesce(array_agg(name), '{}') from need),
         (select coalesce(array_agg(key), '{}') from need), (select coalesce(array_agg(max_running), '{}') from need))
     ),
-    -- The keys' rooms as one object, looked up per candidate: a join on (queue, key) was planned as a
-    -- merge on the queue alone, comparing every candidate with every key (250,000 pairs, 150 ms).
     key_room as (
       select coalesce(jsonb_object_agg(y.limit_name || chr(31) || y.limit_key, y.room), '{}'::jsonb) as m
       from room y where y.limit_scope = 'key'
@@ -379,8 +368,6 @@ with recursive clock as (select clock_timestamp() as now),
         (select now from clock))
     ),
     claimed as (
-      -- The row is locked and the predicates above were re-checked on its latest version,
-      -- so every row here runs: the claim's token, a lease from the database clock, one more attempt.
       update "skiplock".jobs j set
         state = 'running',
         attempt = j.attempt + 1,
@@ -422,11 +409,11 @@ with recursive clock as (select clock_timestamp() as now),
         group by s.scope, s.name, s.key
       ) t
     )
-    -- One row with JSON arrays: the driver parses each with one JSON.parse instead of a dozen
-    -- fields per job (parsing rows field by field was the largest share of Node's time per job).
     select
-      (select json_agg(json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-          c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context)
+      (select json_agg(case when num_nonnulls(c.correlation_id, c.ordering_key, c.destination, c.progress,
+            c.trace_context) = 0 then json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts)
+          else json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
+            c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context) end
           order by c.priority, c.run_at, c.id)
         from claimed c) as jobs,
       (select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms, s.parent))
