@@ -518,6 +518,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let waiting = await remaining();
     let movedAt = Date.now();
     while (waiting > 0 && Date.now() - movedAt < 60_000) {
+      await signals.sendLate(true); // those whose jobs first wait now (see sendLate)
       const summary = await drainer.runInvocation({ remainingMs: 5_000 });
       if (summary.claimed === 0) await new Promise((resolve) => setTimeout(resolve, 100)); // leases still running out
       const still = await remaining();

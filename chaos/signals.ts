@@ -30,6 +30,7 @@ export function signalSender(options: {
   const db = connectFaulty(connection);
   const s = `"${schema}"`;
   const counts = { early: 0, late: 0, retries: 0, blindRetries: 0, answersLost: 0 };
+  let someWaited = false;
 
   const record = (signals: (Pending & { payload: unknown })[]) =>
     sql`insert into ${sql.identifier(schema)}.chaos_signals (job_id, key, payload, early)
@@ -99,10 +100,21 @@ export function signalSender(options: {
       const pending = await unsent('e.signal_early');
       for (let i = 0; i < pending.length; i += 100) await sendBatch(pending.slice(i, i + 100));
     },
-    /** The late half, to the jobs seen waiting (the wait's step row); with `all`, every one not sent yet. */
+    /**
+     * The late half, to the jobs seen waiting (the wait's step row); with `all`, every one not sent
+     * yet — but only once some job has waited for its signal: on a slow machine the fault phase can
+     * end before any stepped job reaches its wait, and sending every signal then would leave the
+     * waiting path untried (the checker's `waited` 0). Until then `all` sends to the waiting ones.
+     */
     async sendLate(all: boolean): Promise<void> {
+      if (all && !someWaited) {
+        const { rows } = await admin.query(
+          `select exists (select 1 from ${s}.chaos_step_history where name = '${WAIT_NAME}' and new_state = 'waiting') as w`,
+        );
+        someWaited = rows[0].w === true;
+      }
       const pending = await unsent(
-        all
+        all && someWaited
           ? 'true'
           : `exists (select 1 from ${s}.job_steps w where w.job_id = e.job_id and w.name = '${WAIT_NAME}' and w.state = 'waiting')`,
       );
