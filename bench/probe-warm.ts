@@ -8,10 +8,12 @@
  *   && node .bench/probe-warm.mjs [RUNS] [K] [JOBS] [WARM] [SYSTEM]   (6, 4, 50000, 2, skiplock)
  * SYSTEM: skiplock (batch 500, keep, one connection per loop), raw-schema, graphile.
  * PROBE_HEAP=<file>: a sampling heap profile (every allocation sample, GC'd ones included) of the last run;
- * PROBE_PROF=<file>: a V8 CPU profile of the last run (bench/cpu-profile.ts).
+ * PROBE_PROF=<file>: a V8 CPU profile of the last run (bench/cpu-profile.ts). PROBE_JSON_TIME=1: the time
+ * spent parsing json columns (the claim answer's jobs) inside each window, timed around node-postgres's parser.
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import pg from 'pg';
 import { startCpuProfile } from './cpu-profile.js';
 import { dropDatabase, freshDatabase, vacuumAnalyze } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
@@ -30,6 +32,16 @@ const make = (): BenchSystem =>
   which === 'raw-schema' ? rawSchemaSystem(500) : which === 'graphile' ? graphileSystem() : skiplockSystem(500, 'keep');
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? 0;
 
+let jsonMs = 0;
+if (process.env.PROBE_JSON_TIME) {
+  const parse = pg.types.getTypeParser(114, 'text');
+  pg.types.setTypeParser(114, 'text', (text: string) => {
+    const t = performance.now();
+    const value = parse(text);
+    jsonMs += performance.now() - t;
+    return value;
+  });
+}
 const us: number[] = [];
 const rates: number[] = [];
 for (let run = 0; run < RUNS; run++) {
@@ -49,6 +61,7 @@ for (let run = 0; run < RUNS; run++) {
       });
     }
     const stopProfile = run === RUNS - 1 ? await startCpuProfile() : async () => {};
+    jsonMs = 0;
     const t = performance.now();
     const cpu0 = process.cpuUsage();
     await system.process(K);
@@ -61,7 +74,8 @@ for (let run = 0; run < RUNS; run++) {
     }
     const perJob = (cpu.user + cpu.system) / JOBS;
     const rate = Math.round(JOBS / (ms / 1000));
-    console.log(`run ${run}${run < WARM ? ' (warm-up)' : ''}: ${perJob.toFixed(2)} µs/job node, ${rate} jobs/s`);
+    const json = process.env.PROBE_JSON_TIME ? `, json ${((jsonMs * 1000) / JOBS).toFixed(2)} µs/job` : '';
+    console.log(`run ${run}${run < WARM ? ' (warm-up)' : ''}: ${perJob.toFixed(2)} µs/job node${json}, ${rate} jobs/s`);
     if (run >= WARM) {
       us.push(perJob);
       rates.push(rate);
