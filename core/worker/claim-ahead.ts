@@ -25,8 +25,11 @@ import type { Kind } from './settings.js';
 export class ClaimAhead {
   /** A claim's round trip on the invocation's clock (sent → answered, its settle included), smoothed; 0 until measured. */
   #roundTripMs = 0;
-  /** How long an attempt of each kind (by name) took in this invocation, smoothed. */
-  readonly #jobMs = new Map<string, number>();
+  /**
+   * How long an attempt of each kind (by name) took in this invocation, smoothed. A record per kind,
+   * updated in place: one lookup per ended attempt, and no number boxed for a Map per attempt.
+   */
+  readonly #jobMs = new Map<string, { ms: number }>();
 
   get roundTripMs(): number {
     return this.#roundTripMs;
@@ -40,7 +43,8 @@ export class ClaimAhead {
   /** An attempt of `kind` ended after `ms`. */
   ended(kind: string, ms: number): void {
     const known = this.#jobMs.get(kind);
-    this.#jobMs.set(kind, known === undefined ? ms : known + SMOOTHING * (ms - known));
+    if (known === undefined) this.#jobMs.set(kind, { ms });
+    else known.ms += SMOOTHING * (ms - known.ms);
   }
 
   /**
@@ -65,7 +69,7 @@ export class ClaimAhead {
       // Nor a kind with destinations: its attempt's failure may open a breaker that the next claim
       // must see before it hands out another job for the same destination.
       if (definition.batch || definition.destination) continue;
-      const usual = this.#jobMs.get(definition.kind);
+      const usual = this.#jobMs.get(definition.kind)?.ms;
       // Attempts shorter than a round trip free their slots at once anyway: claiming ahead of them
       // would only send claims before their outcomes could ride along.
       if (usual === undefined || usual <= roundTrip) continue;
@@ -93,7 +97,7 @@ export class ClaimAhead {
       if (job.destination || job.orderingKey) return false;
       const definition = kinds.get(job.kind)?.definition;
       if (!definition || definition.batch || definition.transactional) return false;
-      const usual = this.#jobMs.get(definition.kind);
+      const usual = this.#jobMs.get(definition.kind)?.ms;
       if (usual === undefined || usual > roundTrip) return false;
     }
     return true;

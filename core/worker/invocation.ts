@@ -639,7 +639,9 @@ export class Invocation implements AttemptHost {
       }
       this.#startBatch(members, kind);
     }
-    waiting.splice(0, taken); // once, not a shift() per job
+    // Once, not a shift() per job; all of them taken (the usual case): emptied without splice's copy.
+    if (taken === waiting.length) waiting.length = 0;
+    else waiting.splice(0, taken);
     if (grouped && grouped.size > 0 && waiting.length > 0) {
       const rest = waiting.filter((j) => !(grouped as Set<ClaimedJob>).has(j));
       waiting.splice(0, waiting.length, ...rest);
