@@ -4,7 +4,8 @@
  *   npx esbuild bench/probe-k-timeline.ts --bundle --platform=node --format=esm --target=node20 \
  *     --packages=external --outfile=.bench/probe-k-timeline.mjs --log-level=warning \
  *   && node .bench/probe-k-timeline.mjs [REPS] [K] [JOBS]   (3, 16, 10000)
- * PROBE_ONLY=skiplock|graphile runs one system; PROBE_LOOPS=0 leaves out the per-loop lines.
+ * PROBE_ONLY=skiplock|graphile runs one system; PROBE_LOOPS=0 leaves out the per-loop lines;
+ * PROBE_BACKEND=1 adds each loop's backend CPU at its first job and its invocations' ends.
  *
  * Each rep runs, in alternating order, graphile-worker's process(K) (bench/systems/graphile.ts) and
  * the loop of bench/systems/skiplock.ts, instrumented, on a fresh database with JOBS jobs (as
@@ -16,6 +17,7 @@
  * handler to the last loop's exit, then to the window's end).
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import * as z from 'zod';
 import { defineJob } from '../core/jobs.js';
@@ -118,10 +120,20 @@ async function skiplockRun(): Promise<Run> {
       Array.from({ length: K }, async () => {
         const own = connect({ connectionString: url, max: 1 });
         const loop: { first?: number; jobs: number; ends: string[]; closed: number } = { jobs: 0, ends: [], closed: 0 };
+        // PROBE_BACKEND=1: the loop's backend CPU (ms) at its first job and at each invocation's end
+        // (asking its pid is one more statement on the new connection, before the worker's first).
+        const pid = process.env.PROBE_BACKEND
+          ? Number(((await own.executor.query(sql`select pg_backend_pid() as pid`)) as { pid: number }[])[0]?.pid)
+          : 0;
+        const backendMs = () =>
+          pid ? Math.round(Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e5) / 10 : 0;
+        const atStart = backendMs();
         const job = defineJob({
           kind: 'noop',
           payload: z.object({ n: z.number() }),
           handler: async () => {
+            if (loop.first === undefined && pid)
+              loop.ends.push(`[first job: backend ${backendMs()} ms, ${atStart} at connect]`);
             loop.first ??= at();
             lastJob = at();
             loop.jobs++;
@@ -138,7 +150,9 @@ async function skiplockRun(): Promise<Run> {
         while (true) {
           const s = performance.now();
           const summary = await worker.runInvocation({ remainingMs: 600_000 });
-          loop.ends.push(`${summary.claimed}@${at()}(${Math.round(performance.now() - s)})`);
+          loop.ends.push(
+            `${summary.claimed}@${at()}(${Math.round(performance.now() - s)})${pid ? `[backend ${backendMs()}]` : ''}`,
+          );
           if (summary.stoppedBecause === 'error') throw new Error(String(summary.error));
           if (summary.claimed === 0) break;
         }
@@ -161,7 +175,9 @@ async function skiplockRun(): Promise<Run> {
       `first job per loop: min ${firsts[0]} median ${median(firsts)} max ${firsts[firsts.length - 1]}`,
       `last job ${lastJob}, last loop exit ${exited}, end ${at()}`,
       `statements ${JSON.stringify(counts)}`,
-      ...(process.env.PROBE_LOOPS === '0' ? [] : loops).map((l) => `  loop: first ${l.first} jobs ${l.jobs} invocations ${l.ends.join(' ')} closed ${l.closed}`),
+      ...(process.env.PROBE_LOOPS === '0' ? [] : loops).map(
+        (l) => `  loop: first ${l.first} jobs ${l.jobs} invocations ${l.ends.join(' ')} closed ${l.closed}`,
+      ),
     ].join('\n');
   });
   stop();
