@@ -5,7 +5,8 @@
  *     --packages=external --outfile=.bench/probe-k-timeline.mjs --log-level=warning \
  *   && node .bench/probe-k-timeline.mjs [REPS] [K] [JOBS]   (3, 16, 10000)
  * PROBE_ONLY=skiplock|graphile runs one system; PROBE_LOOPS=0 leaves out the per-loop lines;
- * PROBE_BACKEND=1 adds each loop's backend CPU at its first job and its invocations' ends.
+ * PROBE_BACKEND=1 adds each loop's backend CPU at its first job and its invocations' ends; PROBE_WARM=1
+ * (a diagnostic) gives each loop a connection already used by one invocation, opened before the window.
  *
  * Each rep runs, in alternating order, graphile-worker's process(K) (bench/systems/graphile.ts) and
  * the loop of bench/systems/skiplock.ts, instrumented, on a fresh database with JOBS jobs (as
@@ -99,10 +100,27 @@ async function graphileRun(): Promise<Run> {
   return run;
 }
 
+/** The bench's worker (bench/systems/skiplock.ts), its handler `onJob`. */
+function benchWorker(db: ReturnType<typeof connect>, onJob: () => Promise<void>) {
+  const job = defineJob({ kind: 'noop', payload: z.object({ n: z.number() }), handler: onJob });
+  return createWorker({ db, jobs: [job], concurrency: 500, batchSize: 500, logger: silentLogger, maxInvocations: 64 });
+}
+
 async function skiplockRun(): Promise<Run> {
   const system = skiplockSystem(500);
   const url = await freshDatabase(server, 'probe_k_timeline');
   await system.setup(url);
+  // PROBE_WARM=1 (a diagnostic, not the bench's rule): each loop's connection is opened and used by one
+  // invocation that claims one job before the jobs are enqueued, so the window holds no new backend.
+  const warm: ReturnType<typeof connect>[] = [];
+  if (process.env.PROBE_WARM) {
+    for (let i = 0; i < K; i++) {
+      const db = connect({ connectionString: url, max: 1 });
+      await system.enqueueBulk(1, 1);
+      await benchWorker(db, async () => {}).runInvocation({ remainingMs: 600_000 });
+      warm.push(db);
+    }
+  }
   await system.enqueueBulk(JOBS, 1000);
   await vacuumAnalyze(url);
   const counts: Record<string, number> = {};
@@ -117,8 +135,8 @@ async function skiplockRun(): Promise<Run> {
   const run = await windowed(async () => {
     t0 = performance.now();
     loops = await Promise.all(
-      Array.from({ length: K }, async () => {
-        const own = connect({ connectionString: url, max: 1 });
+      Array.from({ length: K }, async (_, i) => {
+        const own = warm[i] ?? connect({ connectionString: url, max: 1 });
         const loop: { first?: number; jobs: number; ends: string[]; closed: number } = { jobs: 0, ends: [], closed: 0 };
         // PROBE_BACKEND=1: the loop's backend CPU (ms) at its first job and at each invocation's end
         // (asking its pid is one more statement on the new connection, before the worker's first).
@@ -128,24 +146,12 @@ async function skiplockRun(): Promise<Run> {
         const backendMs = () =>
           pid ? Math.round(Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e5) / 10 : 0;
         const atStart = backendMs();
-        const job = defineJob({
-          kind: 'noop',
-          payload: z.object({ n: z.number() }),
-          handler: async () => {
-            if (loop.first === undefined && pid)
-              loop.ends.push(`[first job: backend ${backendMs()} ms, ${atStart} at connect]`);
-            loop.first ??= at();
-            lastJob = at();
-            loop.jobs++;
-          },
-        });
-        const worker = createWorker({
-          db: own,
-          jobs: [job],
-          concurrency: 500,
-          batchSize: 500,
-          logger: silentLogger,
-          maxInvocations: 64,
+        const worker = benchWorker(own, async () => {
+          if (loop.first === undefined && pid)
+            loop.ends.push(`[first job: backend ${backendMs()} ms, ${atStart} at connect]`);
+          loop.first ??= at();
+          lastJob = at();
+          loop.jobs++;
         });
         while (true) {
           const s = performance.now();
