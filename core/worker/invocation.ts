@@ -22,11 +22,13 @@ import { type InvocationInput, type InvocationSummary, Ledger } from './summary.
 /**
  * Where one invocation stands.
  *
- * - `admitting`: with maxInvocations, taking one of the worker's slots; none free → `stopped`
- *   at once (saturated: enough invocations run already).
  * - `sweeping`: moving the rows no claim may run to the DLQ (buryDoomed), before the first claim.
- *   When the same statement shows that a claim would find nothing (and no schedule enqueued
- *   anything), the loop stops there (drained) without sending it.
+ *   When the same statement shows that a claim would find nothing and no schedule is due, the loop
+ *   stops there (drained): it sends no claim and takes no slot, so an invocation with nothing to do
+ *   sends this one statement.
+ * - `admitting`: with maxInvocations, taking one of the worker's slots; none free → `stopped`
+ *   at once (saturated: enough invocations run already). Then the schedules' tick; when a claim
+ *   would still find nothing, the loop stops (drained).
  * - `unfit`: no kind's timeoutMs fits even the whole invocation: nothing is claimed, and the loop
  *   stops (no_kind_fits) rather than wait for its deadline.
  * - `running`: attempts run; when slots are free (or about to be: see ClaimAhead) and nothing waits
@@ -67,8 +69,8 @@ export type InvocationState =
   | 'stopped';
 
 const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
-  admitting: ['sweeping', 'stopped', 'failing'],
-  sweeping: ['running', 'unfit', 'settling', 'failing'],
+  sweeping: ['admitting', 'running', 'unfit', 'settling', 'failing'],
+  admitting: ['running', 'unfit', 'settling', 'stopped', 'failing'],
   unfit: ['settling', 'failing'],
   running: ['claiming', 'filling', 'deadline', 'failing'],
   claiming: ['running', 'draining', 'finishing', 'failing'],
@@ -86,6 +88,7 @@ const NEXT: { readonly [S in InvocationState]: readonly InvocationState[] } = {
 /** Why the loop stopped, by the state it stopped from. */
 const STOPPED_BECAUSE = {
   sweeping: 'drained',
+  admitting: 'drained',
   draining: 'drained',
   finishing: 'batch_done',
   deadline: 'deadline',
@@ -172,7 +175,7 @@ export class Invocation implements AttemptHost {
       settings.maxInvocations === undefined
         ? undefined
         : new Admission(settings, settings.maxInvocations, this.invocationId, this.#deadline);
-    this.#state = this.#admission ? 'admitting' : 'sweeping';
+    this.#state = 'sweeping';
   }
 
   get state(): InvocationState {
@@ -216,8 +219,7 @@ export class Invocation implements AttemptHost {
   async run(): Promise<InvocationSummary> {
     this.#reportUnfitKinds();
     try {
-      if (await this.#admit()) {
-        await this.#sweep();
+      if (await this.#sweep()) {
         while (this.#state !== 'settling') await this.#turn();
         await this.#buffer.flush();
         await this.#readNextDue();
@@ -258,10 +260,8 @@ export class Invocation implements AttemptHost {
   /** Takes a slot when invocations are counted; false (stopped, saturated) when none is free. */
   async #admit(): Promise<boolean> {
     if (!this.#admission) return true;
-    if (await this.#admission.register()) {
-      this.#to('sweeping');
-      return true;
-    }
+    this.#to('admitting');
+    if (await this.#admission.register()) return true;
     this.#ledger.summary.stoppedBecause = 'saturated';
     this.#to('stopped');
     return false;
@@ -275,9 +275,10 @@ export class Invocation implements AttemptHost {
 
   /**
    * Rows past their deadline, and rescues with no attempt left, go to the DLQ: the claim never has
-   * to decide that. Then the schedules' tick, when one is due in this instance.
+   * to decide that. With something to do, the slot (with maxInvocations), then the schedules' tick
+   * when one is due in this instance. False when no slot was free (stopped, saturated).
    */
-  async #sweep(): Promise<void> {
+  async #sweep(): Promise<boolean> {
     const { db, schema, kinds, queues, name, clock } = this.settings;
     // At most once a minute per warm instance, the sweep also records what this worker serves.
     const { lastAt } = this.settings.served;
@@ -325,12 +326,30 @@ export class Invocation implements AttemptHost {
     }
     const { schedulesDue, mayClaim } = swept;
     for (const job of dead) this.#ledger.buried(job);
+    // Nothing to claim and no schedule to tick: the registration would only be undone. The sweep goes
+    // first so that such an invocation (every tick of an idle worker, the last of a drained backlog)
+    // sends one statement, not three; one refused a slot has swept, which any invocation may do.
+    const allUnfit = this.#unfit.length === this.settings.kindList.length;
+    if (!mayClaim && !schedulesDue && !this.#scheduleTickDue() && !allUnfit && this.#someKindFits()) {
+      this.#settle();
+      return true;
+    }
+    if (!(await this.#admit())) return false;
     await this.#tickSchedules();
     if (schedulesDue) await this.#tickRuntimeSchedules();
     const { scheduled, runtimeScheduled } = this.#ledger.summary;
-    if (this.#unfit.length === this.settings.kindList.length) this.#to('unfit');
+    if (allUnfit) this.#to('unfit');
     else if (!mayClaim && !scheduled && !runtimeScheduled && this.#someKindFits()) this.#settle();
     else this.#to('running');
+    return true;
+  }
+
+  /** Whether #tickSchedules would run the schedules' tick now (this instance's throttle allows it). */
+  #scheduleTickDue(): boolean {
+    const { schedules, scheduleTickMs, scheduleTick, clock } = this.settings;
+    return (
+      schedules.length > 0 && (scheduleTick.lastAt === undefined || clock.now() - scheduleTick.lastAt >= scheduleTickMs)
+    );
   }
 
   /**
@@ -363,9 +382,8 @@ export class Invocation implements AttemptHost {
 
   /** Enqueues the schedules' due occurrences; a failure is logged, and the invocation goes on. */
   async #tickSchedules(): Promise<void> {
-    const { db, schema, schedules, scheduleTickMs, scheduleTick, clock, logger } = this.settings;
-    if (schedules.length === 0) return;
-    if (scheduleTick.lastAt !== undefined && clock.now() - scheduleTick.lastAt < scheduleTickMs) return;
+    const { db, schema, schedules, scheduleTick, clock, logger } = this.settings;
+    if (!this.#scheduleTickDue()) return;
     scheduleTick.lastAt = clock.now();
     try {
       const tick = await this.#deadline.inTime(

@@ -134,6 +134,35 @@ describe(`the cap on running invocations (${testDriver()})`, () => {
     expect(await run()).toMatchObject({ stoppedBecause: 'drained', claimed: 1, completed: 1 });
   });
 
+  it('an invocation with nothing to do sends only its sweep: it takes no slot and frees none', async () => {
+    const noop = defineJob({ kind: 'noop', payload: z.object({}), timeoutMs: 1_000, handler: () => {} });
+    const run = () =>
+      captureStatements(testDriver(), () =>
+        createWorker({
+          db: t.db,
+          schema: t.schema,
+          jobs: [noop],
+          logger: silentLogger,
+          maxInvocations: 2,
+        }).runInvocation({ remainingMs: 10_000 }),
+      );
+    const idle = await run();
+    expect(idle.result).toMatchObject({ stoppedBecause: 'drained', claimed: 0 });
+    expect(idle.texts).toHaveLength(1);
+    expect(idle.texts[0]).toContain('by_deadline');
+    // With a job to run it registers after the sweep, and frees its slot as it returns.
+    await q.enqueue(t.db, noop, {});
+    const busy = await run();
+    expect(busy.result).toMatchObject({ stoppedBecause: 'drained', claimed: 1, completed: 1 });
+    const registers = busy.texts.filter((text) => /insert into \S+\.(")?invocations/.test(text));
+    const unregisters = busy.texts.filter((text) => /delete from \S+\.(")?invocations/.test(text));
+    expect([registers.length, unregisters.length]).toEqual([1, 1]);
+    expect(busy.texts.findIndex((text) => text.includes('by_deadline'))).toBeLessThan(
+      busy.texts.indexOf(registers[0] as string),
+    );
+    expect(await registrations()).toEqual([]);
+  });
+
   it('fanOut needs maxInvocations', () => {
     const noop = defineJob({ kind: 'noop', payload: z.object({}), handler: () => {} });
     const starter: InvocationStarter = { start: async () => {} };
