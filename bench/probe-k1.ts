@@ -6,14 +6,16 @@
  *
  * Each trial runs every system once, in order (fresh database, setup, enqueueBulk, vacuum analyze,
  * then the measured window around process(1)); skiplock on one connection, batch 500, as the bench's
- * K = 1 row. Per run, µs per job: wall; Node's CPU (process.cpuUsage); the server's CPU (the run time
- * in /proc/<pid>/schedstat of every postgres process, so other clients of the server count too: hold
- * the lock); `out`, the wall time with at least one statement sent and its ReadyForQuery not yet
+ * K = 1 row (a system named `skiplock:N` gets a pool of N). Per run, µs per job: wall; Node's CPU
+ * (process.cpuUsage); the server's CPU (every postgres process in /proc, exited backends through the
+ * postmaster's cutime: other clients of the server count too, hold the lock), and of this process's
+ * own backends alone (read as each connection ends); `out`, the wall time with at least one statement sent and its ReadyForQuery not yet
  * read (node-postgres's Client, patched: the statement's server time, both trips and the parse of
  * its answer); `gap` = wall − out, Node working with nothing sent. Statements per 1,000 jobs too.
- * The first trial is V8's warm-up: read the medians of the others.
+ * The first trial is V8's warm-up: read the medians of the others. PROBE_KINDS=1: each statement's
+ * count and mean outstanding ms; PROBE_LOG: see logDurations.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import pg from 'pg';
 import { freshDatabase, vacuumAnalyze } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
@@ -90,6 +92,70 @@ function serverNs(): number {
   return ticks * 1e7;
 }
 
+/** CPU ns of one process (utime + stime), 0 when it is gone. */
+function processNs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 1e7;
+  } catch {
+    return 0;
+  }
+}
+// The backends of this process's own connections: their CPU is read as each Client ends (a backend's
+// CPU is gone from /proc once it exits), less what it had when the window opened.
+let ownNs = 0;
+const live = new Map<{ processID?: number }, number>();
+const clientProto = pg.Client.prototype as unknown as { end(...args: unknown[]): unknown; processID?: number };
+const end = clientProto.end;
+clientProto.end = function (this: { processID?: number }, ...args: unknown[]) {
+  if (this.processID) {
+    ownPids.add(this.processID);
+    ownNs += processNs(this.processID) - (live.get(this) ?? 0);
+    live.delete(this);
+  }
+  return end.apply(this, args);
+};
+const connect = (pg.Client.prototype as unknown as { connect(...args: unknown[]): unknown }).connect;
+(pg.Client.prototype as unknown as { connect(...args: unknown[]): unknown }).connect = function (
+  this: { processID?: number },
+  ...args: unknown[]
+) {
+  live.set(this, 0);
+  return connect.apply(this, args);
+};
+
+/**
+ * PROBE_LOG=<the server's log file>: the run's database logs every statement's duration
+ * (log_min_duration_statement = 0, no parameters), and the lines of this process's backends written
+ * during the window are summed by phase (parse, bind, execute) and statement: the server's time inside
+ * statements, against its CPU.
+ */
+const LOG = process.env.PROBE_LOG;
+const ownPids = new Set<number>();
+function logTail(from: number): string {
+  const size = statSync(LOG as string).size;
+  const fd = openSync(LOG as string, 'r');
+  const buffer = Buffer.alloc(size - from);
+  readSync(fd, buffer, 0, buffer.length, from);
+  closeSync(fd);
+  return buffer.toString('utf8');
+}
+function logDurations(text: string): Map<string, { n: number; ms: number }> {
+  const sums = new Map<string, { n: number; ms: number }>();
+  for (const m of text.matchAll(
+    /\[(\d+)\] \S*@bench_probe LOG: {2}duration: ([\d.]+) ms {2}(parse|bind|execute|statement)( [^:]*)?:/g,
+  )) {
+    if (!ownPids.has(Number(m[1]))) continue;
+    const key = `${m[3]}${(m[4] ?? '').replace(/<unnamed>/, '').trim() ? ` ${(m[4] ?? '').trim()}` : ''}`;
+    const sum = sums.get(key) ?? { n: 0, ms: 0 };
+    sum.n++;
+    sum.ms += Number(m[2]);
+    sums.set(key, sum);
+  }
+  return sums;
+}
+
 const make = (name: string): BenchSystem =>
   name === 'graphile'
     ? graphileSystem()
@@ -106,12 +172,40 @@ for (let trial = 0; trial < TRIALS; trial++) {
     await sys.setup(url);
     await sys.enqueueBulk(JOBS, 1000);
     await vacuumAnalyze(url);
+    if (LOG) {
+      const admin = new pg.Client({ connectionString: server });
+      await admin.connect();
+      await admin.query(
+        'alter database bench_probe set log_min_duration_statement = 0; alter database bench_probe set log_parameter_max_length = 0',
+      );
+      await admin.end();
+    }
+    const logFrom = LOG ? statSync(LOG).size : 0;
+    for (const [client] of live) live.set(client, client.processID ? processNs(client.processID) : 0);
+    const own0 = ownNs;
     const [s0, o0, n0, c0, t0] = [serverNs(), outMs, statements, process.cpuUsage(), performance.now()];
     kinds.clear();
     await sys.process(1);
     const wall = performance.now() - t0;
     const cpu = process.cpuUsage(c0);
     const [s1, o1, n1] = [serverNs(), outMs, statements];
+    // Backends still open (the system's setup pool): what they spent in the window.
+    let openNs = 0;
+    for (const [client, at] of live) {
+      if (!client.processID) continue;
+      ownPids.add(client.processID);
+      openNs += processNs(client.processID) - at;
+    }
+    const own = (ownNs - own0 + openNs) / 1000 / JOBS;
+    if (LOG) {
+      let total = 0;
+      const lines: string[] = [];
+      for (const [k, v] of logDurations(logTail(logFrom))) {
+        total += v.ms;
+        if (v.ms * 1000 > JOBS * 0.1) lines.push(`   log ${k}: ${v.n}× ${((v.ms * 1000) / JOBS).toFixed(2)} µs/job`);
+      }
+      console.log(`   log: in statements ${((total * 1000) / JOBS).toFixed(1)} µs/job\n${lines.join('\n')}`);
+    }
     await sys.teardown();
     const per = (ms: number) => (ms * 1000) / JOBS;
     const row = [
@@ -122,12 +216,13 @@ for (let trial = 0; trial < TRIALS; trial++) {
       per(o1 - o0),
       per(wall - (o1 - o0)),
       ((n1 - n0) * 1000) / JOBS,
+      own,
     ];
     rows[name] = [...(rows[name] ?? []), row];
     if (process.env.PROBE_KINDS)
       for (const [k, v] of kinds) console.log(`   ${v.n}× ${(v.ms / v.n).toFixed(3)} ms  ${k}`);
     console.log(
-      `trial ${trial} ${name.padEnd(12)} ${Math.round(row[0] as number)} jobs/s; µs/job wall ${row[1]?.toFixed(1)} node ${row[2]?.toFixed(1)} server ${row[3]?.toFixed(1)} out ${row[4]?.toFixed(1)} gap ${row[5]?.toFixed(1)}; statements/1000 ${row[6]?.toFixed(1)}`,
+      `trial ${trial} ${name.padEnd(12)} ${Math.round(row[0] as number)} jobs/s; µs/job wall ${row[1]?.toFixed(1)} node ${row[2]?.toFixed(1)} server ${row[3]?.toFixed(1)} (own backends ${row[7]?.toFixed(1)}) out ${row[4]?.toFixed(1)} gap ${row[5]?.toFixed(1)}; statements/1000 ${row[6]?.toFixed(1)}`,
     );
   }
 }
@@ -136,7 +231,7 @@ for (const [name, r] of Object.entries(rows)) {
   const warm = r.length > 1 ? r.slice(1) : r;
   const col = (i: number) => median(warm.map((x) => x[i] as number));
   console.log(
-    `${name.padEnd(12)} ${Math.round(col(0))} jobs/s; µs/job wall ${col(1).toFixed(1)} node ${col(2).toFixed(1)} server ${col(3).toFixed(1)} out ${col(4).toFixed(1)} gap ${col(5).toFixed(1)}; statements/1000 ${col(6).toFixed(1)}`,
+    `${name.padEnd(12)} ${Math.round(col(0))} jobs/s; µs/job wall ${col(1).toFixed(1)} node ${col(2).toFixed(1)} server ${col(3).toFixed(1)} (own backends ${col(7).toFixed(1)}) out ${col(4).toFixed(1)} gap ${col(5).toFixed(1)}; statements/1000 ${col(6).toFixed(1)}`,
   );
 }
 process.exit(0);
