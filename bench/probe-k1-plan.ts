@@ -5,6 +5,8 @@
  *   npx esbuild bench/probe-k1-plan.ts --bundle --platform=node --format=esm --target=node20 \
  *     --packages=external --outfile=.bench/probe-k1-plan.mjs --log-level=warning \
  *   && node .bench/probe-k1-plan.mjs [REPS] [PLAN]   (REPS 7; PLAN 1 prints one EXPLAIN (ANALYZE, BUFFERS) of each)
+ * PROBE_VARIANTS='label@@regex=>replacement;…' also runs variants of the claim's text (of the claim with a
+ * settle of 500 with PROBE_ON=both), same parameters. PROBE_TEXTS=1 prints the captured texts.
  *
  * The hot statements are captured from what the driver would send (their Parse and Bind) and not
  * sent; each is then run as a named statement under the hot transaction's settings (generic plan, no
@@ -12,6 +14,7 @@
  * running, the settle's). Prints the median execution time per statement and per job.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
 import pg from 'pg';
 import * as z from 'zod';
 import { createEnqueuer } from '../core/enqueue.js';
@@ -102,6 +105,14 @@ if (process.env.PROBE_TEXTS) {
 }
 const client = new pg.Client({ connectionString: url });
 await client.connect();
+/**
+ * PROBE_LOG=<the server's log file>: statements are run, not explained, and their time is the
+ * server's logged duration of the execute (log_min_duration_statement = 0 in this session), which
+ * includes writing the answer to the client — what EXPLAIN leaves out.
+ */
+const LOG = process.env.PROBE_LOG;
+const pid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]?.pid;
+if (LOG) await client.query('set log_min_duration_statement = 0; set log_parameter_max_length = 0');
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? 0;
 const execMs = (rows: { 'QUERY PLAN': string }[]) =>
   Number(
@@ -118,13 +129,24 @@ async function measure(label: string, q: Captured, jobs: number, before?: () => 
     await client.query('begin; set local plan_cache_mode = force_generic_plan; set local enable_seqscan = off');
     const values = before ? await before() : q.values;
     const name = `p${label.replace(/\W/g, '')}${i}`;
-    const res = await client.query<{ 'QUERY PLAN': string }>({
-      name,
-      text: `explain (analyze, buffers${PLAN ? '' : ', timing off'}) ${q.text}`,
-      values,
-    });
-    times.push(execMs(res.rows));
-    if (i === REPS - 1) plan = res.rows.map((r) => r['QUERY PLAN']).join('\n');
+    if (LOG) {
+      // Run as sent: the server's own duration of the execute, output to the client included.
+      const from = statSync(LOG).size;
+      await client.query({ name, text: q.text, values, rowMode: 'array' });
+      const lines = readFileSync(LOG).subarray(from).toString('utf8');
+      const ms = [...lines.matchAll(/\[(\d+)\] \S+ LOG: {2}duration: ([\d.]+) ms {2}execute (p\w+):/g)].find(
+        (m) => Number(m[1]) === pid && m[3] === name,
+      )?.[2];
+      times.push(Number(ms));
+    } else {
+      const res = await client.query<{ 'QUERY PLAN': string }>({
+        name,
+        text: `explain (analyze, buffers${PLAN ? '' : ', timing off'}) ${q.text}`,
+        values,
+      });
+      times.push(execMs(res.rows));
+      if (i === REPS - 1) plan = res.rows.map((r) => r['QUERY PLAN']).join('\n');
+    }
     await client.query('rollback');
   }
   console.log(
