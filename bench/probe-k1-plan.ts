@@ -6,7 +6,7 @@
  *     --packages=external --outfile=.bench/probe-k1-plan.mjs --log-level=warning \
  *   && node .bench/probe-k1-plan.mjs [REPS] [PLAN]   (REPS 7; PLAN 1 prints one EXPLAIN (ANALYZE, BUFFERS) of each)
  * PROBE_VARIANTS='label@@regex=>replacement;…' also runs variants of the claim's text (of the claim with a
- * settle of 500 with PROBE_ON=both), same parameters. PROBE_TEXTS=1 prints the captured texts.
+ * settle of 500 with PROBE_ON=both, of the lone settle with PROBE_ON=settle), same parameters. PROBE_TEXTS=1 prints the captured texts.
  *
  * The hot statements are captured from what the driver would send (their Parse and Bind) and not
  * sent; each is then run as a named statement under the hot transaction's settings (generic plan, no
@@ -156,15 +156,16 @@ async function measure(label: string, q: Captured, jobs: number, before?: () => 
 }
 await measure('skiplock claim 500', claim, 500);
 // PROBE_VARIANTS: label@@regex=>replacement;… applied to the claim's text (PROBE_ON=both: the claim with a settle of 500).
-const base = process.env.PROBE_ON === 'both' ? both : claim;
+const base = process.env.PROBE_ON === 'both' ? both : process.env.PROBE_ON === 'settle' ? settle : claim;
 for (const v of (process.env.PROBE_VARIANTS ?? '').split(';').filter(Boolean)) {
   const [label, rule] = v.split('@@') as [string, string];
   const [from, to] = rule.split('=>') as [string, string];
   const text = base.text.replace(new RegExp(from, 's'), to);
   if (text === base.text) console.log(`${label}: no match`);
-  await measure(`variant: ${label}`, { text, values: base.values }, 500);
+  await measure(`variant: ${label}`, { text, values: base.values }, base === settle ? 1000 : 500);
 }
 if (process.env.PROBE_ON === 'both') await measure('settle 500 + claim 500 (again)', both, 500);
+if (process.env.PROBE_ON === 'settle') await measure('skiplock settle 1000 (again)', settle, 1000);
 await measure('skiplock claim 500 (again)', claim, 500);
 await measure('skiplock settle 1000', settle, 1000);
 await measure('skiplock settle 500', settle500, 500);
