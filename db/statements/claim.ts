@@ -152,25 +152,33 @@ export interface ClaimResult {
   nextStartInMs: number | null;
 }
 
-/** The claim's one row: the claimed jobs and the settle report, each a JSON array of tuples. */
-type ClaimRow = {
-  /** Each job's seven fields, and its five optional ones only when any of them is not null. */
-  jobs:
+type ClaimedColumns = [
+  ids: string,
+  payloads: unknown[],
+  /** priority, attempt and max_attempts of each job, one after the other. */
+  numbers: number[],
+  kind: string,
+  /** Each job's kind, or null when all have `kind`. */
+  kinds: string[] | null,
+  queue: string,
+  queues: string[] | null,
+  /** The jobs with any optional field set, in claim order. */
+  optional:
     | [
         id: string,
-        kind: string,
-        queue: string,
-        payload: unknown,
-        priority: number,
-        attempt: number,
-        maxAttempts: number,
-        correlationId?: string | null,
-        orderingKey?: string | null,
-        destination?: string | null,
-        progress?: unknown,
-        traceContext?: Record<string, string> | null,
+        correlationId: string | null,
+        orderingKey: string | null,
+        destination: string | null,
+        progress: unknown,
+        traceContext: Record<string, string> | null,
       ][]
-    | null;
+    | null,
+];
+
+/** The claim's one row: the claimed jobs and the settle report, each as JSON. */
+type ClaimRow = {
+  /** The claimed jobs column-wise, in claim order (see the statement); null when it claimed none. */
+  jobs: ClaimedColumns | null;
   report: SettleReportTuple[] | null;
   /** Jobs with an ordering key are unfinished. */
   ordered: boolean;
@@ -299,29 +307,40 @@ async function runClaim(db: Executor, schema: string, request: ClaimRequest, sha
   };
   result.settled.moves = result.moves;
   addReportTuples(result.settled, row.report);
-  // A job's tuple: its seven fields, or twelve when any of the optional ones is set (see the statement).
-  for (const t of row.jobs ?? []) {
-    const job: ClaimedJob = {
-      id: t[0],
-      kind: t[1],
-      queue: t[2],
-      payload: t[3],
-      priority: t[4],
-      attempt: t[5],
-      maxAttempts: t[6],
-      leaseToken,
-      correlationId: t[7] ?? null,
-    };
-    if (t.length > 8) {
-      // Set only when present, as before; without a spread per field (four objects per job).
-      if (t[8] != null) job.orderingKey = t[8];
-      if (t[9] != null) job.destination = t[9];
-      if (t[10] != null) job.progress = t[10];
-      if (t[11] != null) job.traceContext = t[11];
-    }
-    result.jobs.push(job);
-  }
+  if (row.jobs !== null) addClaimedJobs(result.jobs, row.jobs, leaseToken);
   return result;
+}
+
+/** Builds the jobs from the claim's columns; every job gets the same fields in the same order. */
+function addClaimedJobs(jobs: ClaimedJob[], columns: ClaimedColumns, leaseToken: string): void {
+  const [idText, payloads, numbers, kind, kinds, queue, queues, optional] = columns;
+  const ids = idText.split(',');
+  let o = 0;
+  let next = optional?.[0];
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i] as string;
+    const job: ClaimedJob = {
+      id,
+      kind: kinds === null ? kind : (kinds[i] as string),
+      queue: queues === null ? queue : (queues[i] as string),
+      payload: payloads[i],
+      priority: numbers[3 * i] as number,
+      attempt: numbers[3 * i + 1] as number,
+      maxAttempts: numbers[3 * i + 2] as number,
+      leaseToken,
+      correlationId: null,
+    };
+    if (next !== undefined && next[0] === id) {
+      job.correlationId = next[1];
+      // Set only when present, as before.
+      if (next[2] != null) job.orderingKey = next[2];
+      if (next[3] != null) job.destination = next[3];
+      if (next[4] != null) job.progress = next[4];
+      if (next[5] != null) job.traceContext = next[5];
+      next = optional?.[++o];
+    }
+    jobs.push(job);
+  }
 }
 
 /**
@@ -473,7 +492,13 @@ export function claimStatement(
   // every row there runs: the claim's token, a lease from the database clock, one more attempt.
   // The answer: one row with JSON arrays. The driver parses each with one JSON.parse instead of a
   // dozen fields per job (parsing rows field by field was the largest share of Node's time per job).
-  // A job whose optional fields are all null (most) goes without them: seven fields, not twelve.
+  // The jobs go column-wise, not as a tuple per job: the ids as one text, the payloads as one array,
+  // the three numbers as one flat array, kind and queue once unless they differ, and the optional
+  // fields only for the jobs that have any (JSON.parse built an array and three strings per job; in
+  // a loop, 0.41 µs per job against 0.125). The aggregates share one pass over their input, so the
+  // i-th id, payload and numbers are one job's; that input is sorted once, in claim order, and read
+  // in that order (a statement that writes never runs in parallel), where an ORDER BY in each
+  // aggregate would sort once per aggregate on PostgreSQL 15.
   // (These notes are not in the statement: its text is in the worker's bundle.)
   return sql`with recursive clock as (select ${nowExpr(request.now)} as now),
     ${windowed ? sql`${closedWindowsCte(request.windows ?? [], now)},` : sql``}
@@ -541,12 +566,14 @@ export function claimStatement(
         : sql``
     }
     select
-      (select json_agg(case when num_nonnulls(c.correlation_id, c.ordering_key, c.destination, c.progress,
-            c.trace_context) = 0 then json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts)
-          else json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-            c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context) end
-          order by c.priority, c.run_at, c.id)
-        from claimed c) as jobs,
+      (select json_build_array(string_agg(c.id::text, ','), json_agg(c.payload),
+          ('[' || string_agg(concat_ws(',', c.priority, c.attempt, c.max_attempts), ',') || ']')::json,
+          min(c.kind), case when min(c.kind) <> max(c.kind) then json_agg(c.kind) end,
+          min(c.queue), case when min(c.queue) <> max(c.queue) then json_agg(c.queue) end,
+          json_agg(json_build_array(c.id::text, c.correlation_id, c.ordering_key, c.destination, c.progress,
+            c.trace_context)) filter (where num_nonnulls(c.correlation_id, c.ordering_key, c.destination,
+            c.progress, c.trace_context) > 0))
+        from (select * from claimed order by priority, run_at, id) c having count(*) > 0) as jobs,
       ${settleReportJson()} as report,
       (select f.needed from shape f) as limited,
       (select f.ordered from shape f) as ordered,

@@ -168,8 +168,9 @@ function slowLink(clock: ManualClock, roundTripMs: number, sent: () => (jobs: nu
         const answered = sent();
         const rows = await executor.hot(statement, hint);
         clock.advance(roundTripMs);
-        const row = rows[0] as { jobs?: unknown[] | null } | undefined;
-        answered(row && 'jobs' in row ? (row.jobs?.length ?? 0) : undefined);
+        // The claim's answer: its jobs column-wise, the first column their ids joined by commas.
+        const row = rows[0] as { jobs?: [ids: string, ...unknown[]] | null } | undefined;
+        answered(row && 'jobs' in row ? (row.jobs?.[0].split(',').length ?? 0) : undefined);
         return rows;
       },
     },

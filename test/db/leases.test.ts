@@ -103,6 +103,34 @@ describe(`claim (${testDriver()})`, () => {
     expect(leaseToken).toMatch(/^[0-9a-f-]{36}$/);
   });
 
+  it('gives each job of a claim over several kinds and queues its own kind, queue and numbers', async () => {
+    await t.admin.query(`truncate "${t.schema}".jobs restart identity`);
+    const a = await q.enqueue(t.db, sendEmail, email(1), { priority: 2 });
+    const b = await q.enqueue(t.db, syncProfile, { userId: 1, name: 'b' }, { priority: 1, correlationId: 'corr-b' });
+    const c = await q.enqueue(t.db, sendEmail, email(2), { priority: 3, maxAttempts: 7 });
+    const d = await q.enqueue(t.db, syncProfile, { userId: 2, name: 'd' }, { priority: 0 });
+    await t.admin.query(`update "${t.schema}".jobs set attempt = 2, max_attempts = 5 where id = $1`, [d.id]);
+    const { jobs } = await claim();
+    const fields = jobs.map(({ id, kind, queue, payload, priority, attempt, maxAttempts, correlationId }) => ({
+      id,
+      kind,
+      queue,
+      payload,
+      priority,
+      attempt,
+      maxAttempts,
+      correlationId,
+    }));
+    const profile = { kind: 'sync-profile', queue: 'default', maxAttempts: 25, correlationId: null };
+    const mail = { kind: 'send-email', queue: 'emails', maxAttempts: 3, correlationId: null };
+    expect(fields).toStrictEqual([
+      { ...profile, id: d.id, payload: { userId: 2, name: 'd' }, priority: 0, attempt: 3, maxAttempts: 5 },
+      { ...profile, id: b.id, payload: { userId: 1, name: 'b' }, priority: 1, attempt: 1, correlationId: 'corr-b' },
+      { ...mail, id: a.id, payload: { ...email(1), body: '' }, priority: 2, attempt: 1 },
+      { ...mail, id: c.id, payload: { ...email(2), body: '' }, priority: 3, attempt: 1, maxAttempts: 7 },
+    ]);
+  });
+
   it('sets the lease from the database clock: now + the kind lease', async () => {
     await q.enqueue(t.db, sendEmail, email());
     const [job] = (await claim({ leases: [{ kind: 'send-email', leaseMs: 45_000 }] })).jobs;

@@ -70,12 +70,14 @@ with recursive clock as (select clock_timestamp() as now),
         j.ordering_key, j.destination, j.concurrency_key, j.progress, j.trace_context
     )
     select
-      (select json_agg(case when num_nonnulls(c.correlation_id, c.ordering_key, c.destination, c.progress,
-            c.trace_context) = 0 then json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt, c.max_attempts)
-          else json_build_array(c.id::text, c.kind, c.queue, c.payload, c.priority, c.attempt,
-            c.max_attempts, c.correlation_id, c.ordering_key, c.destination, c.progress, c.trace_context) end
-          order by c.priority, c.run_at, c.id)
-        from claimed c) as jobs,
+      (select json_build_array(string_agg(c.id::text, ','), json_agg(c.payload),
+          ('[' || string_agg(concat_ws(',', c.priority, c.attempt, c.max_attempts), ',') || ']')::json,
+          min(c.kind), case when min(c.kind) <> max(c.kind) then json_agg(c.kind) end,
+          min(c.queue), case when min(c.queue) <> max(c.queue) then json_agg(c.queue) end,
+          json_agg(json_build_array(c.id::text, c.correlation_id, c.ordering_key, c.destination, c.progress,
+            c.trace_context)) filter (where num_nonnulls(c.correlation_id, c.ordering_key, c.destination,
+            c.progress, c.trace_context) > 0))
+        from (select * from claimed order by priority, run_at, id) c having count(*) > 0) as jobs,
       (select json_agg(json_build_array(s.row_kind, s.id, s.state, s.dead_reason, s.run_at_ms, s.parent))
     from (select 'settled' as row_kind, s.id::text as id, s.state, s.dead_reason,
         (extract(epoch from s.run_at) * 1000)::float8 as run_at_ms, s.parent
