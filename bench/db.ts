@@ -76,3 +76,13 @@ export async function openBacklogCounter(url: string): Promise<{ left(): Promise
     close: () => client.end(),
   };
 }
+
+/** Waits until no skiplock job is queued or running (a run's workers are done), on a connection of its own. */
+export async function waitUntilDrained(url: string): Promise<void> {
+  const backlog = await openBacklogCounter(url);
+  try {
+    await waitUntilZero(backlog.left);
+  } finally {
+    await backlog.close();
+  }
+}

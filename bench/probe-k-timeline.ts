@@ -19,14 +19,13 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
-import pg from 'pg';
 import * as z from 'zod';
 import { defineJob } from '../core/jobs.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker/index.js';
 import { connect } from '../db/connect.js';
 import { listenToStatements } from '../db/statement-listeners.js';
-import { freshDatabase, vacuumAnalyze, waitUntilZero } from './db.js';
+import { freshDatabase, vacuumAnalyze, waitUntilDrained } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
 import { skiplockSystem } from './systems/skiplock.js';
 
@@ -168,14 +167,7 @@ async function skiplockRun(): Promise<Run> {
       }),
     );
     const exited = at();
-    const check = new pg.Client({ connectionString: url });
-    await check.connect();
-    await waitUntilZero(async () =>
-      Number(
-        (await check.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
-      ),
-    );
-    await check.end();
+    await waitUntilDrained(url);
     const firsts = loops.map((l) => l.first ?? -1).sort((a, b) => a - b);
     return [
       `first job per loop: min ${firsts[0]} median ${median(firsts)} max ${firsts[firsts.length - 1]}`,

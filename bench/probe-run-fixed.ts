@@ -15,13 +15,12 @@
  * phase (connect + createWorker, each invocation, close, the final count) — meaningful at K = 1.
  */
 import { constants, PerformanceObserver } from 'node:perf_hooks';
-import pg from 'pg';
 import * as z from 'zod';
 import { defineJob } from '../core/jobs.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker/index.js';
 import { connect } from '../db/connect.js';
-import { dropDatabase, freshDatabase, vacuumAnalyze, waitUntilZero } from './db.js';
+import { dropDatabase, freshDatabase, vacuumAnalyze, waitUntilDrained } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
 import { skiplockSystem } from './systems/skiplock.js';
 import type { BenchSystem } from './systems/types.js';
@@ -125,14 +124,7 @@ function split(): BenchSystem {
         }),
       );
       const c = process.cpuUsage();
-      const check = new pg.Client({ connectionString: url });
-      await check.connect();
-      await waitUntilZero(async () =>
-        Number(
-          (await check.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
-        ),
-      );
-      await check.end();
+      await waitUntilDrained(url);
       add('check', cpuMs(c));
     },
   };

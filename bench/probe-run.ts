@@ -23,7 +23,7 @@ import { createWorker } from '../core/worker/index.js';
 import { connect, type SkiplockConnection } from '../db/connect.js';
 import type { Executor } from '../db/executor.js';
 import { renderSql } from '../db/render.js';
-import { dropDatabase, freshDatabase, vacuumAnalyze, waitUntilZero } from './db.js';
+import { dropDatabase, freshDatabase, vacuumAnalyze, waitUntilDrained } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
 import { skiplockSystem } from './systems/skiplock.js';
 import type { BenchSystem } from './systems/types.js';
@@ -156,14 +156,7 @@ async function instrumented(url: string, t0: number): Promise<Loop[]> {
       return loop;
     }),
   );
-  const check = new pg.Client({ connectionString: url });
-  await check.connect();
-  await waitUntilZero(async () =>
-    Number(
-      (await check.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
-    ),
-  );
-  await check.end();
+  await waitUntilDrained(url);
   return loops;
 }
 

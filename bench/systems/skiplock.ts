@@ -7,7 +7,7 @@ import { silentLogger } from '../../core/logger.js';
 import { createWorker } from '../../core/worker/index.js';
 import { connect, type SkiplockDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
-import { waitUntilZero } from '../db.js';
+import { waitUntilDrained } from '../db.js';
 import { type BenchSystem, type Flow, flowKey } from './types.js';
 
 // An async no-op, as the peers' handlers are: the same promise per job for every system.
@@ -97,14 +97,7 @@ export function skiplockSystem(
           }
         }),
       );
-      const check = new pg.Client({ connectionString: url });
-      await check.connect();
-      await waitUntilZero(async () =>
-        Number(
-          (await check.query(`select count(*) as n from skiplock.jobs where state in ('queued', 'running')`)).rows[0].n,
-        ),
-      );
-      await check.end();
+      await waitUntilDrained(url);
     },
     async teardown() {
       await db?.close();
