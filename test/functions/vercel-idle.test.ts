@@ -112,13 +112,20 @@ describe(`Vercel idle ticks (${testDriver()})`, () => {
   it('a tick after an idle one answers from the hint: no statement, no connection', async () => {
     const first = await measured(() => worker()(cron()));
     expect(first.body.woke).toBe('no-hint');
-    expect(first.statements).toBeGreaterThan(0);
+    expect(first.statements).toBe(2); // its sweep and the next-due read: the cost of a tick that wakes for nothing
     minutes(1);
     const second = await measured(() => worker()(cron()));
     expect(second.status).toBe(200);
     expect(second.body.idle).toBe(true);
     expect(second.statements).toBe(0);
     expect(second.connections).toBe(0);
+  });
+
+  it('with SKIPLOCK_MAX_INVOCATIONS a tick that wakes for nothing takes no slot: two statements', async () => {
+    const tick = await measured(() => worker({ SKIPLOCK_MAX_INVOCATIONS: '4' })(cron()));
+    expect(tick.body.woke).toBe('no-hint');
+    expect(tick.body.claimed ?? 0).toBe(0);
+    expect(tick.statements).toBe(2); // its sweep and the next-due read; no registration to undo
   });
 
   it('a job due later wakes the tick at its run_at, not before; it runs then', async () => {
