@@ -4,12 +4,14 @@
  *   npx esbuild bench/probe-k-timeline.ts --bundle --platform=node --format=esm --target=node20 \
  *     --packages=external --outfile=.bench/probe-k-timeline.mjs --log-level=warning \
  *   && node .bench/probe-k-timeline.mjs [REPS] [K] [JOBS]   (3, 16, 10000)
- * PROBE_ONLY=skiplock|graphile runs one system; PROBE_LOOPS=0 leaves out the per-loop lines;
+ * PROBE_ONLY=skiplock|graphile|floor runs one system (floor: the minimal SQL on skiplock's table,
+ * bench/systems/raw-schema.ts, batch 500); PROBE_LOOPS=0 leaves out the per-loop lines;
+ * PROBE_MARK=1 prints a line at each window's start and end (to read beside `node --trace-gc`);
  * PROBE_BACKEND=1 adds each loop's backend CPU at its first job and its invocations' ends; PROBE_WARM=1
  * (a diagnostic) gives each loop a connection already used by one invocation, opened before the window.
  *
- * Each rep runs, in alternating order, graphile-worker's process(K) (bench/systems/graphile.ts) and
- * the loop of bench/systems/skiplock.ts, instrumented, on a fresh database with JOBS jobs (as
+ * Each rep runs, in alternating order, graphile-worker's process(K) (bench/systems/graphile.ts), the
+ * floor's and the loop of bench/systems/skiplock.ts, instrumented, on a fresh database with JOBS jobs (as
  * processRate: enqueueBulk, vacuum analyze, the window). Per run: wall, Node CPU, and the server's
  * CPU over the window (every backend: live ones' /proc schedstat plus the postmaster's reaped
  * children's cutime + cstime). For skiplock also, per loop: its connection's first job, each
@@ -17,7 +19,7 @@
  * settle, unregister, other) and how many invocations claimed nothing; and the tail (the last job's
  * handler to the last loop's exit, then to the window's end).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
 import * as z from 'zod';
 import { defineJob } from '../core/jobs.js';
@@ -27,7 +29,9 @@ import { connect } from '../db/connect.js';
 import { listenToStatements } from '../db/statement-listeners.js';
 import { freshDatabase, vacuumAnalyze, waitUntilDrained } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
+import { rawSchemaSystem } from './systems/raw-schema.js';
 import { skiplockSystem } from './systems/skiplock.js';
+import type { BenchSystem } from './systems/types.js';
 
 const server = process.env.PROBE_SERVER ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REPS = Number(process.argv[2] ?? 3);
@@ -77,16 +81,29 @@ interface Run {
   detail?: string;
 }
 
+/**
+ * PROBE_PERF_CTL=<fifo>: `enable` before each window and `disable` after it, for
+ * `perf record -D -1 --control=fifo:<fifo> -a -- node .bench/probe-k-timeline.mjs …` (the windows only).
+ */
+const perfCtl = process.env.PROBE_PERF_CTL;
+const perfSend = (cmd: string) => {
+  if (perfCtl) appendFileSync(perfCtl, `${cmd}\n`);
+};
 async function windowed(fn: () => Promise<string | undefined>): Promise<Run> {
+  perfSend('enable');
+  if (process.env.PROBE_MARK) console.log('--- window start');
   const s0 = serverCpuMs();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   const detail = await fn();
-  return { wall: performance.now() - t0, node: nodeMs(c0), server: serverCpuMs() - s0, detail };
+  const run = { wall: performance.now() - t0, node: nodeMs(c0), server: serverCpuMs() - s0, detail };
+  perfSend('disable');
+  if (process.env.PROBE_MARK) console.log('--- window end');
+  return run;
 }
 
-async function graphileRun(): Promise<Run> {
-  const system = graphileSystem();
+/** A peer (graphile-worker by default) or the floor: its process(K) in the window. */
+async function systemRun(system: BenchSystem = graphileSystem()): Promise<Run> {
   const url = await freshDatabase(server, 'probe_k_timeline');
   await system.setup(url);
   await system.enqueueBulk(JOBS, 1000);
@@ -185,9 +202,14 @@ async function skiplockRun(): Promise<Run> {
 
 const rows: { sys: string; run: Run }[] = [];
 for (let rep = 0; rep < REPS; rep++) {
-  const order = rep % 2 === 0 ? ['skiplock', 'graphile'] : ['graphile', 'skiplock'];
+  const order = rep % 2 === 0 ? ['skiplock', 'graphile', 'floor'] : ['floor', 'graphile', 'skiplock'];
   for (const sys of order.filter((s) => !process.env.PROBE_ONLY || s === process.env.PROBE_ONLY)) {
-    const run = sys === 'skiplock' ? await skiplockRun() : await graphileRun();
+    const run =
+      sys === 'skiplock'
+        ? await skiplockRun()
+        : sys === 'floor'
+          ? await systemRun(rawSchemaSystem(500))
+          : await systemRun();
     rows.push({ sys, run });
     console.log(
       `rep ${rep} ${sys} K=${K} N=${JOBS}: ${Math.round(JOBS / (run.wall / 1000))} jobs/s, wall ${Math.round(run.wall)} ms, node ${Math.round(run.node)} ms, server ${Math.round(run.server)} ms`,
@@ -195,7 +217,7 @@ for (let rep = 0; rep < REPS; rep++) {
     if (run.detail) console.log(run.detail);
   }
 }
-for (const sys of ['skiplock', 'graphile']) {
+for (const sys of ['skiplock', 'graphile', 'floor']) {
   const mine = rows.filter((r) => r.sys === sys).map((r) => r.run);
   console.log(
     `${sys}: median wall ${Math.round(median(mine.map((r) => r.wall)))} ms, node ${Math.round(median(mine.map((r) => r.node)))}, server ${Math.round(median(mine.map((r) => r.server)))}`,

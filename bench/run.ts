@@ -10,8 +10,10 @@
  * `--events-only` just the events_publish phase (bench/events.ts).
  * Phase 12 (`schedule_tick`, bench/schedule-tick.ts): 1,000,000 run-time schedules, 1,000 due;
  * `--schedule-tick-only` runs just that phase and prints it.
- * `--process-only` runs just the processing phase for skiplock and graphile-worker at K = 1, 4 and 16
- * and prints their rates and ratios (writes nothing): an A/B of a change to the worker's fixed cost.
+ * `--process-only` runs just the processing phase for skiplock, graphile-worker and the floor on
+ * skiplock's table at K = 1, 4 and 16 and prints their rates and ratios (`ratio`: skiplock ÷
+ * graphile-worker, `floor_ratio`: the floor ÷ graphile-worker, `of_floor`: skiplock ÷ the floor;
+ * writes nothing): an A/B of a change to the worker's fixed cost.
  */
 import { readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -214,20 +216,30 @@ if (args.includes('--schedule-tick-only')) {
 }
 
 if (args.includes('--process-only')) {
-  const pair = ['skiplock', 'graphile-worker'];
+  // The floor (minimal SQL on skiplock's own table, bench/systems/raw-schema.ts) runs beside the pair
+  // at every K: how far the schema alone gets in a run this short, so a ratio to graphile-worker can be
+  // read against what no library could beat on this table.
+  const floor = 'raw (skiplock schema)';
+  const trio = ['skiplock', 'graphile-worker', floor];
+  const make = (name: string) =>
+    name === floor ? () => rawSchemaSystem(SKIPLOCK_BATCH) : (makers[name] as () => BenchSystem);
   const figures: Record<string, Record<string, number>> = {};
+  const ratio = (a: number, b: number) => Math.round((a / (b || 1)) * 100) / 100;
   for (const k of KS) {
     const runs: Record<string, number[]> = {};
     for (let rep = 0; rep < PARAMS.processReps; rep++) {
-      for (const name of rep % 2 === 0 ? pair : [...pair].reverse()) {
-        record(runs, name, await processRate(makers[name] as () => BenchSystem, k, name));
+      for (const name of rep % 2 === 0 ? trio : [...trio].reverse()) {
+        record(runs, name, await processRate(make(name), k, name));
       }
     }
-    const [ours, theirs] = pair.map((n) => median(runs[n] ?? []));
+    const [ours, theirs, least] = trio.map((n) => median(runs[n] ?? []));
     figures[`process_k${k}`] = {
       skiplock: ours ?? 0,
       'graphile-worker': theirs ?? 0,
-      ratio: Math.round(((ours ?? 0) / (theirs || 1)) * 100) / 100,
+      ratio: ratio(ours ?? 0, theirs ?? 0),
+      floor: least ?? 0,
+      floor_ratio: ratio(least ?? 0, theirs ?? 0),
+      of_floor: ratio(ours ?? 0, least ?? 0),
     };
     log(`  K=${k} ${JSON.stringify(figures[`process_k${k}`])} runs ${JSON.stringify(runs)}`);
   }
