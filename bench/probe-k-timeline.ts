@@ -6,7 +6,8 @@
  *   && node .bench/probe-k-timeline.mjs [REPS] [K] [JOBS]   (3, 16, 10000)
  * PROBE_ONLY=skiplock|graphile|floor runs one system (floor: the minimal SQL on skiplock's table,
  * bench/systems/raw-schema.ts, batch 500); PROBE_LOOPS=0 leaves out the per-loop lines;
- * PROBE_MARK=1 prints a line at each window's start and end (to read beside `node --trace-gc`);
+ * PROBE_MARK=1 prints a line at each window's start and end, with process.hrtime in µs (to read beside
+ * `node --trace-gc`, or to cut a `--cpu-prof` profile to the windows: its sample times share the clock);
  * PROBE_BACKEND=1 adds each loop's backend CPU at its first job and its invocations' ends; PROBE_WARM=1
  * (a diagnostic) gives each loop a connection already used by one invocation, opened before the window.
  *
@@ -91,14 +92,14 @@ const perfSend = (cmd: string) => {
 };
 async function windowed(fn: () => Promise<string | undefined>): Promise<Run> {
   perfSend('enable');
-  if (process.env.PROBE_MARK) console.log('--- window start');
+  if (process.env.PROBE_MARK) console.log(`--- window start ${process.hrtime.bigint() / 1000n}`);
   const s0 = serverCpuMs();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   const detail = await fn();
   const run = { wall: performance.now() - t0, node: nodeMs(c0), server: serverCpuMs() - s0, detail };
   perfSend('disable');
-  if (process.env.PROBE_MARK) console.log('--- window end');
+  if (process.env.PROBE_MARK) console.log(`--- window end ${process.hrtime.bigint() / 1000n}`);
   return run;
 }
 
