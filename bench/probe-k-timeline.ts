@@ -4,8 +4,9 @@
  *   npx esbuild bench/probe-k-timeline.ts --bundle --platform=node --format=esm --target=node20 \
  *     --packages=external --outfile=.bench/probe-k-timeline.mjs --log-level=warning \
  *   && node .bench/probe-k-timeline.mjs [REPS] [K] [JOBS]   (3, 16, 10000)
- * PROBE_ONLY=skiplock|graphile|floor runs one system (floor: the minimal SQL on skiplock's table,
- * bench/systems/raw-schema.ts, batch 500); PROBE_LOOPS=0 leaves out the per-loop lines;
+ * PROBE_ONLY=skiplock,graphile,floor,graphile-apart (any of them) runs those systems (floor: the
+ * minimal SQL on skiplock's table, bench/systems/raw-schema.ts, batch 500; graphile-apart: K runners,
+ * below); PROBE_LOOPS=0 leaves out the per-loop lines;
  * PROBE_MARK=1 prints a line at each window's start and end, with process.hrtime in µs (to read beside
  * `node --trace-gc`, or to cut a `--cpu-prof` profile to the windows: its sample times share the clock);
  * PROBE_BACKEND=1 adds each loop's backend CPU at its first job and its invocations' ends; PROBE_WARM=1
@@ -22,13 +23,15 @@
  */
 import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { sql } from 'drizzle-orm';
+import { Logger, run as runGraphile } from 'graphile-worker';
+import pg from 'pg';
 import * as z from 'zod';
 import { defineJob } from '../core/jobs.js';
 import { silentLogger } from '../core/logger.js';
 import { createWorker } from '../core/worker/index.js';
 import { connect } from '../db/connect.js';
 import { listenToStatements } from '../db/statement-listeners.js';
-import { freshDatabase, vacuumAnalyze, waitUntilDrained } from './db.js';
+import { freshDatabase, vacuumAnalyze, waitUntilDrained, waitUntilZero } from './db.js';
 import { graphileSystem } from './systems/graphile.js';
 import { rawSchemaSystem } from './systems/raw-schema.js';
 import { skiplockSystem } from './systems/skiplock.js';
@@ -101,6 +104,53 @@ async function windowed(fn: () => Promise<string | undefined>): Promise<Run> {
   perfSend('disable');
   if (process.env.PROBE_MARK) console.log(`--- window end ${process.hrtime.bigint() / 1000n}`);
   return run;
+}
+
+/**
+ * graphile-worker as K separate runners, each with its own pool of 3 and concurrency 1 (its local queue
+ * of 500 as the bench's): K deployments of one worker, as K Lambdas would run it — the shape of
+ * skiplock's K loops, where the bench's graphile-worker is one runner of concurrency K.
+ */
+function graphileApart(): BenchSystem {
+  const base = graphileSystem();
+  let url = '';
+  const silent = new Logger(() => () => {});
+  const worker = { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
+  return {
+    ...base,
+    name: 'graphile-worker (K runners)',
+    async setup(target) {
+      url = target;
+      await base.setup(target);
+    },
+    async process(k) {
+      const check = new pg.Client({ connectionString: url });
+      await check.connect();
+      const pools: pg.Pool[] = [];
+      const runners = await Promise.all(
+        Array.from({ length: k }, () => {
+          const pool = new pg.Pool({ connectionString: url, max: 3 });
+          pool.on('error', () => {});
+          pools.push(pool);
+          return runGraphile({
+            pgPool: pool,
+            concurrency: 1,
+            noHandleSignals: true,
+            pollInterval: 2000,
+            logger: silent,
+            taskList: { noop: async () => {} },
+            preset: { worker },
+          });
+        }),
+      );
+      await waitUntilZero(async () =>
+        Number((await check.query('select count(*) as n from graphile_worker._private_jobs')).rows[0].n),
+      );
+      for (const r of runners) await r.stop();
+      for (const p of pools) await p.end();
+      await check.end();
+    },
+  };
 }
 
 /** A peer (graphile-worker by default) or the floor: its process(K) in the window. */
@@ -203,14 +253,17 @@ async function skiplockRun(): Promise<Run> {
 
 const rows: { sys: string; run: Run }[] = [];
 for (let rep = 0; rep < REPS; rep++) {
-  const order = rep % 2 === 0 ? ['skiplock', 'graphile', 'floor'] : ['floor', 'graphile', 'skiplock'];
-  for (const sys of order.filter((s) => !process.env.PROBE_ONLY || s === process.env.PROBE_ONLY)) {
+  const systems = ['skiplock', 'graphile', 'floor', 'graphile-apart'];
+  const order = rep % 2 === 0 ? systems : [...systems].reverse();
+  for (const sys of order.filter((s) => !process.env.PROBE_ONLY || process.env.PROBE_ONLY.split(',').includes(s))) {
     const run =
       sys === 'skiplock'
         ? await skiplockRun()
         : sys === 'floor'
           ? await systemRun(rawSchemaSystem(500))
-          : await systemRun();
+          : sys === 'graphile-apart'
+            ? await systemRun(graphileApart())
+            : await systemRun();
     rows.push({ sys, run });
     console.log(
       `rep ${rep} ${sys} K=${K} N=${JOBS}: ${Math.round(JOBS / (run.wall / 1000))} jobs/s, wall ${Math.round(run.wall)} ms, node ${Math.round(run.node)} ms, server ${Math.round(run.server)} ms`,
@@ -218,7 +271,7 @@ for (let rep = 0; rep < REPS; rep++) {
     if (run.detail) console.log(run.detail);
   }
 }
-for (const sys of ['skiplock', 'graphile', 'floor']) {
+for (const sys of ['skiplock', 'graphile', 'floor', 'graphile-apart']) {
   const mine = rows.filter((r) => r.sys === sys).map((r) => r.run);
   console.log(
     `${sys}: median wall ${Math.round(median(mine.map((r) => r.wall)))} ms, node ${Math.round(median(mine.map((r) => r.node)))}, server ${Math.round(median(mine.map((r) => r.server)))}`,
