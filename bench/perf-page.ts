@@ -63,7 +63,7 @@ function fullRunBlock({ bench: r }: Results): string {
   const cold = r.cold_import_ms as { worker: number; bare: number };
   const versions = r.versions as Record<string, string>;
   return [
-    `\`npm run bench\`, ${r.date} (${fmt(r.duration_s)} s), graphile-worker ${versions['graphile-worker']} and pg-boss ${versions['pg-boss']}: ${machineLine(r.machine)}, client and server on one machine. No-op jobs in batches of ${fmt((r.settings.raw as { batch: number }).batch)}, K invocations claiming at once; each figure is the median of ${r.params.reps} runs${r.params.processReps ? ` (${r.params.processReps} for processing)` : ''}, the systems alternating, each on a fresh database.`,
+    `\`npm run bench\`, ${r.date}, graphile-worker ${versions['graphile-worker']} and pg-boss ${versions['pg-boss']}: ${machineLine(r.machine)}, client and server on one machine. No-op jobs in batches of ${fmt((r.settings.raw as { batch: number }).batch)}; each figure is the median of ${r.params.reps} runs${r.params.processReps ? ` (${r.params.processReps} for processing)` : ''}, the systems alternating, each on a fresh database. K is how many claim at once, in each system's shape: for skiplock and the floor K invocations, each on its own connection, as K functions run; for graphile-worker one process of concurrency K fed by one fetcher; for pg-boss one process with K local workers.`,
     '',
     '| | skiplock | graphile-worker | pg-boss | floor | skiplock ÷ graphile-worker | skiplock ÷ pg-boss |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -73,18 +73,18 @@ function fullRunBlock({ bench: r }: Results): string {
     row('process, K = 4, jobs/s', k4, r.raw_floor_k4 as number),
     row('process, K = 16, jobs/s', sys('process_k16'), r.raw_floor_k16 as number),
     row(
-      'process, K = 4, completed rows deleted, jobs/s',
+      'process, K = 4, skiplock deleting completed jobs (as graphile-worker always does), jobs/s',
       { ...k4, skiplock: del.process_k4 as number },
       r.raw_floor_delete_k4 as number,
     ),
     row(`${fmt(flow.keys)} ordering keys, K = 4, jobs/s`, flow.ordering),
     row(`${fmt(flow.keys)} keys, ${flow.per_key} running per key, K = 4, jobs/s`, flow.per_key_limit),
     row(`publish an event to ${events.subscribers} subscribers, events/s`, events.per_second),
-    row('WAL per job, bytes (fewer is better)', wal, r.wal_raw_bytes_per_job as number),
+    row('WAL per job, bytes (fewer is better: here a ratio above 1× is worse)', wal, r.wal_raw_bytes_per_job as number),
     '',
-    `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due, a worker's sweep carries the check (${ms(tick.idle_sweep_with_probe_ms)} with it, ${ms(tick.idle_sweep_ms)} without).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.${tick.pgboss.pass_ms !== undefined ? ` Its own pass, run once: ${ms(tick.pgboss.pass_ms)} to file the ${fmt(tick.due)} due in its send-it queue, whose worker then forwards them 50 a fetch, ${tick.pgboss.forward_poll_s} s apart (up to ${fmt((tick.pgboss.forward_clock_steps ?? 0) * (tick.pgboss.forward_poll_s ?? 0))} s for all).` : ''}` : ''}`,
+    `- **Run-time schedules**: a tick with ${fmt(tick.due)} of ${fmt(tick.schedules)} schedules due takes ${ms(tick.tick_ms)} in ${tick.tick_statements} statements (${fmt(tick.occurrences_per_s)} occurrences/s); with nothing due, checking costs a worker's sweep nothing measurable (${ms(tick.idle_sweep_with_probe_ms)} with the check, ${ms(tick.idle_sweep_ms)} without).${tick.pgboss ? ` pg-boss's schedule pass over as many reads every row (${ms(tick.pgboss.read_all_ms)}) and evaluates every cron (${ms(tick.pgboss.evaluate_ms)}, scaled from 20,000) every 30 s on one leader.${tick.pgboss.pass_ms !== undefined ? ` Its own pass, run once: ${ms(tick.pgboss.pass_ms)} to put the ${fmt(tick.due)} due jobs on an internal queue, whose worker then moves them to their own queues 50 a fetch, ${tick.pgboss.forward_poll_s} s apart (up to ${fmt((tick.pgboss.forward_clock_steps ?? 0) * (tick.pgboss.forward_poll_s ?? 0))} s for all).` : ''}` : ''}`,
     batchHandlersLine(batch),
-    `- **A deployed worker** (K = 1 on the default pool of 5 connections, so a batch's settle runs beside the next claim): ${fmt(r.skiplock_default_pool_k1 as number)} jobs/s, ${ratio(r.skiplock_default_pool_k1 as number, sys('process_k1')['graphile-worker'])} graphile-worker. pg-boss with batchSize 100: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s at K = 4 (the table's 500 is its better setting here).`,
+    `- **One invocation on the default pool** (5 connections, so a batch's settle runs beside the next claim; the table's K = 1 row gives skiplock one connection): ${fmt(r.skiplock_default_pool_k1 as number)} jobs/s, ${ratio(r.skiplock_default_pool_k1 as number, sys('process_k1')['graphile-worker'])} graphile-worker's K = 1. pg-boss with batchSize 100 instead of 500: ${fmt(r.pgboss_batch100_k4 as number)} jobs/s at K = 4, below the table's.`,
     ...nodeCpuLine(r.node_us_per_job as Record<string, Record<string, number>> | undefined),
     `- **Per claim**: ${trips['100']} statements per job at batches of 100 (${trips['1']} at 1); claim p50 / p99 ${latency.empty.p50} / ${ms(latency.empty.p99)} on an empty table, ${latency.finished.p50} / ${ms(latency.finished.p99)} beside ${fmt(r.params.finishedRows)} finished jobs. WAL deleting completed rows: ${fmt(del.wal_bytes_per_job)} bytes a job. The worker bundle imports in ${ms(cold.worker)} (a bare handler: ${ms(cold.bare)}).`,
   ].join('\n');
@@ -142,7 +142,7 @@ function serverlessBlock({ serverless: s }: Results): string {
   const nudged = linger('nudge, no linger');
   const longest = [...s.linger].sort((a, b) => b.lingerMs - a.lingerMs)[0];
   return [
-    `\`npm run bench:serverless\`, ${s.date} (${fmt(s.durationS)} s), on the machine of the full run on another day (compare within a table): the app enqueues and nudges through the real AWS SDK to a local Invoke endpoint that runs the worker handler; the burst's floor is ${s.burstParams.maxInvocations} loops of raw SQL started at once, with no tick, fan-out or registration.`,
+    `\`npm run bench:serverless\`, ${s.date}, on the machine of the full run on another day (compare within a table): the app enqueues and nudges through the real AWS SDK to a local Invoke endpoint that runs the worker handler. The burst's floor is ${s.burstParams.maxInvocations} loops of raw SQL started at once, with no tick, fan-out or registration, and none claiming for the jobs about to end as skiplock does over a slow link (so skiplock can drain a burst sooner than it); a "+N ms" row adds N ms to each round trip to the database.`,
     '',
     '| | skiplock | floor | ideal |',
     '| --- | ---: | ---: | ---: |',

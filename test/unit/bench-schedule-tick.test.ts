@@ -64,7 +64,7 @@ describe('the schedule figures of the docs', () => {
 
   it('docs/performance.md says how long pg-boss takes to file and forward the due occurrences', () => {
     expect(render('full-run', whole)).toContain(
-      'Its own pass, run once: 65,012 ms to file the 1,000 due in its send-it queue, whose worker then forwards them 50 a fetch, 5 s apart (up to 100 s for all).',
+      'Its own pass, run once: 65,012 ms to put the 1,000 due jobs on an internal queue, whose worker then moves them to their own queues 50 a fetch, 5 s apart (up to 100 s for all).',
     );
     expect(render('full-run', parts)).not.toContain('Its own pass');
   });
