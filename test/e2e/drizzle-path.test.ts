@@ -3,12 +3,13 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EXIT, runCli } from '../../cli/run.js';
 import { connect } from '../../db/connect.js';
 import { MIGRATIONS } from '../../db/migrations.generated.js';
 import { dumpSchema, parseSchemaDump } from '../../db/schema-dump.js';
+import { openAdminPool } from '../helpers/db.js';
 
 // The README's path for a team that carries skiplock's schema in its own drizzle migrations:
 // export the tables, let drizzle-kit generate them, add the objects it cannot express as one
@@ -44,10 +45,13 @@ let admin: pg.Pool;
 /** A connection to the app's database, as its owner would open psql. */
 let appDb: pg.Pool;
 beforeAll(async () => {
-  admin = new pg.Pool({ connectionString: inject('databaseUrl'), max: 1 });
+  admin = openAdminPool(inject('databaseUrl'), 1);
   await admin.query(`drop database if exists ${database}`);
   await admin.query(`create database ${database}`);
-  appDb = new pg.Pool({ connectionString: databaseUrl(database), max: 1 });
+  // With openAdminPool's error listeners: afterAll drops the database (with force) right after
+  // appDb.end(), which resolves before its client's socket has closed, and the server's 57P01 then
+  // reached a pool with no 'error' listener (an uncaught exception in a CI run, 2026-11-30).
+  appDb = openAdminPool(databaseUrl(database), 1);
   rmSync(app, { recursive: true, force: true });
   mkdirSync(app, { recursive: true });
 });
