@@ -272,13 +272,16 @@ async function runClaim(db: Executor, schema: string, request: ClaimRequest, sha
   // The plain claim walks an index under LIMIT: its plan's cost does not grow with the backlog.
   const hint = { cheap: shape === 'plain' };
   // Two heads of one ordering key can both be ready when their enqueues raced (neither saw the
-  // other); the unique index on running rows then refuses the second claim's update. The whole
-  // statement rolled back (its settle too): run it once more, with a snapshot that sees the winner.
+  // other); the unique index on running rows then refuses the second claim's update. A settle can
+  // deadlock (40P01) with another claim that is rescuing one of its rows, whose lease lapsed while
+  // its holder still ran it. Either way the whole statement rolled back (its settle too): run it
+  // once more, with a snapshot that sees the other's commit.
   let rows: ClaimRow[];
   try {
     rows = await queryHotRows<ClaimRow>(db, statement, schema, hint);
   } catch (err) {
-    if (sqlStateOf(err) !== '23505') throw err;
+    const state = sqlStateOf(err);
+    if (state !== '23505' && state !== '40P01') throw err;
     rows = await queryHotRows<ClaimRow>(db, statement, schema, hint);
   }
   const row = rows[0] ?? {
