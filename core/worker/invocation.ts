@@ -1,14 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { InvocationDeadlineError, OutcomeUnknownError } from '../../base/errors.js';
 import type { ClaimedJob } from '../../base/rows.js';
-import { scrubSecrets } from '../../base/scrub-secrets.js';
-import { sweepDoomed } from '../../db/statements/bury.js';
 import { type ClaimResult, claimJobs } from '../../db/statements/claim.js';
 import { releaseClaim, releaseJobs } from '../../db/statements/settle.js';
-import { nextDue } from '../../db/statements/wake.js';
-import { subscriptionsOf } from '../events.js';
-import { RUNTIME_TICK_DEFAULTS, runRuntimeSchedules } from '../runtime-schedule-tick.js';
-import { runSchedules } from '../schedules.js';
 import type { Tracing } from '../tracing.js';
 import { Admission } from './admission.js';
 import { Attempt, type AttemptHost } from './attempt.js';
@@ -18,6 +12,15 @@ import { Deadline, Watchdog } from './deadline.js';
 import { OutcomeBuffer, outcomesOf, RIDE_ALONG_MAX } from './outcome-buffer.js';
 import { type Kind, statementNow, type WorkerSettings } from './settings.js';
 import { type InvocationInput, type InvocationSummary, Ledger } from './summary.js';
+import {
+  readNextDue,
+  reportUnfitKinds,
+  scheduleTickDue,
+  sweep,
+  tickRuntimeSchedules,
+  tickSchedules,
+  type Upkeep,
+} from './upkeep.js';
 
 /**
  * Where one invocation stands.
@@ -99,7 +102,8 @@ const STOPPED_BECAUSE = {
  * One invocation of the worker: claims batches while time allows, runs up to `concurrency`
  * attempts at once, writes their outcomes in batches, and returns its summary before the deadline.
  * The parts: Deadline and Watchdog (time), Attempt (one handler run), OutcomeBuffer (outcomes not
- * yet written), Ledger (the summary and the log lines). This class only moves between states.
+ * yet written), Ledger (the summary and the log lines), upkeep.ts (the sweep, the schedules' ticks,
+ * the next due time). This class only moves between states.
  */
 export class Invocation implements AttemptHost {
   readonly settings: WorkerSettings;
@@ -131,6 +135,8 @@ export class Invocation implements AttemptHost {
   readonly #watchdog: Watchdog;
   readonly #ledger: Ledger;
   readonly #buffer: OutcomeBuffer;
+  /** What the sweep, the schedules' ticks and the next-due read work with (upkeep.ts). */
+  readonly #upkeep: Upkeep;
   /** The lease token of a claim whose answer was lost: what it took is given back on the way out. */
   #lostClaim: string | undefined;
   /** Claimed and not started yet (a local queue, when batchSize > concurrency). */
@@ -175,6 +181,14 @@ export class Invocation implements AttemptHost {
       settings.maxInvocations === undefined
         ? undefined
         : new Admission(settings, settings.maxInvocations, this.invocationId, this.#deadline);
+    this.#upkeep = {
+      settings,
+      invocationId: this.invocationId,
+      deadline: this.#deadline,
+      ledger: this.#ledger,
+      budgetMs: this.budgetMs,
+      unfit: this.#unfit,
+    };
     this.#state = 'sweeping';
   }
 
@@ -187,42 +201,18 @@ export class Invocation implements AttemptHost {
     return this.#deadline.stopClaimingAt;
   }
 
-  /**
-   * Kinds whose timeout does not fit even this whole invocation are never claimed by it: the summary
-   * names them, and a log line says so once per warm instance — an error when no kind fits at all
-   * (the worker can run nothing), a warning otherwise. The `workers` row records them for the stats.
-   */
-  #reportUnfitKinds(): void {
-    if (this.#unfit.length === 0) return;
-    const { kindList, unfitWarned, logger } = this.settings;
-    const unfit = {
-      budgetMs: Math.round(this.budgetMs),
-      kinds: this.#unfit.map((k) => ({ kind: k.definition.kind, timeoutMs: k.definition.timeoutMs })),
-    };
-    this.#ledger.summary.unfit = unfit;
-    const unwarned = this.#unfit.filter((k) => !unfitWarned.has(k.definition.kind));
-    if (unwarned.length === 0) return;
-    for (const k of unwarned) unfitWarned.add(k.definition.kind);
-    const log = this.#unfit.length === kindList.length || this.#noOwnKindFits ? logger.error : logger.warn;
-    log.call(logger, 'kinds_never_fit', {
-      invocationId: this.invocationId,
-      ...unfit,
-      hint: "a kind runs only when its timeoutMs fits the time the invocation has left as it starts, less safetyMarginMs: raise the function timeout or lower the kind's timeoutMs",
-    });
-  }
-
   /** AttemptHost: the time this invocation had for attempts when it started. */
   get budgetMs(): number {
     return this.#deadline.stopClaimingAt - this.#startedAt;
   }
 
   async run(): Promise<InvocationSummary> {
-    this.#reportUnfitKinds();
+    reportUnfitKinds(this.#upkeep, this.#noOwnKindFits);
     try {
       if (await this.#sweep()) {
         while (this.#state !== 'settling') await this.#turn();
         await this.#buffer.flush();
-        await this.#readNextDue();
+        await readNextDue(this.#upkeep);
         this.#to('stopped');
       }
     } catch (err) {
@@ -274,155 +264,28 @@ export class Invocation implements AttemptHost {
   }
 
   /**
-   * Rows past their deadline, and rescues with no attempt left, go to the DLQ: the claim never has
-   * to decide that. With something to do, the slot (with maxInvocations), then the schedules' tick
-   * when one is due in this instance. False when no slot was free (stopped, saturated).
+   * The sweep (upkeep.ts) before anything else. With something to do, the slot (with
+   * maxInvocations), then the schedules' tick when one is due in this instance. False when no slot
+   * was free (stopped, saturated).
    */
   async #sweep(): Promise<boolean> {
-    const { db, schema, kinds, queues, name, clock } = this.settings;
-    // At most once a minute per warm instance, the sweep also records what this worker serves.
-    const { lastAt } = this.settings.served;
-    const seen = lastAt === undefined || clock.now() - lastAt >= WORKER_SEEN_EVERY_MS;
-    if (seen) this.settings.served.lastAt = clock.now();
-    // Its subscribers' subscriptions go with it (unchanged ones write nothing): a subscriber that is
-    // deployed without `skiplock sync` still gets its events from its first invocation on.
-    // Carried whether or not it is recorded this time: one statement text, one kept plan.
-    const served = {
-      record: seen,
-      name,
-      budgetMs: this.budgetMs,
-      unfitKinds: this.#unfit.map((k) => k.definition.kind),
-      subscriptions: subscriptionsOf(this.settings.kindList.map((k) => k.definition)),
-    };
-    // Whether a claim could find anything, asked only where finding nothing ends the invocation
-    // (drain on, no linger): an invocation with nothing to do then sends no claim.
-    const probeReady = this.settings.drain && this.settings.lingerMs === 0;
-    const sweep = (ordering: boolean) =>
-      this.#deadline.inTime(
-        sweepDoomed(db.executor, schema, {
-          kinds: [...kinds.keys()],
-          queues,
-          limit: 1000,
-          now: statementNow(this.settings),
-          probeSchedules: this.settings.runtimeSchedules,
-          probeReady,
-          served,
-          ordering,
-          probeOrdered: true,
-        }),
-      );
-    // Without a job with an ordering key in sight, the sweep that leaves out their releases (cheaper
-    // to plan: what a new connection pays first). When it finds one, the full sweep follows at once,
-    // and this warm instance sends the full one until a sweep sees none again.
-    const shape = this.settings.sweepShape;
-    let swept = await sweep(shape.ordered);
-    const { dead } = swept;
-    if (!shape.ordered && swept.ordered) {
-      shape.ordered = true;
-      swept = await sweep(true);
-      dead.push(...swept.dead);
-    } else {
-      shape.ordered = swept.ordered;
-    }
-    const { schedulesDue, mayClaim } = swept;
-    for (const job of dead) this.#ledger.buried(job);
+    const { schedulesDue, mayClaim } = await sweep(this.#upkeep);
     // Nothing to claim and no schedule to tick: the registration would only be undone. The sweep goes
     // first so that such an invocation (every tick of an idle worker, the last of a drained backlog)
     // sends one statement, not three; one refused a slot has swept, which any invocation may do.
     const allUnfit = this.#unfit.length === this.settings.kindList.length;
-    if (!mayClaim && !schedulesDue && !this.#scheduleTickDue() && !allUnfit && this.#someKindFits()) {
+    if (!mayClaim && !schedulesDue && !scheduleTickDue(this.settings) && !allUnfit && this.#someKindFits()) {
       this.#settle();
       return true;
     }
     if (!(await this.#admit())) return false;
-    await this.#tickSchedules();
-    if (schedulesDue) await this.#tickRuntimeSchedules();
+    await tickSchedules(this.#upkeep);
+    if (schedulesDue) await tickRuntimeSchedules(this.#upkeep);
     const { scheduled, runtimeScheduled } = this.#ledger.summary;
     if (allUnfit) this.#to('unfit');
     else if (!mayClaim && !scheduled && !runtimeScheduled && this.#someKindFits()) this.#settle();
     else this.#to('running');
     return true;
-  }
-
-  /** Whether #tickSchedules would run the schedules' tick now (this instance's throttle allows it). */
-  #scheduleTickDue(): boolean {
-    const { schedules, scheduleTickMs, scheduleTick, clock } = this.settings;
-    return (
-      schedules.length > 0 && (scheduleTick.lastAt === undefined || clock.now() - scheduleTick.lastAt >= scheduleTickMs)
-    );
-  }
-
-  /**
-   * With `nextDue`, an invocation that claimed nothing and ran dry reads when its worker next has
-   * something to do: the earliest of a queued job's run_at, a running job's lease (a rescue if its
-   * invocation died) and the schedules' next occurrences. A failure leaves nextDueAt unset (the
-   * platform keeps its usual tick) and is only logged: nothing was left undone.
-   */
-  async #readNextDue(): Promise<void> {
-    const summary = this.#ledger.summary;
-    const { db, schema, kinds, queues, schedules, scheduleTickMs, nextDue: asked, logger } = this.settings;
-    if (!asked || summary.claimed > 0 || summary.stoppedBecause !== 'drained') return;
-    try {
-      const due = await this.#deadline.inTime(nextDue(db.executor, schema, { kinds: [...kinds.keys()], queues }));
-      const times = [due.jobAt?.getTime(), due.leaseAt?.getTime(), due.scheduleAt?.getTime()];
-      // The schedules' next occurrence after this invocation's tick; when the instance's throttle
-      // skipped it, after the last one it may have skipped (an occurrence in between is due now).
-      const now = (statementNow(this.settings) ?? new Date()).getTime();
-      const since = new Date(summary.scheduled === undefined ? now - scheduleTickMs : now);
-      for (const schedule of schedules) times.push(schedule.next(since)?.getTime());
-      const known = times.filter((t): t is number => t !== undefined);
-      summary.nextDueAt = known.length > 0 ? Math.min(...known) : null;
-    } catch (err) {
-      logger.warn('next_due_unknown', {
-        invocationId: this.invocationId,
-        error: scrubSecrets(String((err as Error)?.message ?? err)),
-      });
-    }
-  }
-
-  /** Enqueues the schedules' due occurrences; a failure is logged, and the invocation goes on. */
-  async #tickSchedules(): Promise<void> {
-    const { db, schema, schedules, scheduleTick, clock, logger } = this.settings;
-    if (!this.#scheduleTickDue()) return;
-    scheduleTick.lastAt = clock.now();
-    try {
-      const tick = await this.#deadline.inTime(
-        runSchedules(db, schedules, { schema, logger, now: statementNow(this.settings) }),
-      );
-      this.#ledger.summary.scheduled = tick.enqueued.length;
-    } catch (err) {
-      if (err instanceof InvocationDeadlineError) throw err;
-      logger.error('schedule_tick_failed', {
-        invocationId: this.invocationId,
-        error: scrubSecrets(String((err as Error)?.message ?? err)),
-      });
-    }
-  }
-
-  /**
-   * Enqueues the run-time schedules' due occurrences (the sweep said one is due: an app with none
-   * due sends nothing for them); a failure is logged, and the invocation goes on. The tick's claim
-   * on them lasts no longer than this invocation's time (at least 1 s, at most the tick's 30 s): a
-   * tick killed or refused between its claim and its fire leaves them to the next invocation, not
-   * for half a minute. A claim that lapses early costs nothing: the fire is fenced on each
-   * schedule's version, so two ticks never both enqueue an occurrence.
-   */
-  async #tickRuntimeSchedules(): Promise<void> {
-    const { db, schema, logger, clock } = this.settings;
-    const leaseMs = Math.min(RUNTIME_TICK_DEFAULTS.leaseMs, Math.max(1_000, this.#deadline.at - clock.now()));
-    try {
-      const tick = await this.#deadline.inTime(
-        runRuntimeSchedules(db, { schema, logger, now: statementNow(this.settings), leaseMs }),
-      );
-      this.#ledger.summary.runtimeScheduled = tick.enqueued.length;
-    } catch (err) {
-      if (err instanceof InvocationDeadlineError) throw err;
-      logger.error('schedule_tick_failed', {
-        invocationId: this.invocationId,
-        source: 'runtime',
-        error: scrubSecrets(String((err as Error)?.message ?? err)),
-      });
-    }
   }
 
   /** One turn of the loop: write what is due, start what waits, claim or stop, or wait for a change. */
@@ -995,9 +858,6 @@ interface Filling {
 export function fillPollMs(maxWaitMs: number): number {
   return Math.max(10, Math.min(250, Math.round(maxWaitMs / 5)));
 }
-
-/** How often a warm instance records what it serves (the stats flag queues no worker served lately). */
-export const WORKER_SEEN_EVERY_MS = 60_000;
 
 /** The claim, in a span when the worker traces. */
 function traced(
