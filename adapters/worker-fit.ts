@@ -16,7 +16,7 @@ export function refuseUnfitKinds(
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
   jobs: readonly JobDefinition<any, any>[],
   env: Record<string, string | undefined>,
-  selection: { kinds?: readonly string[]; queues?: readonly string[] },
+  selection: { kinds?: readonly string[]; queues?: readonly string[]; slowQueues?: readonly string[] },
   invocationMs: (config: SkiplockConfig) => number | undefined,
 ): void {
   const settings = new EnvironmentSettings(env);
@@ -29,6 +29,7 @@ export function refuseUnfitKinds(
     invocationMs: ms,
     safetyMarginMs: config.safetyMarginMs,
     queues: selection.queues ?? config.queues,
+    slowQueues: selection.slowQueues,
   });
 }
 

@@ -263,7 +263,8 @@ export class DeployedWorker {
     const kinds = inputs.kinds ?? config.kinds;
     const queues = inputs.queues ?? config.queues;
     const name = inputs.name ?? config.workerName;
-    const key = JSON.stringify([kinds ?? null, queues ?? null, name, inputs.nextDue ?? config.idle]);
+    const { slowQueues } = inputs;
+    const key = JSON.stringify([kinds ?? null, queues ?? null, slowQueues ?? null, name, inputs.nextDue ?? config.idle]);
     let built = this.#byPool.get(db);
     if (!built) {
       built = new Map();
@@ -276,6 +277,7 @@ export class DeployedWorker {
       jobs: kinds ? this.#jobs.filter((j) => kinds.includes(j.kind)) : this.#jobs,
       schema: config.schema,
       queues,
+      slowQueues,
       concurrency: config.concurrency,
       batchSize: config.batchSize,
       safetyMarginMs: config.safetyMarginMs,

@@ -22,6 +22,13 @@ export interface WorkerChoices {
    * variables are project-wide names a worker's queues here). @defaultValue SKIPLOCK_QUEUES, else all
    */
   queues?: readonly string[];
+  /**
+   * Queues another worker route with a longer budget also serves (the template's `reports`): a kind
+   * of these queues whose timeoutMs does not fit this route's invocations is left to that route —
+   * not refused as the route is made, never claimed here, not logged as `kinds_never_fit` — while
+   * their kinds that fit run here too. @defaultValue none: every kind of the route's queues must fit
+   */
+  slowQueues?: readonly string[];
   /** Only these kinds; wins over SKIPLOCK_KINDS. @defaultValue SKIPLOCK_KINDS, else all of `jobs` */
   kinds?: readonly string[];
   /** The invocation's clock (tests). @defaultValue the system clock */

@@ -458,6 +458,7 @@ export function workerRoute(jobs: Kinds, platform: WorkerPlatform, options: Work
     const run = {
       remainingMs: platform.budgetMs(config),
       queues: options.queues,
+      slowQueues: options.slowQueues,
       kinds: options.kinds,
       clock: options.clock,
       schedules: options.schedules,

@@ -162,17 +162,24 @@ export class Watchdog {
  * Refuses kinds that would never run: those whose timeoutMs is longer than what invocations of
  * `invocationMs` leave for attempts once `safetyMarginMs` and START_ALLOWANCE_MS are set aside
  * (Deadline.fitsAtAll). Only the kinds whose own queue the worker serves (`queues`, undefined: all) are
- * its concern: a kind defined on another queue is run by another worker.
+ * its concern: a kind defined on another queue is run by another worker — and so is a kind of one of
+ * its `slowQueues`, which a worker with a longer budget serves.
  */
 export function assertKindsFit(
   // biome-ignore lint/suspicious/noExplicitAny: kinds of every payload type.
   definitions: Iterable<JobDefinition<any, any>>,
-  budget: { invocationMs: number; safetyMarginMs: number; queues: readonly string[] | undefined },
+  budget: {
+    invocationMs: number;
+    safetyMarginMs: number;
+    queues: readonly string[] | undefined;
+    slowQueues?: readonly string[] | undefined;
+  },
 ): void {
-  const { invocationMs, safetyMarginMs, queues } = budget;
+  const { invocationMs, safetyMarginMs, queues, slowQueues } = budget;
   const leftMs = invocationMs - safetyMarginMs - START_ALLOWANCE_MS;
   const unfit = [...definitions].filter(
-    (d) => d.timeoutMs > leftMs && (queues === undefined || queues.includes(d.queue)),
+    (d) =>
+      d.timeoutMs > leftMs && (queues === undefined || queues.includes(d.queue)) && !slowQueues?.includes(d.queue),
   );
   if (unfit.length === 0) return;
   const named = unfit.map((d) => `${d.kind} (timeoutMs ${d.timeoutMs})`).join(', ');

@@ -30,6 +30,8 @@ export interface WorkerSettings {
   readonly db: SkiplockConnection;
   readonly schema: string;
   readonly queues: readonly string[] | undefined;
+  /** Queues a worker with a longer budget serves: their kinds that never fit are left to it, unlogged. */
+  readonly slowQueues: readonly string[];
   readonly concurrency: number;
   readonly batchSize: number;
   readonly safetyMarginMs: number;

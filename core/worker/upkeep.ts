@@ -164,8 +164,8 @@ export async function readNextDue(upkeep: Upkeep): Promise<void> {
 /**
  * Kinds whose timeout does not fit even this whole invocation are never claimed by it: the summary
  * names them, and a log line says so once per warm instance — an error when the worker can run
- * nothing it is there for (`noOwnKindFits`, or no kind at all), a warning otherwise. The `workers`
- * row records them for the stats (see sweep).
+ * nothing it is there for (`noOwnKindFits`, or no kind at all), a warning otherwise — but not for a
+ * kind of one of the worker's `slowQueues`. The `workers` row records them all for the stats (see sweep).
  */
 export function reportUnfitKinds(upkeep: Upkeep, noOwnKindFits: boolean): void {
   const { settings, unfit: kinds } = upkeep;
@@ -176,7 +176,10 @@ export function reportUnfitKinds(upkeep: Upkeep, noOwnKindFits: boolean): void {
     kinds: kinds.map((k) => ({ kind: k.definition.kind, timeoutMs: k.definition.timeoutMs })),
   };
   upkeep.ledger.summary.unfit = unfit;
-  const unwarned = kinds.filter((k) => !unfitWarned.has(k.definition.kind));
+  // A kind of a slow queue is another worker's to run: its not fitting here is the plan, not news.
+  const unwarned = kinds.filter(
+    (k) => !unfitWarned.has(k.definition.kind) && !settings.slowQueues.includes(k.definition.queue),
+  );
   if (unwarned.length === 0) return;
   for (const k of unwarned) unfitWarned.add(k.definition.kind);
   const log = kinds.length === kindList.length || noOwnKindFits ? logger.error : logger.warn;

@@ -30,6 +30,13 @@ export interface WorkerOptions {
   schema?: string;
   /** Only claim jobs in these queues. @defaultValue all queues */
   queues?: readonly string[];
+  /**
+   * Queues that another worker with a longer budget also serves (a route for slow reports): a kind
+   * of these queues whose timeoutMs does not fit this worker's invocations is left to that worker —
+   * never claimed here, not refused by `invocationMs`, not logged as `kinds_never_fit` — while their
+   * kinds that fit run here too. @defaultValue none: every kind of the worker's queues must fit
+   */
+  slowQueues?: readonly string[];
   /** Handlers running at once. @defaultValue 10 */
   concurrency?: number;
   /**
@@ -203,6 +210,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     throw new ConfigError("completedJobs must be 'keep' or 'delete'");
   }
   const queues = options.queues?.map((q) => assertLabel('queue', q));
+  const slowQueues = (options.slowQueues ?? []).map((q) => assertLabel('queue', q));
   for (const [name, value] of [
     ['concurrency', concurrency],
     ['batchSize', batchSize],
@@ -220,7 +228,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     if (!(Number.isInteger(invocationMs) && invocationMs >= 1 && invocationMs <= 86_400_000)) {
       throw new ConfigError('invocationMs must be a whole number of ms from 1 to 86400000');
     }
-    assertKindsFit(options.jobs, { invocationMs, safetyMarginMs, queues });
+    assertKindsFit(options.jobs, { invocationMs, safetyMarginMs, queues, slowQueues });
   }
 
   const kinds = new Map<string, Kind>();
@@ -292,6 +300,7 @@ function workerSettings(options: WorkerOptions): WorkerSettings {
     db,
     schema,
     queues,
+    slowQueues,
     concurrency,
     batchSize,
     safetyMarginMs,

@@ -46,6 +46,40 @@ describe('kinds that never fit the invocation', () => {
     expect(warned[0]?.fields).toMatchObject(unfit);
   });
 
+  it("a kind of the worker's slowQueues that never fits is left to another worker: not refused, not logged", async () => {
+    const report = defineJob({ kind: 'long-report', queue: 'reports', payload, timeoutMs: 30_000, handler: () => {} });
+    const warned: string[] = [];
+    const logger: Logger = { ...silentLogger, warn: (message) => void warned.push(message) };
+    const made =
+      (slowQueues?: string[], jobs = [report, quick]) =>
+      () =>
+        createWorker({ db: t.db, schema: t.schema, jobs, logger, invocationMs: 20_000, slowQueues });
+    // Without slowQueues the 30 s kind never fits a 20 s invocation: refused as the worker is made.
+    expect(made()).toThrow(/long-report \(timeoutMs 30000\) never fits/);
+    // slowQueues covers only its own queues: the same kind in the default queue is still refused.
+    expect(made(['reports'], [slow, quick])).toThrow(/slow-report \(timeoutMs 30000\) never fits/);
+    expect(made(['bad queue'])).toThrow(/queue/);
+    const [reportJob, quickJob] = await enqueuerFor(t.schema).enqueueMany(t.db, [
+      report.with({ n: 1 }),
+      quick.with({ n: 2 }),
+    ]);
+    const worker = made(['reports'])();
+    const summary = await worker.runInvocation({ remainingMs: 20_000 });
+    expect(summary).toMatchObject({
+      completed: 1,
+      stoppedBecause: 'drained',
+      unfit: { kinds: [{ kind: 'long-report', timeoutMs: 30_000 }] },
+    });
+    expect(warned).not.toContain('kinds_never_fit');
+    const rows = await t.admin.query(`select id, state from "${t.schema}".jobs where id = any($1) order by id`, [
+      [reportJob?.id, quickJob?.id],
+    ]);
+    expect(rows.rows).toEqual([
+      { id: reportJob?.id, state: 'queued' },
+      { id: quickJob?.id, state: 'completed' },
+    ]);
+  });
+
   it('an invocation none of whose kinds fits stops with no_kind_fits, naming the kinds and its budget', async () => {
     const [job] = await enqueuerFor(t.schema).enqueueMany(t.db, [slow.with({ n: 1 })]);
     const errors: { message: string; fields: Record<string, unknown> | undefined }[] = [];

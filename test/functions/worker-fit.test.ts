@@ -55,6 +55,36 @@ describe('a deployed worker with a kind that never fits its invocations', () => 
     expect(margin('501')).toThrow(/report \(timeoutMs 30000\) never fits/);
   });
 
+  it('slowQueues leaves a kind too long for the route to the route that serves its queue', async () => {
+    const long = defineJob({ kind: 'long', payload, timeoutMs: 30_000, handler: () => {} });
+    expect(() =>
+      createVercelWorker([report, quick], { env: env(), maxDurationMs: 20_000, slowQueues: ['reports'] }),
+    ).not.toThrow();
+    // Only the named queues: a long kind of another queue is still refused.
+    expect(() =>
+      createVercelWorker([report, long], { env: env(), maxDurationMs: 20_000, slowQueues: ['reports'] }),
+    ).toThrow(/long \(timeoutMs 30000\) never fits/);
+    const [reportJob, quickJob] = await enqueuerFor(t.schema).enqueueMany(t.db, [
+      report.with({ n: 1 }),
+      quick.with({ n: 2 }),
+    ]);
+    const route = createVercelWorker([report, quick], { env: env(), maxDurationMs: 20_000, slowQueues: ['reports'] });
+    const response = await route(
+      new Request('https://app.example.com/api/worker', {
+        headers: { authorization: `Bearer ${SECRETS.CRON_SECRET}` },
+      }),
+    );
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ completed: 1, unfit: { kinds: [{ kind: 'report' }] } });
+    const rows = await t.admin.query(`select id, state from "${t.schema}".jobs where id = any($1) order by id`, [
+      [reportJob?.id, quickJob?.id],
+    ]);
+    expect(rows.rows).toEqual([
+      { id: reportJob?.id, state: 'queued' },
+      { id: quickJob?.id, state: 'completed' },
+    ]);
+  });
+
   it('a bad variable is left to the first request, which reports it', async () => {
     const route = createVercelWorker([report], {
       env: env({ SKIPLOCK_SAFETY_MARGIN_MS: 'soon' }),

@@ -155,6 +155,7 @@ describe("the adapters' options configuration.md lists", () => {
       names: keysOf<LambdaWorkerOptions>()({
         env: true,
         queues: true,
+        slowQueues: true,
         kinds: true,
         clock: true,
         invocationMs: true,
@@ -172,6 +173,7 @@ describe("the adapters' options configuration.md lists", () => {
         env: true,
         maxDurationMs: true,
         queues: true,
+        slowQueues: true,
         kinds: true,
         clock: true,
         name: true,
