@@ -52,9 +52,13 @@ const NOT_SENT_CODES = new Set([
   'ENETUNREACH',
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
-/** node-postgres' words for a connection it could not open in time. */
+/**
+ * Words of a connection that could not be opened: node-postgres' (not in time), Deno's fetch (it
+ * sets no code: `client error (Connect): tcp connect error: Connection refused`, `dns error: failed
+ * to lookup address`), Workers' `cloudflare:sockets` (`cannot connect to the specified address`).
+ */
 const NOT_SENT_MESSAGE =
-  /timeout exceeded when trying to connect|connection terminated due to connection timeout|\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)\b|\bbad port\b|invalid url/i;
+  /timeout exceeded when trying to connect|connection terminated due to connection timeout|\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)\b|\bbad port\b|invalid url|client error \(connect\)|tcp connect error|connection refused|dns error|failed to lookup address|cannot connect to the specified address/i;
 /** Error codes and words of a connection that failed with a statement in flight. */
 const IN_FLIGHT_CODES = new Set([
   'ECONNRESET',
@@ -67,8 +71,9 @@ const IN_FLIGHT_CODES = new Set([
   'UND_ERR_ABORTED',
   'ABORT_ERR',
 ]);
+// Workers' fetch says `Network connection lost.` whether or not the request left: it may have.
 const IN_FLIGHT_MESSAGE =
-  /connection terminated|query read timeout|socket hang up|other side closed|fetch failed|server error \(http status 5|aborted|timeout|connection ended|closed the connection|websocket/i;
+  /connection terminated|query read timeout|socket hang up|other side closed|fetch failed|server error \(http status 5|aborted|timeout|connection ended|closed the connection|websocket|network connection lost/i;
 
 /**
  * What any driver threw as skiplock's errors (exported as `toSkiplockError` from 'skiplock': your own

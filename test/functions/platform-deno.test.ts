@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createSignalToken } from '../../core/signal-tokens.js';
 import { startDenoApp } from '../../scripts/smoke-platforms.js';
@@ -115,5 +116,49 @@ describe('skiplock/deno in Deno', () => {
     const page = await fetch(`${app.origin}/admin/`, { headers: { cookie } });
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('Error rate per minute'); // the overview, logged in
+  });
+});
+
+/** A port nothing listens on: one the system just gave out, closed again. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('skiplock/deno in Deno, its database endpoint refusing connections', () => {
+  let down: { origin: string; stop(): Promise<void> };
+  beforeAll(async () => {
+    down = await startDenoApp({
+      DATABASE_URL: databaseUrl(),
+      SKIPLOCK_DRIVER: 'neon-http',
+      SKIPLOCK_SCHEMA: t.schema,
+      SKIPLOCK_LOG_LEVEL: 'error',
+      SKIPLOCK_NEON_FETCH_ENDPOINT: `http://127.0.0.1:${await closedPort()}/sql`,
+      ...PLATFORM_SECRETS,
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await down?.stop();
+  });
+
+  it('an enqueue answers database_unreachable (nothing was done), not outcome_unknown; so does a tick', async () => {
+    // Deno's fetch sets no error code: its words (`tcp connect error: Connection refused`) say so.
+    const response = await httpRequests(() => down.origin).post(
+      '/skiplock/enqueue',
+      PLATFORM_SECRETS.SKIPLOCK_ENQUEUE_TOKEN,
+      { kind: 'platform-ping', payload: { n: 1 } },
+    );
+    expect(response.status).toBe(503);
+    expect(await response.json()).toEqual({
+      error: { code: 'database_unreachable', message: 'the database is unavailable; nothing was done; try again' },
+    });
+    const tickDown = await fetch(`${down.origin}/skiplock/worker`, {
+      headers: { authorization: `Bearer ${PLATFORM_SECRETS.CRON_SECRET}` },
+    });
+    expect(tickDown.status).toBe(503);
+    expect(await tickDown.json()).toMatchObject({ stoppedBecause: 'error', errorCode: 'database_unreachable' });
   });
 });

@@ -46,6 +46,31 @@ describe('driver failures that are not Errors become readable DatabaseErrors', (
     expect(message).not.toContain('db.example.com');
   });
 
+  it("Deno's and Workers' words for a connection never opened are read as such (neither sets a code)", () => {
+    // Neon's HTTP driver in Deno (Supabase, Deno Deploy), the endpoint refusing or unknown: as Deno 2.9 throws.
+    const denoFetch = (words: string) =>
+      Object.assign(new Error('Error connecting to database: TypeError: fetch failed'), {
+        sourceError: new TypeError('fetch failed', {
+          cause: new Error(`error sending request for url (https://x.example/sql): client error (Connect): ${words}`),
+        }),
+      });
+    expect(toSkiplockError(denoFetch('tcp connect error: Connection refused (os error 111)'))).toBeInstanceOf(
+      DatabaseUnreachableError,
+    );
+    expect(
+      toSkiplockError(denoFetch('dns error: failed to lookup address information: Name or service not known')),
+    ).toBeInstanceOf(DatabaseUnreachableError);
+    // pg over cloudflare:sockets in workerd, the port closed.
+    expect(toSkiplockError(new Error('proxy request failed, cannot connect to the specified address'))).toBeInstanceOf(
+      DatabaseUnreachableError,
+    );
+    // Workers' fetch loses the connection with the same words before and after sending: it may have run.
+    const workersFetch = Object.assign(new Error('Error connecting to database: Error: Network connection lost.'), {
+      sourceError: new Error('Network connection lost.'),
+    });
+    expect(toSkiplockError(workersFetch)).toBeInstanceOf(OutcomeUnknownError);
+  });
+
   it('a connection that could not be opened is told apart from one that failed with a statement in flight', () => {
     const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.9:5432'), { code: 'ECONNREFUSED' });
     expect(toSkiplockError(refused, 'skiplock')).toBeInstanceOf(DatabaseUnreachableError);
