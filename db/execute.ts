@@ -54,11 +54,11 @@ const NOT_SENT_CODES = new Set([
 ]);
 /**
  * Words of a connection that could not be opened: node-postgres' (not in time), Deno's fetch (it
- * sets no code: `client error (Connect): tcp connect error: Connection refused`, `dns error: failed
- * to lookup address`), Workers' `cloudflare:sockets` (`cannot connect to the specified address`).
+ * sets no code; refused or not found: `client error (Connect): tcp connect error: …`, `… (Connect):
+ * dns error: …`), Workers' `cloudflare:sockets` (`cannot connect to the specified address`).
  */
 const NOT_SENT_MESSAGE =
-  /timeout exceeded when trying to connect|connection terminated due to connection timeout|\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)\b|\bbad port\b|invalid url|client error \(connect\)|tcp connect error|connection refused|dns error|failed to lookup address|cannot connect to the specified address/i;
+  /timeout exceeded when trying to connect|connection terminated due to connection timeout|\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)\b|\bbad port\b|invalid url|client error \(connect\)|cannot connect to the specified address/i;
 /** Error codes and words of a connection that failed with a statement in flight. */
 const IN_FLIGHT_CODES = new Set([
   'ECONNRESET',

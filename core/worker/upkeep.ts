@@ -26,6 +26,9 @@ export interface Upkeep {
   readonly unfit: readonly Kind[];
 }
 
+/** What a failure said, for a log line: its message, scrubbed of connection strings and passwords. */
+const said = (err: unknown) => scrubSecrets(String((err as Error)?.message ?? err));
+
 /** How often a warm instance records what it serves (the stats flag queues no worker served lately). */
 export const WORKER_SEEN_EVERY_MS = 60_000;
 
@@ -104,7 +107,7 @@ export async function tickSchedules(upkeep: Upkeep): Promise<void> {
     ledger.summary.scheduled = tick.enqueued.length;
   } catch (err) {
     if (err instanceof InvocationDeadlineError) throw err;
-    logger.error('schedule_tick_failed', { invocationId, error: scrubSecrets(String((err as Error)?.message ?? err)) });
+    logger.error('schedule_tick_failed', { invocationId, error: said(err) });
   }
 }
 
@@ -130,7 +133,7 @@ export async function tickRuntimeSchedules(upkeep: Upkeep): Promise<void> {
     logger.error('schedule_tick_failed', {
       invocationId,
       source: 'runtime',
-      error: scrubSecrets(String((err as Error)?.message ?? err)),
+      error: said(err),
     });
   }
 }
@@ -157,7 +160,7 @@ export async function readNextDue(upkeep: Upkeep): Promise<void> {
     const known = times.filter((t): t is number => t !== undefined);
     summary.nextDueAt = known.length > 0 ? Math.min(...known) : null;
   } catch (err) {
-    logger.warn('next_due_unknown', { invocationId, error: scrubSecrets(String((err as Error)?.message ?? err)) });
+    logger.warn('next_due_unknown', { invocationId, error: said(err) });
   }
 }
 
