@@ -1,7 +1,7 @@
 import { ConfigError } from '../base/errors.js';
 import type { InvocationStarter } from '../base/starter.js';
 import type { Clock } from '../core/clock.js';
-import { type Logger, silentLogger } from '../core/logger.js';
+import { jsonLogger, type Logger, silentLogger } from '../core/logger.js';
 import type { Nudger } from '../core/nudge.js';
 import { importOptionalPeer } from './optional-peer.js';
 import { defaultIdleHints } from './vercel-idle.js';
@@ -93,12 +93,17 @@ export function vercelRouteStarter(url: URL, options: VercelStarterOptions): Inv
 export type NudgeRoutes = Readonly<Record<string, string>>;
 
 export interface VercelNudgerOptions {
-  /** The origin the routes' paths are requested at, e.g. `https://my-app.vercel.app`. */
-  origin: string;
+  /**
+   * The origin the routes' paths are requested at, e.g. `https://my-app.vercel.app`.
+   * @defaultValue SKIPLOCK_BASE_URL, else this deployment's own `https://$VERCEL_URL` (a preview's on
+   * a preview), else `http://localhost:$PORT` (3000): `next dev` and `next start`
+   */
+  origin?: string;
   /** CRON_SECRET, which the worker routes check. */
   secret: string | undefined;
   /** @defaultValue 1000 (see NudgerOptions.coalesceMs) */
   coalesceMs?: number;
+  /** Where a failed start is said (`nudge_failed`). @defaultValue JSON lines on stdout, warnings and errors */
   logger?: Logger;
   /** @defaultValue the system clock */
   clock?: Clock;
@@ -125,10 +130,12 @@ export function createVercelNudger(
   routes: NudgeRoutes,
   options: VercelNudgerOptions & { waitUntil?: WaitUntil },
 ): Nudger {
-  const { protectionBypass, ...rest } = options;
+  const { protectionBypass, origin, ...rest } = options;
   const bypass = protectionBypass ?? process.env.VERCEL_AUTOMATION_BYPASS_SECRET;
   const nudger = routeNudger(routes, {
     ...rest,
+    origin: origin ?? ownOrigin(process.env),
+    logger: options.logger ?? jsonLogger({ level: 'warn' }),
     headers: bypass ? { 'x-vercel-protection-bypass': bypass } : undefined,
     loadWaitUntil: () => loaded ?? loadWaitUntil(),
   });
@@ -145,6 +152,17 @@ export function createVercelNudger(
     // hint it writes (IDLE_DEFAULTS.graceMs), so it cannot hide the job.
     noteDue: () => hints.touch(now()),
   };
+}
+
+/**
+ * Where this app's own routes answer when the nudger is not told: SKIPLOCK_BASE_URL, else this
+ * deployment's (Vercel sets VERCEL_URL without a scheme), else the local server's (`next dev` and
+ * `next start` listen on PORT, 3000 by default).
+ */
+export function ownOrigin(env: Record<string, string | undefined>): string {
+  if (env.SKIPLOCK_BASE_URL) return env.SKIPLOCK_BASE_URL;
+  if (env.VERCEL_URL) return `https://${env.VERCEL_URL}`;
+  return `http://localhost:${env.PORT || 3000}`;
 }
 
 export { routeUrl, START_HEADER, type StartReason, type WaitUntil } from './web/start.js';

@@ -15,7 +15,8 @@ import { createVercelNudger, vercelRuntimeCache } from 'skiplock/vercel';
 const nudger = createVercelNudger(
   { reports: '/api/reports-worker', '*': '/api/worker' }, // queue → worker route
   {
-    origin: `https://${process.env.VERCEL_URL}`, // this deployment's own routes (a preview's, on a preview)
+    // The routes are requested at this deployment's own origin (a preview's on a preview; under
+    // next dev, http://localhost:3000): SKIPLOCK_BASE_URL, else VERCEL_URL, else localhost:$PORT.
     secret: process.env.CRON_SECRET,
     waitUntil,
     // Every enqueue, nudged or not, marks the idle ticks' hint stale (a Next.js app imports the one

@@ -6,9 +6,16 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createVercelWorker, resetSharedRuntime } from '../../adapters/vercel.js';
-import { routeUrl, START_HEADER, vercelRouteStarter } from '../../adapters/vercel-start.js';
+import {
+  createVercelNudger,
+  ownOrigin,
+  routeUrl,
+  START_HEADER,
+  vercelRouteStarter,
+} from '../../adapters/vercel-start.js';
 import { defineJob } from '../../core/jobs.js';
 import type { Logger } from '../../core/logger.js';
+import { captureStdout } from '../helpers/stdout.js';
 
 const SECRET = 'cron-secret-0123456789abcdef00';
 const servers: { close(): void; closeAllConnections(): void }[] = [];
@@ -165,5 +172,65 @@ describe('the Vercel worker route, for a started request', () => {
     const text = await response.text();
     expect(text).toMatch(/SKIPLOCK_BASE_URL must be an absolute http\(s\) URL/);
     expect(text).not.toContain('s3cret');
+  });
+});
+
+describe('createVercelNudger without an origin', () => {
+  it("defaults to SKIPLOCK_BASE_URL, else the deployment's own VERCEL_URL, else the local server", () => {
+    expect(ownOrigin({ SKIPLOCK_BASE_URL: 'https://app.example.com', VERCEL_URL: 'p.vercel.app' })).toBe(
+      'https://app.example.com',
+    );
+    expect(ownOrigin({ VERCEL_URL: 'my-app-git-x.vercel.app' })).toBe('https://my-app-git-x.vercel.app');
+    expect(ownOrigin({ PORT: '3100' })).toBe('http://localhost:3100');
+    expect(ownOrigin({})).toBe('http://localhost:3000');
+  });
+
+  it('under next start (no VERCEL_URL) nudges the local server, and says a refused start on stdout by default', async () => {
+    const seen: { path: string | undefined; auth: string | undefined }[] = [];
+    const origin = await listen((req, res) => {
+      seen.push({ path: req.url, auth: req.headers.authorization });
+      res.writeHead(seen.length === 1 ? 202 : 401, { 'content-type': 'application/json' }).end('{}');
+    });
+    const saved = { PORT: process.env.PORT, VERCEL_URL: process.env.VERCEL_URL, BASE: process.env.SKIPLOCK_BASE_URL };
+    process.env.PORT = new URL(origin).port;
+    delete process.env.VERCEL_URL;
+    delete process.env.SKIPLOCK_BASE_URL;
+    try {
+      const kept: Promise<unknown>[] = [];
+      const nudger = createVercelNudger(
+        { '*': '/api/worker' },
+        { secret: SECRET, coalesceMs: 0, idleHints: false, waitUntil: (p) => void kept.push(p) },
+      );
+      const { lines } = await captureStdout(async () => {
+        await nudger.nudge(['emails']);
+        await Promise.all(kept.splice(0));
+        await nudger.nudge(['emails']);
+        await Promise.all(kept.splice(0));
+      });
+      expect(seen).toEqual([
+        { path: '/api/worker', auth: `Bearer ${SECRET}` },
+        { path: '/api/worker', auth: `Bearer ${SECRET}` },
+      ]);
+      // The second start was refused: one warning line, with the route and the status, never the secret.
+      const warned = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(warned).toEqual([
+        expect.objectContaining({
+          level: 'warn',
+          msg: 'nudge_failed',
+          route: `http://localhost:${process.env.PORT}/api/worker`,
+          status: 401,
+        }),
+      ]);
+      expect(lines.join('')).not.toContain(SECRET);
+    } finally {
+      for (const [key, value] of [
+        ['PORT', saved.PORT],
+        ['VERCEL_URL', saved.VERCEL_URL],
+        ['SKIPLOCK_BASE_URL', saved.BASE],
+      ] as const) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    }
   });
 });
