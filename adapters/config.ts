@@ -388,7 +388,7 @@ export class EnvironmentSettings {
     }
     this.#values = values as Values;
     if (!this.#values.DATABASE_URL && !this.#values.DATABASE_SECRET_ID && !this.#problems.has('DATABASE_URL')) {
-      this.#problems.set('DATABASE_URL', 'DATABASE_URL or DATABASE_SECRET_ID must be set');
+      this.#problems.set('DATABASE_URL', 'DATABASE_URL must be set');
     }
   }
 

@@ -134,7 +134,7 @@ const NEXT_STEPS: Record<Platform, string> = {
   3. store the database URL in Secrets Manager:
      aws secretsmanager create-secret --name skiplock/database --secret-string 'postgres://…'
   4. DATABASE_URL=postgres://… npx skiplock migrate
-     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # with events (Node < 22.18: npm i -D tsx)
   5. npx serverless package        # builds the bundles offline, no AWS credentials needed
      npx serverless deploy --param="databaseSecretArn=arn:aws:secretsmanager:…" --param="enqueueToken=$(openssl rand -hex 24)"`,
   cdk: `next steps:
@@ -147,7 +147,7 @@ const NEXT_STEPS: Record<Platform, string> = {
   3. store the database URL in Secrets Manager, and its ARN in cdk.json's context ("databaseSecretArn"):
      aws secretsmanager create-secret --name skiplock/database --secret-string 'postgres://…'
   4. DATABASE_URL=postgres://… npx skiplock migrate
-     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # with events (Node < 22.18: npm i -D tsx)
   5. npx cdk synth                 # bundles the functions with esbuild, offline, no AWS credentials
      npx cdk bootstrap             # once per account and region
      npx cdk deploy -c enqueueToken=$(openssl rand -hex 24) -c adminToken=$(openssl rand -hex 24)`,
@@ -161,7 +161,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN and SKIPLOCK_ADMIN_TOKEN (16+ characters each), and for
      nudges SKIPLOCK_NUDGE_ROUTES='emails,webhooks=/api/worker;reports=/api/reports-worker'
   4. DATABASE_URL=postgres://… npx skiplock migrate
-     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # with events (Node < 22.18: npm i -D tsx)
   5. next build && next start, then: curl -H "Authorization: Bearer $CRON_SECRET" localhost:3000/api/worker
      runs the worker once; the console is at /admin; vercel deploy runs the crons in vercel.json`,
   vercel: `next steps:
@@ -173,7 +173,7 @@ const NEXT_STEPS: Record<Platform, string> = {
   3. set the project's variables: DATABASE_URL, SKIPLOCK_DRIVER (neon-http or neon-ws for Neon),
      CRON_SECRET, SKIPLOCK_ENQUEUE_TOKEN and SKIPLOCK_ADMIN_TOKEN (16+ characters each), e.g. vercel env add CRON_SECRET
   4. DATABASE_URL=postgres://… npx skiplock migrate
-     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # with events (Node < 22.18: npm i -D tsx)
   5. vercel deploy`,
   cloudflare: `next steps:
   {install}
@@ -185,7 +185,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      the secrets, once each: npx wrangler secret put DATABASE_URL, then the same for CRON_SECRET,
      SKIPLOCK_ENQUEUE_TOKEN, SKIPLOCK_ADMIN_TOKEN (16+ characters each) and SKIPLOCK_SIGNAL_SECRET (32+)
   4. DATABASE_URL=postgres://… npx skiplock migrate
-     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # with events (Node < 22.18: npm i -D tsx)
   5. npx wrangler deploy --dry-run --outdir .wrangler/dry-run   # bundles offline, no Cloudflare account needed
      npx wrangler deploy          # the Worker, its routes and its Cron Triggers (wrangler.jsonc)`,
   deno: `next steps:
@@ -197,7 +197,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      SKIPLOCK_SIGNAL_SECRET (32+), and for nudges SKIPLOCK_BASE_URL (the app's URL) and
      SKIPLOCK_NUDGE_ROUTES='*=/skiplock/worker'
   4. DATABASE_URL=postgres://… npx skiplock migrate
-     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # with events (Node < 22.18: npm i -D tsx)
   5. deno task start              # every route on :8000; Deno.cron runs the worker and maintenance
      deno deploy                  # Deno Deploy`,
   supabase: `next steps:
@@ -208,7 +208,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      SKIPLOCK_ENQUEUE_TOKEN=… SKIPLOCK_ADMIN_TOKEN=… (16+ characters each) SKIPLOCK_SIGNAL_SECRET=… (32+)
      SKIPLOCK_BASE_URL=https://<project>.supabase.co/functions/v1 SKIPLOCK_NUDGE_ROUTES='*=/skiplock/skiplock/worker'
   4. DATABASE_URL=postgres://… npx skiplock migrate
-     DATABASE_URL=postgres://… npx skiplock sync --jobs supabase/functions/_shared/jobs.ts   # subscribers' subscriptions (events)
+     DATABASE_URL=postgres://… npx skiplock sync --jobs supabase/functions/_shared/jobs.ts   # with events (Node < 22.18: npm i -D tsx)
   5. supabase functions deploy skiplock --no-verify-jwt   # its routes check skiplock's own secrets
      then run supabase/skiplock-cron.sql in the SQL editor (CRON_SECRET in Vault first, <project> replaced):
      pg_cron requests the worker each minute and maintenance every 5`,
@@ -223,7 +223,7 @@ const NEXT_STEPS: Record<Platform, string> = {
      SKIPLOCK_SIGNAL_SECRET (32+), SKIPLOCK_BASE_URL (the site's URL) and
      SKIPLOCK_NUDGE_ROUTES='*=/.netlify/functions/skiplock-worker-background'
   4. DATABASE_URL=postgres://… npx skiplock migrate
-     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # subscribers' subscriptions (events)
+     DATABASE_URL=postgres://… npx skiplock sync --jobs functions/jobs.ts   # with events (Node < 22.18: npm i -D tsx)
   5. npx netlify deploy --build --prod   # the functions; Netlify runs the scheduled ones on their schedules`,
 };
 

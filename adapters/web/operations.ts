@@ -168,7 +168,7 @@ export async function signalFromToken(
     throw new HttpError(
       401,
       'unauthorized',
-      `this endpoint is disabled until SKIPLOCK_SIGNAL_SECRET is set (at least ${SIGNAL_SECRET_MIN_LENGTH} characters)`,
+      `this endpoint is disabled${secret ? ': SKIPLOCK_SIGNAL_SECRET is shorter than' : ' until SKIPLOCK_SIGNAL_SECRET is set to at least'} ${SIGNAL_SECRET_MIN_LENGTH} characters`,
     );
   }
   const claims = readSignalToken(secret, token);
@@ -264,7 +264,8 @@ export class DeployedWorker {
     const queues = inputs.queues ?? config.queues;
     const name = inputs.name ?? config.workerName;
     const { slowQueues } = inputs;
-    const key = JSON.stringify([kinds ?? null, queues ?? null, slowQueues ?? null, name, inputs.nextDue ?? config.idle]);
+    // JSON writes an unset list as null.
+    const key = JSON.stringify([kinds, queues, slowQueues, name, inputs.nextDue ?? config.idle]);
     let built = this.#byPool.get(db);
     if (!built) {
       built = new Map();

@@ -178,8 +178,7 @@ export function assertKindsFit(
   const { invocationMs, safetyMarginMs, queues, slowQueues } = budget;
   const leftMs = invocationMs - safetyMarginMs - START_ALLOWANCE_MS;
   const unfit = [...definitions].filter(
-    (d) =>
-      d.timeoutMs > leftMs && (queues === undefined || queues.includes(d.queue)) && !slowQueues?.includes(d.queue),
+    (d) => d.timeoutMs > leftMs && (queues === undefined || queues.includes(d.queue)) && !slowQueues?.includes(d.queue),
   );
   if (unfit.length === 0) return;
   const named = unfit.map((d) => `${d.kind} (timeoutMs ${d.timeoutMs})`).join(', ');

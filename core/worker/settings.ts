@@ -30,8 +30,6 @@ export interface WorkerSettings {
   readonly db: SkiplockConnection;
   readonly schema: string;
   readonly queues: readonly string[] | undefined;
-  /** Queues a worker with a longer budget serves: their kinds that never fit are left to it, unlogged. */
-  readonly slowQueues: readonly string[];
   readonly concurrency: number;
   readonly batchSize: number;
   readonly safetyMarginMs: number;
@@ -74,7 +72,10 @@ export interface WorkerSettings {
   readonly runtimeSchedules: boolean;
   /** An idle invocation reads when something is next due (the summary's nextDueAt). */
   readonly nextDue: boolean;
-  /** Kinds already reported as never fitting an invocation of this instance (kinds_never_fit, once). */
+  /**
+   * Kinds not to report as never fitting (kinds_never_fit): those already reported by this instance,
+   * and those of its slowQueues, which another worker runs.
+   */
   readonly unfitWarned: Set<string>;
   /** When this instance last recorded what it serves in `workers` (on its clock). */
   readonly served: { lastAt: number | undefined };

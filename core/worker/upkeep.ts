@@ -179,10 +179,8 @@ export function reportUnfitKinds(upkeep: Upkeep, noOwnKindFits: boolean): void {
     kinds: kinds.map((k) => ({ kind: k.definition.kind, timeoutMs: k.definition.timeoutMs })),
   };
   upkeep.ledger.summary.unfit = unfit;
-  // A kind of a slow queue is another worker's to run: its not fitting here is the plan, not news.
-  const unwarned = kinds.filter(
-    (k) => !unfitWarned.has(k.definition.kind) && !settings.slowQueues.includes(k.definition.queue),
-  );
+  // unfitWarned also holds the kinds of the worker's slowQueues: another worker runs them.
+  const unwarned = kinds.filter((k) => !unfitWarned.has(k.definition.kind));
   if (unwarned.length === 0) return;
   for (const k of unwarned) unfitWarned.add(k.definition.kind);
   const log = kinds.length === kindList.length || noOwnKindFits ? logger.error : logger.warn;

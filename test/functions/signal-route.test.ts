@@ -121,6 +121,22 @@ describe.each(['vercel', 'lambda'] as const)('the signal route (%s)', (platform)
     const signals = await t.admin.query(`select count(*)::int as n from "${t.schema}".signals`);
     expect(signals.rows[0].n).toBe(0);
   });
+
+  it('says whether its secret is unset or too short', async () => {
+    const token = createSignalToken(SECRET, 'approve:x');
+    const unset = await post(platform, token, '{}', env({ SKIPLOCK_SIGNAL_SECRET: undefined }));
+    expect(unset.body.error).toEqual({
+      code: 'unauthorized',
+      message: 'this endpoint is disabled until SKIPLOCK_SIGNAL_SECRET is set to at least 32 characters',
+    });
+    await resetSharedRuntime();
+    const short = await post(platform, token, '{}', env({ SKIPLOCK_SIGNAL_SECRET: 'too-short' }));
+    expect(short.body.error).toEqual({
+      code: 'unauthorized',
+      message: 'this endpoint is disabled: SKIPLOCK_SIGNAL_SECRET is shorter than 32 characters',
+    });
+    await resetSharedRuntime();
+  });
 });
 
 describe(`a signal that woke a job starts its worker (${testDriver()})`, () => {

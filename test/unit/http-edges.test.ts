@@ -125,7 +125,7 @@ describe('configuration errors: each function checks only what it reads', () => 
     const result = (await worker(scheduledEvent(), lambdaContext(10_000))) as { ok: boolean; error: string };
     expect(result.ok).toBe(false);
     expect(result.error).toMatch(/SKIPLOCK_DRIVER/);
-    expect(result.error).toMatch(/DATABASE_URL or DATABASE_SECRET_ID/);
+    expect(result.error).toMatch(/DATABASE_URL must be set/);
     expect(result.error).not.toMatch(/at .*\.ts:\d+/);
   });
 
