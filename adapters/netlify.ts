@@ -108,15 +108,25 @@ export function createNetlifyScheduledMaintenance(jobs: Kinds, options: NetlifyO
  * netlify/functions/skiplock-worker-background.ts: what nudges and fan-out request. Netlify answers
  * them 202 itself and runs the function for up to 15 min, so the invocation runs in the function's
  * own time (the start header dropped): the route's bearer CRON_SECRET is checked as on the worker route.
+ * Its caller never sees a refusal (Netlify has answered 202): the function's log says it instead.
  */
 export function createNetlifyBackgroundWorker(jobs: Kinds, options: NetlifyOptions = {}): NetlifyFunction {
   const app = appOf(jobs, options, NETLIFY_LIMITS.backgroundMs, true);
   const path = options.routes?.worker || PLATFORM_ROUTES.worker;
-  return (request, context) => {
+  return async (request, context) => {
     const headers = new Headers(request.headers);
     headers.delete(START_HEADER);
     const url = new URL(`${(options.basePath ?? '').replace(/\/+$/, '')}${path}`, request.url);
-    return app.fetch(new Request(url, { headers }), platformRequest(context));
+    const response = await app.fetch(new Request(url, { headers }), platformRequest(context));
+    if (response.status === 401) {
+      const body = (await response
+        .clone()
+        .json()
+        .catch(() => undefined)) as { error?: { message?: unknown } } | undefined;
+      const line = { level: 'warn', msg: 'background_start_refused', status: 401, error: body?.error?.message };
+      process.stdout.write(`${JSON.stringify(line)}\n`);
+    }
+    return response;
   };
 }
 

@@ -25,6 +25,7 @@ import {
   queuedSlowRuns,
   waitForOutcome,
 } from '../helpers/platforms.js';
+import { captureStdout } from '../helpers/stdout.js';
 
 // skiplock/netlify's three functions (test/fixtures/platforms/netlify/functions/ holds them as an app
 // writes them), called as Netlify's Node runtime calls a v2 function: a Web Request and a context
@@ -105,11 +106,22 @@ describe(`skiplock/netlify (${testDriver()})`, () => {
     expect(row).toMatchObject({ state: 'completed', result: { doubled: 16 } });
   });
 
-  it('the background function refuses a request without CRON_SECRET', async () => {
-    const response = await createNetlifyBackgroundWorker(platformJobs, {
-      env: { DATABASE_URL: databaseUrl(), SKIPLOCK_SCHEMA: t.schema, ...PLATFORM_SECRETS },
-    })(new Request(`${origin}/.netlify/functions/skiplock-worker-background`), context);
+  it('the background function refuses a request without CRON_SECRET, and its log says so (its caller got 202)', async () => {
+    const { result: response, lines } = await captureStdout(() =>
+      createNetlifyBackgroundWorker(platformJobs, {
+        env: { DATABASE_URL: databaseUrl(), SKIPLOCK_SCHEMA: t.schema, ...PLATFORM_SECRETS },
+      })(
+        new Request(`${origin}/.netlify/functions/skiplock-worker-background`, {
+          headers: { authorization: 'Bearer not-the-cron-secret' },
+        }),
+        context,
+      ),
+    );
     expect(response.status).toBe(401);
+    expect(lines.map((line) => JSON.parse(line))).toEqual([
+      { level: 'warn', msg: 'background_start_refused', status: 401, error: 'missing or wrong bearer token' },
+    ]);
+    expect(lines.join('')).not.toContain('not-the-cron-secret');
   });
 
   it('a dead job is replayed through the routes function and runs again on the next tick', async () => {
