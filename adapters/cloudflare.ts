@@ -75,6 +75,13 @@ export interface CloudflareWorkerOptions
 export interface CloudflareWorker {
   fetch(request: Request, env: CloudflareEnv, ctx: CloudflareContext): Promise<Response>;
   scheduled(controller: CloudflareScheduledController, env: CloudflareEnv, ctx: CloudflareContext): Promise<void>;
+  /**
+   * Starts the workers of these queues now through the SKIPLOCK_SELF binding, as the enqueue route
+   * does: for jobs your own routes enqueued, after your transaction committed (PlatformApp.nudge).
+   * The request is kept alive with `ctx.waitUntil`; a failed start is logged, never thrown (a
+   * ConfigError of the Worker's settings is, as `fetch` answers 500 for it).
+   */
+  nudge(queues: readonly string[], request: Request, env: CloudflareEnv, ctx: CloudflareContext): Promise<void>;
 }
 
 /**
@@ -158,6 +165,10 @@ export function createCloudflareWorker(jobs: Kinds, options: CloudflareWorkerOpt
         const message = err instanceof ConfigError ? err.message : 'internal error';
         return Response.json({ error: { code: 'config', message } }, { status: 500 });
       }
+    },
+    async nudge(queues, request, env, ctx) {
+      const { app } = appFor(env);
+      await app.nudge(queues, request, contextOf(new CloudflareRequest(ctx)));
     },
     async scheduled(controller, env, ctx) {
       const served = new CloudflareRequest(ctx);

@@ -7,6 +7,7 @@ import type { Nudger } from '../core/nudge.js';
 import type { ScheduleDefinition } from '../core/schedules.js';
 import type { Tracing } from '../core/tracing.js';
 import type { ConsoleOptions } from './console/index.js';
+import { publicMessage, sharedRuntime } from './runtime.js';
 import { jsonResponse } from './web/http.js';
 import type { Env, Kinds } from './web/options.js';
 import * as web from './web/routes.js';
@@ -116,6 +117,14 @@ export interface PlatformApp {
    * maintenance) as its route would, without a request (no bearer), and answers with its summary.
    */
   tick(route: 'worker' | 'maintenance', context?: PlatformRequest): Promise<Response>;
+  /**
+   * Starts the workers of these queues now, as the enqueue route does after its write: for jobs your
+   * own routes enqueued, after your transaction committed. The routes of SKIPLOCK_NUDGE_ROUTES are
+   * requested (coalesced per instance) at SKIPLOCK_BASE_URL, else at the origin of `request`, the one
+   * being served (Workers: through the SKIPLOCK_SELF binding). Never throws: a start that fails or
+   * cannot be made is logged (`nudge_failed`), and the next tick runs the jobs.
+   */
+  nudge(queues: readonly string[], request?: Request, context?: PlatformRequest): Promise<void>;
 }
 
 const notFound = () => Response.json({ error: { code: 'not_found', message: 'no such route' } }, { status: 404 });
@@ -226,6 +235,18 @@ export function createPlatformApp(jobs: Kinds, options: PlatformAppOptions): Pla
           return serveConsole(request, context.client ?? options.clientOf?.(request));
         }
         return notFound();
+      });
+    },
+    nudge(queues, request, context = {}) {
+      return current.run(context, async () => {
+        const runtime = sharedRuntime(env);
+        try {
+          const nudger = await nudging.nudger?.(runtime, request && new URL(request.url));
+          if (!nudger) throw new ConfigError('set SKIPLOCK_NUDGE_ROUTES, and SKIPLOCK_BASE_URL or pass the request');
+          await nudger.nudge(queues);
+        } catch (err) {
+          runtime.logger.warn('nudge_failed', { queues, error: publicMessage(err) });
+        }
       });
     },
     tick(route, context = {}) {

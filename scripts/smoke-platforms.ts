@@ -177,8 +177,11 @@ async function listening(port: number, child: ChildProcess, timeoutMs = 20_000):
 }
 
 /** Runs the Deno app (test/fixtures/platforms/deno-app.ts, bundled) with `deno run`. */
-export async function startDenoApp(env: Record<string, string>): Promise<{ origin: string; stop(): Promise<void> }> {
-  const bundle = await bundlePlatformApp(join(repo, 'test/fixtures/platforms/deno-app.ts'));
+export async function startDenoApp(
+  env: Record<string, string>,
+  fixture = 'deno-app.ts',
+): Promise<{ origin: string; stop(): Promise<void> }> {
+  const bundle = await bundlePlatformApp(join(repo, 'test/fixtures/platforms', fixture));
   const dir = mkdtempSync(join(tmpdir(), 'skiplock-deno-'));
   const file = join(dir, 'app.mjs');
   writeFileSync(file, bundle.code);

@@ -89,6 +89,10 @@ describe('skiplock/cloudflare in workerd (Miniflare)', () => {
     await checks.nudgedEnqueueRunsAtOnce();
   });
 
+  it('the app’s own route starts the worker with skiplock.nudge after its batch: it runs at once', async () => {
+    await checks.placedOrderNudgedRunsAtOnce();
+  });
+
   it('a dead job is replayed through the replay route and runs again (nudged)', async () => {
     await checks.replayedJobRunsAgain();
   });

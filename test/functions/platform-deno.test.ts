@@ -162,3 +162,35 @@ describe('skiplock/deno in Deno, its database endpoint refusing connections', ()
     expect(await tickDown.json()).toMatchObject({ stoppedBecause: 'error', errorCode: 'database_unreachable' });
   });
 });
+
+describe('a Deno app with a route of its own (createDenoApp on Deno.serve)', () => {
+  let own: { origin: string; stop(): Promise<void> };
+  beforeAll(async () => {
+    own = await startDenoApp(
+      {
+        DATABASE_URL: databaseUrl(),
+        SKIPLOCK_DRIVER: 'neon-http',
+        SKIPLOCK_SCHEMA: t.schema,
+        SKIPLOCK_LOG_LEVEL: 'error',
+        SKIPLOCK_NEON_FETCH_ENDPOINT: inject('neonHttpUrl'),
+        SKIPLOCK_NUDGE_ROUTES: 'nudged=/skiplock/worker',
+        ...PLATFORM_SECRETS,
+      },
+      'deno-own-routes.ts',
+    );
+  }, 120_000);
+  afterAll(async () => {
+    await own?.stop();
+  });
+
+  it("its enqueue runs at once through the app's nudge, without a tick", async () => {
+    const response = await fetch(`${own.origin}/own/enqueue`, { method: 'POST', body: JSON.stringify({ n: 21 }) });
+    expect(response.status).toBe(200);
+    const { id } = (await response.json()) as { id: string };
+    const row = await waitForOutcome(
+      () => jobRow(t.admin, t.schema, id),
+      (r) => r?.state === 'completed',
+    );
+    expect(row).toMatchObject({ state: 'completed', result: { doubled: 42 } });
+  });
+});

@@ -162,6 +162,18 @@ export function workerdChecks(
       expect(placed.status).toBe(500);
       expect(await count()).toBe(before);
     },
+    /** The app's own route, after its batch committed, starts the worker with skiplock.nudge. */
+    async placedOrderNudgedRunsAtOnce() {
+      const placed = await post('/orders', undefined, { n: 4, nudge: true });
+      expect(placed.status).toBe(200);
+      const { job } = (await placed.json()) as { job: { id: string } };
+      // No Cron Trigger fires here: only the nudge can have run it.
+      expect(await settledJob(db().admin, db().schema, job.id)).toMatchObject({
+        state: 'completed',
+        attempt: 1,
+        result: { doubled: 8 },
+      });
+    },
     async nudgedEnqueueRunsAtOnce() {
       // No Cron Trigger fires here (Miniflare calls `scheduled` only when a test does): only the
       // nudge can have run it, on its first attempt.
