@@ -95,8 +95,9 @@ export type NudgeRoutes = Readonly<Record<string, string>>;
 export interface VercelNudgerOptions {
   /**
    * The origin the routes' paths are requested at, e.g. `https://my-app.vercel.app`.
-   * @defaultValue SKIPLOCK_BASE_URL, else this deployment's own `https://$VERCEL_URL` (a preview's on
-   * a preview), else `http://localhost:$PORT` (3000): `next dev` and `next start`
+   * @defaultValue SKIPLOCK_BASE_URL; else in production `https://$VERCEL_PROJECT_PRODUCTION_URL`;
+   * else this deployment's own `https://$VERCEL_URL` (a preview's); else `http://localhost:$PORT`
+   * (3000): `next dev` and `next start`
    */
   origin?: string;
   /** CRON_SECRET, which the worker routes check. */
@@ -155,12 +156,15 @@ export function createVercelNudger(
 }
 
 /**
- * Where this app's own routes answer when the nudger is not told: SKIPLOCK_BASE_URL, else this
- * deployment's (Vercel sets VERCEL_URL without a scheme), else the local server's (`next dev` and
- * `next start` listen on PORT, 3000 by default).
+ * Where this app's own routes answer when the nudger is not told: SKIPLOCK_BASE_URL; else, in
+ * production, the project's production domain (VERCEL_PROJECT_PRODUCTION_URL: Deployment
+ * Protection leaves it open, not the deployment's own URL); else this deployment's (a preview's:
+ * VERCEL_URL, without a scheme); else the local server's (`next dev`, `next start`: PORT, 3000).
  */
 export function ownOrigin(env: Record<string, string | undefined>): string {
   if (env.SKIPLOCK_BASE_URL) return env.SKIPLOCK_BASE_URL;
+  if (env.VERCEL_ENV === 'production' && env.VERCEL_PROJECT_PRODUCTION_URL)
+    return `https://${env.VERCEL_PROJECT_PRODUCTION_URL}`;
   if (env.VERCEL_URL) return `https://${env.VERCEL_URL}`;
   return `http://localhost:${env.PORT || 3000}`;
 }

@@ -102,7 +102,9 @@ export interface Enqueuer {
   /**
    * Starts workers for these queues now, through the configured nudger (nothing without one). Call
    * it after your transaction (or neon-http batch) committed: `await nudge([sendEmail.queue])`.
-   * Never rejects: a failed nudge is logged and the cron tick runs the jobs.
+   * It first tells the nudger those queues were written (`noteDue`: on Vercel, the idle ticks' hint
+   * is marked stale), which a neon-http batch of prepareEnqueue / preparePublish / prepareSignal
+   * cannot do by itself. Never rejects: a failed nudge is logged and the cron tick runs the jobs.
    */
   nudge(queues: Iterable<string>): Promise<void>;
   /**
@@ -211,6 +213,10 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     if (nudged.length > 0) await config.nudger?.nudge(nudged);
     return results;
   };
+
+  /** Tells the nudger these queues were written, due now (its failure is the nudger's to log). */
+  const noteWritten = async (queues: readonly string[]) =>
+    config.nudger?.noteDue?.(queues.map((queue) => ({ queue, at: null })))?.catch(() => {});
 
   /** Tells the nudger when the written jobs are due (for platforms whose idle workers sleep). */
   const noteDue = async (requests: readonly JobRequest[], rows: readonly JobInsertRow[]) => {
@@ -333,7 +339,7 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
     });
     const queues = [...new Set(result.jobs.map((j) => j.queue))];
     if (queues.length > 0) {
-      await config.nudger?.noteDue?.(queues.map((queue) => ({ queue, at: null })))?.catch(() => {});
+      await noteWritten(queues);
       if (options.nudge === true) await config.nudger?.nudge(queues);
     }
     return result;
@@ -350,14 +356,18 @@ export function createEnqueuer(config: EnqueueConfig = {}): Enqueuer {
         read: (raw) => readPublishRows((raw[0] as { rows: PublishRow[] }).rows),
       };
     },
-    nudge: async (queues) => config.nudger?.nudge(queues),
+    nudge: async (queues) => {
+      const named = [...queues];
+      await noteWritten(named);
+      await config.nudger?.nudge(named);
+    },
     signal: async (db, key, payload, options = {}) => {
       if (options.nudge === true && !config.nudger) {
         throw new InvalidOptionsError('nudge: true needs a nudger: createEnqueuer({ nudger })');
       }
       const result = await sendSignal(db, schema, key, payload, maxPayloadBytes, { id: options.id });
       if (result.queues.length > 0) {
-        await config.nudger?.noteDue?.(result.queues.map((queue) => ({ queue, at: null })))?.catch(() => {});
+        await noteWritten(result.queues);
       }
       if (options.nudge === true && result.queues.length > 0) await config.nudger?.nudge(result.queues);
       return result;

@@ -15,8 +15,8 @@ import { createVercelNudger, vercelRuntimeCache } from 'skiplock/vercel';
 const nudger = createVercelNudger(
   { reports: '/api/reports-worker', '*': '/api/worker' }, // queue → worker route
   {
-    // The routes are requested at this deployment's own origin (a preview's on a preview; under
-    // next dev, http://localhost:3000): SKIPLOCK_BASE_URL, else VERCEL_URL, else localhost:$PORT.
+    // origin (unset): SKIPLOCK_BASE_URL, else the production domain in production, else this
+    // deployment's own URL (a preview's), else http://localhost:$PORT under next dev / next start.
     secret: process.env.CRON_SECRET,
     waitUntil,
     // Every enqueue, nudged or not, marks the idle ticks' hint stale (a Next.js app imports the one

@@ -167,6 +167,28 @@ describe(`Vercel idle ticks (${testDriver()})`, () => {
     expect(ran).toEqual(['in a transaction']);
   });
 
+  it("a neon-http batch of prepareEnqueue is marked by the enqueuer's nudge(): the next tick runs it", async () => {
+    await worker()(cron()); // idle: a hint with nothing due
+    minutes(1);
+    const nudger = createVercelNudger(
+      {},
+      { origin: 'https://app.example.com', secret: SECRETS.CRON_SECRET, idleHints: store, schema: t.schema, test },
+    );
+    const enqueuer = createEnqueuer({ schema: t.schema, nudger });
+    // The batch's statements, run in one transaction as neon-http's db.batch runs them.
+    const pending = enqueuer.prepareEnqueue([note.with({ text: 'in a batch' })]);
+    const db = drizzle({ client: t.admin });
+    const raw = await db.transaction(async (tx) => Promise.all(pending.statements.map((s) => tx.execute(s))));
+    expect(pending.read(raw)).toEqual([{ id: expect.any(String), outcome: 'inserted' }]);
+    // A batch writes nothing but its statements: until the nudge, the hint still says idle.
+    expect((await measured(() => worker()(cron()))).body.idle).toBe(true);
+    await enqueuer.nudge([note.queue]);
+    minutes(1);
+    const next = await measured(() => worker()(cron()));
+    expect(next.body.woke).toBe('touched');
+    expect(ran).toEqual(['in a batch']);
+  });
+
   it('a tick that did work leaves no skip window: the next tick queries', async () => {
     await enqueueNote('now');
     const busy = (await (await worker()(cron())).json()) as TickBody;

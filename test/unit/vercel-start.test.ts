@@ -176,11 +176,24 @@ describe('the Vercel worker route, for a started request', () => {
 });
 
 describe('createVercelNudger without an origin', () => {
-  it("defaults to SKIPLOCK_BASE_URL, else the deployment's own VERCEL_URL, else the local server", () => {
+  it("defaults to SKIPLOCK_BASE_URL, else production's domain, else the deployment's own URL, else the local server", () => {
     expect(ownOrigin({ SKIPLOCK_BASE_URL: 'https://app.example.com', VERCEL_URL: 'p.vercel.app' })).toBe(
       'https://app.example.com',
     );
     expect(ownOrigin({ VERCEL_URL: 'my-app-git-x.vercel.app' })).toBe('https://my-app-git-x.vercel.app');
+    // In production, the production domain: Deployment Protection covers the deployment's own URL.
+    const production = { VERCEL_ENV: 'production', VERCEL_URL: 'my-app-abc.vercel.app' };
+    expect(ownOrigin({ ...production, VERCEL_PROJECT_PRODUCTION_URL: 'app.example.com' })).toBe(
+      'https://app.example.com',
+    );
+    expect(ownOrigin(production)).toBe('https://my-app-abc.vercel.app');
+    expect(
+      ownOrigin({
+        VERCEL_ENV: 'preview',
+        VERCEL_URL: 'p.vercel.app',
+        VERCEL_PROJECT_PRODUCTION_URL: 'app.example.com',
+      }),
+    ).toBe('https://p.vercel.app');
     expect(ownOrigin({ PORT: '3100' })).toBe('http://localhost:3100');
     expect(ownOrigin({})).toBe('http://localhost:3000');
   });
