@@ -105,8 +105,8 @@ export interface SkiplockConnection {
 }
 
 /** What connect() returns: a connection and the Drizzle database over the same pool, for your own queries. */
-export interface SkiplockDb extends SkiplockConnection {
-  readonly db: AnyPgDatabase;
+export interface SkiplockDb<Database extends AnyPgDatabase = AnyPgDatabase> extends SkiplockConnection {
+  readonly db: Database;
 }
 
 /** Whether `conn` carries a Drizzle database (connect()'s do; the deployed functions' pg pool does not). */
