@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { Faults } from './faults.js';
+import { listenOn } from './listen.js';
 
 /**
  * A local stand-in for Neon's SQL-over-HTTP endpoint, over node-postgres: one query per
@@ -11,7 +12,9 @@ import { Faults } from './faults.js';
  * lost after it committed, answered late, or never answered. `addedRoundTripMs` plays a link that
  * far from the database: every request waits half of it before it runs and half before its answer.
  */
-export async function startNeonHttpEndpoint(options: { faults?: Faults; addedRoundTripMs?: number } = {}): Promise<{
+export async function startNeonHttpEndpoint(
+  options: { faults?: Faults; addedRoundTripMs?: number; port?: number } = {},
+): Promise<{
   url: string;
   faults: Faults;
   close(): Promise<void>;
@@ -114,7 +117,7 @@ export async function startNeonHttpEndpoint(options: { faults?: Faults; addedRou
   const server = createServer((req, res) => {
     handle(req, res).catch(() => res.destroy());
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await listenOn(server, options.port ?? 0);
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/sql`,

@@ -34,13 +34,17 @@ export interface LocalNeon {
 }
 
 /**
- * Starts both stand-ins on free ports of 127.0.0.1, for development and tests on a local
- * Postgres (the connection string's host and port say which). Use a user with trust, md5 or
- * password auth: SCRAM makes every new WebSocket connection cost 0.5–1 s of pure-JS hashing.
+ * Starts both stand-ins on 127.0.0.1, for development and tests on a local Postgres (the connection
+ * string's host and port say which): on free ports, or on `httpPort` and `wsProxyPort` — fixed ones
+ * keep a variables file's SKIPLOCK_NEON_FETCH_ENDPOINT right across restarts. Use a user with trust,
+ * md5 or password auth: SCRAM makes every new WebSocket connection cost 0.5–1 s of pure-JS hashing.
  */
-export async function startLocalNeon(): Promise<LocalNeon> {
-  const proxy = await startNeonWsProxy();
-  const http = await startNeonHttpEndpoint();
+export async function startLocalNeon(ports: { httpPort?: number; wsProxyPort?: number } = {}): Promise<LocalNeon> {
+  const proxy = await startNeonWsProxy({ port: ports.wsProxyPort });
+  const http = await startNeonHttpEndpoint({ port: ports.httpPort }).catch(async (err) => {
+    await proxy.close();
+    throw err;
+  });
   return {
     neon: localNeonOptions({ wsProxyPort: proxy.port, httpUrl: http.url }),
     wsProxyPort: proxy.port,

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { Faults } from './faults.js';
+import { listenOn } from './listen.js';
 import { startConnectionFaults } from './pg-proxy.js';
 import { WireLink } from './wire-faults.js';
 
@@ -13,7 +14,7 @@ import { WireLink } from './wire-faults.js';
  * frames, an answer lost after COMMIT).
  */
 export async function startNeonWsProxy(
-  options: { faults?: Faults } = {},
+  options: { faults?: Faults; port?: number } = {},
 ): Promise<{ port: number; faults: Faults; close(): Promise<void> }> {
   const faults = options.faults ?? new Faults();
   const links = new Set<WireLink>();
@@ -49,7 +50,7 @@ export async function startNeonWsProxy(
     socket.on('error', close);
   });
   const ticker = startConnectionFaults(links, faults);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await listenOn(server, options.port ?? 0);
   return {
     port: (server.address() as AddressInfo).port,
     faults,

@@ -1,4 +1,6 @@
 // skiplock/testing, used as an application's tests would use it.
+import { createServer } from 'node:net';
+import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { connect, createEnqueuer, defineJob, getJob, migrate, RetryAfterError, silentLogger } from 'skiplock';
 import { ManualClock, runJobs, startLocalNeon, TestTime } from 'skiplock/testing';
@@ -52,6 +54,34 @@ describe('skiplock/testing', () => {
         }
       }
       expect(seen).toEqual(['neon-ws:1', 'neon-ws:2', 'neon-http:1', 'neon-http:2']);
+    } finally {
+      await local.close();
+    }
+  });
+
+  it('startLocalNeon on fixed ports answers where a variables file says; a port in use is named', async () => {
+    const freePort = async () => {
+      const server = createServer();
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const { port } = server.address() as { port: number };
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      return port;
+    };
+    const [httpPort, wsProxyPort] = [await freePort(), await freePort()];
+    const local = await startLocalNeon({ httpPort, wsProxyPort });
+    try {
+      expect({ httpUrl: local.httpUrl, wsProxyPort: local.wsProxyPort }).toEqual({
+        httpUrl: `http://127.0.0.1:${httpPort}/sql`,
+        wsProxyPort,
+      });
+      const fetchEndpoint = `http://127.0.0.1:${httpPort}/sql`;
+      const db = connect({ connectionString: inject('databaseUrl'), driver: 'neon-http', neon: { fetchEndpoint } });
+      try {
+        expect(await db.db.execute(sql`select 1 as one`)).toMatchObject({ rows: [{ one: 1 }] });
+      } finally {
+        await db.close();
+      }
+      await expect(startLocalNeon({ httpPort })).rejects.toThrow(`127.0.0.1:${httpPort} is in use`);
     } finally {
       await local.close();
     }
