@@ -11,7 +11,7 @@ const options = {
   invocations: 2,
   drainLimitMs: 30_000,
   breaker: { coolDownMs: 1_000 },
-  ratePerS: 5,
+  ratePerS: 3,
   databaseUrl: inject('databaseUrl'),
 };
 
@@ -28,11 +28,16 @@ describe('the partner-outage drill', () => {
     expect(withBreaker.attempts_per_failing_job).toBeLessThan(without.attempts_per_failing_job);
     expect(withBreaker.dead).toBe(0);
     expect(withBreaker.drain_after_recovery_s).toBeGreaterThanOrEqual(0);
-    // The third run adds a rate of 5 a second for each partner: the first wave alone sends 10 to the
-    // failing partner without it. The receiver sees a request a few ms after its start was recorded
-    // (the strict count, on recorded starts, is test/concurrency/rate-limits.test.ts): a margin of 2 for that.
+    // The third run adds a rate of 3 a second for each partner: the first wave alone sends 10 to the
+    // failing partner without it. The limit counts a start when its claim is made; the receiver sees
+    // the request when the handler sends it, later by however long the process took to start it
+    // (ms on a quiet machine, where the run shows 3; up to ~0.5 s on a loaded one, where a claim's
+    // requests can land in the same second as the next claim's: 9 were seen against a limit of 5).
+    // Claims inside any 1 s + that delay are at most twice the limit while the delay stays under a
+    // second: 6, well under the 10 without it. The strict count, on recorded starts, is
+    // test/concurrency/rate-limits.test.ts.
     expect(withBreaker.max_requests_per_s).toBeGreaterThanOrEqual(10);
     expect(rated.lost).toBe(0);
-    expect(rated.max_requests_per_s).toBeLessThanOrEqual(options.ratePerS + 2);
+    expect(rated.max_requests_per_s).toBeLessThanOrEqual(2 * options.ratePerS);
   });
 });
