@@ -242,7 +242,14 @@ export function createPlatformApp(jobs: Kinds, options: PlatformAppOptions): Pla
         const runtime = sharedRuntime(env);
         try {
           const nudger = await nudging.nudger?.(runtime, request && new URL(request.url));
-          if (!nudger) throw new ConfigError('set SKIPLOCK_NUDGE_ROUTES, and SKIPLOCK_BASE_URL or pass the request');
+          if (!nudger) {
+            const routes = runtime.settings.require('enqueue').nudgeRoutes;
+            throw new ConfigError(
+              routes
+                ? 'no address to request the worker route at: set SKIPLOCK_BASE_URL, or pass the request being served'
+                : 'SKIPLOCK_NUDGE_ROUTES is unset: no worker route to start',
+            );
+          }
           await nudger.nudge(queues);
         } catch (err) {
           runtime.logger.warn('nudge_failed', { queues, error: publicMessage(err) });

@@ -20,6 +20,8 @@ export async function startNeonWsProxy(
   const links = new Set<WireLink>();
   const server: Server = createServer();
   const wss = new WebSocketServer({ server });
+  // ws repeats the server's errors here; a port in use already rejects listenOn, naming it.
+  wss.on('error', () => {});
   wss.on('connection', (socket, request) => {
     const address = new URL(request.url ?? '/', 'http://proxy').searchParams.get('address') ?? '';
     const [host, port] = address.split(':');

@@ -82,6 +82,8 @@ describe('skiplock/testing', () => {
         await db.close();
       }
       await expect(startLocalNeon({ httpPort })).rejects.toThrow(`127.0.0.1:${httpPort} is in use`);
+      // The WebSocket proxy's port too (ws repeats the server's error: it must not go unhandled).
+      await expect(startLocalNeon({ wsProxyPort })).rejects.toThrow(`127.0.0.1:${wsProxyPort} is in use`);
     } finally {
       await local.close();
     }

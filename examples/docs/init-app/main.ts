@@ -1,5 +1,5 @@
-// A Deno app with a route of its own beside skiplock's (docs/deploy-deno.md). Deno's globals, as
-// far as this example uses them (a Deno project has them from the runtime).
+// main.ts of an app `skiplock init deno` made, with a route of its own beside skiplock's
+// (docs/deploy-deno.md). Deno's globals, as far as this example uses them (Deno has them).
 declare const Deno: {
   env: { get(name: string): string | undefined };
   cron(name: string, schedule: string, run: () => Promise<void>): void;
@@ -10,10 +10,10 @@ declare const Deno: {
 import { sql } from 'drizzle-orm';
 import { connect, createEnqueuer } from 'skiplock';
 import { createDenoApp } from 'skiplock/deno';
-import { jobs, schedules } from './functions/jobs.js';
-import { sendEmail } from './jobs.js';
+import { jobs, schedules } from './functions/jobs.ts';
 
 const skiplock = createDenoApp(jobs, { schedules });
+const [sendEmail] = jobs; // the template's send-email kind
 const { enqueue } = createEnqueuer();
 const { db } = connect({ connectionString: Deno.env.get('DATABASE_URL') ?? '', driver: 'pg' });
 
@@ -21,7 +21,8 @@ async function signUp(request: Request): Promise<Response> {
   const { email } = (await request.json()) as { email: string };
   const job = await db.transaction(async (tx) => {
     await tx.execute(sql`insert into users (email) values (${email})`);
-    return enqueue(tx, sendEmail, { to: email, subject: 'Welcome' });
+    const welcome = { to: email, subject: 'Welcome', template: 'welcome', idempotencyKey: `welcome-${email}` };
+    return enqueue(tx, sendEmail, welcome);
   });
   // After the commit: start the worker now, not at the next minute's Deno.cron.
   await skiplock.nudge([sendEmail.queue], request);
