@@ -130,4 +130,24 @@ export function createNetlifyBackgroundWorker(jobs: Kinds, options: NetlifyOptio
   };
 }
 
+/** Starts the background worker from a function of the app's own (createNetlifyNudger). */
+export interface NetlifyNudger {
+  /**
+   * After your transaction committed: requests the worker routes SKIPLOCK_NUDGE_ROUTES names for
+   * these queues (the background worker), as the routes function's enqueue does. A start that
+   * fails is logged (`nudge_failed`), never thrown; the scheduled worker runs the jobs then.
+   */
+  nudge(queues: readonly string[], request?: Request, context?: NetlifyContext): Promise<void>;
+}
+
+/**
+ * For a function of your own that enqueues: `const skiplock = createNetlifyNudger()` at module
+ * scope, then `await skiplock.nudge([sendEmail.queue], request, context)` after the commit. It runs
+ * no worker and serves no route.
+ */
+export function createNetlifyNudger(options: NetlifyOptions = {}): NetlifyNudger {
+  const app = appOf([], options, NETLIFY_LIMITS.synchronousMs, false);
+  return { nudge: (queues, request, context) => app.nudge(queues, request, platformRequest(context)) };
+}
+
 export { PLATFORM_ROUTES, type PlatformApp, type PlatformRoute } from './platform-routes.js';

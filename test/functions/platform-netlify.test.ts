@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod/mini';
 import {
   createNetlifyBackgroundWorker,
+  createNetlifyNudger,
   createNetlifyRoutes,
   createNetlifyScheduledMaintenance,
   createNetlifyScheduledWorker,
@@ -12,9 +13,10 @@ import {
 import { resetSharedRuntime } from '../../adapters/runtime.js';
 import { START_HEADER } from '../../adapters/web/start.js';
 import { ConfigError } from '../../base/errors.js';
+import { createEnqueuer } from '../../core/enqueue.js';
 import { defineJob } from '../../core/jobs.js';
 import { ManualClock } from '../../testing/clock.js';
-import { platformJobs } from '../fixtures/platforms/jobs.js';
+import { ping, platformJobs } from '../fixtures/platforms/jobs.js';
 import { serveRoute } from '../helpers/console.js';
 import { databaseUrl, type TestContext, testDriver, useTestSchema } from '../helpers/db.js';
 import {
@@ -39,6 +41,7 @@ useTestSchema('platform-netlify', (ctx) => {
 
 let server: Server;
 let origin: string;
+let env: Record<string, string>;
 let scheduled: NetlifyFunction;
 const pending: Promise<unknown>[] = [];
 const context: NetlifyContext = { waitUntil: (promise) => void pending.push(promise) };
@@ -56,7 +59,7 @@ beforeAll(async () => {
   });
   server = served.server;
   origin = served.origin;
-  const env = {
+  env = {
     DATABASE_URL: databaseUrl(),
     SKIPLOCK_DRIVER: testDriver(),
     SKIPLOCK_SCHEMA: t.schema,
@@ -95,6 +98,17 @@ describe(`skiplock/netlify (${testDriver()})`, () => {
     expect(response.status).toBe(200);
     expect(await response.json()).toMatchObject({ claimed: 1 });
     expect(await jobRow(t.admin, t.schema, id)).toMatchObject({ state: 'completed', result: { doubled: 6 } });
+  });
+
+  it("a function of the app's own starts the background worker with createNetlifyNudger", async () => {
+    const { id } = await createEnqueuer({ schema: t.schema }).enqueue(t.db, ping, { n: 12 }, { queue: 'nudged' });
+    const skiplock = createNetlifyNudger({ env });
+    await skiplock.nudge(['nudged'], new Request(`${origin}/.netlify/functions/signup`), context);
+    const row = await waitForOutcome(
+      () => jobRow(t.admin, t.schema, id),
+      (r) => r?.state === 'completed',
+    );
+    expect(row).toMatchObject({ state: 'completed', result: { doubled: 24 } });
   });
 
   it('an enqueue nudges the background function, which runs the job at once', async () => {
