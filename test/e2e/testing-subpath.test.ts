@@ -1,11 +1,11 @@
 // skiplock/testing, used as an application's tests would use it.
-import { createServer } from 'node:net';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { connect, createEnqueuer, defineJob, getJob, migrate, RetryAfterError, silentLogger } from 'skiplock';
 import { ManualClock, runJobs, startLocalNeon, TestTime } from 'skiplock/testing';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
+import { freePort } from '../../scripts/local-postgres.js';
 
 const schema = `testing_${process.pid}`;
 afterAll(async () => {
@@ -60,13 +60,6 @@ describe('skiplock/testing', () => {
   });
 
   it('startLocalNeon on fixed ports answers where a variables file says; a port in use is named', async () => {
-    const freePort = async () => {
-      const server = createServer();
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      const { port } = server.address() as { port: number };
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      return port;
-    };
     const [httpPort, wsProxyPort] = [await freePort(), await freePort()];
     const local = await startLocalNeon({ httpPort, wsProxyPort });
     try {

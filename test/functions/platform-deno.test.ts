@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createSignalToken } from '../../core/signal-tokens.js';
+import { freePort } from '../../scripts/local-postgres.js';
 import { startDenoApp } from '../../scripts/smoke-platforms.js';
 import { databaseUrl, type TestContext, useTestSchema } from '../helpers/db.js';
 import { httpRequests, jobRow, PLATFORM_SECRETS, waitForOutcome } from '../helpers/platforms.js';
@@ -16,16 +16,19 @@ useTestSchema('platform-deno', (ctx) => {
 
 let app: { origin: string; stop(): Promise<void> };
 
+/** The app's variables: neon-http through the local stand-in (or `fetchEndpoint`), nudges on `nudged`. */
+const appEnv = (fetchEndpoint: string = inject('neonHttpUrl')) => ({
+  DATABASE_URL: databaseUrl(),
+  SKIPLOCK_DRIVER: 'neon-http',
+  SKIPLOCK_SCHEMA: t.schema,
+  SKIPLOCK_LOG_LEVEL: 'error',
+  SKIPLOCK_NEON_FETCH_ENDPOINT: fetchEndpoint,
+  SKIPLOCK_NUDGE_ROUTES: 'nudged=/skiplock/worker',
+  ...PLATFORM_SECRETS,
+});
+
 beforeAll(async () => {
-  app = await startDenoApp({
-    DATABASE_URL: databaseUrl(),
-    SKIPLOCK_DRIVER: 'neon-http',
-    SKIPLOCK_SCHEMA: t.schema,
-    SKIPLOCK_LOG_LEVEL: 'error',
-    SKIPLOCK_NEON_FETCH_ENDPOINT: inject('neonHttpUrl'),
-    SKIPLOCK_NUDGE_ROUTES: 'nudged=/skiplock/worker',
-    ...PLATFORM_SECRETS,
-  });
+  app = await startDenoApp(appEnv());
 }, 120_000);
 
 afterAll(async () => {
@@ -119,26 +122,11 @@ describe('skiplock/deno in Deno', () => {
   });
 });
 
-/** A port nothing listens on: one the system just gave out, closed again. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 describe('skiplock/deno in Deno, its database endpoint refusing connections', () => {
   let down: { origin: string; stop(): Promise<void> };
   beforeAll(async () => {
-    down = await startDenoApp({
-      DATABASE_URL: databaseUrl(),
-      SKIPLOCK_DRIVER: 'neon-http',
-      SKIPLOCK_SCHEMA: t.schema,
-      SKIPLOCK_LOG_LEVEL: 'error',
-      SKIPLOCK_NEON_FETCH_ENDPOINT: `http://127.0.0.1:${await closedPort()}/sql`,
-      ...PLATFORM_SECRETS,
-    });
+    // A port nothing listens on: the endpoint refuses every connection.
+    down = await startDenoApp(appEnv(`http://127.0.0.1:${await freePort()}/sql`));
   }, 120_000);
   afterAll(async () => {
     await down?.stop();
@@ -166,18 +154,7 @@ describe('skiplock/deno in Deno, its database endpoint refusing connections', ()
 describe('a Deno app with a route of its own (createDenoApp on Deno.serve)', () => {
   let own: { origin: string; stop(): Promise<void> };
   beforeAll(async () => {
-    own = await startDenoApp(
-      {
-        DATABASE_URL: databaseUrl(),
-        SKIPLOCK_DRIVER: 'neon-http',
-        SKIPLOCK_SCHEMA: t.schema,
-        SKIPLOCK_LOG_LEVEL: 'error',
-        SKIPLOCK_NEON_FETCH_ENDPOINT: inject('neonHttpUrl'),
-        SKIPLOCK_NUDGE_ROUTES: 'nudged=/skiplock/worker',
-        ...PLATFORM_SECRETS,
-      },
-      'deno-own-routes.ts',
-    );
+    own = await startDenoApp(appEnv(), 'deno-own-routes.ts');
   }, 120_000);
   afterAll(async () => {
     await own?.stop();
