@@ -108,6 +108,20 @@ async function measured(call: () => Promise<Response>) {
 const enqueueNote = (text: string, runAt?: Date) =>
   createEnqueuer({ schema: t.schema }).enqueue(t.db.db, note, { text }, runAt ? { runAt } : {});
 
+/**
+ * An idle tick (a hint with nothing due), a minute, then an enqueuer whose Vercel nudger marks this
+ * test's hint store (it starts no route: none is named).
+ */
+async function afterAnIdleTick() {
+  await worker()(cron());
+  minutes(1);
+  const nudger = createVercelNudger(
+    {},
+    { origin: 'https://app.example.com', secret: SECRETS.CRON_SECRET, idleHints: store, schema: t.schema, test },
+  );
+  return createEnqueuer({ schema: t.schema, nudger });
+}
+
 describe(`Vercel idle ticks (${testDriver()})`, () => {
   it('a tick after an idle one answers from the hint: no statement, no connection', async () => {
     const first = await measured(() => worker()(cron()));
@@ -142,13 +156,7 @@ describe(`Vercel idle ticks (${testDriver()})`, () => {
   });
 
   it('an enqueue through the nudger in a transaction that commits after a racing tick runs on the next tick', async () => {
-    await worker()(cron()); // idle: a hint with nothing due
-    minutes(1);
-    const nudger = createVercelNudger(
-      {},
-      { origin: 'https://app.example.com', secret: SECRETS.CRON_SECRET, idleHints: store, schema: t.schema, test },
-    );
-    const enqueuer = createEnqueuer({ schema: t.schema, nudger });
+    const enqueuer = await afterAnIdleTick();
     const client = await t.admin.connect();
     let racing: TickBody | undefined;
     try {
@@ -168,13 +176,7 @@ describe(`Vercel idle ticks (${testDriver()})`, () => {
   });
 
   it("a neon-http batch of prepareEnqueue is marked by the enqueuer's nudge(): the next tick runs it", async () => {
-    await worker()(cron()); // idle: a hint with nothing due
-    minutes(1);
-    const nudger = createVercelNudger(
-      {},
-      { origin: 'https://app.example.com', secret: SECRETS.CRON_SECRET, idleHints: store, schema: t.schema, test },
-    );
-    const enqueuer = createEnqueuer({ schema: t.schema, nudger });
+    const enqueuer = await afterAnIdleTick();
     // The batch's statements, run in one transaction as neon-http's db.batch runs them.
     const pending = enqueuer.prepareEnqueue([note.with({ text: 'in a batch' })]);
     const db = drizzle({ client: t.admin });
